@@ -1,0 +1,583 @@
+//! The legacy zone-start NAT path, faithful to its bugs.
+//!
+//! This is what sled-agent did when starting a zone with external
+//! connectivity (boundary NTP, Nexus, external DNS), synchronously, before the
+//! zone could start:
+//!
+//! 1. **Find the switches.** Look up the switch zones in internal DNS and ask
+//!    each one's MGS which switch it manages. Repeat (with backoff) until
+//!    every *expected* (uplinked) switch is found — or, if at least one was
+//!    found, until [`SWITCH_DISCOVERY_TIMEOUT`] (5 minutes) has passed since
+//!    the start, then proceed with what the last lookup found. With none
+//!    found, repeat forever.
+//! 2. **Ensure the entry on each found switch,** in slot order, retrying
+//!    forever on *that address* until it succeeds: get the entry at
+//!    `(external_ip, first_port)`; if it exists with the same `internal_ip`,
+//!    done; otherwise delete it (if present) and create the desired one.
+//!
+//! The bugs (seed 000), all deliberately kept, because this module exists to
+//! prove that the testbed catches them:
+//!
+//! * zone start blocks for up to five minutes, or forever;
+//! * a switch missing from the lookup when the five minutes expire never gets
+//!   the entry (the *madrid* incident);
+//! * a found switch that dies, and whose scrimlet is replaced at a new
+//!   address before the ensure succeeds, leaves the caller retrying the dead
+//!   address forever;
+//! * only `internal_ip` is compared: a stale MAC, VNI or port range is
+//!   accepted as correct;
+//! * nothing ever runs this again: entries lost to a dpd restart stay lost.
+//!
+//! Randomness (backoff jitter) comes only from the RNG the caller passes, and
+//! time only from `tokio::time`, so a simulation replays it exactly.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::{Ipv6Addr, SocketAddr},
+    time::Duration,
+};
+
+use serde::Serialize;
+use tokio::{sync::watch, time::Instant};
+
+use crate::{
+    discovery::{SwitchSlot, SwitchZoneResolver},
+    dpd::DpdClient,
+    http::{ClientError, Connector, HttpClient},
+    mgs::MgsClient,
+    nat::NatEntry,
+    DPD_PORT, MGS_PORT,
+};
+
+/// How long zone start waits for *all* expected switches once at least one
+/// has been found.
+pub const SWITCH_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// First retry delay (before jitter).
+pub const BACKOFF_INITIAL: Duration = Duration::from_millis(100);
+/// Growth of the delay per retry.
+pub const BACKOFF_MULTIPLIER: f64 = 1.2;
+/// Largest delay, jitter included.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(15);
+/// Each delay is the current base delay times a factor drawn uniformly from
+/// `[1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER]`.
+pub const BACKOFF_JITTER: f64 = 0.2;
+
+/// Backoff: starts at 100 ms, x1.2 per retry, capped at 15 s, with jitter
+/// from a caller-seeded RNG.
+///
+/// Delay `n` (from 0) is `min(15 s, base_n * u)` with
+/// `base_n = min(15 s, 100 ms * 1.2^n)` and `u` uniform in `[0.8, 1.2]`.
+/// Jitter keeps many sleds that failed together from retrying in lockstep;
+/// taking it from the caller's RNG keeps runs reproducible.
+#[derive(Clone, Debug)]
+pub struct Backoff<Rn> {
+    rng: Rn,
+    base: Duration,
+}
+
+impl<Rn: rand::Rng> Backoff<Rn> {
+    pub fn new(rng: Rn) -> Self {
+        Backoff {
+            rng,
+            base: BACKOFF_INITIAL,
+        }
+    }
+
+    pub fn next_delay(&mut self) -> Duration {
+        let factor = self
+            .rng
+            .random_range((1.0 - BACKOFF_JITTER)..=(1.0 + BACKOFF_JITTER));
+        let delay = self.base.mul_f64(factor).min(BACKOFF_MAX);
+        self.base = self.base.mul_f64(BACKOFF_MULTIPLIER).min(BACKOFF_MAX);
+        delay
+    }
+}
+
+/// Where [`ensure_zone_nat`] is, published on a `watch` channel so that a
+/// blocked zone start can at least be seen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum LegacyProgress {
+    LookingUpSwitches,
+    /// Some but not all expected switches found; waiting (up to 5 min) for the rest.
+    WaitingForSwitches {
+        found: BTreeMap<SwitchSlot, Ipv6Addr>,
+        missing: Vec<SwitchSlot>,
+    },
+    /// The 5-minute wait expired; proceeding with what was found.
+    GaveUpWaiting {
+        found: BTreeMap<SwitchSlot, Ipv6Addr>,
+        missing: Vec<SwitchSlot>,
+    },
+    /// Retrying forever on this address until the ensure succeeds.
+    EnsuringNat {
+        switch: SwitchSlot,
+        address: Ipv6Addr,
+        attempts: u64,
+        last_error: Option<String>,
+    },
+    Done {
+        programmed: Vec<SwitchSlot>,
+    },
+}
+
+/// Blocks until done (possibly forever). Steps: discover (DNS + MGS /local/switch-id per zone)
+/// with backoff until all `expected` found, or >=1 found and 5 min elapsed since start; none found
+/// -> forever. Then for each found switch in slot order: forever { get(ip, first_port):
+/// Some(t) if t.internal_ip == entry.target.internal_ip -> done (bug: mac/vni/range ignored);
+/// Some(_) -> delete then create; None -> create } with backoff between attempts.
+///
+/// Returns the slots programmed (all those found by the last lookup, in slot
+/// order). Switches found that are not in `expected` are programmed too:
+/// `expected` only decides how long to wait.
+pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>(
+    connector: &C,
+    resolver: &Res,
+    expected: &BTreeSet<SwitchSlot>,
+    entry: &NatEntry,
+    rng: &mut Rn,
+    progress: &watch::Sender<LegacyProgress>,
+) -> Vec<SwitchSlot> {
+    let found = discover_switches(connector, resolver, expected, rng, progress).await;
+
+    for (&switch, &address) in &found {
+        let dpd = DpdClient::new(HttpClient::new(
+            connector.clone(),
+            SocketAddr::new(address.into(), DPD_PORT),
+        ));
+        let mut backoff = Backoff::new(&mut *rng);
+        let mut last_error = None;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            progress.send_replace(LegacyProgress::EnsuringNat {
+                switch,
+                address,
+                attempts,
+                last_error: last_error.clone(),
+            });
+            match ensure_once(&dpd, entry).await {
+                Ok(()) => break,
+                Err(e) => {
+                    last_error = Some(e.to_string());
+                    progress.send_replace(LegacyProgress::EnsuringNat {
+                        switch,
+                        address,
+                        attempts,
+                        last_error: last_error.clone(),
+                    });
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+            }
+        }
+    }
+
+    let programmed: Vec<SwitchSlot> = found.keys().copied().collect();
+    progress.send_replace(LegacyProgress::Done {
+        programmed: programmed.clone(),
+    });
+    programmed
+}
+
+/// Step 1: repeat lookups until every expected switch is found, or at least
+/// one is and the discovery timeout has passed. The result is the last
+/// lookup's, not a union: a switch seen once and gone since is not used.
+async fn discover_switches<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>(
+    connector: &C,
+    resolver: &Res,
+    expected: &BTreeSet<SwitchSlot>,
+    rng: &mut Rn,
+    progress: &watch::Sender<LegacyProgress>,
+) -> BTreeMap<SwitchSlot, Ipv6Addr> {
+    let start = Instant::now();
+    let mut backoff = Backoff::new(rng);
+    progress.send_replace(LegacyProgress::LookingUpSwitches);
+    loop {
+        let found = lookup_switches(connector, resolver).await;
+        let missing: Vec<SwitchSlot> = expected
+            .iter()
+            .filter(|slot| !found.contains_key(slot))
+            .copied()
+            .collect();
+        if missing.is_empty() && (!found.is_empty() || expected.is_empty()) {
+            return found;
+        }
+        if !found.is_empty() && start.elapsed() >= SWITCH_DISCOVERY_TIMEOUT {
+            progress.send_replace(LegacyProgress::GaveUpWaiting {
+                found: found.clone(),
+                missing,
+            });
+            return found;
+        }
+        let next = if found.is_empty() {
+            LegacyProgress::LookingUpSwitches
+        } else {
+            LegacyProgress::WaitingForSwitches { found, missing }
+        };
+        // Only phase changes are published: a lookup every few seconds
+        // that finds the same thing is not news.
+        progress.send_if_modified(|current| {
+            if *current == next {
+                false
+            } else {
+                *current = next;
+                true
+            }
+        });
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+/// One lookup: DNS, then each zone's MGS (concurrently, answers in address
+/// order). Zones whose MGS fails or answers something other than a switch
+/// slot are skipped; if two zones claim one slot, the lower address wins.
+async fn lookup_switches<C: Connector, Res: SwitchZoneResolver>(
+    connector: &C,
+    resolver: &Res,
+) -> BTreeMap<SwitchSlot, Ipv6Addr> {
+    let Ok(addresses) = resolver.switch_zones().await else {
+        return BTreeMap::new();
+    };
+    let addresses: BTreeSet<Ipv6Addr> = addresses.into_iter().collect();
+    let answers = futures::future::join_all(addresses.iter().map(|&address| {
+        let mgs = MgsClient::new(HttpClient::new(
+            connector.clone(),
+            SocketAddr::new(address.into(), MGS_PORT),
+        ));
+        async move { (address, mgs.local_switch_id().await) }
+    }))
+    .await;
+    let mut found = BTreeMap::new();
+    for (address, answer) in answers {
+        if let Some(slot) = answer.ok().and_then(|id| id.switch_slot()) {
+            found.entry(slot).or_insert(address);
+        }
+    }
+    found
+}
+
+/// Step 2, one attempt. Compares only `internal_ip` (bug, kept).
+async fn ensure_once<C: Connector>(
+    dpd: &DpdClient<C>,
+    entry: &NatEntry,
+) -> Result<(), ClientError> {
+    match dpd
+        .nat_ipv4_get(entry.external_ip, entry.first_port)
+        .await?
+    {
+        Some(existing) if existing.internal_ip == entry.target.internal_ip => Ok(()),
+        Some(_) => {
+            dpd.nat_ipv4_delete(entry.external_ip, entry.first_port)
+                .await?;
+            create(dpd, entry).await
+        }
+        None => create(dpd, entry).await,
+    }
+}
+
+async fn create<C: Connector>(dpd: &DpdClient<C>, entry: &NatEntry) -> Result<(), ClientError> {
+    dpd.nat_ipv4_create(
+        entry.external_ip,
+        entry.first_port,
+        entry.last_port,
+        &entry.target,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        net::Ipv4Addr,
+        sync::{Arc, Mutex},
+    };
+
+    use rand::{rngs::SmallRng, SeedableRng};
+    use serde_json::json;
+
+    use super::*;
+    use crate::{
+        discovery::DiscoveryError,
+        dpd::{MacAddr, NatTarget},
+        testing::{zone_ip, FakeNet, FakeResponse},
+        SERVICES_VNI,
+    };
+
+    /// A resolver whose answer the test changes while the code runs.
+    #[derive(Clone, Default)]
+    struct SharedResolver(Arc<Mutex<Vec<Ipv6Addr>>>);
+
+    impl SharedResolver {
+        fn set(&self, addrs: Vec<Ipv6Addr>) {
+            *self.0.lock().unwrap() = addrs;
+        }
+    }
+
+    impl SwitchZoneResolver for SharedResolver {
+        async fn switch_zones(&self) -> Result<Vec<Ipv6Addr>, DiscoveryError> {
+            Ok(self.0.lock().unwrap().clone())
+        }
+    }
+
+    fn ntp_entry() -> NatEntry {
+        NatEntry {
+            external_ip: Ipv4Addr::new(198, 51, 100, 2),
+            first_port: 0,
+            last_port: 16383,
+            target: NatTarget {
+                internal_ip: "fd00:1122:3344:101::1".parse().unwrap(),
+                inner_mac: MacAddr::new([0xa8, 0x40, 0x25, 0xff, 0x00, 0x01]),
+                vni: SERVICES_VNI,
+            },
+        }
+    }
+
+    fn both() -> BTreeSet<SwitchSlot> {
+        SwitchSlot::ALL.into_iter().collect()
+    }
+
+    struct Running {
+        progress: watch::Receiver<LegacyProgress>,
+        task: tokio::task::JoinHandle<(Vec<SwitchSlot>, Duration)>,
+    }
+
+    fn start(
+        net: &FakeNet,
+        resolver: &SharedResolver,
+        expected: BTreeSet<SwitchSlot>,
+        seed: u64,
+    ) -> Running {
+        let (tx, rx) = watch::channel(LegacyProgress::LookingUpSwitches);
+        let connector = net.connector();
+        let resolver = resolver.clone();
+        let task = tokio::spawn(async move {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let start = Instant::now();
+            let programmed = ensure_zone_nat(
+                &connector,
+                &resolver,
+                &expected,
+                &ntp_entry(),
+                &mut rng,
+                &tx,
+            )
+            .await;
+            (programmed, start.elapsed())
+        });
+        Running { progress: rx, task }
+    }
+
+    #[test]
+    fn backoff_grows_by_1_2_with_bounded_jitter_and_caps_at_15s() {
+        let mut backoff = Backoff::new(SmallRng::seed_from_u64(7));
+        let mut base = 0.1f64;
+        let mut delays = Vec::new();
+        for _ in 0..60 {
+            let d = backoff.next_delay().as_secs_f64();
+            assert!(d >= base * 0.8 - 1e-9, "{d} < 0.8 * {base}");
+            assert!(d <= (base * 1.2).min(15.0) + 1e-9, "{d} > 1.2 * {base}");
+            delays.push(d);
+            base = (base * 1.2).min(15.0);
+        }
+        assert!(delays[59] >= 12.0 && delays[59] <= 15.0);
+        // Jitter really varies...
+        assert!(delays.windows(2).any(|w| (w[1] / w[0] - 1.2).abs() > 0.01));
+        // ...and is a pure function of the seed.
+        let mut again = Backoff::new(SmallRng::seed_from_u64(7));
+        let replay: Vec<f64> = (0..60).map(|_| again.next_delay().as_secs_f64()).collect();
+        assert_eq!(delays, replay);
+        let mut other = Backoff::new(SmallRng::seed_from_u64(8));
+        let different: Vec<f64> = (0..60).map(|_| other.next_delay().as_secs_f64()).collect();
+        assert_ne!(delays, different);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn both_switches_found_programs_both_without_waiting() {
+        let net = FakeNet::new();
+        net.add_switch_zone(zone_ip(2), 1);
+        net.add_switch_zone(zone_ip(1), 0);
+        let resolver = SharedResolver::default();
+        resolver.set(vec![zone_ip(2), zone_ip(1)]);
+        let run = start(&net, &resolver, both(), 1);
+        let (programmed, elapsed) = run.task.await.unwrap();
+        assert_eq!(programmed, vec![SwitchSlot::Switch0, SwitchSlot::Switch1]);
+        assert_eq!(elapsed, Duration::ZERO);
+        assert_eq!(*run.progress.borrow(), LegacyProgress::Done { programmed });
+        for zone in [zone_ip(1), zone_ip(2)] {
+            assert_eq!(net.nat(zone), vec![ntp_entry().to_dpd()]);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_switch_missing_waits_the_full_five_minutes_then_programs_only_one() {
+        let net = FakeNet::new();
+        net.add_switch_zone(zone_ip(1), 0);
+        net.add_switch_zone(zone_ip(2), 1);
+        // madrid: DNS only ever shows switch0's zone.
+        let resolver = SharedResolver::default();
+        resolver.set(vec![zone_ip(1)]);
+        let run = start(&net, &resolver, both(), 2);
+
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            *run.progress.borrow(),
+            LegacyProgress::WaitingForSwitches {
+                found: [(SwitchSlot::Switch0, zone_ip(1))].into_iter().collect(),
+                missing: vec![SwitchSlot::Switch1],
+            }
+        );
+        assert!(
+            net.nat(zone_ip(1)).is_empty(),
+            "nothing is programmed while waiting"
+        );
+        tokio::time::sleep(Duration::from_secs(200)).await;
+        assert!(!run.task.is_finished());
+
+        let (programmed, elapsed) = run.task.await.unwrap();
+        assert_eq!(programmed, vec![SwitchSlot::Switch0]);
+        assert!(elapsed >= SWITCH_DISCOVERY_TIMEOUT, "{elapsed:?}");
+        assert!(
+            elapsed <= SWITCH_DISCOVERY_TIMEOUT + BACKOFF_MAX,
+            "{elapsed:?}"
+        );
+        assert_eq!(net.nat(zone_ip(1)), vec![ntp_entry().to_dpd()]);
+        // Bug 2: the other switch never gets the entry.
+        assert!(net.nat(zone_ip(2)).is_empty());
+        assert!(net.requests(zone_ip(2), DPD_PORT).is_empty());
+        // It kept asking DNS/MGS all along, with growing delays: ~40 lookups
+        // for 5 minutes with this backoff, not thousands.
+        let lookups = net.requests(zone_ip(1), MGS_PORT).len();
+        assert!((30..=60).contains(&lookups), "{lookups} lookups");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_switch_found_retries_forever() {
+        let net = FakeNet::new();
+        net.add_switch_zone(zone_ip(1), 0);
+        let resolver = SharedResolver::default();
+        let run = start(&net, &resolver, both(), 3);
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(!run.task.is_finished());
+        assert_eq!(*run.progress.borrow(), LegacyProgress::LookingUpSwitches);
+        // A zone whose MGS is broken is not "found" either.
+        net.fail(
+            zone_ip(1),
+            MGS_PORT,
+            "GET",
+            "/local/switch-id",
+            Some(FakeResponse::error(503, "no SP")),
+        );
+        resolver.set(vec![zone_ip(1)]);
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(!run.task.is_finished());
+        assert!(!net.requests(zone_ip(1), MGS_PORT).is_empty());
+        // Once it appears, the 5-minute clock has long run out: proceed with
+        // one as soon as it is seen.
+        net.clear_failures();
+        tokio::time::sleep(Duration::from_secs(16)).await;
+        assert!(run.task.is_finished());
+        let (programmed, _) = run.task.await.unwrap();
+        assert_eq!(programmed, vec![SwitchSlot::Switch0]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn compares_only_internal_ip() {
+        let net = FakeNet::new();
+        net.add_switch_zone(zone_ip(1), 0);
+        net.add_switch_zone(zone_ip(2), 1);
+        // switch0: right sled, stale MAC, VNI and range -> accepted as is.
+        let mut stale = ntp_entry();
+        stale.target.inner_mac = MacAddr::new([2, 0, 0, 0, 0, 0x99]);
+        stale.target.vni = 7;
+        stale.last_port = 32767;
+        net.insert_nat(zone_ip(1), stale.to_dpd());
+        // switch1: wrong sled -> replaced.
+        let mut moved = ntp_entry();
+        moved.target.internal_ip = "fd00:1122:3344:104::1".parse().unwrap();
+        net.insert_nat(zone_ip(2), moved.to_dpd());
+        let resolver = SharedResolver::default();
+        resolver.set(vec![zone_ip(1), zone_ip(2)]);
+        let (programmed, _) = start(&net, &resolver, both(), 4).task.await.unwrap();
+        assert_eq!(programmed, vec![SwitchSlot::Switch0, SwitchSlot::Switch1]);
+
+        assert_eq!(
+            net.nat(zone_ip(1)),
+            vec![stale.to_dpd()],
+            "bug: stale MAC/VNI/range kept"
+        );
+        assert_eq!(
+            net.requests(zone_ip(1), DPD_PORT),
+            vec!["GET /nat/ipv4/198.51.100.2/0"]
+        );
+        assert_eq!(net.nat(zone_ip(2)), vec![ntp_entry().to_dpd()]);
+        assert_eq!(
+            net.requests(zone_ip(2), DPD_PORT),
+            vec![
+                "GET /nat/ipv4/198.51.100.2/0",
+                "DELETE /nat/ipv4/198.51.100.2/0",
+                "PUT /nat/ipv4/198.51.100.2/0/16383",
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_found_switch_that_dies_is_retried_forever_even_after_replacement() {
+        let net = FakeNet::new();
+        net.add_switch_zone(zone_ip(1), 0);
+        net.add_switch_zone(zone_ip(2), 1);
+        // switch1's dpd dies right after MGS answered.
+        net.fail(
+            zone_ip(2),
+            DPD_PORT,
+            "GET",
+            "/nat/ipv4/198.51.100.2/0",
+            Some(FakeResponse::error(503, "dead")),
+        );
+        let resolver = SharedResolver::default();
+        resolver.set(vec![zone_ip(1), zone_ip(2)]);
+        let run = start(&net, &resolver, both(), 5);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        // The scrimlet is replaced: switch1's zone now lives at a new address.
+        net.remove_switch_zone(zone_ip(2));
+        net.add_switch_zone(zone_ip(3), 1);
+        resolver.set(vec![zone_ip(1), zone_ip(3)]);
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+
+        assert!(!run.task.is_finished(), "bug 3: stuck on the dead address");
+        match &*run.progress.borrow() {
+            LegacyProgress::EnsuringNat {
+                switch,
+                address,
+                attempts,
+                last_error,
+            } => {
+                assert_eq!(*switch, SwitchSlot::Switch1);
+                assert_eq!(*address, zone_ip(2));
+                assert!(*attempts > 100, "{attempts}");
+                assert!(
+                    last_error.as_deref().unwrap().contains("connecting to"),
+                    "{last_error:?}"
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(net.nat(zone_ip(1)), vec![ntp_entry().to_dpd()]);
+        assert!(net.nat(zone_ip(3)).is_empty());
+        assert!(net.requests(zone_ip(3), DPD_PORT).is_empty());
+        run.task.abort();
+    }
+
+    #[test]
+    fn progress_serializes_with_phase_tag() {
+        let p = LegacyProgress::GaveUpWaiting {
+            found: [(SwitchSlot::Switch0, zone_ip(1))].into_iter().collect(),
+            missing: vec![SwitchSlot::Switch1],
+        };
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            json!({"phase": "gave_up_waiting", "found": {"switch0": "fd00:1122:3344:1::2"},
+                   "missing": ["switch1"]})
+        );
+    }
+}

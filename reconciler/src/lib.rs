@@ -1,0 +1,66 @@
+//! # racksim-reconciler: keeping switch NAT tables right
+//!
+//! Every zone with external connectivity in an Oxide-style rack — boundary
+//! NTP, Nexus, external DNS — needs a NAT entry on every uplinked switch, so
+//! that return traffic arriving through *either* switch reaches the sled that
+//! hosts the zone. Those entries live in the switch ASIC and are programmed
+//! through dendrite (`dpd`). This crate holds the code that puts them there.
+//! It is production code: it knows nothing about the simulation that tests it.
+//!
+//! ## Three strategies
+//!
+//! * [`legacy`] — the path sled-agent used to take when starting a zone: look
+//!   the switches up, wait up to five minutes for *both*, then retry forever on
+//!   the addresses found. It is kept faithful to its bugs (zone start blocks;
+//!   a switch missed at start never gets the entry; a switch replaced before
+//!   the ensure leaves the agent waiting on a dead address; only `internal_ip`
+//!   is compared) because its purpose here is to prove that the testbed finds
+//!   them.
+//! * [`sled_task`] — a periodic task per sled that, on every activation,
+//!   discovers the dendrites available *now* and reconciles this sled's
+//!   entries on each of them independently. Zone start never waits for it.
+//! * `scrimlet-local` (planned) — per-scrimlet tasks that reconcile their own
+//!   switch zone against the rack-wide config.
+//!
+//! ## Shape
+//!
+//! * [`http`] — a tiny HTTP/1.1 client on hyper, generic over a [`Connector`]
+//!   so the same client runs on tokio sockets in production and on simulated
+//!   sockets in tests. Every request has a timeout.
+//! * [`dpd`] and [`mgs`] — typed clients for the parts of dendrite's and the
+//!   management gateway's APIs this crate needs, with the exact paths and JSON
+//!   of their published OpenAPI documents.
+//! * [`discovery`] — how a sled finds the switch zones (internal DNS).
+//! * [`nat`] — the desired-state model and the pure planner
+//!   (`{unchanged, to_remove, to_create}`), plus the executor that removes
+//!   first, then creates, continuing past individual failures.
+//! * [`task`] — the generic reconciler task: activation reasons, inert state,
+//!   a typed status on a `watch` channel, an infallible reconcile step.
+//!
+//! ## Determinism
+//!
+//! Time comes only from `tokio::time`, randomness (backoff jitter) only from
+//! an RNG the caller seeds, and nothing iterates a hash map: given the same
+//! inputs and the same scheduling, the crate behaves the same, which is what
+//! lets a simulation replay a failure from its seed.
+
+pub mod discovery;
+pub mod dpd;
+pub mod http;
+pub mod legacy;
+pub mod mgs;
+pub mod nat;
+pub mod sled_task;
+pub mod task;
+
+#[cfg(test)]
+mod testing;
+
+pub use http::{Connector, TokioConnector};
+
+/// Port of dendrite (`dpd`) inside a switch zone.
+pub const DPD_PORT: u16 = 12224;
+/// Port of the management gateway (MGS) inside a switch zone.
+pub const MGS_PORT: u16 = 12225;
+/// The VNI of rack services (boundary NTP, Nexus, external DNS).
+pub const SERVICES_VNI: u32 = 100;

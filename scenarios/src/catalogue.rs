@@ -1,0 +1,28 @@
+//! The built-in scenarios: the files in `scenarios/`, compiled into the
+//! binary so `racksim run NAME` works from any directory.
+
+use crate::file::{self, Scenario};
+
+/// `(name, file name, text)` of every catalogued scenario, in listing order.
+pub const CATALOGUE: &[(&str, &str, &str)] =
+    &[("madrid-one-switch", "madrid-one-switch.toml", include_str!("../madrid-one-switch.toml"))];
+
+/// Every catalogued scenario, parsed. They are validated by the test suite,
+/// so a failure here is a bug in the catalogue.
+pub fn all() -> Vec<Scenario> {
+    CATALOGUE
+        .iter()
+        .map(|(_, file, text)| {
+            file::parse(&format!("scenarios/{file}"), text).unwrap_or_else(|e| panic!("catalogued scenario is invalid:\n{e}"))
+        })
+        .collect()
+}
+
+/// A catalogued scenario by name.
+pub fn get(name: &str) -> Option<Scenario> {
+    all().into_iter().find(|s| s.name == name)
+}
+
+pub fn names() -> Vec<&'static str> {
+    CATALOGUE.iter().map(|(n, _, _)| *n).collect()
+}

@@ -1,0 +1,16 @@
+//! # racksim: scenarios, the runner and the CLI
+//!
+//! A scenario is a data file ([`file`]): a rack shape, a timed plan of
+//! faults and actions, and what each strategy is expected to do. The
+//! [`catalogue`] holds the built-in ones; [`runner`] turns a scenario,
+//! strategy and seed into a simulation (`racksim-sim`) and judges the
+//! verdict against the expectation. The `racksim` binary is the CLI.
+//!
+//! Data path: scenario file → [`file::Scenario`] → `sim::RunConfig` (plan,
+//! jitter drawn from the seed) → simulated world → trace → checks → verdict
+//! → [`runner::judge`].
+
+pub mod catalogue;
+pub mod file;
+pub mod report;
+pub mod runner;

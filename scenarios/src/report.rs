@@ -1,0 +1,75 @@
+//! What `racksim run` prints for one run: the seed and every option drawn
+//! from it first, then the trace, the verdict, and the judgement. Nothing in
+//! it depends on wall-clock time, so the same seed prints the same bytes; the
+//! snapshots in `snapshots/` are exactly this text.
+
+use std::fmt::Write;
+
+use racksim_sim::{
+    run::{MAX_LATENCY, MIN_LATENCY, TICK},
+    trace::{fmt_duration, fmt_time},
+    Strategy,
+};
+
+use crate::{
+    file::Scenario,
+    runner::{self, Judged},
+};
+
+/// Render one judged run. `scenario_arg` is how the user named the scenario
+/// (for the replay command); `drawn` says whether the seed was drawn at random.
+pub fn render(scenario: &Scenario, scenario_arg: &str, strategy: Strategy, seed: u64, drawn: bool, judged: &Judged) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let exp = &judged.expectation;
+    let _ = writeln!(w, "scenario: {} ({})", scenario.name, scenario.origin);
+    let _ = writeln!(w, "  {}", scenario.description);
+    let _ = writeln!(w, "seed: {seed}{}", if drawn { " (drawn at random; pass --seed to replay)" } else { "" });
+    let _ = writeln!(w, "strategy: {strategy}");
+    let _ = writeln!(
+        w,
+        "rack: {} ({} sleds; uplinked switches: {}); NTP replies return via {}",
+        scenario.rack_name,
+        scenario.rack.sleds.len(),
+        scenario.rack.uplinked_switches().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
+        scenario.ntp_return_switch
+    );
+    let _ = writeln!(
+        w,
+        "run: deadline {}, stability window {}, tick {}, message latency {}..{}",
+        fmt_duration(exp.deadline),
+        fmt_duration(scenario.stability),
+        fmt_duration(TICK),
+        fmt_duration(MIN_LATENCY),
+        fmt_duration(MAX_LATENCY)
+    );
+    let _ = writeln!(w, "plan (times drawn from the seed):");
+    for step in &judged.outcome.steps {
+        match step.drawn_from {
+            Some(window) => {
+                let _ = writeln!(w, "  {}  {}   (drawn from {window})", fmt_time(step.at), step.action);
+            }
+            None => {
+                let _ = writeln!(w, "  {}  {}", fmt_time(step.at), step.action);
+            }
+        }
+    }
+    let _ = writeln!(w);
+    let _ = writeln!(w, "trace:");
+    for line in &judged.outcome.trace {
+        let _ = writeln!(w, "{line}");
+    }
+    let _ = writeln!(w);
+    match &judged.judgement {
+        Ok(why) => {
+            let _ = writeln!(w, "expectation for {strategy}: HOLDS ({why})");
+        }
+        Err(why) => {
+            let _ = writeln!(w, "expectation for {strategy}: DOES NOT HOLD ({why})");
+        }
+    }
+    if !judged.outcome.verdict.converged() || judged.judgement.is_err() {
+        let _ = writeln!(w, "replay: {}", runner::replay_command(scenario_arg, strategy, seed));
+    }
+    out
+}

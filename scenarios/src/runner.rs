@@ -1,0 +1,79 @@
+//! Runs a scenario under a strategy and seed, and judges the result against
+//! the scenario's expectation.
+
+use racksim_sim::{run::RunConfig, trace::fmt_duration, RunOutcome, Strategy, Verdict};
+
+use crate::file::{Expectation, Outcome, Scenario};
+
+/// The outcome of a run, judged.
+#[derive(Clone, Debug)]
+pub struct Judged {
+    pub outcome: RunOutcome,
+    pub expectation: Expectation,
+    /// `Ok` when the expectation holds, else why not.
+    pub judgement: Result<String, String>,
+}
+
+/// The run configuration of a scenario for one strategy and seed.
+pub fn config(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<RunConfig> {
+    let exp = scenario.expectations.get(&strategy)?;
+    Some(RunConfig {
+        rack: scenario.rack.clone(),
+        strategy,
+        seed,
+        plan: scenario.plan.clone(),
+        deadline: exp.deadline,
+        stability: scenario.stability,
+        ntp_return_switch: scenario.ntp_return_switch,
+    })
+}
+
+/// Run and judge. `None` when the scenario has no expectation for `strategy`.
+pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<Judged> {
+    let cfg = config(scenario, strategy, seed)?;
+    let expectation = scenario.expectations[&strategy].clone();
+    let outcome = racksim_sim::run(&cfg);
+    let judgement = judge(&expectation, &outcome.verdict);
+    Some(Judged { outcome, expectation, judgement })
+}
+
+/// Does the verdict meet the expectation?
+pub fn judge(exp: &Expectation, verdict: &Verdict) -> Result<String, String> {
+    match (exp.outcome, verdict) {
+        (Outcome::ConvergesWithin(within), Verdict::Converged { at }) if *at <= within => {
+            Ok(format!("expected to converge within {}: converged in {}", fmt_duration(within), fmt_duration(*at)))
+        }
+        (Outcome::ConvergesWithin(within), Verdict::Converged { at }) => Err(format!(
+            "expected to converge within {}, but took {}",
+            fmt_duration(within),
+            fmt_duration(*at)
+        )),
+        (Outcome::ConvergesWithin(within), _) => {
+            Err(format!("expected to converge within {}, but did not", fmt_duration(within)))
+        }
+        (Outcome::Fails, Verdict::NotConverged { .. }) => {
+            let text = verdict.lines().join("\n");
+            let missing: Vec<&String> = exp.verdict_mentions.iter().filter(|m| !text.contains(m.as_str())).collect();
+            if missing.is_empty() {
+                Ok(format!(
+                    "expected to fail (the scenario reproduces the bug): did not converge in {}",
+                    fmt_duration(exp.deadline)
+                ))
+            } else {
+                Err(format!("failed as expected, but the verdict does not mention {missing:?}"))
+            }
+        }
+        (Outcome::Fails, Verdict::Converged { at }) => Err(format!(
+            "expected to fail (the scenario reproduces the bug), but converged in {}",
+            fmt_duration(*at)
+        )),
+        (Outcome::Fails, Verdict::HostFailed { .. }) => {
+            Err("expected to fail by not converging, but a host failed".to_string())
+        }
+    }
+}
+
+/// The command that replays a run exactly.
+pub fn replay_command(scenario_arg: &str, strategy: Strategy, seed: u64) -> String {
+    format!("racksim run {scenario_arg} --seed {seed} --strategy {strategy}")
+}

@@ -1,0 +1,37 @@
+//! The packets of the simulated data path, reduced to what NAT decides.
+//!
+//! Inbound traffic from the outside world arrives at a switch's uplink
+//! addressed to an external IP and port. The switch looks the pair up in its
+//! NAT table and, if an entry covers it, encapsulates the packet (Geneve) to
+//! the entry's `internal_ip` with its VNI and MAC; without an entry the packet
+//! is dropped. The sled's OPTE delivers it only to a zone whose external
+//! address, VNI and MAC all match, so a stale entry loses traffic too.
+
+use std::net::Ipv4Addr;
+
+use racksim_reconciler::{discovery::SwitchSlot, dpd::MacAddr};
+use serde::{Deserialize, Serialize};
+
+/// What the outside world sends to a switch uplink.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inbound {
+    pub dst_ip: Ipv4Addr,
+    pub dst_port: u16,
+    pub payload: String,
+}
+
+/// What a switch sends to a sled after NAT.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Geneve {
+    pub via: SwitchSlot,
+    pub vni: u32,
+    pub inner_mac: MacAddr,
+    pub inner: Inbound,
+}
+
+/// An NTP query from boundary NTP: where the reply must be addressed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NtpQuery {
+    pub reply_ip: Ipv4Addr,
+    pub reply_port: u16,
+}

@@ -1,0 +1,354 @@
+//! Fake dendrite (`dpd`): the NAT table of one switch, and its HTTP API.
+//!
+//! [`DpdState`] is the state machine — plain data, no I/O — so the simulated
+//! (turmoil) server and a live (dropshot) server can share it. Its semantics
+//! follow dendrite's: entries are keyed by `(external IP, low port)` and cover
+//! an inclusive port range; creating an identical entry succeeds
+//! (idempotent), an overlapping range with any other target is a 409; get and
+//! delete find the entry whose range contains the port; lists paginate. The
+//! table lives in the ASIC, so a new `DpdState` (a restarted dpd or switch
+//! zone) starts empty.
+
+use std::{
+    collections::BTreeMap,
+    net::{Ipv4Addr, Ipv6Addr},
+};
+
+use http::{Method, StatusCode};
+use racksim_reconciler::dpd::{Ipv4Nat, Ipv6Nat, NatTarget, ResultsPage, SwitchIdentifiers};
+use serde::de::DeserializeOwned;
+
+use super::http::{ApiError, ApiRequest, ApiResponse};
+
+/// Default page size when the client gives no `limit`.
+pub const DEFAULT_PAGE_LIMIT: u32 = 100;
+/// Largest page the server returns, whatever the client asks for.
+pub const MAX_PAGE_LIMIT: u32 = 1000;
+
+/// A change made to a NAT table: what the trace records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NatChange {
+    Created(Ipv4Nat),
+    Deleted(Ipv4Nat),
+    Created6(Ipv6Nat),
+    Deleted6(Ipv6Nat),
+    Reset { removed: usize },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NatError {
+    /// An overlapping range with a different target exists (409).
+    Conflict(String),
+    /// No entry covers the address and port (404).
+    NotFound(String),
+    /// The request itself is malformed (400).
+    BadRequest(String),
+}
+
+impl NatError {
+    fn into_api(self) -> ApiError {
+        match self {
+            NatError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "ObjectAlreadyExists", m),
+            NatError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, "ObjectNotFound", m),
+            NatError::BadRequest(m) => ApiError::bad_request(m),
+        }
+    }
+}
+
+/// One address family's table: `external -> low -> (high, target)`.
+#[derive(Clone, Debug)]
+struct Table<A: Ord + Copy> {
+    entries: BTreeMap<A, BTreeMap<u16, (u16, NatTarget)>>,
+}
+
+impl<A: Ord + Copy + std::fmt::Display> Table<A> {
+    fn new() -> Self {
+        Table { entries: BTreeMap::new() }
+    }
+
+    fn covering(&self, ip: A, port: u16) -> Option<(u16, u16, NatTarget)> {
+        let ports = self.entries.get(&ip)?;
+        let (&low, &(high, target)) = ports.range(..=port).next_back()?;
+        (port <= high).then_some((low, high, target))
+    }
+
+    /// `Ok(true)` when created, `Ok(false)` when an identical entry existed.
+    fn create(&mut self, ip: A, low: u16, high: u16, target: NatTarget) -> Result<bool, NatError> {
+        if low > high {
+            return Err(NatError::BadRequest(format!(
+                "invalid port range {low}-{high}: low is above high"
+            )));
+        }
+        let ports = self.entries.entry(ip).or_default();
+        for (&l, &(h, t)) in ports.iter() {
+            if l <= high && low <= h {
+                if l == low && h == high && t == target {
+                    return Ok(false);
+                }
+                return Err(NatError::Conflict(format!(
+                    "{ip}/{low}-{high} overlaps existing entry {ip}/{l}-{h}"
+                )));
+            }
+        }
+        ports.insert(low, (high, target));
+        Ok(true)
+    }
+
+    fn delete(&mut self, ip: A, port: u16) -> Result<(u16, u16, NatTarget), NatError> {
+        let (low, high, target) = self
+            .covering(ip, port)
+            .ok_or_else(|| NatError::NotFound(format!("no NAT entry for {ip}/{port}")))?;
+        let ports = self.entries.get_mut(&ip).expect("covering entry exists");
+        ports.remove(&low);
+        if ports.is_empty() {
+            self.entries.remove(&ip);
+        }
+        Ok((low, high, target))
+    }
+
+    fn len(&self) -> usize {
+        self.entries.values().map(BTreeMap::len).sum()
+    }
+}
+
+/// The NAT state of one dpd instance.
+#[derive(Clone, Debug)]
+pub struct DpdState {
+    slot: u16,
+    v4: Table<Ipv4Addr>,
+    v6: Table<Ipv6Addr>,
+    /// Bumped on every change; `GET /rpw/nat/gen`.
+    generation: i64,
+}
+
+impl DpdState {
+    /// A freshly started dpd: empty tables.
+    pub fn new(slot: u16) -> Self {
+        DpdState { slot, v4: Table::new(), v6: Table::new(), generation: 0 }
+    }
+
+    pub fn slot(&self) -> u16 {
+        self.slot
+    }
+
+    pub fn generation(&self) -> i64 {
+        self.generation
+    }
+
+    /// Every IPv4 entry, in key order.
+    pub fn ipv4_entries(&self) -> Vec<Ipv4Nat> {
+        self.v4
+            .entries
+            .iter()
+            .flat_map(|(&external, ports)| {
+                ports.iter().map(move |(&low, &(high, target))| Ipv4Nat { external, low, high, target })
+            })
+            .collect()
+    }
+
+    pub fn ipv4_get(&self, ip: Ipv4Addr, port: u16) -> Option<Ipv4Nat> {
+        self.v4.covering(ip, port).map(|(low, high, target)| Ipv4Nat { external: ip, low, high, target })
+    }
+
+    pub fn ipv4_create(
+        &mut self,
+        ip: Ipv4Addr,
+        low: u16,
+        high: u16,
+        target: NatTarget,
+    ) -> Result<Option<NatChange>, NatError> {
+        let created = self.v4.create(ip, low, high, target)?;
+        Ok(created.then(|| {
+            self.generation += 1;
+            NatChange::Created(Ipv4Nat { external: ip, low, high, target })
+        }))
+    }
+
+    pub fn ipv4_delete(&mut self, ip: Ipv4Addr, port: u16) -> Result<NatChange, NatError> {
+        let (low, high, target) = self.v4.delete(ip, port)?;
+        self.generation += 1;
+        Ok(NatChange::Deleted(Ipv4Nat { external: ip, low, high, target }))
+    }
+
+    pub fn ipv6_create(
+        &mut self,
+        ip: Ipv6Addr,
+        low: u16,
+        high: u16,
+        target: NatTarget,
+    ) -> Result<Option<NatChange>, NatError> {
+        let created = self.v6.create(ip, low, high, target)?;
+        Ok(created.then(|| {
+            self.generation += 1;
+            NatChange::Created6(Ipv6Nat { external: ip, low, high, target })
+        }))
+    }
+
+    pub fn ipv6_delete(&mut self, ip: Ipv6Addr, port: u16) -> Result<NatChange, NatError> {
+        let (low, high, target) = self.v6.delete(ip, port)?;
+        self.generation += 1;
+        Ok(NatChange::Deleted6(Ipv6Nat { external: ip, low, high, target }))
+    }
+
+    fn reset_v4(&mut self) -> Option<NatChange> {
+        let removed = self.v4.len();
+        self.v4 = Table::new();
+        (removed > 0).then(|| {
+            self.generation += 1;
+            NatChange::Reset { removed }
+        })
+    }
+
+    fn reset_v6(&mut self) -> Option<NatChange> {
+        let removed = self.v6.len();
+        self.v6 = Table::new();
+        (removed > 0).then(|| {
+            self.generation += 1;
+            NatChange::Reset { removed }
+        })
+    }
+
+    /// Serve one HTTP request of dpd's NAT API. Returns the response and the
+    /// change made, if any, so the caller can record it.
+    pub fn handle(&mut self, req: &ApiRequest) -> (ApiResponse, Option<NatChange>) {
+        match self.route(req) {
+            Ok(ok) => ok,
+            Err(e) => (e.into_response(), None),
+        }
+    }
+
+    fn route(&mut self, req: &ApiRequest) -> Result<(ApiResponse, Option<NatChange>), ApiError> {
+        let segs = req.segments();
+        let m = &req.method;
+        let none = |r: ApiResponse| Ok((r, None));
+        match segs.as_slice() {
+            ["switch", "identifiers"] if m == Method::GET => none(ApiResponse::json(&self.identifiers())),
+            ["rpw", "nat", "gen"] if m == Method::GET => none(ApiResponse::json(&self.generation)),
+            ["rpw", "nat", "trigger"] if m == Method::POST => {
+                none(ApiResponse::json(&serde_json::Value::Null))
+            }
+            ["nat", "ipv4"] if m == Method::GET => {
+                let addrs: Vec<Ipv4Addr> = self.v4.entries.keys().copied().collect();
+                none(ApiResponse::json(&paginate(req, &addrs, |a| *a)?))
+            }
+            ["nat", "ipv4"] if m == Method::DELETE => Ok((ApiResponse::no_content(), self.reset_v4())),
+            ["nat", "ipv6"] if m == Method::GET => {
+                let addrs: Vec<Ipv6Addr> = self.v6.entries.keys().copied().collect();
+                none(ApiResponse::json(&paginate(req, &addrs, |a| *a)?))
+            }
+            ["nat", "ipv6"] if m == Method::DELETE => Ok((ApiResponse::no_content(), self.reset_v6())),
+            ["nat", "ipv4", ip] if m == Method::GET => {
+                let ip: Ipv4Addr = path_param(ip, "ipv4")?;
+                let items: Vec<Ipv4Nat> =
+                    self.ipv4_entries().into_iter().filter(|e| e.external == ip).collect();
+                none(ApiResponse::json(&paginate(req, &items, |e| e.low)?))
+            }
+            ["nat", "ipv6", ip] if m == Method::GET => {
+                let ip: Ipv6Addr = path_param(ip, "ipv6")?;
+                let items: Vec<Ipv6Nat> = self
+                    .v6
+                    .entries
+                    .get(&ip)
+                    .into_iter()
+                    .flat_map(|ports| {
+                        ports.iter().map(|(&low, &(high, target))| Ipv6Nat { external: ip, low, high, target })
+                    })
+                    .collect();
+                none(ApiResponse::json(&paginate(req, &items, |e| e.low)?))
+            }
+            ["nat", "ipv4", ip, low] if m == Method::GET => {
+                let (ip, low): (Ipv4Addr, u16) = (path_param(ip, "ipv4")?, path_param(low, "low")?);
+                match self.v4.covering(ip, low) {
+                    Some((_, _, target)) => none(ApiResponse::json(&target)),
+                    None => Err(NatError::NotFound(format!("no NAT entry for {ip}/{low}")).into_api()),
+                }
+            }
+            ["nat", "ipv6", ip, low] if m == Method::GET => {
+                let (ip, low): (Ipv6Addr, u16) = (path_param(ip, "ipv6")?, path_param(low, "low")?);
+                match self.v6.covering(ip, low) {
+                    Some((_, _, target)) => none(ApiResponse::json(&target)),
+                    None => Err(NatError::NotFound(format!("no NAT entry for {ip}/{low}")).into_api()),
+                }
+            }
+            ["nat", "ipv4", ip, low] if m == Method::DELETE => {
+                let (ip, low): (Ipv4Addr, u16) = (path_param(ip, "ipv4")?, path_param(low, "low")?);
+                let change = self.ipv4_delete(ip, low).map_err(NatError::into_api)?;
+                Ok((ApiResponse::no_content(), Some(change)))
+            }
+            ["nat", "ipv6", ip, low] if m == Method::DELETE => {
+                let (ip, low): (Ipv6Addr, u16) = (path_param(ip, "ipv6")?, path_param(low, "low")?);
+                let change = self.ipv6_delete(ip, low).map_err(NatError::into_api)?;
+                Ok((ApiResponse::no_content(), Some(change)))
+            }
+            ["nat", "ipv4", ip, low, high] if m == Method::PUT => {
+                let ip: Ipv4Addr = path_param(ip, "ipv4")?;
+                let (low, high): (u16, u16) = (path_param(low, "low")?, path_param(high, "high")?);
+                let target: NatTarget = json_body(req)?;
+                let change = self.ipv4_create(ip, low, high, target).map_err(NatError::into_api)?;
+                Ok((ApiResponse::no_content(), change))
+            }
+            ["nat", "ipv6", ip, low, high] if m == Method::PUT => {
+                let ip: Ipv6Addr = path_param(ip, "ipv6")?;
+                let (low, high): (u16, u16) = (path_param(low, "low")?, path_param(high, "high")?);
+                let target: NatTarget = json_body(req)?;
+                let change = self.ipv6_create(ip, low, high, target).map_err(NatError::into_api)?;
+                Ok((ApiResponse::no_content(), change))
+            }
+            _ => Err(ApiError::not_found_route(req)),
+        }
+    }
+
+    fn identifiers(&self) -> SwitchIdentifiers {
+        SwitchIdentifiers {
+            asic_backend: "racksim".to_string(),
+            model: "racksim-sidecar".to_string(),
+            revision: 1,
+            serial: format!("RSIM-SIDECAR-{}", self.slot),
+            sidecar_id: format!("00000000-0000-4000-8000-00000000000{}", self.slot),
+            slot: self.slot,
+        }
+    }
+}
+
+fn path_param<T: std::str::FromStr>(raw: &str, name: &str) -> Result<T, ApiError> {
+    raw.parse().map_err(|_| ApiError::bad_request(format!("invalid path parameter {name}: {raw:?}")))
+}
+
+fn json_body<T: DeserializeOwned>(req: &ApiRequest) -> Result<T, ApiError> {
+    serde_json::from_slice(&req.body)
+        .map_err(|e| ApiError::bad_request(format!("unable to parse JSON body: {e}")))
+}
+
+/// dropshot-style pagination over a list sorted by `key`. The page token is
+/// the key of the last item returned; the next page starts after it, so a page
+/// boundary stays valid when that item is deleted between calls.
+fn paginate<T: Clone, K: Ord + std::fmt::Display + std::str::FromStr>(
+    req: &ApiRequest,
+    items: &[T],
+    key: impl Fn(&T) -> K,
+) -> Result<ResultsPage<T>, ApiError> {
+    let limit = match req.query("limit") {
+        None => DEFAULT_PAGE_LIMIT,
+        Some(raw) => match raw.parse::<u32>() {
+            Ok(0) | Err(_) => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid query parameter limit: {raw:?} (expected an integer >= 1)"
+                )))
+            }
+            Ok(n) => n.min(MAX_PAGE_LIMIT),
+        },
+    } as usize;
+    let start = match req.query("page_token") {
+        None => 0,
+        Some(token) => {
+            let after: K = token
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid page token {token:?}")))?;
+            items.partition_point(|i| key(i) <= after)
+        }
+    };
+    let page: Vec<T> = items.iter().skip(start).take(limit).cloned().collect();
+    let more = start + page.len() < items.len();
+    let next_page = if more { page.last().map(|i| key(i).to_string()) } else { None };
+    Ok(ResultsPage { items: page, next_page })
+}

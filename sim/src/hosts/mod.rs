@@ -1,0 +1,80 @@
+//! The software of each simulated host. turmoil restarts a host by calling
+//! its function again, so each one rebuilds its state from the world (a
+//! restarted switch zone comes back with an empty NAT table).
+
+pub mod control_plane;
+pub mod sled;
+pub mod switch_zone;
+pub mod upstream;
+
+use std::net::Ipv6Addr;
+
+use racksim_reconciler::{
+    dpd::NatTarget,
+    nat::{NatEntry, NatReconcileOutcome},
+};
+
+use crate::{
+    fakes::http::{serve, Handler},
+    rack::RackSpec,
+    world::World,
+};
+
+/// Serve `handler` on `port` for as long as the host runs; a failure to
+/// serve is a bug in the testbed and lands in the trace.
+pub(crate) fn spawn_server<H: Handler>(world: &World, host: &str, port: u16, handler: H) {
+    let (world, host) = (world.clone(), host.to_string());
+    tokio::task::spawn_local(async move {
+        if let Err(e) = serve(port, handler).await {
+            world.trace(&host, format!("BUG: server on port {port} stopped: {e}"));
+        }
+    });
+}
+
+/// `198.51.100.1/16384-32767 -> sled2 (a8:40:25:ff:00:01, vni 100)`
+pub(crate) fn fmt_entry(rack: &RackSpec, e: &NatEntry) -> String {
+    format!("{}/{}-{} -> {}", e.external_ip, e.first_port, e.last_port, fmt_target(rack, &e.target))
+}
+
+pub(crate) fn fmt_target(rack: &RackSpec, t: &NatTarget) -> String {
+    format!("{} ({}, vni {})", rack.name_of(t.internal_ip), t.inner_mac, t.vni)
+}
+
+/// A reconcile outcome on one switch, in a line: counts that are not zero,
+/// and failures.
+pub(crate) fn fmt_outcome(rack: &RackSpec, o: &NatReconcileOutcome) -> String {
+    match o {
+        NatReconcileOutcome::Complete { unchanged, removed, remove_failures, created, create_failures } => {
+            let mut parts = vec![format!("unchanged {unchanged}")];
+            if *removed > 0 {
+                parts.push(format!("removed {removed}"));
+            }
+            if *created > 0 {
+                parts.push(format!("created {created}"));
+            }
+            for f in remove_failures {
+                parts.push(format!("remove failed: {}", name_addrs(rack, f)));
+            }
+            for f in create_failures {
+                parts.push(format!("create failed: {}", name_addrs(rack, f)));
+            }
+            parts.join(", ")
+        }
+        NatReconcileOutcome::FailedReadingCurrentDpdNatEntries { error } => {
+            format!("cannot read NAT entries: {}", name_addrs(rack, &error.to_string()))
+        }
+    }
+}
+
+/// Replace underlay addresses in an error message by host names, so traces
+/// read `switch1:12224` rather than `[fd00:1122:3344:102::2]:12224`.
+pub(crate) fn name_addrs(rack: &RackSpec, text: &str) -> String {
+    let mut out = text.to_string();
+    let mut addrs: Vec<Ipv6Addr> = rack.sleds.iter().map(|s| s.address).collect();
+    addrs.extend(rack.switches.iter().map(|s| s.zone_address));
+    for a in addrs {
+        let name = rack.name_of(a);
+        out = out.replace(&format!("[{a}]"), &name).replace(&a.to_string(), &name);
+    }
+    out
+}

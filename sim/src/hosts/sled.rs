@@ -1,0 +1,278 @@
+//! A sled: sled-agent, the zones it hosts, and its OPTE (the end of the
+//! data path that delivers NAT'd traffic to a zone).
+//!
+//! How a zone with external connectivity gets its NAT entries depends on the
+//! run's strategy: `legacy` blocks the zone's start on
+//! [`legacy::ensure_zone_nat`]; `sled-task` starts zones at once and runs
+//! [`SledNatReconciler`] as a periodic task beside them.
+
+use std::{
+    collections::BTreeSet,
+    future::Future,
+    net::{Ipv6Addr, SocketAddr},
+    time::Duration,
+};
+
+use http::Method;
+use racksim_reconciler::{
+    legacy::{self, LegacyProgress},
+    nat::NatEntry,
+    sled_task::{SledNatReconciler, SledNatStatus},
+    task::{run_reconciler_task, Completion, TaskStatus, DEFAULT_PERIOD},
+};
+use rand::{rngs::SmallRng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use super::{control_plane, fmt_outcome, spawn_server, upstream::NTP_REPLY};
+use crate::{
+    fakes::{
+        dataplane::{Geneve, NtpQuery},
+        dns,
+        http::{ApiError, ApiRequest, ApiResponse, Handler},
+    },
+    net::{InternalDnsResolver, TurmoilConnector, GENEVE_PORT, INTERNAL_DNS_PORT, NTP_PORT, SLED_AGENT_PORT},
+    plan::Strategy,
+    rack::{ZoneKind, ZoneSpec, UPSTREAM_NTP_ADDR},
+    trace::fmt_duration,
+    world::World,
+};
+
+/// How often boundary NTP queries upstream while unsynchronised.
+pub const NTP_POLL_INTERVAL: Duration = Duration::from_secs(16);
+
+/// sled-agent's `GET /timesync` answer (the fields we use).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeSync {
+    pub sync: bool,
+}
+
+pub async fn run(world: World, index: usize) -> turmoil::Result {
+    let rack = world.params.rack.clone();
+    let sled = &rack.sleds[index];
+    let name = sled.name.clone();
+    let boot = world.boot(&name);
+    let zones: Vec<ZoneSpec> = rack.zones.iter().filter(|z| z.sled == index).cloned().collect();
+    {
+        // Zones do not survive their sled.
+        let mut st = world.lock();
+        for z in &zones {
+            match z.kind {
+                ZoneKind::BoundaryNtp => st.ntp_synced = false,
+                ZoneKind::Nexus => st.control_plane_up = false,
+                ZoneKind::ExternalDns => {}
+            }
+        }
+        st.version += 1;
+    }
+    world.trace(&name, "sled-agent up");
+    spawn_server(&world, &name, SLED_AGENT_PORT, SledAgentApi { world: world.clone() });
+    if rack.internal_dns_sled == index {
+        spawn_server(&world, &name, INTERNAL_DNS_PORT, InternalDnsApi { world: world.clone() });
+        world.trace(&name, "zone internal-dns started");
+    }
+    tokio::task::spawn_local(opte(world.clone(), index));
+
+    let resolver = InternalDnsResolver::new(rack.sleds[rack.internal_dns_sled].address);
+    let entries: Vec<NatEntry> = zones.iter().map(|z| rack.nat_entry(z)).collect();
+
+    // The per-sled task starts with sled-agent, independently of zones. Its
+    // config sender lives as long as this host's software.
+    let _config_tx = match world.params.strategy {
+        Strategy::SledTask if !entries.is_empty() => {
+            let (config_tx, config_rx) = watch::channel(entries.clone());
+            let (status_tx, status_rx) = watch::channel(TaskStatus::NotYetRun);
+            let reconciler = SledNatReconciler::new(TurmoilConnector, resolver.clone());
+            tokio::task::spawn_local(run_reconciler_task(reconciler, config_rx, None, DEFAULT_PERIOD, status_tx));
+            tokio::task::spawn_local(trace_task_status(world.clone(), name.clone(), status_rx));
+            Some(config_tx)
+        }
+        _ => None,
+    };
+
+    let mut rng = SmallRng::seed_from_u64(world.derive_seed(&name, boot));
+    for zone in &zones {
+        let kind = zone.kind;
+        world.trace(&name, format!("starting zone {kind}"));
+        let started = tokio::time::Instant::now();
+        if world.params.strategy == Strategy::Legacy {
+            let entry = rack.nat_entry(zone);
+            let expected: BTreeSet<_> = rack.uplinked_switches().into_iter().collect();
+            let (progress_tx, progress_rx) = watch::channel(LegacyProgress::LookingUpSwitches);
+            let tracer = tokio::task::spawn_local(trace_legacy(world.clone(), name.clone(), kind, progress_rx));
+            legacy::ensure_zone_nat(&TurmoilConnector, &resolver, &expected, &entry, &mut rng, &progress_tx).await;
+            drop(progress_tx);
+            let _ = tracer.await;
+        }
+        world.trace(&name, format!("zone {kind} started (start took {})", fmt_duration(started.elapsed())));
+        match kind {
+            ZoneKind::BoundaryNtp => {
+                tokio::task::spawn_local(ntp_client(world.clone(), name.clone(), zone.clone()));
+            }
+            ZoneKind::Nexus => {
+                tokio::task::spawn_local(control_plane::run(world.clone(), index, resolver.clone()));
+            }
+            ZoneKind::ExternalDns => {}
+        }
+    }
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// One line per legacy phase change. Retries of the same failure are not
+/// repeated: a run that retries forever would otherwise drown its trace.
+async fn trace_legacy(world: World, host: String, zone: ZoneKind, mut rx: watch::Receiver<LegacyProgress>) {
+    let rack = world.params.rack.clone();
+    let mut last = String::new();
+    loop {
+        let line = {
+            let p = rx.borrow_and_update();
+            let names = |v: &[racksim_reconciler::discovery::SwitchSlot]| {
+                v.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+            };
+            match &*p {
+                LegacyProgress::LookingUpSwitches => "looking up switch zones".to_string(),
+                LegacyProgress::WaitingForSwitches { found, missing } => format!(
+                    "found [{}]; waiting up to {} for [{}]",
+                    names(&found.keys().copied().collect::<Vec<_>>()),
+                    fmt_duration(legacy::SWITCH_DISCOVERY_TIMEOUT),
+                    names(missing)
+                ),
+                LegacyProgress::GaveUpWaiting { found, missing } => format!(
+                    "gave up waiting for [{}]; proceeding with [{}]",
+                    names(missing),
+                    names(&found.keys().copied().collect::<Vec<_>>())
+                ),
+                LegacyProgress::EnsuringNat { switch, address, last_error, .. } => match last_error {
+                    None => format!("ensuring NAT entry on {switch} at {}", rack.name_of(*address)),
+                    Some(e) => format!("ensure on {switch} failing, retrying forever: {}", super::name_addrs(&rack, e)),
+                },
+                LegacyProgress::Done { programmed } => format!("NAT ensured on [{}]", names(programmed)),
+            }
+        };
+        if line != last {
+            world.trace(&host, format!("legacy {zone}: {line}"));
+            last = line;
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// One line per completed activation of the sled task (and inert changes).
+async fn trace_task_status(world: World, host: String, mut rx: watch::Receiver<TaskStatus<SledNatStatus>>) {
+    let rack = world.params.rack.clone();
+    while rx.changed().await.is_ok() {
+        let line = match &*rx.borrow_and_update() {
+            TaskStatus::Idle { last_completion } => Some(fmt_completion(&rack, last_completion)),
+            TaskStatus::Inert { reason, .. } => Some(format!("sled-task: inert ({reason:?})")),
+            TaskStatus::NotYetRun | TaskStatus::Running { .. } => None,
+        };
+        if let Some(line) = line {
+            world.trace(&host, line);
+        }
+    }
+}
+
+fn fmt_completion(rack: &crate::rack::RackSpec, c: &Completion<SledNatStatus>) -> String {
+    let body = match &c.status {
+        SledNatStatus::NoNatEntriesConfig => "no NAT entries configured".to_string(),
+        SledNatStatus::DiscoveryFailed { error } => format!("discovery failed: {}", super::name_addrs(rack, &error.0)),
+        SledNatStatus::Reconciled { switches } if switches.is_empty() => "no switch zones found".to_string(),
+        SledNatStatus::Reconciled { switches } => switches
+            .iter()
+            .map(|(addr, s)| {
+                let who = match s.slot {
+                    Some(slot) => slot.to_string(),
+                    None => rack.name_of(*addr),
+                };
+                format!("{who}: {}", fmt_outcome(rack, &s.outcome))
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    format!("sled-task #{} {:?}: {body}", c.activation_count, c.activation_reason)
+}
+
+/// Boundary NTP: query upstream until a reply arrives (through NAT).
+async fn ntp_client(world: World, host: String, zone: ZoneSpec) {
+    let sock = match turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).await {
+        Ok(s) => s,
+        Err(e) => return world.trace(&host, format!("BUG: boundary-ntp cannot bind: {e}")),
+    };
+    let query = NtpQuery { reply_ip: zone.external_ip, reply_port: zone.first_port };
+    let bytes = serde_json::to_vec(&query).expect("packets serialize");
+    let upstream = SocketAddr::new(UPSTREAM_NTP_ADDR.into(), NTP_PORT);
+    loop {
+        if world.lock().ntp_synced {
+            return;
+        }
+        let _ = sock.send_to(&bytes, upstream).await;
+        tokio::time::sleep(NTP_POLL_INTERVAL).await;
+    }
+}
+
+/// OPTE: deliver Geneve traffic to the zone it is for, if VNI and MAC match.
+async fn opte(world: World, index: usize) -> std::io::Result<()> {
+    let rack = world.params.rack.clone();
+    let host = rack.sleds[index].name.clone();
+    let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, GENEVE_PORT)).await?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let (n, _from) = sock.recv_from(&mut buf).await?;
+        let Ok(g) = serde_json::from_slice::<Geneve>(&buf[..n]) else {
+            continue;
+        };
+        let zone = rack.zone_for(g.inner.dst_ip, g.inner.dst_port).filter(|z| z.sled == index);
+        match zone {
+            Some(z) if z.mac == g.inner_mac && g.vni == racksim_reconciler::SERVICES_VNI => {
+                if z.kind == ZoneKind::BoundaryNtp && g.inner.payload == NTP_REPLY {
+                    let newly = {
+                        let mut st = world.lock();
+                        let newly = !st.ntp_synced;
+                        st.ntp_synced = true;
+                        st.version += 1;
+                        newly
+                    };
+                    if newly {
+                        world.trace(&host, format!("boundary-ntp: time synchronized (reply came via {})", g.via));
+                    }
+                }
+            }
+            _ => world.trace(
+                &host,
+                format!(
+                    "opte: dropped packet for {}:{} via {}: no zone here with that address, MAC and VNI",
+                    g.inner.dst_ip, g.inner.dst_port, g.via
+                ),
+            ),
+        }
+    }
+}
+
+struct SledAgentApi {
+    world: World,
+}
+
+impl Handler for SledAgentApi {
+    fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
+        let resp = match (req.method.clone(), req.segments().as_slice()) {
+            // Internal NTP on every sled follows boundary NTP; one flag
+            // stands for "this sled's clock is synchronised".
+            (Method::GET, ["timesync"]) => ApiResponse::json(&TimeSync { sync: self.world.lock().ntp_synced }),
+            _ => ApiError::not_found_route(&req).into_response(),
+        };
+        std::future::ready(resp)
+    }
+}
+
+struct InternalDnsApi {
+    world: World,
+}
+
+impl Handler for InternalDnsApi {
+    fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
+        std::future::ready(dns::handle(&self.world, &req))
+    }
+}

@@ -1,0 +1,124 @@
+//! A switch zone: fake dpd and MGS, and the switch's data path (uplink
+//! ingress through the NAT table).
+
+use std::{
+    future::Future,
+    net::{Ipv6Addr, SocketAddr},
+};
+
+use racksim_reconciler::{discovery::SwitchSlot, nat::NatEntry, DPD_PORT, MGS_PORT};
+
+use super::{fmt_entry, spawn_server};
+use crate::{
+    fakes::{
+        dataplane::{Geneve, Inbound},
+        dpd::{DpdState, NatChange},
+        http::{ApiError, ApiRequest, ApiResponse, Handler},
+        mgs::MgsState,
+    },
+    net::{GENEVE_PORT, UPLINK_PORT},
+    world::World,
+};
+
+/// The software of a switch zone host.
+pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
+    let name = slot.to_string();
+    world.boot(&name);
+    {
+        let mut st = world.lock();
+        // The NAT table lives in the ASIC and is lost with the zone.
+        st.dpd.insert(slot, DpdState::new(slot.index()));
+        st.dropping.remove(&slot);
+        st.version += 1;
+    }
+    world.trace(&name, "switch zone up (dpd :12224, MGS :12225); NAT table empty");
+    spawn_server(&world, &name, DPD_PORT, DpdHandler { world: world.clone(), slot });
+    spawn_server(&world, &name, MGS_PORT, MgsHandler(MgsState { slot: slot.index() }));
+    dataplane(world, slot).await
+}
+
+struct DpdHandler {
+    world: World,
+    slot: SwitchSlot,
+}
+
+impl Handler for DpdHandler {
+    fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
+        let response = {
+            let mut st = self.world.lock();
+            match st.dpd.get_mut(&self.slot) {
+                None => (ApiError::unavailable("dpd is not running").into_response(), None),
+                Some(dpd) => {
+                    let (resp, change) = dpd.handle(&req);
+                    if change.is_some() {
+                        st.version += 1;
+                    }
+                    (resp, change)
+                }
+            }
+        };
+        if let Some(change) = response.1 {
+            self.world.trace(&self.slot.to_string(), fmt_change(&self.world, &change));
+        }
+        std::future::ready(response.0)
+    }
+}
+
+fn fmt_change(world: &World, change: &NatChange) -> String {
+    let rack = world.rack();
+    match change {
+        NatChange::Created(e) => format!("dpd: NAT + {}", fmt_entry(rack, &NatEntry::from_dpd(e))),
+        NatChange::Deleted(e) => format!("dpd: NAT - {}", fmt_entry(rack, &NatEntry::from_dpd(e))),
+        NatChange::Created6(e) => format!("dpd: NAT6 + {}/{}-{}", e.external, e.low, e.high),
+        NatChange::Deleted6(e) => format!("dpd: NAT6 - {}/{}-{}", e.external, e.low, e.high),
+        NatChange::Reset { removed } => format!("dpd: NAT table reset ({removed} entries removed)"),
+    }
+}
+
+struct MgsHandler(MgsState);
+
+impl Handler for MgsHandler {
+    fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
+        std::future::ready(self.0.handle(&req))
+    }
+}
+
+/// Inbound traffic from the uplink: NAT it to a sled or drop it.
+async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
+    let name = slot.to_string();
+    let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, UPLINK_PORT)).await?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let (n, _from) = sock.recv_from(&mut buf).await?;
+        let Ok(pkt) = serde_json::from_slice::<Inbound>(&buf[..n]) else {
+            continue;
+        };
+        let (hit, was_dropping) = {
+            let st = world.lock();
+            let hit = st.dpd.get(&slot).and_then(|d| d.ipv4_get(pkt.dst_ip, pkt.dst_port));
+            (hit, st.dropping.get(&slot).copied().unwrap_or(false))
+        };
+        match hit {
+            Some(entry) => {
+                if was_dropping {
+                    world.lock().dropping.insert(slot, false);
+                    world.trace(&name, format!("dataplane: forwarding inbound {}:{} again", pkt.dst_ip, pkt.dst_port));
+                }
+                let g = Geneve { via: slot, vni: entry.target.vni, inner_mac: entry.target.inner_mac, inner: pkt };
+                let to = SocketAddr::new(entry.target.internal_ip.into(), GENEVE_PORT);
+                let bytes = serde_json::to_vec(&g).expect("packets serialize");
+                // Like the real data path, delivery is best effort.
+                let _ = sock.send_to(&bytes, to).await;
+            }
+            None => {
+                if !was_dropping {
+                    world.lock().dropping.insert(slot, true);
+                    world.trace(
+                        &name,
+                        format!("dataplane: dropping inbound {}:{}: no NAT entry", pkt.dst_ip, pkt.dst_port),
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! The outside world's NTP server. Its replies return to the rack through
+//! one chosen switch's uplink (the scenario picks which), where they are
+//! dropped unless that switch holds boundary NTP's NAT entry.
+
+use std::net::{Ipv6Addr, SocketAddr};
+
+use crate::{
+    fakes::dataplane::{Inbound, NtpQuery},
+    net::{NTP_PORT, UPLINK_PORT},
+    rack::UPSTREAM_NTP_NAME,
+    world::World,
+};
+
+/// Payload of an NTP reply.
+pub const NTP_REPLY: &str = "ntp-reply";
+
+pub async fn run(world: World) -> turmoil::Result {
+    world.boot(UPSTREAM_NTP_NAME);
+    let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, NTP_PORT)).await?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let (n, _from) = sock.recv_from(&mut buf).await?;
+        let Ok(q) = serde_json::from_slice::<NtpQuery>(&buf[..n]) else {
+            continue;
+        };
+        let Some(sw) = world.rack().switch(world.params.ntp_return_switch) else {
+            continue;
+        };
+        let reply = Inbound { dst_ip: q.reply_ip, dst_port: q.reply_port, payload: NTP_REPLY.to_string() };
+        let to = SocketAddr::new(sw.zone_address.into(), UPLINK_PORT);
+        let _ = sock.send_to(&serde_json::to_vec(&reply).expect("packets serialize"), to).await;
+    }
+}

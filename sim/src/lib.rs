@@ -1,0 +1,49 @@
+//! # racksim-sim: the simulated rack
+//!
+//! This crate is the testbed. It builds a rack on a [turmoil] network —
+//! switch zones with a fake dendrite (dpd) and management gateway (MGS),
+//! sleds running sled-agent and their zones, an internal DNS, an upstream
+//! NTP server and the control plane — and runs the **real** reconciler crate
+//! inside it, on simulated sockets and simulated time.
+//!
+//! The data path of a run, one module each:
+//!
+//! ```text
+//! rack  (shape: sleds, switches, zones)      plan (timed faults/actions)
+//!    \                                      /
+//!     run::run ── world (shared state) ── hosts (software per host) ── fakes
+//!        |                                                       (dpd, MGS, DNS, data path)
+//!      trace (one line per event) ── check (convergence gaps) ── Verdict
+//! ```
+//!
+//! * [`rack`] — the rack's shape and addressing; [`rack::RackSpec::madrid`].
+//! * [`plan`] — strategies and timed steps, jitter windows drawn from the seed.
+//! * [`world`] — state shared by the hosts, the driver and the checks.
+//! * [`hosts`] — the software of each simulated host.
+//! * [`fakes`] — state machines of the fake services and their HTTP plumbing.
+//! * [`net`] — the reconciler's I/O seams on turmoil (connector, resolver).
+//! * [`trace`], [`check`], [`run`] — recording, judging, driving.
+//!
+//! ## Determinism
+//!
+//! A run is a function of `(rack, plan, strategy, seed, code)`. turmoil is
+//! seeded and its epoch fixed; every other random choice (plan jitter,
+//! backoff jitter) comes from RNGs derived from the seed; per-host tokio
+//! runtimes are seeded because the workspace builds with
+//! `--cfg tokio_unstable`; all maps that reach the trace are ordered.
+//! turmoil's random message loss is off: its TCP does not retransmit, so
+//! faults are explicit plan steps instead.
+
+pub mod check;
+pub mod fakes;
+pub mod hosts;
+pub mod net;
+pub mod plan;
+pub mod rack;
+pub mod run;
+pub mod trace;
+pub mod world;
+
+pub use plan::{Action, At, Plan, Step, Strategy};
+pub use rack::RackSpec;
+pub use run::{run, RunConfig, RunOutcome, Verdict};
