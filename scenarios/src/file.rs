@@ -449,7 +449,10 @@ deadline = "2h"
 
     #[test]
     fn unknown_switch_is_named_with_the_known_ones() {
-        let e = error_of(&GOOD.replace("switch = \"switch1\"\n\n[[step]]", "switch = \"switch7\"\n\n[[step]]"));
+        let e = error_of(&GOOD.replace(
+            "action = \"hide-switch\"\nswitch = \"switch1\"",
+            "action = \"hide-switch\"\nswitch = \"switch7\"",
+        ));
         assert_eq!((e.line, e.column), (9, 10), "{e}");
         assert!(e.message.contains("unknown switch \"switch7\""), "{e}");
         assert_eq!(e.hint.as_deref(), Some("switches of this rack: switch0, switch1"));

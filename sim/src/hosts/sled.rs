@@ -144,7 +144,7 @@ async fn trace_legacy(world: World, host: String, zone: ZoneKind, mut rx: watch:
                     names(&found.keys().copied().collect::<Vec<_>>())
                 ),
                 LegacyProgress::EnsuringNat { switch, address, last_error, .. } => match last_error {
-                    None => format!("ensuring NAT entry on {switch} at {}", rack.name_of(*address)),
+                    None => format!("ensuring NAT entry on {switch} at {address}"),
                     Some(e) => format!("ensure on {switch} failing, retrying forever: {}", super::name_addrs(&rack, e)),
                 },
                 LegacyProgress::Done { programmed } => format!("NAT ensured on [{}]", names(programmed)),
