@@ -4,8 +4,11 @@
 use crate::file::{self, Scenario};
 
 /// `(name, file name, text)` of every catalogued scenario, in listing order.
-pub const CATALOGUE: &[(&str, &str, &str)] =
-    &[("madrid-one-switch", "madrid-one-switch.toml", include_str!("../madrid-one-switch.toml"))];
+pub const CATALOGUE: &[(&str, &str, &str)] = &[(
+    "madrid-one-switch",
+    "madrid-one-switch.toml",
+    include_str!("../madrid-one-switch.toml"),
+)];
 
 /// Every catalogued scenario, parsed. They are validated by the test suite,
 /// so a failure here is a bug in the catalogue.
@@ -13,7 +16,8 @@ pub fn all() -> Vec<Scenario> {
     CATALOGUE
         .iter()
         .map(|(_, file, text)| {
-            file::parse(&format!("scenarios/{file}"), text).unwrap_or_else(|e| panic!("catalogued scenario is invalid:\n{e}"))
+            file::parse(&format!("scenarios/{file}"), text)
+                .unwrap_or_else(|e| panic!("catalogued scenario is invalid:\n{e}"))
         })
         .collect()
 }

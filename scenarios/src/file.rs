@@ -79,7 +79,11 @@ pub struct ScenarioError {
 
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "error: {}:{}:{}: {}", self.origin, self.line, self.column, self.message)?;
+        writeln!(
+            f,
+            "error: {}:{}:{}: {}",
+            self.origin, self.line, self.column, self.message
+        )?;
         let num = self.line.to_string();
         let pad = " ".repeat(num.len());
         writeln!(f, "{pad} |")?;
@@ -97,7 +101,13 @@ impl std::error::Error for ScenarioError {}
 /// Parse and validate a scenario from its text. `origin` names it in errors.
 pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
     let err = |span: Option<Range<usize>>, message: String, hint: Option<String>| {
-        locate(origin, text, span.map(|s| s.start).unwrap_or(0), message, hint)
+        locate(
+            origin,
+            text,
+            span.map(|s| s.start).unwrap_or(0),
+            message,
+            hint,
+        )
     };
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
         let message = e.message().trim().to_string();
@@ -121,14 +131,15 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
             "switch1" => Some(SwitchSlot::Switch1),
             _ => None,
         };
-        slot.filter(|slot| rack.switch(*slot).is_some()).ok_or_else(|| {
-            let known: Vec<String> = rack.switches.iter().map(|s| s.name()).collect();
-            err(
-                Some(s.span()),
-                format!("unknown switch {:?} in rack {}", s.get_ref(), rack.name),
-                Some(format!("switches of this rack: {}", known.join(", "))),
-            )
-        })
+        slot.filter(|slot| rack.switch(*slot).is_some())
+            .ok_or_else(|| {
+                let known: Vec<String> = rack.switches.iter().map(|s| s.name()).collect();
+                err(
+                    Some(s.span()),
+                    format!("unknown switch {:?} in rack {}", s.get_ref(), rack.name),
+                    Some(format!("switches of this rack: {}", known.join(", "))),
+                )
+            })
     };
     let ntp_return_switch = switch(&raw.ntp_return_switch)?;
     if !rack.switch(ntp_return_switch).is_some_and(|s| s.uplinked) {
@@ -167,10 +178,16 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
                     return Err(err(
                         Some(exp.outcome.span()),
                         format!("expect.{strategy}: outcome \"fails\" needs a `deadline`"),
-                        Some("add e.g. deadline = \"2h\": how long it must stay unconverged".into()),
+                        Some(
+                            "add e.g. deadline = \"2h\": how long it must stay unconverged".into(),
+                        ),
                     ));
                 };
-                Expectation { outcome: Outcome::Fails, deadline: deadline.0, verdict_mentions: exp.verdict_mentions.clone() }
+                Expectation {
+                    outcome: Outcome::Fails,
+                    deadline: deadline.0,
+                    verdict_mentions: exp.verdict_mentions.clone(),
+                }
             }
             other => {
                 return Err(err(
@@ -200,7 +217,10 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         if at.latest() >= latest_deadline {
             return Err(err(
                 Some(s.at.span()),
-                format!("step at {at} is not before the deadline ({})", racksim_sim::trace::fmt_duration(latest_deadline)),
+                format!(
+                    "step at {at} is not before the deadline ({})",
+                    racksim_sim::trace::fmt_duration(latest_deadline)
+                ),
                 Some("move the step earlier or extend the expectation's deadline".into()),
             ));
         }
@@ -257,28 +277,47 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
 
 /// Read and parse a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
     parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
 }
 
 fn hint_for(message: &str) -> Option<String> {
     if message.contains("unknown field") {
-        Some("check the spelling; the format is documented in scenarios/src/file.rs and the README".into())
+        Some(
+            "check the spelling; the format is documented in scenarios/src/file.rs and the README"
+                .into(),
+        )
     } else if message.contains("missing field") {
-        Some("every scenario needs name, description, rack, ntp_return_switch and [expect.*]".into())
+        Some(
+            "every scenario needs name, description, rack, ntp_return_switch and [expect.*]".into(),
+        )
     } else {
         None
     }
 }
 
-fn locate(origin: &str, text: &str, offset: usize, message: String, hint: Option<String>) -> ScenarioError {
+fn locate(
+    origin: &str,
+    text: &str,
+    offset: usize,
+    message: String,
+    hint: Option<String>,
+) -> ScenarioError {
     let offset = offset.min(text.len());
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
     let column = text[line_start..offset].chars().count() + 1;
     let source_line = text[line_start..].lines().next().unwrap_or("").to_string();
-    ScenarioError { origin: origin.to_string(), line, column, message, source_line, hint }
+    ScenarioError {
+        origin: origin.to_string(),
+        line,
+        column,
+        message,
+        source_line,
+        hint,
+    }
 }
 
 #[derive(Deserialize)]
@@ -324,7 +363,9 @@ pub struct DurationValue(pub Duration);
 impl<'de> Deserialize<'de> for DurationValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        parse_duration(&s).map(DurationValue).map_err(de::Error::custom)
+        parse_duration(&s)
+            .map(DurationValue)
+            .map_err(de::Error::custom)
     }
 }
 
@@ -336,12 +377,16 @@ impl<'de> Deserialize<'de> for AtValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         match s.split_once("..") {
-            None => parse_duration(&s).map(|d| AtValue(At::Fixed(d))).map_err(de::Error::custom),
+            None => parse_duration(&s)
+                .map(|d| AtValue(At::Fixed(d)))
+                .map_err(de::Error::custom),
             Some((a, b)) => {
                 let a = parse_duration(a).map_err(de::Error::custom)?;
                 let b = parse_duration(b).map_err(de::Error::custom)?;
                 if a > b {
-                    return Err(de::Error::custom(format!("empty window {s:?}: its start is after its end")));
+                    return Err(de::Error::custom(format!(
+                        "empty window {s:?}: its start is after its end"
+                    )));
                 }
                 Ok(AtValue(At::Window(a, b)))
             }
@@ -351,7 +396,8 @@ impl<'de> Deserialize<'de> for AtValue {
 
 /// Parse `250ms`, `30s`, `1.5s`, `5m`, `2h`, `1h30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?}: expected e.g. \"250ms\", \"30s\", \"5m\", \"1h30m\"");
+    let bad =
+        || format!("invalid duration {s:?}: expected e.g. \"250ms\", \"30s\", \"5m\", \"1h30m\"");
     let t = s.trim();
     if t.is_empty() {
         return Err(bad());
@@ -359,13 +405,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let mut total = Duration::ZERO;
     let mut rest = t;
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
         if num_len == 0 {
             return Err(bad());
         }
         let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
         let ms = match unit {
@@ -416,11 +466,23 @@ deadline = "2h"
     fn a_good_file_parses() {
         let s = parse("t.toml", GOOD).unwrap();
         assert_eq!(s.plan.steps.len(), 2);
-        assert_eq!(s.plan.steps[1].at, At::Window(Duration::from_secs(300), Duration::from_secs(480)));
-        assert_eq!(s.expectations[&Strategy::SledTask].outcome, Outcome::ConvergesWithin(Duration::from_secs(600)));
-        assert_eq!(s.expectations[&Strategy::Legacy].deadline, Duration::from_secs(7200));
+        assert_eq!(
+            s.plan.steps[1].at,
+            At::Window(Duration::from_secs(300), Duration::from_secs(480))
+        );
+        assert_eq!(
+            s.expectations[&Strategy::SledTask].outcome,
+            Outcome::ConvergesWithin(Duration::from_secs(600))
+        );
+        assert_eq!(
+            s.expectations[&Strategy::Legacy].deadline,
+            Duration::from_secs(7200)
+        );
         // `converges` runs until `within` plus the stability window.
-        assert_eq!(s.expectations[&Strategy::SledTask].deadline, Duration::from_secs(660));
+        assert_eq!(
+            s.expectations[&Strategy::SledTask].deadline,
+            Duration::from_secs(660)
+        );
     }
 
     #[test]
@@ -455,7 +517,10 @@ deadline = "2h"
         ));
         assert_eq!((e.line, e.column), (9, 10), "{e}");
         assert!(e.message.contains("unknown switch \"switch7\""), "{e}");
-        assert_eq!(e.hint.as_deref(), Some("switches of this rack: switch0, switch1"));
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("switches of this rack: switch0, switch1")
+        );
     }
 
     #[test]

@@ -12,7 +12,11 @@ use racksim::{
 use racksim_sim::{trace::fmt_duration, Strategy};
 
 #[derive(Parser)]
-#[command(name = "racksim", version, about = "A deterministic simulated rack for testing network reconcilers under faults")]
+#[command(
+    name = "racksim",
+    version,
+    about = "A deterministic simulated rack for testing network reconcilers under faults"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -55,7 +59,12 @@ fn main() -> ExitCode {
             list();
             ExitCode::SUCCESS
         }
-        Command::Run { scenario, seed, strategy, expect } => match run(&scenario, seed, strategy, expect) {
+        Command::Run {
+            scenario,
+            seed,
+            strategy,
+            expect,
+        } => match run(&scenario, seed, strategy, expect) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
             Err(message) => {
@@ -78,7 +87,12 @@ fn list() {
                 Outcome::Fails => format!("{st}: fails"),
             })
             .collect();
-        println!("{:<width$}  {}  [{}]", s.name, s.description, strategies.join("; "));
+        println!(
+            "{:<width$}  {}  [{}]",
+            s.name,
+            s.description,
+            strategies.join("; ")
+        );
     }
 }
 
@@ -98,12 +112,21 @@ fn resolve(arg: &str) -> Result<Scenario, String> {
 
 /// Returns whether every run succeeded (converged, or with `expect`, met its
 /// expectation).
-fn run(arg: &str, seed: Option<u64>, strategy: Option<Strategy>, expect: bool) -> Result<bool, String> {
+fn run(
+    arg: &str,
+    seed: Option<u64>,
+    strategy: Option<Strategy>,
+    expect: bool,
+) -> Result<bool, String> {
     let scenario = resolve(arg)?;
     let strategies: Vec<Strategy> = match strategy {
         Some(s) if scenario.expectations.contains_key(&s) => vec![s],
         Some(s) => {
-            let known: Vec<String> = scenario.expectations.keys().map(|s| s.to_string()).collect();
+            let known: Vec<String> = scenario
+                .expectations
+                .keys()
+                .map(|s| s.to_string())
+                .collect();
             return Err(format!(
                 "error: scenario {} has no expectation for strategy {s} (it has: {})",
                 scenario.name,
@@ -125,8 +148,15 @@ fn run(arg: &str, seed: Option<u64>, strategy: Option<Strategy>, expect: bool) -
         let started = Instant::now();
         let judged = runner::run(&scenario, strategy, seed).expect("strategy has an expectation");
         let wall = started.elapsed();
-        print!("{}", report::render(&scenario, arg, strategy, seed, drawn, &judged));
-        all_ok &= if expect { judged.judgement.is_ok() } else { judged.outcome.verdict.converged() };
+        print!(
+            "{}",
+            report::render(&scenario, arg, strategy, seed, drawn, &judged)
+        );
+        all_ok &= if expect {
+            judged.judgement.is_ok()
+        } else {
+            judged.outcome.verdict.converged()
+        };
 
         let sim = judged.outcome.sim_time;
         eprintln!(

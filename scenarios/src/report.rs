@@ -18,20 +18,41 @@ use crate::{
 
 /// Render one judged run. `scenario_arg` is how the user named the scenario
 /// (for the replay command); `drawn` says whether the seed was drawn at random.
-pub fn render(scenario: &Scenario, scenario_arg: &str, strategy: Strategy, seed: u64, drawn: bool, judged: &Judged) -> String {
+pub fn render(
+    scenario: &Scenario,
+    scenario_arg: &str,
+    strategy: Strategy,
+    seed: u64,
+    drawn: bool,
+    judged: &Judged,
+) -> String {
     let mut out = String::new();
     let w = &mut out;
     let exp = &judged.expectation;
     let _ = writeln!(w, "scenario: {} ({})", scenario.name, scenario.origin);
     let _ = writeln!(w, "  {}", scenario.description);
-    let _ = writeln!(w, "seed: {seed}{}", if drawn { " (drawn at random; pass --seed to replay)" } else { "" });
+    let _ = writeln!(
+        w,
+        "seed: {seed}{}",
+        if drawn {
+            " (drawn at random; pass --seed to replay)"
+        } else {
+            ""
+        }
+    );
     let _ = writeln!(w, "strategy: {strategy}");
     let _ = writeln!(
         w,
         "rack: {} ({} sleds; uplinked switches: {}); NTP replies return via {}",
         scenario.rack_name,
         scenario.rack.sleds.len(),
-        scenario.rack.uplinked_switches().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
+        scenario
+            .rack
+            .uplinked_switches()
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
         scenario.ntp_return_switch
     );
     let _ = writeln!(
@@ -47,7 +68,12 @@ pub fn render(scenario: &Scenario, scenario_arg: &str, strategy: Strategy, seed:
     for step in &judged.outcome.steps {
         match step.drawn_from {
             Some(window) => {
-                let _ = writeln!(w, "  {}  {}   (drawn from {window})", fmt_time(step.at), step.action);
+                let _ = writeln!(
+                    w,
+                    "  {}  {}   (drawn from {window})",
+                    fmt_time(step.at),
+                    step.action
+                );
             }
             None => {
                 let _ = writeln!(w, "  {}  {}", fmt_time(step.at), step.action);
@@ -69,7 +95,11 @@ pub fn render(scenario: &Scenario, scenario_arg: &str, strategy: Strategy, seed:
         }
     }
     if !judged.outcome.verdict.converged() || judged.judgement.is_err() {
-        let _ = writeln!(w, "replay: {}", runner::replay_command(scenario_arg, strategy, seed));
+        let _ = writeln!(
+            w,
+            "replay: {}",
+            runner::replay_command(scenario_arg, strategy, seed)
+        );
     }
     out
 }

@@ -34,33 +34,48 @@ pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<Judged>
     let expectation = scenario.expectations[&strategy].clone();
     let outcome = racksim_sim::run(&cfg);
     let judgement = judge(&expectation, &outcome.verdict);
-    Some(Judged { outcome, expectation, judgement })
+    Some(Judged {
+        outcome,
+        expectation,
+        judgement,
+    })
 }
 
 /// Does the verdict meet the expectation?
 pub fn judge(exp: &Expectation, verdict: &Verdict) -> Result<String, String> {
     match (exp.outcome, verdict) {
         (Outcome::ConvergesWithin(within), Verdict::Converged { at }) if *at <= within => {
-            Ok(format!("expected to converge within {}: converged in {}", fmt_duration(within), fmt_duration(*at)))
+            Ok(format!(
+                "expected to converge within {}: converged in {}",
+                fmt_duration(within),
+                fmt_duration(*at)
+            ))
         }
         (Outcome::ConvergesWithin(within), Verdict::Converged { at }) => Err(format!(
             "expected to converge within {}, but took {}",
             fmt_duration(within),
             fmt_duration(*at)
         )),
-        (Outcome::ConvergesWithin(within), _) => {
-            Err(format!("expected to converge within {}, but did not", fmt_duration(within)))
-        }
+        (Outcome::ConvergesWithin(within), _) => Err(format!(
+            "expected to converge within {}, but did not",
+            fmt_duration(within)
+        )),
         (Outcome::Fails, Verdict::NotConverged { .. }) => {
             let text = verdict.lines().join("\n");
-            let missing: Vec<&String> = exp.verdict_mentions.iter().filter(|m| !text.contains(m.as_str())).collect();
+            let missing: Vec<&String> = exp
+                .verdict_mentions
+                .iter()
+                .filter(|m| !text.contains(m.as_str()))
+                .collect();
             if missing.is_empty() {
                 Ok(format!(
                     "expected to fail (the scenario reproduces the bug): did not converge in {}",
                     fmt_duration(exp.deadline)
                 ))
             } else {
-                Err(format!("failed as expected, but the verdict does not mention {missing:?}"))
+                Err(format!(
+                    "failed as expected, but the verdict does not mention {missing:?}"
+                ))
             }
         }
         (Outcome::Fails, Verdict::Converged { at }) => Err(format!(

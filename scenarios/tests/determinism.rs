@@ -7,12 +7,25 @@ use racksim::{catalogue, report, runner};
 use racksim_sim::Strategy;
 
 fn racksim(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_racksim")).args(args).output().expect("racksim runs");
-    (out.status.code(), String::from_utf8(out.stdout).expect("stdout is UTF-8"))
+    let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
+        .args(args)
+        .output()
+        .expect("racksim runs");
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+    )
 }
 
 fn run_madrid(seed: &str, strategy: &str) -> (Option<i32>, String) {
-    racksim(&["run", "madrid-one-switch", "--seed", seed, "--strategy", strategy])
+    racksim(&[
+        "run",
+        "madrid-one-switch",
+        "--seed",
+        seed,
+        "--strategy",
+        strategy,
+    ])
 }
 
 #[test]
@@ -22,15 +35,26 @@ fn same_seed_same_bytes_across_processes() {
     assert_eq!(code_a, Some(0));
     assert_eq!(code_a, code_b);
     assert!(a.contains("trace:"), "{a}");
-    assert_eq!(a, b, "two processes printed different output for the same seed");
+    assert_eq!(
+        a, b,
+        "two processes printed different output for the same seed"
+    );
 }
 
 #[test]
 fn different_seeds_give_different_traces() {
     let (_, seven) = run_madrid("7", "sled-task");
     let (_, eight) = run_madrid("8", "sled-task");
-    let trace = |s: &str| s.split_once("trace:").map(|(_, t)| t.to_string()).unwrap_or_default();
-    assert_ne!(trace(&seven), trace(&eight), "seeds 7 and 8 produced the same trace");
+    let trace = |s: &str| {
+        s.split_once("trace:")
+            .map(|(_, t)| t.to_string())
+            .unwrap_or_default()
+    };
+    assert_ne!(
+        trace(&seven),
+        trace(&eight),
+        "seeds 7 and 8 produced the same trace"
+    );
 }
 
 /// The in-process run, on a thread while another simulation runs on
@@ -41,7 +65,14 @@ fn same_seed_same_bytes_across_threads() {
     let scenario = catalogue::get("madrid-one-switch").unwrap();
     let render = |seed: u64| {
         let judged = runner::run(&scenario, Strategy::SledTask, seed).unwrap();
-        report::render(&scenario, "madrid-one-switch", Strategy::SledTask, seed, false, &judged)
+        report::render(
+            &scenario,
+            "madrid-one-switch",
+            Strategy::SledTask,
+            seed,
+            false,
+            &judged,
+        )
     };
     let (a, _other) = std::thread::scope(|s| {
         let a = s.spawn(|| render(7));
@@ -55,12 +86,29 @@ fn same_seed_same_bytes_across_threads() {
 fn legacy_fails_naming_switch1_and_prints_replay() {
     let (code, out) = run_madrid("7", "legacy");
     assert_eq!(code, Some(1), "{out}");
-    let verdict = out.split_once("NOT CONVERGED").map(|(_, v)| v).expect("a NOT CONVERGED verdict");
-    assert!(verdict.contains("switch1 lacks the NAT entry of boundary-ntp"), "{out}");
-    assert!(out.contains("replay: racksim run madrid-one-switch --seed 7 --strategy legacy"), "{out}");
+    let verdict = out
+        .split_once("NOT CONVERGED")
+        .map(|(_, v)| v)
+        .expect("a NOT CONVERGED verdict");
+    assert!(
+        verdict.contains("switch1 lacks the NAT entry of boundary-ntp"),
+        "{out}"
+    );
+    assert!(
+        out.contains("replay: racksim run madrid-one-switch --seed 7 --strategy legacy"),
+        "{out}"
+    );
     // With --expect the exit status reports the expectation, which holds:
     // legacy is expected to fail here.
-    let (code, _) = racksim(&["run", "madrid-one-switch", "--seed", "7", "--strategy", "legacy", "--expect"]);
+    let (code, _) = racksim(&[
+        "run",
+        "madrid-one-switch",
+        "--seed",
+        "7",
+        "--strategy",
+        "legacy",
+        "--expect",
+    ]);
     assert_eq!(code, Some(0));
 }
 
@@ -85,10 +133,20 @@ fn bad_input_exits_2_with_a_clear_error() {
     let dir = std::env::temp_dir().join(format!("racksim-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bad.toml");
-    std::fs::write(&file, "name = \"x\"\ndescription = \"y\"\nrack = \"madrid\"\nntp_return_switch = \"switch9\"\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_racksim")).args(["run", file.to_str().unwrap()]).output().unwrap();
+    std::fs::write(
+        &file,
+        "name = \"x\"\ndescription = \"y\"\nrack = \"madrid\"\nntp_return_switch = \"switch9\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
+        .args(["run", file.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.toml:4:21: unknown switch \"switch9\""), "{err}");
+    assert!(
+        err.contains("bad.toml:4:21: unknown switch \"switch9\""),
+        "{err}"
+    );
     assert!(out.stdout.is_empty(), "nothing runs on a bad file");
 }

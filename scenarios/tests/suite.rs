@@ -13,7 +13,9 @@ const SEEDS: u64 = 32;
 fn failures(name: &str, strategy: Strategy) -> Vec<String> {
     let scenario = catalogue::get(name).expect("catalogued");
     let next = AtomicU64::new(1);
-    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
     let mut failed: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
@@ -24,7 +26,8 @@ fn failures(name: &str, strategy: Strategy) -> Vec<String> {
                         if seed > SEEDS {
                             return failed;
                         }
-                        let judged = runner::run(&scenario, strategy, seed).expect("has an expectation");
+                        let judged =
+                            runner::run(&scenario, strategy, seed).expect("has an expectation");
                         if let Err(why) = judged.judgement {
                             failed.push(format!(
                                 "seed {seed}: {why}\n  verdict: {}\n  replay: {}",
@@ -36,7 +39,10 @@ fn failures(name: &str, strategy: Strategy) -> Vec<String> {
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().expect("worker panicked")).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("worker panicked"))
+            .collect()
     });
     failed.sort();
     failed
@@ -44,7 +50,12 @@ fn failures(name: &str, strategy: Strategy) -> Vec<String> {
 
 fn check(name: &str, strategy: Strategy) {
     let failed = failures(name, strategy);
-    assert!(failed.is_empty(), "{name} / {strategy}: {} of {SEEDS} seeds failed:\n{}", failed.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{name} / {strategy}: {} of {SEEDS} seeds failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }
 
 #[test]
@@ -65,7 +76,11 @@ fn catalogue_is_valid_and_complete() {
     assert_eq!(all.len(), catalogue::CATALOGUE.len());
     for s in all {
         for strategy in Strategy::ALL {
-            assert!(s.expectations.contains_key(&strategy), "{} has no expectation for {strategy}", s.name);
+            assert!(
+                s.expectations.contains_key(&strategy),
+                "{} has no expectation for {strategy}",
+                s.name
+            );
         }
     }
 }

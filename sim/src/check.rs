@@ -21,7 +21,9 @@ pub fn convergence_gaps(world: &World) -> Vec<String> {
     for sw in rack.switches.iter().filter(|s| s.uplinked) {
         // A switch zone that is down cannot hold entries; it is not a gap
         // until it is back.
-        let Some(dpd) = st.dpd.get(&sw.slot) else { continue };
+        let Some(dpd) = st.dpd.get(&sw.slot) else {
+            continue;
+        };
         let actual: BTreeSet<NatEntry> = dpd
             .ipv4_entries()
             .iter()
@@ -33,10 +35,18 @@ pub fn convergence_gaps(world: &World) -> Vec<String> {
             let what = zone
                 .map(|z| format!("{} on {}", z.kind, rack.sleds[z.sled].name))
                 .unwrap_or_else(|| "unknown zone".to_string());
-            gaps.push(format!("{} lacks the NAT entry of {what}: {}", sw.name(), fmt_entry(rack, e)));
+            gaps.push(format!(
+                "{} lacks the NAT entry of {what}: {}",
+                sw.name(),
+                fmt_entry(rack, e)
+            ));
         }
         for e in actual.difference(&desired) {
-            gaps.push(format!("{} holds a stale NAT entry: {}", sw.name(), fmt_entry(rack, e)));
+            gaps.push(format!(
+                "{} holds a stale NAT entry: {}",
+                sw.name(),
+                fmt_entry(rack, e)
+            ));
         }
     }
     if !st.ntp_synced {
@@ -46,10 +56,15 @@ pub fn convergence_gaps(world: &World) -> Vec<String> {
             .find(|z| z.kind == crate::rack::ZoneKind::BoundaryNtp)
             .map(|z| format!(" on {}", rack.sleds[z.sled].name))
             .unwrap_or_default();
-        gaps.push(format!("NTP unsynchronised: boundary NTP{ntp} has had no reply from upstream"));
+        gaps.push(format!(
+            "NTP unsynchronised: boundary NTP{ntp} has had no reply from upstream"
+        ));
     }
     if !st.control_plane_up {
-        gaps.push("control plane down: Nexus has not started (it waits for time to synchronise)".to_string());
+        gaps.push(
+            "control plane down: Nexus has not started (it waits for time to synchronise)"
+                .to_string(),
+        );
     }
     gaps
 }

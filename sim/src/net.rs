@@ -51,7 +51,10 @@ pub struct InternalDnsResolver {
 impl InternalDnsResolver {
     pub fn new(dns: Ipv6Addr) -> Self {
         InternalDnsResolver {
-            client: HttpClient::new(TurmoilConnector, SocketAddr::new(dns.into(), INTERNAL_DNS_PORT)),
+            client: HttpClient::new(
+                TurmoilConnector,
+                SocketAddr::new(dns.into(), INTERNAL_DNS_PORT),
+            ),
         }
     }
 }

@@ -41,10 +41,16 @@ impl fmt::Display for Strategy {
 impl FromStr for Strategy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Strategy::ALL.into_iter().find(|st| st.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
-            format!("unknown strategy {s:?} (expected one of: {})", names.join(", "))
-        })
+        Strategy::ALL
+            .into_iter()
+            .find(|st| st.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+                format!(
+                    "unknown strategy {s:?} (expected one of: {})",
+                    names.join(", ")
+                )
+            })
     }
 }
 
@@ -123,10 +129,18 @@ impl Plan {
             .steps
             .iter()
             .map(|s| match s.at {
-                At::Fixed(d) => ResolvedStep { at: d, action: s.action.clone(), drawn_from: None },
+                At::Fixed(d) => ResolvedStep {
+                    at: d,
+                    action: s.action.clone(),
+                    drawn_from: None,
+                },
                 At::Window(a, b) => {
                     let ms = rng.random_range(a.as_millis() as u64..=b.as_millis() as u64);
-                    ResolvedStep { at: Duration::from_millis(ms), action: s.action.clone(), drawn_from: Some(s.at) }
+                    ResolvedStep {
+                        at: Duration::from_millis(ms),
+                        action: s.action.clone(),
+                        drawn_from: Some(s.at),
+                    }
                 }
             })
             .collect();

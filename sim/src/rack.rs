@@ -111,9 +111,21 @@ impl RackSpec {
             .scrimlet(SwitchSlot::Switch0)
             .scrimlet(SwitchSlot::Switch1)
             .sled()
-            .zone(ZoneKind::BoundaryNtp, 2, Ipv4Addr::new(198, 51, 100, 1), 16384, 32767)
+            .zone(
+                ZoneKind::BoundaryNtp,
+                2,
+                Ipv4Addr::new(198, 51, 100, 1),
+                16384,
+                32767,
+            )
             .zone(ZoneKind::Nexus, 0, Ipv4Addr::new(198, 51, 100, 2), 0, 65535)
-            .zone(ZoneKind::ExternalDns, 1, Ipv4Addr::new(198, 51, 100, 3), 0, 65535)
+            .zone(
+                ZoneKind::ExternalDns,
+                1,
+                Ipv4Addr::new(198, 51, 100, 3),
+                0,
+                65535,
+            )
             .internal_dns_on(1)
             .build()
     }
@@ -166,7 +178,11 @@ impl RackSpec {
     }
 
     pub fn uplinked_switches(&self) -> Vec<SwitchSlot> {
-        self.switches.iter().filter(|s| s.uplinked).map(|s| s.slot).collect()
+        self.switches
+            .iter()
+            .filter(|s| s.uplinked)
+            .map(|s| s.slot)
+            .collect()
     }
 }
 
@@ -192,15 +208,28 @@ impl RackBuilder {
     /// Add a plain sled.
     pub fn sled(mut self) -> Self {
         let i = self.rack.sleds.len();
-        self.rack.sleds.push(SledSpec { name: format!("sled{i}"), address: sled_address(i), scrimlet_of: None });
+        self.rack.sleds.push(SledSpec {
+            name: format!("sled{i}"),
+            address: sled_address(i),
+            scrimlet_of: None,
+        });
         self
     }
 
     /// Add a scrimlet cabled to `slot`, whose switch is uplinked.
     pub fn scrimlet(mut self, slot: SwitchSlot) -> Self {
         let i = self.rack.sleds.len();
-        self.rack.sleds.push(SledSpec { name: format!("sled{i}"), address: sled_address(i), scrimlet_of: Some(slot) });
-        self.rack.switches.push(SwitchSpec { slot, scrimlet: i, zone_address: switch_zone_address(i), uplinked: true });
+        self.rack.sleds.push(SledSpec {
+            name: format!("sled{i}"),
+            address: sled_address(i),
+            scrimlet_of: Some(slot),
+        });
+        self.rack.switches.push(SwitchSpec {
+            slot,
+            scrimlet: i,
+            zone_address: switch_zone_address(i),
+            uplinked: true,
+        });
         self
     }
 
@@ -213,11 +242,27 @@ impl RackBuilder {
     }
 
     /// Place a zone with external connectivity on sled `sled`.
-    pub fn zone(mut self, kind: ZoneKind, sled: usize, external_ip: Ipv4Addr, first_port: u16, last_port: u16) -> Self {
+    pub fn zone(
+        mut self,
+        kind: ZoneKind,
+        sled: usize,
+        external_ip: Ipv4Addr,
+        first_port: u16,
+        last_port: u16,
+    ) -> Self {
         let n = self.rack.zones.len() as u8;
         // Oxide's OUI-based guest/service MAC range.
-        let mac = MacAddr { a: [0xa8, 0x40, 0x25, 0xff, 0x00, n + 1] };
-        self.rack.zones.push(ZoneSpec { kind, sled, external_ip, first_port, last_port, mac });
+        let mac = MacAddr {
+            a: [0xa8, 0x40, 0x25, 0xff, 0x00, n + 1],
+        };
+        self.rack.zones.push(ZoneSpec {
+            kind,
+            sled,
+            external_ip,
+            first_port,
+            last_port,
+            mac,
+        });
         self
     }
 

@@ -50,7 +50,10 @@ pub enum Verdict {
     /// stability window.
     Converged { at: Duration },
     /// Still not converged at the deadline; what was missing then.
-    NotConverged { deadline: Duration, gaps: Vec<String> },
+    NotConverged {
+        deadline: Duration,
+        gaps: Vec<String>,
+    },
     /// A simulated host's software failed: a bug in the testbed or the code
     /// under test.
     HostFailed { at: Duration, error: String },
@@ -65,14 +68,23 @@ impl Verdict {
     pub fn lines(&self) -> Vec<String> {
         match self {
             Verdict::Converged { at } => {
-                vec![format!("CONVERGED at {} (time to converge {})", fmt_time(*at), fmt_duration(*at))]
+                vec![format!(
+                    "CONVERGED at {} (time to converge {})",
+                    fmt_time(*at),
+                    fmt_duration(*at)
+                )]
             }
             Verdict::NotConverged { deadline, gaps } => {
-                let mut v = vec![format!("NOT CONVERGED by the deadline {}", fmt_time(*deadline))];
+                let mut v = vec![format!(
+                    "NOT CONVERGED by the deadline {}",
+                    fmt_time(*deadline)
+                )];
                 v.extend(gaps.iter().map(|g| format!("  - {g}")));
                 v
             }
-            Verdict::HostFailed { at, error } => vec![format!("HOST FAILED at {}: {error}", fmt_time(*at))],
+            Verdict::HostFailed { at, error } => {
+                vec![format!("HOST FAILED at {}: {error}", fmt_time(*at))]
+            }
         }
     }
 }
@@ -115,15 +127,21 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
 
     for sw in &cfg.rack.switches {
         let (w, slot) = (world.clone(), sw.slot);
-        sim.host(IpAddr::V6(sw.zone_address), move || hosts::switch_zone::run(w.clone(), slot));
+        sim.host(IpAddr::V6(sw.zone_address), move || {
+            hosts::switch_zone::run(w.clone(), slot)
+        });
     }
     for (i, sled) in cfg.rack.sleds.iter().enumerate() {
         let w = world.clone();
-        sim.host(IpAddr::V6(sled.address), move || hosts::sled::run(w.clone(), i));
+        sim.host(IpAddr::V6(sled.address), move || {
+            hosts::sled::run(w.clone(), i)
+        });
     }
     {
         let w = world.clone();
-        sim.host(IpAddr::V6(UPSTREAM_NTP_ADDR), move || hosts::upstream::run(w.clone()));
+        sim.host(IpAddr::V6(UPSTREAM_NTP_ADDR), move || {
+            hosts::upstream::run(w.clone())
+        });
     }
     let _ = UPSTREAM_NTP_NAME;
 
@@ -155,10 +173,16 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             converged_since = None;
         }
         if now >= cfg.deadline {
-            break Verdict::NotConverged { deadline: cfg.deadline, gaps };
+            break Verdict::NotConverged {
+                deadline: cfg.deadline,
+                gaps,
+            };
         }
         if let Err(e) = sim.step() {
-            break Verdict::HostFailed { at: sim.elapsed(), error: e.to_string() };
+            break Verdict::HostFailed {
+                at: sim.elapsed(),
+                error: e.to_string(),
+            };
         }
     };
     let sim_time = sim.elapsed();
@@ -166,7 +190,12 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     for line in verdict.lines() {
         world.trace_at(sim_time, "verdict", line);
     }
-    RunOutcome { steps, trace: world.take_trace(), verdict, sim_time }
+    RunOutcome {
+        steps,
+        trace: world.take_trace(),
+        verdict,
+        sim_time,
+    }
 }
 
 fn apply(world: &World, action: &Action) {

@@ -56,7 +56,10 @@ pub struct World {
 
 impl World {
     pub fn new(params: RunParams) -> Self {
-        World { params: Arc::new(params), state: Arc::new(Mutex::new(State::default())) }
+        World {
+            params: Arc::new(params),
+            state: Arc::new(Mutex::new(State::default())),
+        }
     }
 
     pub fn rack(&self) -> &RackSpec {
@@ -78,7 +81,11 @@ impl World {
 
     /// Record an event at an explicit time (the driver's events).
     pub fn trace_at(&self, at: Duration, host: &str, text: impl Into<String>) {
-        self.lock().trace.push(TraceLine { at, host: host.to_string(), text: text.into() });
+        self.lock().trace.push(TraceLine {
+            at,
+            host: host.to_string(),
+            text: text.into(),
+        });
     }
 
     /// Count a boot of `host`; returns the boot number (1 for the first).

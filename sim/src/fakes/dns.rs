@@ -20,10 +20,12 @@ pub fn handle(world: &World, req: &ApiRequest) -> ApiResponse {
                 .collect();
             ApiResponse::json(&SrvAnswer { addresses })
         }
-        (Method::GET, ["srv", service]) => {
-            ApiError::new(http::StatusCode::NOT_FOUND, "ObjectNotFound", format!("no records for service {service:?}"))
-                .into_response()
-        }
+        (Method::GET, ["srv", service]) => ApiError::new(
+            http::StatusCode::NOT_FOUND,
+            "ObjectNotFound",
+            format!("no records for service {service:?}"),
+        )
+        .into_response(),
         _ => ApiError::not_found_route(req).into_response(),
     }
 }

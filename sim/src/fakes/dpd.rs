@@ -63,7 +63,9 @@ struct Table<A: Ord + Copy> {
 
 impl<A: Ord + Copy + std::fmt::Display> Table<A> {
     fn new() -> Self {
-        Table { entries: BTreeMap::new() }
+        Table {
+            entries: BTreeMap::new(),
+        }
     }
 
     fn covering(&self, ip: A, port: u16) -> Option<(u16, u16, NatTarget)> {
@@ -124,7 +126,12 @@ pub struct DpdState {
 impl DpdState {
     /// A freshly started dpd: empty tables.
     pub fn new(slot: u16) -> Self {
-        DpdState { slot, v4: Table::new(), v6: Table::new(), generation: 0 }
+        DpdState {
+            slot,
+            v4: Table::new(),
+            v6: Table::new(),
+            generation: 0,
+        }
     }
 
     pub fn slot(&self) -> u16 {
@@ -141,13 +148,25 @@ impl DpdState {
             .entries
             .iter()
             .flat_map(|(&external, ports)| {
-                ports.iter().map(move |(&low, &(high, target))| Ipv4Nat { external, low, high, target })
+                ports.iter().map(move |(&low, &(high, target))| Ipv4Nat {
+                    external,
+                    low,
+                    high,
+                    target,
+                })
             })
             .collect()
     }
 
     pub fn ipv4_get(&self, ip: Ipv4Addr, port: u16) -> Option<Ipv4Nat> {
-        self.v4.covering(ip, port).map(|(low, high, target)| Ipv4Nat { external: ip, low, high, target })
+        self.v4
+            .covering(ip, port)
+            .map(|(low, high, target)| Ipv4Nat {
+                external: ip,
+                low,
+                high,
+                target,
+            })
     }
 
     pub fn ipv4_create(
@@ -160,14 +179,24 @@ impl DpdState {
         let created = self.v4.create(ip, low, high, target)?;
         Ok(created.then(|| {
             self.generation += 1;
-            NatChange::Created(Ipv4Nat { external: ip, low, high, target })
+            NatChange::Created(Ipv4Nat {
+                external: ip,
+                low,
+                high,
+                target,
+            })
         }))
     }
 
     pub fn ipv4_delete(&mut self, ip: Ipv4Addr, port: u16) -> Result<NatChange, NatError> {
         let (low, high, target) = self.v4.delete(ip, port)?;
         self.generation += 1;
-        Ok(NatChange::Deleted(Ipv4Nat { external: ip, low, high, target }))
+        Ok(NatChange::Deleted(Ipv4Nat {
+            external: ip,
+            low,
+            high,
+            target,
+        }))
     }
 
     pub fn ipv6_create(
@@ -180,14 +209,24 @@ impl DpdState {
         let created = self.v6.create(ip, low, high, target)?;
         Ok(created.then(|| {
             self.generation += 1;
-            NatChange::Created6(Ipv6Nat { external: ip, low, high, target })
+            NatChange::Created6(Ipv6Nat {
+                external: ip,
+                low,
+                high,
+                target,
+            })
         }))
     }
 
     pub fn ipv6_delete(&mut self, ip: Ipv6Addr, port: u16) -> Result<NatChange, NatError> {
         let (low, high, target) = self.v6.delete(ip, port)?;
         self.generation += 1;
-        Ok(NatChange::Deleted6(Ipv6Nat { external: ip, low, high, target }))
+        Ok(NatChange::Deleted6(Ipv6Nat {
+            external: ip,
+            low,
+            high,
+            target,
+        }))
     }
 
     fn reset_v4(&mut self) -> Option<NatChange> {
@@ -222,7 +261,9 @@ impl DpdState {
         let m = &req.method;
         let none = |r: ApiResponse| Ok((r, None));
         match segs.as_slice() {
-            ["switch", "identifiers"] if m == Method::GET => none(ApiResponse::json(&self.identifiers())),
+            ["switch", "identifiers"] if m == Method::GET => {
+                none(ApiResponse::json(&self.identifiers()))
+            }
             ["rpw", "nat", "gen"] if m == Method::GET => none(ApiResponse::json(&self.generation)),
             ["rpw", "nat", "trigger"] if m == Method::POST => {
                 none(ApiResponse::json(&serde_json::Value::Null))
@@ -231,16 +272,23 @@ impl DpdState {
                 let addrs: Vec<Ipv4Addr> = self.v4.entries.keys().copied().collect();
                 none(ApiResponse::json(&paginate(req, &addrs, |a| *a)?))
             }
-            ["nat", "ipv4"] if m == Method::DELETE => Ok((ApiResponse::no_content(), self.reset_v4())),
+            ["nat", "ipv4"] if m == Method::DELETE => {
+                Ok((ApiResponse::no_content(), self.reset_v4()))
+            }
             ["nat", "ipv6"] if m == Method::GET => {
                 let addrs: Vec<Ipv6Addr> = self.v6.entries.keys().copied().collect();
                 none(ApiResponse::json(&paginate(req, &addrs, |a| *a)?))
             }
-            ["nat", "ipv6"] if m == Method::DELETE => Ok((ApiResponse::no_content(), self.reset_v6())),
+            ["nat", "ipv6"] if m == Method::DELETE => {
+                Ok((ApiResponse::no_content(), self.reset_v6()))
+            }
             ["nat", "ipv4", ip] if m == Method::GET => {
                 let ip: Ipv4Addr = path_param(ip, "ipv4")?;
-                let items: Vec<Ipv4Nat> =
-                    self.ipv4_entries().into_iter().filter(|e| e.external == ip).collect();
+                let items: Vec<Ipv4Nat> = self
+                    .ipv4_entries()
+                    .into_iter()
+                    .filter(|e| e.external == ip)
+                    .collect();
                 none(ApiResponse::json(&paginate(req, &items, |e| e.low)?))
             }
             ["nat", "ipv6", ip] if m == Method::GET => {
@@ -251,7 +299,12 @@ impl DpdState {
                     .get(&ip)
                     .into_iter()
                     .flat_map(|ports| {
-                        ports.iter().map(|(&low, &(high, target))| Ipv6Nat { external: ip, low, high, target })
+                        ports.iter().map(|(&low, &(high, target))| Ipv6Nat {
+                            external: ip,
+                            low,
+                            high,
+                            target,
+                        })
                     })
                     .collect();
                 none(ApiResponse::json(&paginate(req, &items, |e| e.low)?))
@@ -260,14 +313,18 @@ impl DpdState {
                 let (ip, low): (Ipv4Addr, u16) = (path_param(ip, "ipv4")?, path_param(low, "low")?);
                 match self.v4.covering(ip, low) {
                     Some((_, _, target)) => none(ApiResponse::json(&target)),
-                    None => Err(NatError::NotFound(format!("no NAT entry for {ip}/{low}")).into_api()),
+                    None => {
+                        Err(NatError::NotFound(format!("no NAT entry for {ip}/{low}")).into_api())
+                    }
                 }
             }
             ["nat", "ipv6", ip, low] if m == Method::GET => {
                 let (ip, low): (Ipv6Addr, u16) = (path_param(ip, "ipv6")?, path_param(low, "low")?);
                 match self.v6.covering(ip, low) {
                     Some((_, _, target)) => none(ApiResponse::json(&target)),
-                    None => Err(NatError::NotFound(format!("no NAT entry for {ip}/{low}")).into_api()),
+                    None => {
+                        Err(NatError::NotFound(format!("no NAT entry for {ip}/{low}")).into_api())
+                    }
                 }
             }
             ["nat", "ipv4", ip, low] if m == Method::DELETE => {
@@ -284,14 +341,18 @@ impl DpdState {
                 let ip: Ipv4Addr = path_param(ip, "ipv4")?;
                 let (low, high): (u16, u16) = (path_param(low, "low")?, path_param(high, "high")?);
                 let target: NatTarget = json_body(req)?;
-                let change = self.ipv4_create(ip, low, high, target).map_err(NatError::into_api)?;
+                let change = self
+                    .ipv4_create(ip, low, high, target)
+                    .map_err(NatError::into_api)?;
                 Ok((ApiResponse::no_content(), change))
             }
             ["nat", "ipv6", ip, low, high] if m == Method::PUT => {
                 let ip: Ipv6Addr = path_param(ip, "ipv6")?;
                 let (low, high): (u16, u16) = (path_param(low, "low")?, path_param(high, "high")?);
                 let target: NatTarget = json_body(req)?;
-                let change = self.ipv6_create(ip, low, high, target).map_err(NatError::into_api)?;
+                let change = self
+                    .ipv6_create(ip, low, high, target)
+                    .map_err(NatError::into_api)?;
                 Ok((ApiResponse::no_content(), change))
             }
             _ => Err(ApiError::not_found_route(req)),
@@ -311,7 +372,8 @@ impl DpdState {
 }
 
 fn path_param<T: std::str::FromStr>(raw: &str, name: &str) -> Result<T, ApiError> {
-    raw.parse().map_err(|_| ApiError::bad_request(format!("invalid path parameter {name}: {raw:?}")))
+    raw.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid path parameter {name}: {raw:?}")))
 }
 
 fn json_body<T: DeserializeOwned>(req: &ApiRequest) -> Result<T, ApiError> {
@@ -349,6 +411,13 @@ fn paginate<T: Clone, K: Ord + std::fmt::Display + std::str::FromStr>(
     };
     let page: Vec<T> = items.iter().skip(start).take(limit).cloned().collect();
     let more = start + page.len() < items.len();
-    let next_page = if more { page.last().map(|i| key(i).to_string()) } else { None };
-    Ok(ResultsPage { items: page, next_page })
+    let next_page = if more {
+        page.last().map(|i| key(i).to_string())
+    } else {
+        None
+    };
+    Ok(ResultsPage {
+        items: page,
+        next_page,
+    })
 }

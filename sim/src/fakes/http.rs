@@ -44,7 +44,12 @@ impl ApiRequest {
                 None => (kv.to_string(), String::new()),
             })
             .collect();
-        ApiRequest { method, path: path.to_string(), query, body: body.into() }
+        ApiRequest {
+            method,
+            path: path.to_string(),
+            query,
+            body: body.into(),
+        }
     }
 
     /// Path segments without the empty ones (`/nat/ipv4/` == `/nat/ipv4`).
@@ -73,7 +78,10 @@ impl ApiResponse {
     }
 
     pub fn no_content() -> Self {
-        ApiResponse { status: StatusCode::NO_CONTENT, body: None }
+        ApiResponse {
+            status: StatusCode::NO_CONTENT,
+            body: None,
+        }
     }
 }
 
@@ -87,7 +95,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, error_code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, error_code, message: message.into() }
+        ApiError {
+            status,
+            error_code,
+            message: message.into(),
+        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -95,11 +107,19 @@ impl ApiError {
     }
 
     pub fn not_found_route(req: &ApiRequest) -> Self {
-        ApiError::new(StatusCode::NOT_FOUND, "NotFound", format!("no route for {} {}", req.method, req.path))
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("no route for {} {}", req.method, req.path),
+        )
     }
 
     pub fn unavailable(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", message)
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            message,
+        )
     }
 
     pub fn into_response(self) -> ApiResponse {
@@ -141,7 +161,9 @@ pub async fn serve<H: Handler>(port: u16, handler: H) -> std::io::Result<()> {
             });
             // A peer that goes away mid-request is normal in a faulty rack;
             // the error is the client's to report.
-            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         });
     }
 }
@@ -152,9 +174,22 @@ async fn dispatch<H: Handler>(
     request_id: u64,
 ) -> hyper::Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
-    let path_and_query = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/")
+        .to_string();
     let response = match body.collect().await {
-        Ok(body) => handler.call(ApiRequest::new(parts.method, &path_and_query, body.to_bytes())).await,
+        Ok(body) => {
+            handler
+                .call(ApiRequest::new(
+                    parts.method,
+                    &path_and_query,
+                    body.to_bytes(),
+                ))
+                .await
+        }
         Err(e) => ApiError::bad_request(format!("reading request body: {e}")).into_response(),
     };
     let mut builder = hyper::Response::builder().status(response.status);

@@ -15,9 +15,10 @@ pub struct MgsState {
 impl MgsState {
     pub fn handle(&self, req: &ApiRequest) -> ApiResponse {
         match (req.method.clone(), req.segments().as_slice()) {
-            (Method::GET, ["local", "switch-id"]) => {
-                ApiResponse::json(&SpIdentifier { typ: SpType::Switch, slot: self.slot })
-            }
+            (Method::GET, ["local", "switch-id"]) => ApiResponse::json(&SpIdentifier {
+                typ: SpType::Switch,
+                slot: self.slot,
+            }),
             _ => ApiError::not_found_route(req).into_response(),
         }
     }

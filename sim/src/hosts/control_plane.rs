@@ -30,7 +30,10 @@ pub const RPW_PERIOD: Duration = Duration::from_secs(30);
 pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
     let rack = world.params.rack.clone();
     let host = rack.sleds[index].name.clone();
-    let sled_agent = HttpClient::new(TurmoilConnector, SocketAddr::new(rack.sleds[index].address.into(), SLED_AGENT_PORT));
+    let sled_agent = HttpClient::new(
+        TurmoilConnector,
+        SocketAddr::new(rack.sleds[index].address.into(), SLED_AGENT_PORT),
+    );
     loop {
         if let Ok(TimeSync { sync: true }) = sled_agent.get::<TimeSync>("/timesync").await {
             break;
@@ -42,7 +45,10 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
         st.control_plane_up = true;
         st.version += 1;
     }
-    world.trace(&host, "nexus: control plane up (time synchronised); starting background tasks");
+    world.trace(
+        &host,
+        "nexus: control plane up (time synchronised); starting background tasks",
+    );
 
     let desired = rack.desired_nat();
     let mut activation = 0u64;
@@ -57,13 +63,23 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
                 zones.sort();
                 let mut parts = Vec::new();
                 for z in zones {
-                    let dpd = DpdClient::new(HttpClient::new(TurmoilConnector, SocketAddrV6::new(z, DPD_PORT, 0, 0).into()));
+                    let dpd = DpdClient::new(HttpClient::new(
+                        TurmoilConnector,
+                        SocketAddrV6::new(z, DPD_PORT, 0, 0).into(),
+                    ));
                     let outcome = reconcile_switch(&dpd, &desired, &Scope::Vni(SERVICES_VNI)).await;
-                    parts.push(format!("{}: {}", rack.name_of(z), fmt_outcome(&rack, &outcome)));
+                    parts.push(format!(
+                        "{}: {}",
+                        rack.name_of(z),
+                        fmt_outcome(&rack, &outcome)
+                    ));
                 }
                 parts.join("; ")
             }
         };
-        world.trace(&host, format!("nexus service-NAT RPW #{activation}: {line}"));
+        world.trace(
+            &host,
+            format!("nexus service-NAT RPW #{activation}: {line}"),
+        );
     }
 }

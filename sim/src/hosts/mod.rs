@@ -33,18 +33,35 @@ pub(crate) fn spawn_server<H: Handler>(world: &World, host: &str, port: u16, han
 
 /// `198.51.100.1/16384-32767 -> sled2 (a8:40:25:ff:00:01, vni 100)`
 pub(crate) fn fmt_entry(rack: &RackSpec, e: &NatEntry) -> String {
-    format!("{}/{}-{} -> {}", e.external_ip, e.first_port, e.last_port, fmt_target(rack, &e.target))
+    format!(
+        "{}/{}-{} -> {}",
+        e.external_ip,
+        e.first_port,
+        e.last_port,
+        fmt_target(rack, &e.target)
+    )
 }
 
 pub(crate) fn fmt_target(rack: &RackSpec, t: &NatTarget) -> String {
-    format!("{} ({}, vni {})", rack.name_of(t.internal_ip), t.inner_mac, t.vni)
+    format!(
+        "{} ({}, vni {})",
+        rack.name_of(t.internal_ip),
+        t.inner_mac,
+        t.vni
+    )
 }
 
 /// A reconcile outcome on one switch, in a line: counts that are not zero,
 /// and failures.
 pub(crate) fn fmt_outcome(rack: &RackSpec, o: &NatReconcileOutcome) -> String {
     match o {
-        NatReconcileOutcome::Complete { unchanged, removed, remove_failures, created, create_failures } => {
+        NatReconcileOutcome::Complete {
+            unchanged,
+            removed,
+            remove_failures,
+            created,
+            create_failures,
+        } => {
             let mut parts = vec![format!("unchanged {unchanged}")];
             if *removed > 0 {
                 parts.push(format!("removed {removed}"));
@@ -61,7 +78,10 @@ pub(crate) fn fmt_outcome(rack: &RackSpec, o: &NatReconcileOutcome) -> String {
             parts.join(", ")
         }
         NatReconcileOutcome::FailedReadingCurrentDpdNatEntries { error } => {
-            format!("cannot read NAT entries: {}", name_addrs(rack, &error.to_string()))
+            format!(
+                "cannot read NAT entries: {}",
+                name_addrs(rack, &error.to_string())
+            )
         }
     }
 }
@@ -74,7 +94,9 @@ pub(crate) fn name_addrs(rack: &RackSpec, text: &str) -> String {
     addrs.extend(rack.switches.iter().map(|s| s.zone_address));
     for a in addrs {
         let name = rack.name_of(a);
-        out = out.replace(&format!("[{a}]"), &name).replace(&a.to_string(), &name);
+        out = out
+            .replace(&format!("[{a}]"), &name)
+            .replace(&a.to_string(), &name);
     }
     out
 }

@@ -31,7 +31,10 @@ use crate::{
         dns,
         http::{ApiError, ApiRequest, ApiResponse, Handler},
     },
-    net::{InternalDnsResolver, TurmoilConnector, GENEVE_PORT, INTERNAL_DNS_PORT, NTP_PORT, SLED_AGENT_PORT},
+    net::{
+        InternalDnsResolver, TurmoilConnector, GENEVE_PORT, INTERNAL_DNS_PORT, NTP_PORT,
+        SLED_AGENT_PORT,
+    },
     plan::Strategy,
     rack::{ZoneKind, ZoneSpec, UPSTREAM_NTP_ADDR},
     trace::fmt_duration,
@@ -52,7 +55,12 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     let sled = &rack.sleds[index];
     let name = sled.name.clone();
     let boot = world.boot(&name);
-    let zones: Vec<ZoneSpec> = rack.zones.iter().filter(|z| z.sled == index).cloned().collect();
+    let zones: Vec<ZoneSpec> = rack
+        .zones
+        .iter()
+        .filter(|z| z.sled == index)
+        .cloned()
+        .collect();
     {
         // Zones do not survive their sled.
         let mut st = world.lock();
@@ -66,9 +74,23 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         st.version += 1;
     }
     world.trace(&name, "sled-agent up");
-    spawn_server(&world, &name, SLED_AGENT_PORT, SledAgentApi { world: world.clone() });
+    spawn_server(
+        &world,
+        &name,
+        SLED_AGENT_PORT,
+        SledAgentApi {
+            world: world.clone(),
+        },
+    );
     if rack.internal_dns_sled == index {
-        spawn_server(&world, &name, INTERNAL_DNS_PORT, InternalDnsApi { world: world.clone() });
+        spawn_server(
+            &world,
+            &name,
+            INTERNAL_DNS_PORT,
+            InternalDnsApi {
+                world: world.clone(),
+            },
+        );
         world.trace(&name, "zone internal-dns started");
     }
     tokio::task::spawn_local(opte(world.clone(), index));
@@ -83,7 +105,13 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
             let (config_tx, config_rx) = watch::channel(entries.clone());
             let (status_tx, status_rx) = watch::channel(TaskStatus::NotYetRun);
             let reconciler = SledNatReconciler::new(TurmoilConnector, resolver.clone());
-            tokio::task::spawn_local(run_reconciler_task(reconciler, config_rx, None, DEFAULT_PERIOD, status_tx));
+            tokio::task::spawn_local(run_reconciler_task(
+                reconciler,
+                config_rx,
+                None,
+                DEFAULT_PERIOD,
+                status_tx,
+            ));
             tokio::task::spawn_local(trace_task_status(world.clone(), name.clone(), status_rx));
             Some(config_tx)
         }
@@ -99,18 +127,41 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
             let entry = rack.nat_entry(zone);
             let expected: BTreeSet<_> = rack.uplinked_switches().into_iter().collect();
             let (progress_tx, progress_rx) = watch::channel(LegacyProgress::LookingUpSwitches);
-            let tracer = tokio::task::spawn_local(trace_legacy(world.clone(), name.clone(), kind, progress_rx));
-            legacy::ensure_zone_nat(&TurmoilConnector, &resolver, &expected, &entry, &mut rng, &progress_tx).await;
+            let tracer = tokio::task::spawn_local(trace_legacy(
+                world.clone(),
+                name.clone(),
+                kind,
+                progress_rx,
+            ));
+            legacy::ensure_zone_nat(
+                &TurmoilConnector,
+                &resolver,
+                &expected,
+                &entry,
+                &mut rng,
+                &progress_tx,
+            )
+            .await;
             drop(progress_tx);
             let _ = tracer.await;
         }
-        world.trace(&name, format!("zone {kind} started (start took {})", fmt_duration(started.elapsed())));
+        world.trace(
+            &name,
+            format!(
+                "zone {kind} started (start took {})",
+                fmt_duration(started.elapsed())
+            ),
+        );
         match kind {
             ZoneKind::BoundaryNtp => {
                 tokio::task::spawn_local(ntp_client(world.clone(), name.clone(), zone.clone()));
             }
             ZoneKind::Nexus => {
-                tokio::task::spawn_local(control_plane::run(world.clone(), index, resolver.clone()));
+                tokio::task::spawn_local(control_plane::run(
+                    world.clone(),
+                    index,
+                    resolver.clone(),
+                ));
             }
             ZoneKind::ExternalDns => {}
         }
@@ -121,14 +172,22 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
 
 /// One line per legacy phase change. Retries of the same failure are not
 /// repeated: a run that retries forever would otherwise drown its trace.
-async fn trace_legacy(world: World, host: String, zone: ZoneKind, mut rx: watch::Receiver<LegacyProgress>) {
+async fn trace_legacy(
+    world: World,
+    host: String,
+    zone: ZoneKind,
+    mut rx: watch::Receiver<LegacyProgress>,
+) {
     let rack = world.params.rack.clone();
     let mut last = String::new();
     loop {
         let line = {
             let p = rx.borrow_and_update();
             let names = |v: &[racksim_reconciler::discovery::SwitchSlot]| {
-                v.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+                v.iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
             match &*p {
                 LegacyProgress::LookingUpSwitches => "looking up switch zones".to_string(),
@@ -143,11 +202,21 @@ async fn trace_legacy(world: World, host: String, zone: ZoneKind, mut rx: watch:
                     names(missing),
                     names(&found.keys().copied().collect::<Vec<_>>())
                 ),
-                LegacyProgress::EnsuringNat { switch, address, last_error, .. } => match last_error {
+                LegacyProgress::EnsuringNat {
+                    switch,
+                    address,
+                    last_error,
+                    ..
+                } => match last_error {
                     None => format!("ensuring NAT entry on {switch} at {address}"),
-                    Some(e) => format!("ensure on {switch} failing, retrying forever: {}", super::name_addrs(&rack, e)),
+                    Some(e) => format!(
+                        "ensure on {switch} failing, retrying forever: {}",
+                        super::name_addrs(&rack, e)
+                    ),
                 },
-                LegacyProgress::Done { programmed } => format!("NAT ensured on [{}]", names(programmed)),
+                LegacyProgress::Done { programmed } => {
+                    format!("NAT ensured on [{}]", names(programmed))
+                }
             }
         };
         if line != last {
@@ -161,7 +230,11 @@ async fn trace_legacy(world: World, host: String, zone: ZoneKind, mut rx: watch:
 }
 
 /// One line per completed activation of the sled task (and inert changes).
-async fn trace_task_status(world: World, host: String, mut rx: watch::Receiver<TaskStatus<SledNatStatus>>) {
+async fn trace_task_status(
+    world: World,
+    host: String,
+    mut rx: watch::Receiver<TaskStatus<SledNatStatus>>,
+) {
     let rack = world.params.rack.clone();
     while rx.changed().await.is_ok() {
         let line = match &*rx.borrow_and_update() {
@@ -178,8 +251,12 @@ async fn trace_task_status(world: World, host: String, mut rx: watch::Receiver<T
 fn fmt_completion(rack: &crate::rack::RackSpec, c: &Completion<SledNatStatus>) -> String {
     let body = match &c.status {
         SledNatStatus::NoNatEntriesConfig => "no NAT entries configured".to_string(),
-        SledNatStatus::DiscoveryFailed { error } => format!("discovery failed: {}", super::name_addrs(rack, &error.0)),
-        SledNatStatus::Reconciled { switches } if switches.is_empty() => "no switch zones found".to_string(),
+        SledNatStatus::DiscoveryFailed { error } => {
+            format!("discovery failed: {}", super::name_addrs(rack, &error.0))
+        }
+        SledNatStatus::Reconciled { switches } if switches.is_empty() => {
+            "no switch zones found".to_string()
+        }
         SledNatStatus::Reconciled { switches } => switches
             .iter()
             .map(|(addr, s)| {
@@ -192,7 +269,10 @@ fn fmt_completion(rack: &crate::rack::RackSpec, c: &Completion<SledNatStatus>) -
             .collect::<Vec<_>>()
             .join("; "),
     };
-    format!("sled-task #{} {:?}: {body}", c.activation_count, c.activation_reason)
+    format!(
+        "sled-task #{} {:?}: {body}",
+        c.activation_count, c.activation_reason
+    )
 }
 
 /// Boundary NTP: query upstream until a reply arrives (through NAT).
@@ -201,7 +281,10 @@ async fn ntp_client(world: World, host: String, zone: ZoneSpec) {
         Ok(s) => s,
         Err(e) => return world.trace(&host, format!("BUG: boundary-ntp cannot bind: {e}")),
     };
-    let query = NtpQuery { reply_ip: zone.external_ip, reply_port: zone.first_port };
+    let query = NtpQuery {
+        reply_ip: zone.external_ip,
+        reply_port: zone.first_port,
+    };
     let bytes = serde_json::to_vec(&query).expect("packets serialize");
     let upstream = SocketAddr::new(UPSTREAM_NTP_ADDR.into(), NTP_PORT);
     loop {
@@ -224,7 +307,9 @@ async fn opte(world: World, index: usize) -> std::io::Result<()> {
         let Ok(g) = serde_json::from_slice::<Geneve>(&buf[..n]) else {
             continue;
         };
-        let zone = rack.zone_for(g.inner.dst_ip, g.inner.dst_port).filter(|z| z.sled == index);
+        let zone = rack
+            .zone_for(g.inner.dst_ip, g.inner.dst_port)
+            .filter(|z| z.sled == index);
         match zone {
             Some(z) if z.mac == g.inner_mac && g.vni == racksim_reconciler::SERVICES_VNI => {
                 if z.kind == ZoneKind::BoundaryNtp && g.inner.payload == NTP_REPLY {
@@ -260,7 +345,9 @@ impl Handler for SledAgentApi {
         let resp = match (req.method.clone(), req.segments().as_slice()) {
             // Internal NTP on every sled follows boundary NTP; one flag
             // stands for "this sled's clock is synchronised".
-            (Method::GET, ["timesync"]) => ApiResponse::json(&TimeSync { sync: self.world.lock().ntp_synced }),
+            (Method::GET, ["timesync"]) => ApiResponse::json(&TimeSync {
+                sync: self.world.lock().ntp_synced,
+            }),
             _ => ApiError::not_found_route(&req).into_response(),
         };
         std::future::ready(resp)

@@ -31,9 +31,25 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
         st.dropping.remove(&slot);
         st.version += 1;
     }
-    world.trace(&name, "switch zone up (dpd :12224, MGS :12225); NAT table empty");
-    spawn_server(&world, &name, DPD_PORT, DpdHandler { world: world.clone(), slot });
-    spawn_server(&world, &name, MGS_PORT, MgsHandler(MgsState { slot: slot.index() }));
+    world.trace(
+        &name,
+        "switch zone up (dpd :12224, MGS :12225); NAT table empty",
+    );
+    spawn_server(
+        &world,
+        &name,
+        DPD_PORT,
+        DpdHandler {
+            world: world.clone(),
+            slot,
+        },
+    );
+    spawn_server(
+        &world,
+        &name,
+        MGS_PORT,
+        MgsHandler(MgsState { slot: slot.index() }),
+    );
     dataplane(world, slot).await
 }
 
@@ -47,7 +63,10 @@ impl Handler for DpdHandler {
         let response = {
             let mut st = self.world.lock();
             match st.dpd.get_mut(&self.slot) {
-                None => (ApiError::unavailable("dpd is not running").into_response(), None),
+                None => (
+                    ApiError::unavailable("dpd is not running").into_response(),
+                    None,
+                ),
                 Some(dpd) => {
                     let (resp, change) = dpd.handle(&req);
                     if change.is_some() {
@@ -58,7 +77,8 @@ impl Handler for DpdHandler {
             }
         };
         if let Some(change) = response.1 {
-            self.world.trace(&self.slot.to_string(), fmt_change(&self.world, &change));
+            self.world
+                .trace(&self.slot.to_string(), fmt_change(&self.world, &change));
         }
         std::future::ready(response.0)
     }
@@ -95,16 +115,30 @@ async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
         };
         let (hit, was_dropping) = {
             let st = world.lock();
-            let hit = st.dpd.get(&slot).and_then(|d| d.ipv4_get(pkt.dst_ip, pkt.dst_port));
+            let hit = st
+                .dpd
+                .get(&slot)
+                .and_then(|d| d.ipv4_get(pkt.dst_ip, pkt.dst_port));
             (hit, st.dropping.get(&slot).copied().unwrap_or(false))
         };
         match hit {
             Some(entry) => {
                 if was_dropping {
                     world.lock().dropping.insert(slot, false);
-                    world.trace(&name, format!("dataplane: forwarding inbound {}:{} again", pkt.dst_ip, pkt.dst_port));
+                    world.trace(
+                        &name,
+                        format!(
+                            "dataplane: forwarding inbound {}:{} again",
+                            pkt.dst_ip, pkt.dst_port
+                        ),
+                    );
                 }
-                let g = Geneve { via: slot, vni: entry.target.vni, inner_mac: entry.target.inner_mac, inner: pkt };
+                let g = Geneve {
+                    via: slot,
+                    vni: entry.target.vni,
+                    inner_mac: entry.target.inner_mac,
+                    inner: pkt,
+                };
                 let to = SocketAddr::new(entry.target.internal_ip.into(), GENEVE_PORT);
                 let bytes = serde_json::to_vec(&g).expect("packets serialize");
                 // Like the real data path, delivery is best effort.
@@ -115,7 +149,10 @@ async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
                     world.lock().dropping.insert(slot, true);
                     world.trace(
                         &name,
-                        format!("dataplane: dropping inbound {}:{}: no NAT entry", pkt.dst_ip, pkt.dst_port),
+                        format!(
+                            "dataplane: dropping inbound {}:{}: no NAT entry",
+                            pkt.dst_ip, pkt.dst_port
+                        ),
                     );
                 }
             }

@@ -26,8 +26,14 @@ pub async fn run(world: World) -> turmoil::Result {
         let Some(sw) = world.rack().switch(world.params.ntp_return_switch) else {
             continue;
         };
-        let reply = Inbound { dst_ip: q.reply_ip, dst_port: q.reply_port, payload: NTP_REPLY.to_string() };
+        let reply = Inbound {
+            dst_ip: q.reply_ip,
+            dst_port: q.reply_port,
+            payload: NTP_REPLY.to_string(),
+        };
         let to = SocketAddr::new(sw.zone_address.into(), UPLINK_PORT);
-        let _ = sock.send_to(&serde_json::to_vec(&reply).expect("packets serialize"), to).await;
+        let _ = sock
+            .send_to(&serde_json::to_vec(&reply).expect("packets serialize"), to)
+            .await;
     }
 }
