@@ -19,8 +19,12 @@
 //! * [`sled_task`] — a periodic task per sled that, on every activation,
 //!   discovers the dendrites available *now* and reconciles this sled's
 //!   entries on each of them independently. Zone start never waits for it.
-//! * `scrimlet-local` (planned) — per-scrimlet tasks that reconcile their own
-//!   switch zone against the rack-wide config.
+//! * [`scrimlet_local`] (`scrimlet-local`) — seed 003's design: each
+//!   scrimlet learns its switch slot from its own MGS, then runs a task that
+//!   reconciles its *own* switch zone against the rack-wide config the
+//!   bootstore carries (every service zone's entry, with a generation). It
+//!   goes inert while the sidecar is away and restores the table as soon as
+//!   it returns; each switch is covered because each scrimlet covers its own.
 //!
 //! ## Shape
 //!
@@ -50,6 +54,7 @@ pub mod http;
 pub mod legacy;
 pub mod mgs;
 pub mod nat;
+pub mod scrimlet_local;
 pub mod sled_task;
 pub mod task;
 

@@ -4,11 +4,27 @@
 use crate::file::{self, Scenario};
 
 /// `(name, file name, text)` of every catalogued scenario, in listing order.
-pub const CATALOGUE: &[(&str, &str, &str)] = &[(
-    "madrid-one-switch",
-    "madrid-one-switch.toml",
-    include_str!("../madrid-one-switch.toml"),
-)];
+/// A catalogue entry: the file `scenarios/NAME.toml`, compiled in.
+macro_rules! entry {
+    ($name:literal) => {
+        (
+            $name,
+            concat!($name, ".toml"),
+            include_str!(concat!("../", $name, ".toml")),
+        )
+    };
+}
+
+pub const CATALOGUE: &[(&str, &str, &str)] = &[
+    entry!("madrid-one-switch"),
+    entry!("zone-start-blocked"),
+    entry!("switch-replaced-before-ensure"),
+    entry!("dpd-restart-control-plane-down"),
+    entry!("sidecar-power-cycle"),
+    entry!("stale-entry"),
+    entry!("cold-boot"),
+    entry!("network-faults"),
+];
 
 /// Every catalogued scenario, parsed. They are validated by the test suite,
 /// so a failure here is a bug in the catalogue.

@@ -29,7 +29,11 @@
 use std::{collections::BTreeMap, fmt, ops::Range, path::Path, time::Duration};
 
 use racksim_reconciler::discovery::SwitchSlot;
-use racksim_sim::{rack::RackSpec, run::DEFAULT_STABILITY, Action, At, Plan, Step, Strategy};
+use racksim_sim::{
+    rack::{RackSpec, ZoneKind},
+    run::DEFAULT_STABILITY,
+    Action, At, Plan, Step, Strategy,
+};
 use serde::{de, Deserialize, Deserializer};
 use toml::Spanned;
 
@@ -56,6 +60,12 @@ pub struct Expectation {
     pub deadline: Duration,
     /// Text the verdict must contain (for `fails`, to prove *why* it failed).
     pub verdict_mentions: Vec<String>,
+    /// Converged no later than this after the last plan step.
+    pub settle: Option<Duration>,
+    /// Every zone start took at most this long.
+    pub zone_start_at_most: Option<Duration>,
+    /// Some zone start took at least this long (the blocking bug).
+    pub zone_start_at_least: Option<Duration>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,15 +125,12 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         err(e.span(), message, hint)
     })?;
 
-    let rack = match raw.rack.get_ref().as_str() {
-        "madrid" => RackSpec::madrid(),
-        other => {
-            return Err(err(
-                Some(raw.rack.span()),
-                format!("unknown rack {other:?}"),
-                Some("known racks: madrid".into()),
-            ))
-        }
+    let Some(rack) = RackSpec::by_name(raw.rack.get_ref()) else {
+        return Err(err(
+            Some(raw.rack.span()),
+            format!("unknown rack {:?}", raw.rack.get_ref()),
+            Some(format!("known racks: {}", RackSpec::NAMES.join(", "))),
+        ));
     };
     let switch = |s: &Spanned<String>| -> Result<SwitchSlot, ScenarioError> {
         let slot = match s.get_ref().as_str() {
@@ -171,6 +178,9 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
                     outcome: Outcome::ConvergesWithin(within.0),
                     deadline: exp.deadline.map(|d| d.0).unwrap_or(within.0 + stability),
                     verdict_mentions: exp.verdict_mentions.clone(),
+                    settle: exp.settle.as_ref().map(|d| d.get_ref().0),
+                    zone_start_at_most: exp.zone_start_at_most.map(|d| d.0),
+                    zone_start_at_least: exp.zone_start_at_least.map(|d| d.0),
                 }
             }
             "fails" => {
@@ -183,10 +193,22 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
                         ),
                     ));
                 };
+                if let Some(settle) = &exp.settle {
+                    return Err(err(
+                        Some(settle.span()),
+                        format!(
+                            "expect.{strategy}: `settle` only applies to outcome \"converges\""
+                        ),
+                        None,
+                    ));
+                }
                 Expectation {
                     outcome: Outcome::Fails,
                     deadline: deadline.0,
                     verdict_mentions: exp.verdict_mentions.clone(),
+                    settle: None,
+                    zone_start_at_most: exp.zone_start_at_most.map(|d| d.0),
+                    zone_start_at_least: exp.zone_start_at_least.map(|d| d.0),
                 }
             }
             other => {
@@ -209,9 +231,9 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
     }
 
     let mut steps = Vec::new();
-    let mut hidden = std::collections::BTreeSet::new();
     let mut sorted: Vec<&RawStep> = raw.steps.iter().collect();
     sorted.sort_by_key(|s| s.at.get_ref().0.latest());
+    let mut state = PlanState::new(&rack);
     for s in sorted {
         let at = s.at.get_ref().0;
         if at.latest() >= latest_deadline {
@@ -224,41 +246,8 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
                 Some("move the step earlier or extend the expectation's deadline".into()),
             ));
         }
-        let need_switch = || -> Result<SwitchSlot, ScenarioError> {
-            match &s.switch {
-                Some(sw) => switch(sw),
-                None => Err(err(
-                    Some(s.action.span()),
-                    format!("action {:?} needs a `switch`", s.action.get_ref()),
-                    Some("add e.g. switch = \"switch1\"".into()),
-                )),
-            }
-        };
-        let action = match s.action.get_ref().as_str() {
-            "hide-switch" => {
-                let sw = need_switch()?;
-                hidden.insert(sw);
-                Action::HideSwitch(sw)
-            }
-            "reveal-switch" => {
-                let sw = need_switch()?;
-                if !hidden.remove(&sw) {
-                    return Err(err(
-                        Some(s.action.span()),
-                        format!("reveal-switch {sw}: {sw} is not hidden at that point of the plan"),
-                        Some("add a hide-switch step before it".into()),
-                    ));
-                }
-                Action::RevealSwitch(sw)
-            }
-            other => {
-                return Err(err(
-                    Some(s.action.span()),
-                    format!("unknown action {other:?}"),
-                    Some("known actions: hide-switch, reveal-switch".into()),
-                ))
-            }
-        };
+        let action = step_action(s, &rack, &mut state)
+            .map_err(|(span, msg, hint)| err(Some(span), msg, hint))?;
         steps.push(Step { at, action });
     }
 
@@ -342,6 +331,317 @@ struct RawStep {
     action: Spanned<String>,
     #[serde(default)]
     switch: Option<Spanned<String>>,
+    #[serde(default)]
+    host: Option<Spanned<String>>,
+    #[serde(default)]
+    a: Option<Spanned<HostGroup>>,
+    #[serde(default)]
+    b: Option<Spanned<HostGroup>>,
+    #[serde(default)]
+    oneway: Option<Spanned<bool>>,
+    #[serde(default)]
+    latency: Option<Spanned<DurationValue>>,
+    #[serde(default, rename = "for")]
+    window: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    zone: Option<Spanned<String>>,
+}
+
+/// One host or a list of hosts.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum HostGroup {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl HostGroup {
+    fn names(&self) -> Vec<String> {
+        match self {
+            HostGroup::One(h) => vec![h.clone()],
+            HostGroup::Many(v) => v.clone(),
+        }
+    }
+}
+
+type StepError = (Range<usize>, String, Option<String>);
+
+/// What the plan has done so far, to reject steps that make no sense
+/// (healing a partition never made, powering on a sidecar that is on).
+struct PlanState {
+    hosts: Vec<String>,
+    switches: Vec<SwitchSlot>,
+    hidden: std::collections::BTreeSet<SwitchSlot>,
+    partitions: Vec<(Vec<String>, Vec<String>, bool)>,
+    sidecars_off: std::collections::BTreeSet<SwitchSlot>,
+    control_plane_down: bool,
+    powered_off: bool,
+    next_sled: usize,
+}
+
+impl PlanState {
+    fn new(rack: &RackSpec) -> Self {
+        PlanState {
+            hosts: rack.host_names(),
+            switches: rack.switches.iter().map(|s| s.slot).collect(),
+            hidden: Default::default(),
+            partitions: Vec::new(),
+            sidecars_off: Default::default(),
+            control_plane_down: false,
+            powered_off: false,
+            next_sled: rack.sleds.len(),
+        }
+    }
+}
+
+/// The fields each action takes (besides `at` and `action`).
+const ACTION_FIELDS: &[(&str, &[&str])] = &[
+    ("hide-switch", &["switch"]),
+    ("reveal-switch", &["switch"]),
+    ("crash", &["host"]),
+    ("restart", &["host"]),
+    ("dpd-restart", &["switch"]),
+    ("partition", &["a", "b", "oneway"]),
+    ("heal", &["a", "b", "oneway"]),
+    ("latency", &["a", "b", "latency"]),
+    ("dpd-errors", &["switch", "for"]),
+    ("dpd-hang", &["switch", "for"]),
+    ("sidecar-power-off", &["switch"]),
+    ("sidecar-power-on", &["switch"]),
+    ("replace-scrimlet", &["switch"]),
+    ("control-plane-down", &[]),
+    ("control-plane-up", &[]),
+    ("power-off", &[]),
+    ("cold-boot", &[]),
+    ("stale-entry", &["switch", "zone"]),
+];
+
+fn step_action(s: &RawStep, rack: &RackSpec, st: &mut PlanState) -> Result<Action, StepError> {
+    let name = s.action.get_ref().as_str();
+    let aspan = s.action.span();
+    let Some((_, allowed)) = ACTION_FIELDS.iter().find(|(n, _)| *n == name) else {
+        let known: Vec<&str> = ACTION_FIELDS.iter().map(|(n, _)| *n).collect();
+        return Err((
+            aspan,
+            format!("unknown action {name:?}"),
+            Some(format!("known actions: {}", known.join(", "))),
+        ));
+    };
+    let present: [(&str, Option<Range<usize>>); 7] = [
+        ("switch", s.switch.as_ref().map(|v| v.span())),
+        ("host", s.host.as_ref().map(|v| v.span())),
+        ("a", s.a.as_ref().map(|v| v.span())),
+        ("b", s.b.as_ref().map(|v| v.span())),
+        ("oneway", s.oneway.as_ref().map(|v| v.span())),
+        ("latency", s.latency.as_ref().map(|v| v.span())),
+        ("for", s.window.as_ref().map(|v| v.span())),
+    ];
+    let zone_present = [("zone", s.zone.as_ref().map(|v| v.span()))];
+    for (field, span) in present.iter().chain(zone_present.iter()) {
+        if let Some(span) = span {
+            if !allowed.contains(field) {
+                return Err((
+                    span.clone(),
+                    format!("action {name:?} does not take `{field}`"),
+                    Some(if allowed.is_empty() {
+                        format!("{name} takes no parameters")
+                    } else {
+                        format!("{name} takes: {}", allowed.join(", "))
+                    }),
+                ));
+            }
+        }
+    }
+    let missing = |field: &str| -> StepError {
+        (
+            aspan.clone(),
+            format!("action {name:?} needs `{field}`"),
+            Some(format!("{name} takes: {}", allowed.join(", "))),
+        )
+    };
+    let switch = || -> Result<SwitchSlot, StepError> {
+        let sw = s.switch.as_ref().ok_or_else(|| missing("switch"))?;
+        let slot: Option<SwitchSlot> = sw.get_ref().parse().ok();
+        slot.filter(|slot| st.switches.contains(slot))
+            .ok_or_else(|| {
+                let known: Vec<String> = st.switches.iter().map(|s| s.to_string()).collect();
+                (
+                    sw.span(),
+                    format!("unknown switch {:?} in rack {}", sw.get_ref(), rack.name),
+                    Some(format!("switches of this rack: {}", known.join(", "))),
+                )
+            })
+    };
+    let host_ok = |h: &str, span: Range<usize>, st: &PlanState| -> Result<(), StepError> {
+        let replacement = h
+            .strip_prefix("sled")
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| n < st.next_sled);
+        if st.hosts.iter().any(|k| k == h) || replacement {
+            Ok(())
+        } else {
+            Err((
+                span,
+                format!("unknown host {h:?} in rack {}", rack.name),
+                Some(format!("hosts of this rack: {}", st.hosts.join(", "))),
+            ))
+        }
+    };
+    let group = |g: &Option<Spanned<HostGroup>>,
+                 field: &str,
+                 st: &PlanState|
+     -> Result<Vec<String>, StepError> {
+        let g = g.as_ref().ok_or_else(|| missing(field))?;
+        let names = g.get_ref().names();
+        if names.is_empty() {
+            return Err((g.span(), format!("`{field}` names no host"), None));
+        }
+        for h in &names {
+            host_ok(h, g.span(), st)?;
+        }
+        Ok(names)
+    };
+    let window = || -> Result<Duration, StepError> {
+        Ok(s.window.as_ref().ok_or_else(|| missing("for"))?.get_ref().0)
+    };
+    let action = match name {
+        "hide-switch" => {
+            let sw = switch()?;
+            st.hidden.insert(sw);
+            Action::HideSwitch(sw)
+        }
+        "reveal-switch" => {
+            let sw = switch()?;
+            if !st.hidden.remove(&sw) {
+                return Err((
+                    aspan,
+                    format!("reveal-switch {sw}: {sw} is not hidden at that point of the plan"),
+                    Some("add a hide-switch step before it".into()),
+                ));
+            }
+            Action::RevealSwitch(sw)
+        }
+        "crash" | "restart" => {
+            let h = s.host.as_ref().ok_or_else(|| missing("host"))?;
+            host_ok(h.get_ref(), h.span(), st)?;
+            if name == "crash" {
+                Action::Crash(h.get_ref().clone())
+            } else {
+                Action::Restart(h.get_ref().clone())
+            }
+        }
+        "dpd-restart" => Action::DpdRestart(switch()?),
+        "partition" | "heal" => {
+            let (a, b) = (group(&s.a, "a", st)?, group(&s.b, "b", st)?);
+            let oneway = s.oneway.as_ref().map(|o| *o.get_ref()).unwrap_or(false);
+            let key = (a.clone(), b.clone(), oneway);
+            if name == "partition" {
+                st.partitions.push(key);
+                Action::Partition { a, b, oneway }
+            } else {
+                let Some(pos) = st.partitions.iter().position(|p| *p == key) else {
+                    return Err((aspan, "heal of a partition that was never made".into(), Some("a heal must name the same a, b and oneway as an earlier partition step".into())));
+                };
+                st.partitions.remove(pos);
+                Action::Heal { a, b, oneway }
+            }
+        }
+        "latency" => {
+            let (a, b) = (group(&s.a, "a", st)?, group(&s.b, "b", st)?);
+            let latency = s
+                .latency
+                .as_ref()
+                .ok_or_else(|| missing("latency"))?
+                .get_ref()
+                .0;
+            Action::Latency { a, b, latency }
+        }
+        "dpd-errors" => Action::DpdErrors {
+            switch: switch()?,
+            window: window()?,
+        },
+        "dpd-hang" => Action::DpdHang {
+            switch: switch()?,
+            window: window()?,
+        },
+        "sidecar-power-off" => {
+            let sw = switch()?;
+            if !st.sidecars_off.insert(sw) {
+                return Err((
+                    aspan,
+                    format!("sidecar {sw} is already off at that point of the plan"),
+                    None,
+                ));
+            }
+            Action::SidecarPowerOff(sw)
+        }
+        "sidecar-power-on" => {
+            let sw = switch()?;
+            if !st.sidecars_off.remove(&sw) {
+                return Err((
+                    aspan,
+                    format!("sidecar {sw} is not off at that point of the plan"),
+                    Some("add a sidecar-power-off step before it".into()),
+                ));
+            }
+            Action::SidecarPowerOn(sw)
+        }
+        "replace-scrimlet" => {
+            let sw = switch()?;
+            st.next_sled += 1;
+            Action::ReplaceScrimlet(sw)
+        }
+        "control-plane-down" => {
+            st.control_plane_down = true;
+            Action::ControlPlaneDown
+        }
+        "control-plane-up" => {
+            if !std::mem::replace(&mut st.control_plane_down, false) {
+                return Err((
+                    aspan,
+                    "control-plane-up, but the plan never took it down".into(),
+                    Some("add a control-plane-down step before it".into()),
+                ));
+            }
+            Action::ControlPlaneUp
+        }
+        "power-off" => {
+            st.powered_off = true;
+            Action::PowerOff
+        }
+        "cold-boot" => {
+            if !std::mem::replace(&mut st.powered_off, false) {
+                return Err((
+                    aspan,
+                    "cold-boot, but the rack was never powered off".into(),
+                    Some("add a power-off step before it".into()),
+                ));
+            }
+            Action::ColdBoot
+        }
+        "stale-entry" => {
+            let sw = switch()?;
+            let z = s.zone.as_ref().ok_or_else(|| missing("zone"))?;
+            let kinds = [
+                ZoneKind::BoundaryNtp,
+                ZoneKind::Nexus,
+                ZoneKind::ExternalDns,
+            ];
+            let Some(kind) = kinds.into_iter().find(|k| k.name() == z.get_ref()) else {
+                return Err((
+                    z.span(),
+                    format!("unknown zone {:?}", z.get_ref()),
+                    Some("zones: boundary-ntp, nexus, external-dns".into()),
+                ));
+            };
+            Action::StaleEntry {
+                switch: sw,
+                zone: kind,
+            }
+        }
+        _ => unreachable!("every action in ACTION_FIELDS is handled"),
+    };
+    Ok(action)
 }
 
 #[derive(Deserialize)]
@@ -354,6 +654,12 @@ struct RawExpect {
     deadline: Option<DurationValue>,
     #[serde(default)]
     verdict_mentions: Vec<String>,
+    #[serde(default)]
+    settle: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    zone_start_at_most: Option<DurationValue>,
+    #[serde(default)]
+    zone_start_at_least: Option<DurationValue>,
 }
 
 /// A duration written as `250ms`, `30s`, `5m`, `2h`, or a sum like `1h30m`.

@@ -33,7 +33,7 @@ pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<Judged>
     let cfg = config(scenario, strategy, seed)?;
     let expectation = scenario.expectations[&strategy].clone();
     let outcome = racksim_sim::run(&cfg);
-    let judgement = judge(&expectation, &outcome.verdict);
+    let judgement = judge(&expectation, &outcome);
     Some(Judged {
         outcome,
         expectation,
@@ -41,8 +41,69 @@ pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<Judged>
     })
 }
 
-/// Does the verdict meet the expectation?
-pub fn judge(exp: &Expectation, verdict: &Verdict) -> Result<String, String> {
+/// Does the run meet the expectation? `Ok` says how; `Err` says why not.
+pub fn judge(exp: &Expectation, outcome: &RunOutcome) -> Result<String, String> {
+    let mut held = vec![judge_verdict(exp, &outcome.verdict)?];
+    if let (Some(settle), Verdict::Converged { at }) = (exp.settle, &outcome.verdict) {
+        let last = outcome.steps.last().map(|s| s.at).unwrap_or_default();
+        let took = at.saturating_sub(last);
+        if took > settle {
+            return Err(format!(
+                "expected to converge within {} of the last plan step, but took {}",
+                fmt_duration(settle),
+                fmt_duration(took)
+            ));
+        }
+        held.push(format!(
+            "settled {} after the last step",
+            fmt_duration(took)
+        ));
+    }
+    let slowest = outcome
+        .zone_starts
+        .iter()
+        .max_by_key(|(_, _, took)| *took)
+        .cloned();
+    if let Some(most) = exp.zone_start_at_most {
+        if let Some((sled, zone, took)) = &slowest {
+            if *took > most {
+                return Err(format!(
+                    "expected every zone to start within {}, but {zone} on {sled} took {}",
+                    fmt_duration(most),
+                    fmt_duration(*took)
+                ));
+            }
+        }
+        held.push(format!(
+            "slowest zone start {}",
+            slowest
+                .as_ref()
+                .map(|z| fmt_duration(z.2))
+                .unwrap_or_else(|| "-".into())
+        ));
+    }
+    if let Some(least) = exp.zone_start_at_least {
+        match &slowest {
+            Some((sled, zone, took)) if *took >= least => held.push(format!(
+                "{zone} on {sled} took {} to start",
+                fmt_duration(*took)
+            )),
+            _ => {
+                return Err(format!(
+                    "expected some zone start to block for at least {}, but the slowest took {}",
+                    fmt_duration(least),
+                    slowest
+                        .as_ref()
+                        .map(|z| fmt_duration(z.2))
+                        .unwrap_or_else(|| "-".into())
+                ))
+            }
+        }
+    }
+    Ok(held.join("; "))
+}
+
+fn judge_verdict(exp: &Expectation, verdict: &Verdict) -> Result<String, String> {
     match (exp.outcome, verdict) {
         (Outcome::ConvergesWithin(within), Verdict::Converged { at }) if *at <= within => {
             Ok(format!(

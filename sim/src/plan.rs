@@ -19,15 +19,22 @@ pub enum Strategy {
     Legacy,
     /// Periodic per-sled task (seed 000's proposal).
     SledTask,
+    /// Per-scrimlet reconcilers of their own switch zone (seed 003).
+    ScrimletLocal,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 2] = [Strategy::Legacy, Strategy::SledTask];
+    pub const ALL: [Strategy; 3] = [
+        Strategy::Legacy,
+        Strategy::SledTask,
+        Strategy::ScrimletLocal,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Legacy => "legacy",
             Strategy::SledTask => "sled-task",
+            Strategy::ScrimletLocal => "scrimlet-local",
         }
     }
 }
@@ -79,13 +86,80 @@ impl fmt::Display for At {
     }
 }
 
-/// What a step does to the world.
+/// What a step does to the world. Hosts are named as in traces: `sled0`,
+/// `switch1` (the switch zone), `upstream-ntp`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Internal DNS stops advertising this switch zone (the madrid case).
     HideSwitch(SwitchSlot),
     /// Internal DNS advertises the switch zone again.
     RevealSwitch(SwitchSlot),
+    /// A host's software stops (everything in it is lost).
+    Crash(String),
+    /// A host's software starts again (from nothing, as after a reboot).
+    Restart(String),
+    /// dpd restarts inside its switch zone: its NAT table is empty again.
+    DpdRestart(SwitchSlot),
+    /// Messages between the two groups are dropped (only from `a` to `b`
+    /// when `oneway`).
+    Partition {
+        a: Vec<String>,
+        b: Vec<String>,
+        oneway: bool,
+    },
+    /// Undo a partition.
+    Heal {
+        a: Vec<String>,
+        b: Vec<String>,
+        oneway: bool,
+    },
+    /// Fixed message latency on the links between the two groups.
+    Latency {
+        a: Vec<String>,
+        b: Vec<String>,
+        latency: Duration,
+    },
+    /// dpd answers every request with a 500 for a while.
+    DpdErrors {
+        switch: SwitchSlot,
+        window: Duration,
+    },
+    /// dpd holds every request for a while (clients time out).
+    DpdHang {
+        switch: SwitchSlot,
+        window: Duration,
+    },
+    /// The sidecar loses power: its switch zone goes away and its scrimlet
+    /// is no longer a scrimlet.
+    SidecarPowerOff(SwitchSlot),
+    /// The sidecar is back: the switch zone starts (empty table) and the
+    /// sled is a scrimlet again.
+    SidecarPowerOn(SwitchSlot),
+    /// The switch's scrimlet dies for good; a new sled with a new address
+    /// takes its place, and its switch zone registers in internal DNS.
+    ReplaceScrimlet(SwitchSlot),
+    /// An operator stops the control plane.
+    ControlPlaneDown,
+    /// An operator starts the control plane again.
+    ControlPlaneUp,
+    /// The whole rack loses power (the outside world keeps running).
+    PowerOff,
+    /// The rack boots from cold: every host starts from nothing.
+    ColdBoot,
+    /// Plant an entry for `zone` on `switch` that has the right internal IP
+    /// but a wrong MAC: stale state that only a full comparison notices.
+    StaleEntry {
+        switch: SwitchSlot,
+        zone: crate::rack::ZoneKind,
+    },
+}
+
+fn group(hosts: &[String]) -> String {
+    if hosts.len() == 1 {
+        hosts[0].clone()
+    } else {
+        format!("[{}]", hosts.join(", "))
+    }
 }
 
 impl fmt::Display for Action {
@@ -93,6 +167,57 @@ impl fmt::Display for Action {
         match self {
             Action::HideSwitch(s) => write!(f, "discovery hides {s}"),
             Action::RevealSwitch(s) => write!(f, "discovery reveals {s}"),
+            Action::Crash(h) => write!(f, "crash {h}"),
+            Action::Restart(h) => write!(f, "restart {h}"),
+            Action::DpdRestart(s) => write!(f, "restart dpd on {s} (NAT table lost)"),
+            Action::Partition {
+                a,
+                b,
+                oneway: false,
+            } => write!(f, "partition {} <-> {}", group(a), group(b)),
+            Action::Partition { a, b, oneway: true } => {
+                write!(f, "partition {} -> {} (one way)", group(a), group(b))
+            }
+            Action::Heal {
+                a,
+                b,
+                oneway: false,
+            } => write!(f, "heal {} <-> {}", group(a), group(b)),
+            Action::Heal { a, b, oneway: true } => {
+                write!(f, "heal {} -> {} (one way)", group(a), group(b))
+            }
+            Action::Latency { a, b, latency } => {
+                write!(
+                    f,
+                    "latency {} <-> {} set to {}",
+                    group(a),
+                    group(b),
+                    fmt_duration(*latency)
+                )
+            }
+            Action::DpdErrors { switch, window } => {
+                write!(
+                    f,
+                    "dpd on {switch} answers 500s for {}",
+                    fmt_duration(*window)
+                )
+            }
+            Action::DpdHang { switch, window } => {
+                write!(f, "dpd on {switch} hangs for {}", fmt_duration(*window))
+            }
+            Action::SidecarPowerOff(s) => write!(f, "sidecar {s} powered off"),
+            Action::SidecarPowerOn(s) => write!(f, "sidecar {s} powered on"),
+            Action::ReplaceScrimlet(s) => write!(f, "scrimlet of {s} replaced"),
+            Action::ControlPlaneDown => write!(f, "control plane taken down"),
+            Action::ControlPlaneUp => write!(f, "control plane brought up"),
+            Action::PowerOff => write!(f, "rack powered off"),
+            Action::ColdBoot => write!(f, "rack cold boots"),
+            Action::StaleEntry { switch, zone } => {
+                write!(
+                    f,
+                    "plant a stale NAT entry for {zone} on {switch} (wrong MAC)"
+                )
+            }
         }
     }
 }

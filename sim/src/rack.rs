@@ -130,6 +130,56 @@ impl RackSpec {
             .build()
     }
 
+    /// A rack whose scrimlets host no zones, for faults that take a
+    /// scrimlet away (replacement, sidecar power cycles) without taking
+    /// zones with it: sled0 and sled1 are scrimlets; boundary NTP and
+    /// internal DNS run on sled2, Nexus and external DNS on sled3. Seven
+    /// simulated hosts.
+    pub fn standard() -> Self {
+        RackBuilder::new("standard")
+            .scrimlet(SwitchSlot::Switch0)
+            .scrimlet(SwitchSlot::Switch1)
+            .sled()
+            .sled()
+            .zone(
+                ZoneKind::BoundaryNtp,
+                2,
+                Ipv4Addr::new(198, 51, 100, 1),
+                16384,
+                32767,
+            )
+            .zone(ZoneKind::Nexus, 3, Ipv4Addr::new(198, 51, 100, 2), 0, 65535)
+            .zone(
+                ZoneKind::ExternalDns,
+                3,
+                Ipv4Addr::new(198, 51, 100, 3),
+                0,
+                65535,
+            )
+            .internal_dns_on(2)
+            .build()
+    }
+
+    /// A rack shape by name, as scenario files name them.
+    pub fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "madrid" => Some(RackSpec::madrid()),
+            "standard" => Some(RackSpec::standard()),
+            _ => None,
+        }
+    }
+
+    /// Names of the racks [`RackSpec::by_name`] knows.
+    pub const NAMES: [&'static str; 2] = ["madrid", "standard"];
+
+    /// Names of the hosts a plan can refer to.
+    pub fn host_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.sleds.iter().map(|s| s.name.clone()).collect();
+        names.extend(self.switches.iter().map(|s| s.name()));
+        names.push(UPSTREAM_NTP_NAME.to_string());
+        names
+    }
+
     pub fn switch(&self, slot: SwitchSlot) -> Option<&SwitchSpec> {
         self.switches.iter().find(|s| s.slot == slot)
     }

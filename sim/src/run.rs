@@ -3,20 +3,25 @@
 //! ends with a verdict.
 
 use std::{
-    net::IpAddr,
+    net::{IpAddr, Ipv6Addr},
     sync::Arc,
     time::{Duration, SystemTime},
 };
 
-use racksim_reconciler::discovery::SwitchSlot;
+use racksim_reconciler::{discovery::SwitchSlot, task::ScrimletStatus};
+use tokio::sync::watch;
 
 use crate::{
     check::convergence_gaps,
+    fakes::dpd::DpdState,
     hosts,
     plan::{Action, Plan, ResolvedStep, Strategy},
-    rack::{RackSpec, UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME},
+    rack::{
+        sled_address, switch_zone_address, RackSpec, SledSpec, ZoneKind, UPSTREAM_NTP_ADDR,
+        UPSTREAM_NTP_NAME,
+    },
     trace::{fmt_duration, fmt_time, TraceLine},
-    world::{RunParams, World},
+    world::{DpdFault, HostKind, RunParams, World},
 };
 
 /// Simulated time per turmoil step. Every host runs once per step, so a
@@ -98,11 +103,258 @@ pub struct RunOutcome {
     pub verdict: Verdict,
     /// Simulated time at the end of the run.
     pub sim_time: Duration,
+    /// How long each zone start took: `(sled, zone, duration)`.
+    pub zone_starts: Vec<(String, ZoneKind, Duration)>,
 }
 
 /// The fixed epoch of every run: wall-clock time never enters a simulation.
 fn epoch() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600) // 2026-01-01
+}
+
+/// A simulated host the driver knows by name.
+#[derive(Clone, Debug)]
+struct HostEntry {
+    name: String,
+    addr: Ipv6Addr,
+    kind: HostKind,
+    /// Gone for good (a replaced scrimlet and its switch zone).
+    retired: bool,
+}
+
+/// The driver's view of the simulation: turmoil plus the hosts by name.
+struct Driver<'a> {
+    sim: turmoil::Sim<'a>,
+    world: World,
+    hosts: Vec<HostEntry>,
+}
+
+impl<'a> Driver<'a> {
+    fn add_host(&mut self, name: String, addr: Ipv6Addr, kind: HostKind) {
+        let w = self.world.clone();
+        match kind {
+            HostKind::SwitchZone(slot) => self.sim.host(IpAddr::V6(addr), move || {
+                hosts::switch_zone::run(w.clone(), slot)
+            }),
+            HostKind::Sled(index) => self
+                .sim
+                .host(IpAddr::V6(addr), move || hosts::sled::run(w.clone(), index)),
+            HostKind::UpstreamNtp => self
+                .sim
+                .host(IpAddr::V6(addr), move || hosts::upstream::run(w.clone())),
+        }
+        self.hosts.push(HostEntry {
+            name,
+            addr,
+            kind,
+            retired: false,
+        });
+    }
+
+    fn live(&self, name: &str) -> Option<HostEntry> {
+        self.hosts
+            .iter()
+            .find(|h| h.name == name && !h.retired)
+            .cloned()
+    }
+
+    fn addrs(&self, names: &[String]) -> Vec<IpAddr> {
+        names
+            .iter()
+            .filter_map(|n| self.live(n))
+            .map(|h| IpAddr::V6(h.addr))
+            .collect()
+    }
+
+    fn crash(&mut self, host: &HostEntry) {
+        self.sim.crash(IpAddr::V6(host.addr));
+        self.world.host_down(&host.kind);
+    }
+
+    fn restart(&mut self, host: &HostEntry) {
+        // Whatever the software held is lost, as in a reboot.
+        self.world.host_down(&host.kind);
+        self.sim.bounce(IpAddr::V6(host.addr));
+    }
+
+    fn scrimlet_of(&self, slot: SwitchSlot) -> Option<HostEntry> {
+        let sleds = self.world.lock().sleds.clone();
+        self.hosts
+            .iter()
+            .find(|h| {
+                !h.retired
+                    && matches!(h.kind, HostKind::Sled(i) if sleds[i].scrimlet_of == Some(slot))
+            })
+            .cloned()
+    }
+
+    fn set_scrimlet(&self, slot: SwitchSlot, status: ScrimletStatus) {
+        if let Some(HostEntry {
+            kind: HostKind::Sled(index),
+            ..
+        }) = self.scrimlet_of(slot)
+        {
+            if let Some(tx) = self.world.lock().scrimlet_status.get(&index) {
+                tx.send_replace(status);
+            }
+        }
+    }
+
+    fn rack_hosts(&self) -> Vec<HostEntry> {
+        self.hosts
+            .iter()
+            .filter(|h| !h.retired && h.kind != HostKind::UpstreamNtp)
+            .cloned()
+            .collect()
+    }
+
+    /// Apply one plan step at simulated time `now`.
+    fn apply(&mut self, now: Duration, action: &Action) {
+        let world = self.world.clone();
+        match action {
+            Action::HideSwitch(s) => {
+                world.lock().hidden.insert(*s);
+            }
+            Action::RevealSwitch(s) => {
+                world.lock().hidden.remove(s);
+            }
+            Action::Crash(name) => {
+                if let Some(h) = self.live(name) {
+                    self.crash(&h);
+                }
+            }
+            Action::Restart(name) => {
+                if let Some(h) = self.live(name) {
+                    self.restart(&h);
+                }
+            }
+            Action::DpdRestart(slot) => {
+                let mut st = world.lock();
+                if st.dpd.contains_key(slot) {
+                    st.dpd.insert(*slot, DpdState::new(slot.index()));
+                }
+            }
+            Action::Partition { a, b, oneway } | Action::Heal { a, b, oneway } => {
+                let heal = matches!(action, Action::Heal { .. });
+                for x in self.addrs(a) {
+                    for y in self.addrs(b) {
+                        match (heal, *oneway) {
+                            (false, false) => self.sim.partition(x, y),
+                            (false, true) => self.sim.partition_oneway(x, y),
+                            (true, false) => self.sim.repair(x, y),
+                            (true, true) => self.sim.repair_oneway(x, y),
+                        }
+                    }
+                }
+            }
+            Action::Latency { a, b, latency } => {
+                for x in self.addrs(a) {
+                    for y in self.addrs(b) {
+                        self.sim.set_link_latency(x, y, *latency);
+                    }
+                }
+            }
+            Action::DpdErrors { switch, window } => {
+                world.lock().dpd_faults.insert(
+                    *switch,
+                    DpdFault::Errors {
+                        until: now + *window,
+                    },
+                );
+            }
+            Action::DpdHang { switch, window } => {
+                world.lock().dpd_faults.insert(
+                    *switch,
+                    DpdFault::Hang {
+                        until: now + *window,
+                    },
+                );
+            }
+            Action::SidecarPowerOff(slot) => {
+                if let Some(h) = self.live(&slot.to_string()) {
+                    self.crash(&h);
+                }
+                self.set_scrimlet(*slot, ScrimletStatus::NotScrimlet);
+            }
+            Action::SidecarPowerOn(slot) => {
+                if let Some(h) = self.live(&slot.to_string()) {
+                    self.restart(&h);
+                }
+                self.set_scrimlet(*slot, ScrimletStatus::Scrimlet);
+            }
+            Action::ReplaceScrimlet(slot) => self.replace_scrimlet(now, *slot),
+            Action::ControlPlaneDown => world.set_nexus_enabled(false),
+            Action::ControlPlaneUp => world.set_nexus_enabled(true),
+            Action::PowerOff => {
+                for h in self.rack_hosts() {
+                    self.crash(&h);
+                }
+            }
+            Action::ColdBoot => {
+                for h in self.rack_hosts() {
+                    self.restart(&h);
+                }
+            }
+            Action::StaleEntry { switch, zone } => {
+                let rack = world.rack();
+                if let Some(z) = rack.zones.iter().find(|z| z.kind == *zone) {
+                    let mut e = rack.nat_entry(z);
+                    e.target.inner_mac.a[5] ^= 0xff;
+                    let mut st = world.lock();
+                    if let Some(dpd) = st.dpd.get_mut(switch) {
+                        let _ = dpd.ipv4_delete(e.external_ip, e.first_port);
+                        let _ = dpd.ipv4_create(e.external_ip, e.first_port, e.last_port, e.target);
+                    }
+                }
+            }
+        }
+        world.lock().version += 1;
+    }
+
+    fn replace_scrimlet(&mut self, now: Duration, slot: SwitchSlot) {
+        let world = self.world.clone();
+        let old_sled = self.scrimlet_of(slot);
+        let old_zone = self.live(&slot.to_string());
+        for old in [old_sled.clone(), old_zone.clone()].into_iter().flatten() {
+            self.crash(&old);
+            if let Some(h) = self.hosts.iter_mut().find(|h| h.addr == old.addr) {
+                h.retired = true;
+            }
+        }
+        let (index, sled_addr, zone_addr) = {
+            let mut st = world.lock();
+            let index = st.sleds.len();
+            let sled = SledSpec {
+                name: format!("sled{index}"),
+                address: sled_address(index),
+                scrimlet_of: Some(slot),
+            };
+            let zone_addr = switch_zone_address(index);
+            if let Some(old) = &old_zone {
+                st.names.insert(old.addr, format!("retired-{slot}"));
+            }
+            st.names.insert(sled.address, sled.name.clone());
+            st.names.insert(zone_addr, slot.to_string());
+            st.switch_zones.insert(slot, zone_addr);
+            // New hardware: faults injected into the old dpd do not follow.
+            st.dpd_faults.remove(&slot);
+            st.scrimlet_status
+                .insert(index, watch::Sender::new(ScrimletStatus::Scrimlet));
+            let addr = sled.address;
+            st.sleds.push(sled);
+            (index, addr, zone_addr)
+        };
+        world.trace_at(
+            now,
+            "plan",
+            format!(
+                "  {} replaced by sled{index} ({sled_addr}); {slot}'s zone now at {zone_addr}",
+                old_sled.map(|h| h.name).unwrap_or_else(|| "(none)".into())
+            ),
+        );
+        self.add_host(slot.to_string(), zone_addr, HostKind::SwitchZone(slot));
+        self.add_host(format!("sled{index}"), sled_addr, HostKind::Sled(index));
+    }
 }
 
 /// Run one simulation to its verdict.
@@ -114,7 +366,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         seed: cfg.seed,
         ntp_return_switch: cfg.ntp_return_switch,
     });
-    let mut sim = turmoil::Builder::new()
+    let sim = turmoil::Builder::new()
         .rng_seed(cfg.seed)
         .epoch(epoch())
         .tick_duration(TICK)
@@ -124,36 +376,32 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         // The driver enforces the deadline; turmoil's own limit is a backstop.
         .simulation_duration(cfg.deadline + Duration::from_secs(3600))
         .build();
-
+    let mut driver = Driver {
+        sim,
+        world: world.clone(),
+        hosts: Vec::new(),
+    };
     for sw in &cfg.rack.switches {
-        let (w, slot) = (world.clone(), sw.slot);
-        sim.host(IpAddr::V6(sw.zone_address), move || {
-            hosts::switch_zone::run(w.clone(), slot)
-        });
+        driver.add_host(sw.name(), sw.zone_address, HostKind::SwitchZone(sw.slot));
     }
     for (i, sled) in cfg.rack.sleds.iter().enumerate() {
-        let w = world.clone();
-        sim.host(IpAddr::V6(sled.address), move || {
-            hosts::sled::run(w.clone(), i)
-        });
+        driver.add_host(sled.name.clone(), sled.address, HostKind::Sled(i));
     }
-    {
-        let w = world.clone();
-        sim.host(IpAddr::V6(UPSTREAM_NTP_ADDR), move || {
-            hosts::upstream::run(w.clone())
-        });
-    }
-    let _ = UPSTREAM_NTP_NAME;
+    driver.add_host(
+        UPSTREAM_NTP_NAME.to_string(),
+        UPSTREAM_NTP_ADDR,
+        HostKind::UpstreamNtp,
+    );
 
     let last_step = steps.last().map(|s| s.at).unwrap_or_default();
     let mut pending = steps.iter().peekable();
     let mut converged_since: Option<Duration> = None;
     let mut gaps_cache: Option<(u64, Vec<String>)> = None;
     let verdict = loop {
-        let now = sim.elapsed();
+        let now = driver.sim.elapsed();
         while let Some(step) = pending.next_if(|s| s.at <= now) {
-            apply(&world, &step.action);
             world.trace_at(now, "plan", step.action.to_string());
+            driver.apply(now, &step.action);
         }
         let version = world.lock().version;
         let gaps = match &gaps_cache {
@@ -178,35 +426,24 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                 gaps,
             };
         }
-        if let Err(e) = sim.step() {
+        if let Err(e) = driver.sim.step() {
             break Verdict::HostFailed {
-                at: sim.elapsed(),
+                at: driver.sim.elapsed(),
                 error: e.to_string(),
             };
         }
     };
-    let sim_time = sim.elapsed();
-    drop(sim);
+    let sim_time = driver.sim.elapsed();
+    drop(driver);
     for line in verdict.lines() {
         world.trace_at(sim_time, "verdict", line);
     }
+    let zone_starts = world.lock().zone_starts.clone();
     RunOutcome {
         steps,
         trace: world.take_trace(),
         verdict,
         sim_time,
+        zone_starts,
     }
-}
-
-fn apply(world: &World, action: &Action) {
-    let mut st = world.lock();
-    match action {
-        Action::HideSwitch(s) => {
-            st.hidden.insert(*s);
-        }
-        Action::RevealSwitch(s) => {
-            st.hidden.remove(s);
-        }
-    }
-    st.version += 1;
 }

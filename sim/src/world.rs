@@ -5,16 +5,29 @@
 //! so a plain mutex is never contended; it only lets the state be shared
 //! between host software, which turmoil may restart, and the driver. The lock
 //! is never held across an `.await`.
+//!
+//! The rack's shape is fixed at the start ([`RunParams::rack`]), but a run
+//! can change it: a replaced scrimlet brings a new sled and moves its switch
+//! zone to a new address. What can change lives in [`State`].
 
 use std::{
     collections::{BTreeMap, BTreeSet},
+    net::Ipv6Addr,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
 
-use racksim_reconciler::discovery::SwitchSlot;
+use racksim_reconciler::{
+    discovery::SwitchSlot, scrimlet_local::SystemNetworkingConfig, task::ScrimletStatus,
+};
+use tokio::sync::watch;
 
-use crate::{fakes::dpd::DpdState, plan::Strategy, rack::RackSpec, trace::TraceLine};
+use crate::{
+    fakes::dpd::DpdState,
+    plan::Strategy,
+    rack::{RackSpec, SledSpec, ZoneKind, UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME},
+    trace::TraceLine,
+};
 
 /// Everything fixed for one run.
 #[derive(Clone, Debug)]
@@ -26,13 +39,42 @@ pub struct RunParams {
     pub ntp_return_switch: SwitchSlot,
 }
 
+/// A fault injected into one dpd for a window of simulated time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DpdFault {
+    /// Every request is answered with a 500.
+    Errors { until: Duration },
+    /// Requests are held until the window ends, then answered with a 503:
+    /// clients see their timeouts.
+    Hang { until: Duration },
+}
+
+impl DpdFault {
+    pub fn until(self) -> Duration {
+        match self {
+            DpdFault::Errors { until } | DpdFault::Hang { until } => until,
+        }
+    }
+}
+
 /// Mutable state of the world.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct State {
     /// The NAT table of each running switch zone; absent while it is down.
     pub dpd: BTreeMap<SwitchSlot, DpdState>,
+    /// Faults injected into dpds.
+    pub dpd_faults: BTreeMap<SwitchSlot, DpdFault>,
     /// Switch zones internal DNS does not advertise.
     pub hidden: BTreeSet<SwitchSlot>,
+    /// Every sled: the rack's, then replacements, by index.
+    pub sleds: Vec<SledSpec>,
+    /// Current underlay address of each switch zone (it moves when its
+    /// scrimlet is replaced).
+    pub switch_zones: BTreeMap<SwitchSlot, Ipv6Addr>,
+    /// Names of every address ever in the rack, for traces.
+    pub names: BTreeMap<Ipv6Addr, String>,
+    /// Whether each scrimlet currently has its sidecar (by sled index).
+    pub scrimlet_status: BTreeMap<usize, watch::Sender<ScrimletStatus>>,
     /// Boundary NTP has received a reply from upstream.
     pub ntp_synced: bool,
     /// The control plane (Nexus) is up and running its background tasks.
@@ -42,6 +84,8 @@ pub struct State {
     /// Per switch: whether it is currently dropping inbound traffic (the
     /// trace records changes, not every packet).
     pub dropping: BTreeMap<SwitchSlot, bool>,
+    /// How long each zone start took: `(sled, zone, duration)`.
+    pub zone_starts: Vec<(String, ZoneKind, Duration)>,
     /// Bumped whenever something the checks read changes.
     pub version: u64,
     pub trace: Vec<TraceLine>,
@@ -52,13 +96,58 @@ pub struct State {
 pub struct World {
     pub params: Arc<RunParams>,
     state: Arc<Mutex<State>>,
+    /// Whether the operator wants the control plane running.
+    nexus_enabled: Arc<watch::Sender<bool>>,
+    /// The bootstore's copy of the rack-wide networking config.
+    bootstore: Arc<watch::Sender<Option<SystemNetworkingConfig>>>,
 }
 
 impl World {
     pub fn new(params: RunParams) -> Self {
+        let rack = &params.rack;
+        let mut names: BTreeMap<Ipv6Addr, String> = rack
+            .sleds
+            .iter()
+            .map(|s| (s.address, s.name.clone()))
+            .collect();
+        names.extend(rack.switches.iter().map(|s| (s.zone_address, s.name())));
+        names.insert(UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME.to_string());
+        let scrimlet_status = rack
+            .sleds
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.scrimlet_of.is_some())
+            .map(|(i, _)| (i, watch::Sender::new(ScrimletStatus::Scrimlet)))
+            .collect();
+        let state = State {
+            dpd: BTreeMap::new(),
+            dpd_faults: BTreeMap::new(),
+            hidden: BTreeSet::new(),
+            sleds: rack.sleds.clone(),
+            switch_zones: rack
+                .switches
+                .iter()
+                .map(|s| (s.slot, s.zone_address))
+                .collect(),
+            names,
+            scrimlet_status,
+            ntp_synced: false,
+            control_plane_up: false,
+            boots: BTreeMap::new(),
+            dropping: BTreeMap::new(),
+            zone_starts: Vec::new(),
+            version: 0,
+            trace: Vec::new(),
+        };
+        let bootstore = SystemNetworkingConfig {
+            generation: 1,
+            service_nat: rack.desired_nat(),
+        };
         World {
+            state: Arc::new(Mutex::new(state)),
+            nexus_enabled: Arc::new(watch::Sender::new(true)),
+            bootstore: Arc::new(watch::Sender::new(Some(bootstore))),
             params: Arc::new(params),
-            state: Arc::new(Mutex::new(State::default())),
         }
     }
 
@@ -111,4 +200,91 @@ impl World {
     pub fn take_trace(&self) -> Vec<TraceLine> {
         std::mem::take(&mut self.lock().trace)
     }
+
+    /// A sled by index (the rack's or a replacement).
+    pub fn sled(&self, index: usize) -> SledSpec {
+        self.lock().sleds[index].clone()
+    }
+
+    /// Where a switch zone is now.
+    pub fn switch_zone_address(&self, slot: SwitchSlot) -> Option<Ipv6Addr> {
+        self.lock().switch_zones.get(&slot).copied()
+    }
+
+    /// The name of an underlay address, for traces.
+    pub fn name_of(&self, addr: Ipv6Addr) -> String {
+        self.lock()
+            .names
+            .get(&addr)
+            .cloned()
+            .unwrap_or_else(|| addr.to_string())
+    }
+
+    /// Replace every known underlay address in `text` by its name, so
+    /// traces read `switch1:12224` rather than `[fd00:1122:3344:102::2]:12224`.
+    pub fn name_addrs(&self, text: &str) -> String {
+        let names = self.lock().names.clone();
+        let mut out = text.to_string();
+        for (addr, name) in names.iter().rev() {
+            out = out
+                .replace(&format!("[{addr}]"), name)
+                .replace(&addr.to_string(), name);
+        }
+        out
+    }
+
+    /// Scrimlet status of a sled, if it is a scrimlet.
+    pub fn scrimlet_status(&self, sled: usize) -> Option<watch::Receiver<ScrimletStatus>> {
+        self.lock()
+            .scrimlet_status
+            .get(&sled)
+            .map(|tx| tx.subscribe())
+    }
+
+    pub fn nexus_enabled(&self) -> watch::Receiver<bool> {
+        self.nexus_enabled.subscribe()
+    }
+
+    pub fn set_nexus_enabled(&self, enabled: bool) {
+        self.nexus_enabled.send_replace(enabled);
+        self.lock().version += 1;
+    }
+
+    pub fn nexus_is_enabled(&self) -> bool {
+        *self.nexus_enabled.borrow()
+    }
+
+    pub fn bootstore(&self) -> watch::Receiver<Option<SystemNetworkingConfig>> {
+        self.bootstore.subscribe()
+    }
+
+    /// A host's software stopped (crash, power loss): what lived in it is gone.
+    pub fn host_down(&self, host: &HostKind) {
+        let mut st = self.lock();
+        match host {
+            HostKind::SwitchZone(slot) => {
+                st.dpd.remove(slot);
+                st.dropping.remove(slot);
+            }
+            HostKind::Sled(index) => {
+                for z in self.params.rack.zones.iter().filter(|z| z.sled == *index) {
+                    match z.kind {
+                        ZoneKind::BoundaryNtp => st.ntp_synced = false,
+                        ZoneKind::Nexus => st.control_plane_up = false,
+                        ZoneKind::ExternalDns => {}
+                    }
+                }
+            }
+            HostKind::UpstreamNtp => {}
+        }
+        st.version += 1;
+    }
+}
+
+/// What a simulated host is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HostKind {
+    SwitchZone(SwitchSlot),
+    Sled(usize),
+    UpstreamNtp,
 }

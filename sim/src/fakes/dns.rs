@@ -11,12 +11,11 @@ pub fn handle(world: &World, req: &ApiRequest) -> ApiResponse {
     match (req.method.clone(), req.segments().as_slice()) {
         (Method::GET, ["srv", "dendrite"]) => {
             let st = world.lock();
-            let addresses = world
-                .rack()
-                .switches
+            let addresses = st
+                .switch_zones
                 .iter()
-                .filter(|s| !st.hidden.contains(&s.slot))
-                .map(|s| s.zone_address)
+                .filter(|(slot, _)| !st.hidden.contains(slot))
+                .map(|(_, addr)| *addr)
                 .collect();
             ApiResponse::json(&SrvAnswer { addresses })
         }

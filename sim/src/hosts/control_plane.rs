@@ -1,6 +1,7 @@
 //! The control plane (Nexus), reduced to what service NAT needs: it comes up
 //! only once time is synchronised, then runs its background task (an RPW)
-//! that makes every dpd's service NAT entries match the database.
+//! that makes every dpd's service NAT entries match the database. An
+//! operator (a plan step) can take it down and bring it back.
 
 use std::{
     net::{SocketAddr, SocketAddrV6},
@@ -15,7 +16,7 @@ use racksim_reconciler::{
     DPD_PORT, SERVICES_VNI,
 };
 
-use super::{fmt_outcome, name_addrs, sled::TimeSync};
+use super::{fmt_outcome, sled::TimeSync};
 use crate::{
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
     world::World,
@@ -26,13 +27,44 @@ pub const TIMESYNC_POLL: Duration = Duration::from_secs(5);
 /// Period of Nexus's service NAT background task.
 pub const RPW_PERIOD: Duration = Duration::from_secs(30);
 
-/// Runs inside the Nexus zone on sled `index`.
+/// Runs inside the Nexus zone on sled `index`, for as long as the zone runs.
 pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
-    let rack = world.params.rack.clone();
-    let host = rack.sleds[index].name.clone();
+    let host = world.sled(index).name;
+    let mut enabled = world.nexus_enabled();
+    loop {
+        if enabled.wait_for(|on| *on).await.is_err() {
+            return;
+        }
+        tokio::select! {
+            biased;
+            // Cancel-safe: `wait_for` only observes the channel; dropping it
+            // loses nothing.
+            r = enabled.wait_for(|on| !*on) => {
+                if r.is_err() {
+                    return;
+                }
+                let was_up = {
+                    let mut st = world.lock();
+                    let was_up = st.control_plane_up;
+                    st.control_plane_up = false;
+                    st.version += 1;
+                    was_up
+                };
+                let what = if was_up { "control plane down" } else { "control plane start cancelled" };
+                world.trace(&host, format!("nexus: {what} (operator)"));
+            }
+            // Not cancel-safe in general, and it need not be: taking Nexus
+            // down abandons whatever it was doing, as a crash would.
+            () = serve(&world, &host, index, &resolver) => {}
+        }
+    }
+}
+
+/// Wait for time sync, come up, then run the service NAT RPW forever.
+async fn serve(world: &World, host: &str, index: usize, resolver: &InternalDnsResolver) {
     let sled_agent = HttpClient::new(
         TurmoilConnector,
-        SocketAddr::new(rack.sleds[index].address.into(), SLED_AGENT_PORT),
+        SocketAddr::new(world.sled(index).address.into(), SLED_AGENT_PORT),
     );
     loop {
         if let Ok(TimeSync { sync: true }) = sled_agent.get::<TimeSync>("/timesync").await {
@@ -46,11 +78,11 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
         st.version += 1;
     }
     world.trace(
-        &host,
+        host,
         "nexus: control plane up (time synchronised); starting background tasks",
     );
 
-    let desired = rack.desired_nat();
+    let desired = world.rack().desired_nat();
     let mut activation = 0u64;
     let mut interval = tokio::time::interval(RPW_PERIOD);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -58,7 +90,7 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
         interval.tick().await;
         activation += 1;
         let line = match resolver.switch_zones().await {
-            Err(e) => format!("discovery failed: {}", name_addrs(&rack, &e.0)),
+            Err(e) => format!("discovery failed: {}", world.name_addrs(&e.0)),
             Ok(mut zones) => {
                 zones.sort();
                 let mut parts = Vec::new();
@@ -70,16 +102,13 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
                     let outcome = reconcile_switch(&dpd, &desired, &Scope::Vni(SERVICES_VNI)).await;
                     parts.push(format!(
                         "{}: {}",
-                        rack.name_of(z),
-                        fmt_outcome(&rack, &outcome)
+                        world.name_of(z),
+                        fmt_outcome(world, &outcome)
                     ));
                 }
                 parts.join("; ")
             }
         };
-        world.trace(
-            &host,
-            format!("nexus service-NAT RPW #{activation}: {line}"),
-        );
+        world.trace(host, format!("nexus service-NAT RPW #{activation}: {line}"));
     }
 }

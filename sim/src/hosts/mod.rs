@@ -7,8 +7,6 @@ pub mod sled;
 pub mod switch_zone;
 pub mod upstream;
 
-use std::net::Ipv6Addr;
-
 use racksim_reconciler::{
     dpd::NatTarget,
     nat::{NatEntry, NatReconcileOutcome},
@@ -16,7 +14,6 @@ use racksim_reconciler::{
 
 use crate::{
     fakes::http::{serve, Handler},
-    rack::RackSpec,
     world::World,
 };
 
@@ -32,20 +29,20 @@ pub(crate) fn spawn_server<H: Handler>(world: &World, host: &str, port: u16, han
 }
 
 /// `198.51.100.1/16384-32767 -> sled2 (a8:40:25:ff:00:01, vni 100)`
-pub(crate) fn fmt_entry(rack: &RackSpec, e: &NatEntry) -> String {
+pub(crate) fn fmt_entry(world: &World, e: &NatEntry) -> String {
     format!(
         "{}/{}-{} -> {}",
         e.external_ip,
         e.first_port,
         e.last_port,
-        fmt_target(rack, &e.target)
+        fmt_target(world, &e.target)
     )
 }
 
-pub(crate) fn fmt_target(rack: &RackSpec, t: &NatTarget) -> String {
+pub(crate) fn fmt_target(world: &World, t: &NatTarget) -> String {
     format!(
         "{} ({}, vni {})",
-        rack.name_of(t.internal_ip),
+        world.name_of(t.internal_ip),
         t.inner_mac,
         t.vni
     )
@@ -53,7 +50,7 @@ pub(crate) fn fmt_target(rack: &RackSpec, t: &NatTarget) -> String {
 
 /// A reconcile outcome on one switch, in a line: counts that are not zero,
 /// and failures.
-pub(crate) fn fmt_outcome(rack: &RackSpec, o: &NatReconcileOutcome) -> String {
+pub(crate) fn fmt_outcome(world: &World, o: &NatReconcileOutcome) -> String {
     match o {
         NatReconcileOutcome::Complete {
             unchanged,
@@ -70,33 +67,18 @@ pub(crate) fn fmt_outcome(rack: &RackSpec, o: &NatReconcileOutcome) -> String {
                 parts.push(format!("created {created}"));
             }
             for f in remove_failures {
-                parts.push(format!("remove failed: {}", name_addrs(rack, f)));
+                parts.push(format!("remove failed: {}", world.name_addrs(f)));
             }
             for f in create_failures {
-                parts.push(format!("create failed: {}", name_addrs(rack, f)));
+                parts.push(format!("create failed: {}", world.name_addrs(f)));
             }
             parts.join(", ")
         }
         NatReconcileOutcome::FailedReadingCurrentDpdNatEntries { error } => {
             format!(
                 "cannot read NAT entries: {}",
-                name_addrs(rack, &error.to_string())
+                world.name_addrs(&error.to_string())
             )
         }
     }
-}
-
-/// Replace underlay addresses in an error message by host names, so traces
-/// read `switch1:12224` rather than `[fd00:1122:3344:102::2]:12224`.
-pub(crate) fn name_addrs(rack: &RackSpec, text: &str) -> String {
-    let mut out = text.to_string();
-    let mut addrs: Vec<Ipv6Addr> = rack.sleds.iter().map(|s| s.address).collect();
-    addrs.extend(rack.switches.iter().map(|s| s.zone_address));
-    for a in addrs {
-        let name = rack.name_of(a);
-        out = out
-            .replace(&format!("[{a}]"), &name)
-            .replace(&a.to_string(), &name);
-    }
-    out
 }

@@ -17,8 +17,12 @@ use http::Method;
 use racksim_reconciler::{
     legacy::{self, LegacyProgress},
     nat::NatEntry,
+    scrimlet_local::{
+        scrimlet_reconcilers, HandleStatus, ScrimletNatStatus, SwitchZoneServices,
+        MGS_RETRY_INTERVAL,
+    },
     sled_task::{SledNatReconciler, SledNatStatus},
-    task::{run_reconciler_task, Completion, TaskStatus, DEFAULT_PERIOD},
+    task::{run_reconciler_task, TaskStatus, DEFAULT_PERIOD},
 };
 use rand::{rngs::SmallRng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -52,7 +56,7 @@ pub struct TimeSync {
 
 pub async fn run(world: World, index: usize) -> turmoil::Result {
     let rack = world.params.rack.clone();
-    let sled = &rack.sleds[index];
+    let sled = world.sled(index);
     let name = sled.name.clone();
     let boot = world.boot(&name);
     let zones: Vec<ZoneSpec> = rack
@@ -61,18 +65,6 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         .filter(|z| z.sled == index)
         .cloned()
         .collect();
-    {
-        // Zones do not survive their sled.
-        let mut st = world.lock();
-        for z in &zones {
-            match z.kind {
-                ZoneKind::BoundaryNtp => st.ntp_synced = false,
-                ZoneKind::Nexus => st.control_plane_up = false,
-                ZoneKind::ExternalDns => {}
-            }
-        }
-        st.version += 1;
-    }
     world.trace(&name, "sled-agent up");
     spawn_server(
         &world,
@@ -98,8 +90,8 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     let resolver = InternalDnsResolver::new(rack.sleds[rack.internal_dns_sled].address);
     let entries: Vec<NatEntry> = zones.iter().map(|z| rack.nat_entry(z)).collect();
 
-    // The per-sled task starts with sled-agent, independently of zones. Its
-    // config sender lives as long as this host's software.
+    // The reconcilers start with sled-agent, independently of zones. Their
+    // input senders live as long as this host's software.
     let _config_tx = match world.params.strategy {
         Strategy::SledTask if !entries.is_empty() => {
             let (config_tx, config_rx) = watch::channel(entries.clone());
@@ -112,8 +104,18 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
                 DEFAULT_PERIOD,
                 status_tx,
             ));
-            tokio::task::spawn_local(trace_task_status(world.clone(), name.clone(), status_rx));
+            tokio::task::spawn_local(trace_task_status(
+                world.clone(),
+                name.clone(),
+                "sled-task",
+                status_rx,
+                fmt_sled_status,
+            ));
             Some(config_tx)
+        }
+        Strategy::ScrimletLocal => {
+            start_scrimlet_reconcilers(&world, index, &name);
+            None
         }
         _ => None,
     };
@@ -145,12 +147,11 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
             drop(progress_tx);
             let _ = tracer.await;
         }
+        let took = started.elapsed();
+        world.lock().zone_starts.push((name.clone(), kind, took));
         world.trace(
             &name,
-            format!(
-                "zone {kind} started (start took {})",
-                fmt_duration(started.elapsed())
-            ),
+            format!("zone {kind} started (start took {})", fmt_duration(took)),
         );
         match kind {
             ZoneKind::BoundaryNtp => {
@@ -170,6 +171,66 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     Ok(())
 }
 
+/// seed 003's design: a scrimlet reconciles its own switch zone from the
+/// rack-wide config the bootstore carries.
+fn start_scrimlet_reconcilers(world: &World, index: usize, name: &str) {
+    let sled = world.sled(index);
+    let (Some(slot), Some(scrimlet)) = (sled.scrimlet_of, world.scrimlet_status(index)) else {
+        return;
+    };
+    let Some(zone) = world.switch_zone_address(slot) else {
+        return;
+    };
+    let (handle, driver) = scrimlet_reconcilers(
+        TurmoilConnector,
+        SwitchZoneServices::UnderlayIp(zone),
+        world.bootstore(),
+        scrimlet,
+        DEFAULT_PERIOD,
+    );
+    tokio::task::spawn_local(driver);
+    tokio::task::spawn_local(trace_handle_status(
+        world.clone(),
+        name.to_string(),
+        handle.handle_status(),
+    ));
+    tokio::task::spawn_local(trace_task_status(
+        world.clone(),
+        name.to_string(),
+        "scrimlet-local",
+        handle.nat_status(),
+        fmt_scrimlet_status,
+    ));
+}
+
+/// One line per change of the scrimlet handle's state; repeated failures to
+/// reach MGS are not repeated.
+async fn trace_handle_status(world: World, host: String, mut rx: watch::Receiver<HandleStatus>) {
+    let mut last = String::new();
+    loop {
+        let line = match &*rx.borrow_and_update() {
+            HandleStatus::DeterminingSwitchSlot { last_error, .. } => match last_error {
+                None => "scrimlet-local: asking own MGS which switch this is".to_string(),
+                Some(e) => format!(
+                    "scrimlet-local: own MGS not answering, retrying every {}: {}",
+                    fmt_duration(MGS_RETRY_INTERVAL),
+                    world.name_addrs(e)
+                ),
+            },
+            HandleStatus::Running { switch } => {
+                format!("scrimlet-local: this scrimlet manages {switch}; reconcilers running")
+            }
+        };
+        if line != last {
+            world.trace(&host, line.clone());
+            last = line;
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// One line per legacy phase change. Retries of the same failure are not
 /// repeated: a run that retries forever would otherwise drown its trace.
 async fn trace_legacy(
@@ -178,7 +239,6 @@ async fn trace_legacy(
     zone: ZoneKind,
     mut rx: watch::Receiver<LegacyProgress>,
 ) {
-    let rack = world.params.rack.clone();
     let mut last = String::new();
     loop {
         let line = {
@@ -211,7 +271,7 @@ async fn trace_legacy(
                     None => format!("ensuring NAT entry on {switch} at {address}"),
                     Some(e) => format!(
                         "ensure on {switch} failing, retrying forever: {}",
-                        super::name_addrs(&rack, e)
+                        world.name_addrs(e)
                     ),
                 },
                 LegacyProgress::Done { programmed } => {
@@ -229,17 +289,24 @@ async fn trace_legacy(
     }
 }
 
-/// One line per completed activation of the sled task (and inert changes).
-async fn trace_task_status(
+/// One line per completed activation of a reconciler task, and per inert
+/// change.
+async fn trace_task_status<S>(
     world: World,
     host: String,
-    mut rx: watch::Receiver<TaskStatus<SledNatStatus>>,
+    task: &'static str,
+    mut rx: watch::Receiver<TaskStatus<S>>,
+    fmt: fn(&World, &S) -> String,
 ) {
-    let rack = world.params.rack.clone();
     while rx.changed().await.is_ok() {
         let line = match &*rx.borrow_and_update() {
-            TaskStatus::Idle { last_completion } => Some(fmt_completion(&rack, last_completion)),
-            TaskStatus::Inert { reason, .. } => Some(format!("sled-task: inert ({reason:?})")),
+            TaskStatus::Idle { last_completion: c } => Some(format!(
+                "{task} #{} {}: {}",
+                c.activation_count,
+                c.activation_reason,
+                fmt(&world, &c.status)
+            )),
+            TaskStatus::Inert { reason, .. } => Some(format!("{task}: inert ({reason:?})")),
             TaskStatus::NotYetRun | TaskStatus::Running { .. } => None,
         };
         if let Some(line) = line {
@@ -248,11 +315,11 @@ async fn trace_task_status(
     }
 }
 
-fn fmt_completion(rack: &crate::rack::RackSpec, c: &Completion<SledNatStatus>) -> String {
-    let body = match &c.status {
+fn fmt_sled_status(world: &World, status: &SledNatStatus) -> String {
+    match status {
         SledNatStatus::NoNatEntriesConfig => "no NAT entries configured".to_string(),
         SledNatStatus::DiscoveryFailed { error } => {
-            format!("discovery failed: {}", super::name_addrs(rack, &error.0))
+            format!("discovery failed: {}", world.name_addrs(&error.0))
         }
         SledNatStatus::Reconciled { switches } if switches.is_empty() => {
             "no switch zones found".to_string()
@@ -262,17 +329,27 @@ fn fmt_completion(rack: &crate::rack::RackSpec, c: &Completion<SledNatStatus>) -
             .map(|(addr, s)| {
                 let who = match s.slot {
                     Some(slot) => slot.to_string(),
-                    None => rack.name_of(*addr),
+                    None => world.name_of(*addr),
                 };
-                format!("{who}: {}", fmt_outcome(rack, &s.outcome))
+                format!("{who}: {}", fmt_outcome(world, &s.outcome))
             })
             .collect::<Vec<_>>()
             .join("; "),
-    };
-    format!(
-        "sled-task #{} {:?}: {body}",
-        c.activation_count, c.activation_reason
-    )
+    }
+}
+
+fn fmt_scrimlet_status(world: &World, status: &ScrimletNatStatus) -> String {
+    match status {
+        ScrimletNatStatus::NoNatEntriesConfig => "no NAT config in the bootstore yet".to_string(),
+        ScrimletNatStatus::Reconciled {
+            switch,
+            generation,
+            outcome,
+        } => format!(
+            "{switch} (config generation {generation}): {}",
+            fmt_outcome(world, outcome)
+        ),
+    }
 }
 
 /// Boundary NTP: query upstream until a reply arrives (through NAT).
@@ -299,7 +376,7 @@ async fn ntp_client(world: World, host: String, zone: ZoneSpec) {
 /// OPTE: deliver Geneve traffic to the zone it is for, if VNI and MAC match.
 async fn opte(world: World, index: usize) -> std::io::Result<()> {
     let rack = world.params.rack.clone();
-    let host = rack.sleds[index].name.clone();
+    let host = world.sled(index).name;
     let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, GENEVE_PORT)).await?;
     let mut buf = vec![0u8; 4096];
     loop {

@@ -6,6 +6,7 @@ use std::{
     net::{Ipv6Addr, SocketAddr},
 };
 
+use http::StatusCode;
 use racksim_reconciler::{discovery::SwitchSlot, nat::NatEntry, DPD_PORT, MGS_PORT};
 
 use super::{fmt_entry, spawn_server};
@@ -17,7 +18,7 @@ use crate::{
         mgs::MgsState,
     },
     net::{GENEVE_PORT, UPLINK_PORT},
-    world::World,
+    world::{DpdFault, World},
 };
 
 /// The software of a switch zone host.
@@ -60,35 +61,60 @@ struct DpdHandler {
 
 impl Handler for DpdHandler {
     fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
-        let response = {
-            let mut st = self.world.lock();
-            match st.dpd.get_mut(&self.slot) {
-                None => (
-                    ApiError::unavailable("dpd is not running").into_response(),
-                    None,
-                ),
-                Some(dpd) => {
-                    let (resp, change) = dpd.handle(&req);
-                    if change.is_some() {
-                        st.version += 1;
-                    }
-                    (resp, change)
+        let (world, slot) = (self.world.clone(), self.slot);
+        async move {
+            let now = turmoil::sim_elapsed().unwrap_or_default();
+            let fault = world
+                .lock()
+                .dpd_faults
+                .get(&slot)
+                .copied()
+                .filter(|f| now < f.until());
+            match fault {
+                Some(DpdFault::Errors { .. }) => {
+                    return ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "Internal",
+                        "injected fault: dpd is answering errors",
+                    )
+                    .into_response();
                 }
+                Some(DpdFault::Hang { until }) => {
+                    // Hold the request for the rest of the window; the
+                    // client's timeout decides what it sees.
+                    tokio::time::sleep(until - now).await;
+                    return ApiError::unavailable("injected fault: dpd was hung").into_response();
+                }
+                None => {}
             }
-        };
-        if let Some(change) = response.1 {
-            self.world
-                .trace(&self.slot.to_string(), fmt_change(&self.world, &change));
+            let (response, change) = {
+                let mut st = world.lock();
+                match st.dpd.get_mut(&slot) {
+                    None => (
+                        ApiError::unavailable("dpd is not running").into_response(),
+                        None,
+                    ),
+                    Some(dpd) => {
+                        let (resp, change) = dpd.handle(&req);
+                        if change.is_some() {
+                            st.version += 1;
+                        }
+                        (resp, change)
+                    }
+                }
+            };
+            if let Some(change) = change {
+                world.trace(&slot.to_string(), fmt_change(&world, &change));
+            }
+            response
         }
-        std::future::ready(response.0)
     }
 }
 
 fn fmt_change(world: &World, change: &NatChange) -> String {
-    let rack = world.rack();
     match change {
-        NatChange::Created(e) => format!("dpd: NAT + {}", fmt_entry(rack, &NatEntry::from_dpd(e))),
-        NatChange::Deleted(e) => format!("dpd: NAT - {}", fmt_entry(rack, &NatEntry::from_dpd(e))),
+        NatChange::Created(e) => format!("dpd: NAT + {}", fmt_entry(world, &NatEntry::from_dpd(e))),
+        NatChange::Deleted(e) => format!("dpd: NAT - {}", fmt_entry(world, &NatEntry::from_dpd(e))),
         NatChange::Created6(e) => format!("dpd: NAT6 + {}/{}-{}", e.external, e.low, e.high),
         NatChange::Deleted6(e) => format!("dpd: NAT6 - {}/{}-{}", e.external, e.low, e.high),
         NatChange::Reset { removed } => format!("dpd: NAT table reset ({removed} entries removed)"),

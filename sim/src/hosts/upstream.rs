@@ -23,7 +23,7 @@ pub async fn run(world: World) -> turmoil::Result {
         let Ok(q) = serde_json::from_slice::<NtpQuery>(&buf[..n]) else {
             continue;
         };
-        let Some(sw) = world.rack().switch(world.params.ntp_return_switch) else {
+        let Some(switch_zone) = world.switch_zone_address(world.params.ntp_return_switch) else {
             continue;
         };
         let reply = Inbound {
@@ -31,7 +31,7 @@ pub async fn run(world: World) -> turmoil::Result {
             dst_port: q.reply_port,
             payload: NTP_REPLY.to_string(),
         };
-        let to = SocketAddr::new(sw.zone_address.into(), UPLINK_PORT);
+        let to = SocketAddr::new(switch_zone.into(), UPLINK_PORT);
         let _ = sock
             .send_to(&serde_json::to_vec(&reply).expect("packets serialize"), to)
             .await;

@@ -1,0 +1,902 @@
+//! Seed 003's per-scrimlet reconcilers (the design that shipped).
+//!
+//! Each scrimlet runs a reconciler that talks **only to its own switch
+//! zone** and applies the **rack-wide** service NAT config, which the
+//! bootstore carries to every sled with a generation number. Compared with
+//! [`crate::sled_task`]:
+//!
+//! * there is no discovery at activation time: a scrimlet's switch zone is
+//!   where it always is (`::2` of its own sled subnet, or the addresses a test
+//!   injects), so a missing DNS record or a replaced *other* scrimlet cannot
+//!   confuse it. Each switch is covered because each scrimlet covers its own;
+//! * the desired state is every service zone's entry, not this sled's, so the
+//!   scope is [`Scope::Vni`]`(`[`SERVICES_VNI`]`)`: every services entry on
+//!   the switch is ours, and one that is not in the config is removed. An
+//!   empty `service_nat` list is therefore meaningful (remove them all), and
+//!   only the *absence* of a config means "nothing to do yet"
+//!   ([`ScrimletNatStatus::NoNatEntriesConfig`]);
+//! * the task is inert while the sled is not a scrimlet (sidecar powered off
+//!   or being updated): there is no switch zone to talk to. When the sidecar
+//!   comes back its dpd starts with an empty table, and the activation that
+//!   ends the inert state ([`ActivationReason::ScrimletStatusChanged`])
+//!   restores it at once rather than a period later.
+//!
+//! ## Why the switch slot is learned before the tasks start
+//!
+//! The handle first asks its own MGS which switch it manages
+//! (`GET /local/switch-id`) and only then starts the reconciler. The slot is
+//! a property of the cabling — a scrimlet is attached to one switch for its
+//! whole life — so it is learned once, not on every activation. It is needed
+//! up front because the rack-wide config is per *rack*, while statuses (and,
+//! for reconcilers of per-switch settings such as uplinks, the part of the
+//! config to apply) are per *switch*: a status that cannot say which switch
+//! it describes is useless to an operator comparing the two. Asking MGS
+//! rather than trusting an address is the same rule as in [`crate::mgs`]:
+//! only MGS knows which sidecar is behind it.
+//!
+//! MGS may be unreachable at that point — the sled can boot before its
+//! sidecar is powered, or while it is being updated — so the handle retries
+//! every [`MGS_RETRY_INTERVAL`] for as long as it takes, reporting every
+//! attempt in [`HandleStatus::DeterminingSwitchSlot`]. The NAT task's status
+//! stays [`TaskStatus::NotYetRun`] meanwhile: nothing has been reconciled,
+//! and saying so is more honest than an inert state that implies a run.
+//!
+//! ## Why the caller spawns the future
+//!
+//! [`scrimlet_reconcilers`] returns the future instead of spawning it: in
+//! production the sled agent spawns it with `tokio::spawn`, a deterministic
+//! simulation with its own `spawn_local`. The crate never picks a runtime,
+//! and takes time only from `tokio::time`, so under a paused or simulated
+//! clock everything here is deterministic.
+
+use std::{
+    future::Future,
+    net::{Ipv6Addr, SocketAddr},
+    time::Duration,
+};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::{
+    discovery::SwitchSlot,
+    dpd::DpdClient,
+    http::{Connector, HttpClient},
+    mgs::MgsClient,
+    nat::{reconcile_switch, NatEntry, NatReconcileOutcome, Scope},
+    task::{
+        run_reconciler_task, ActivationReason, InertReason, Reconciler, ScrimletStatus, TaskStatus,
+    },
+    DPD_PORT, MGS_PORT, SERVICES_VNI,
+};
+
+/// How long the handle waits between attempts to learn its switch slot from its own MGS.
+pub const MGS_RETRY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The rack-wide networking config the bootstore carries to every sled.
+///
+/// The generation only ever grows; it is reported in the status so that an
+/// operator can tell which version each switch was last reconciled against.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemNetworkingConfig {
+    pub generation: u64,
+    /// Every service zone's NAT entry, rack-wide (all with [`SERVICES_VNI`]).
+    pub service_nat: Vec<NatEntry>,
+}
+
+/// Where this scrimlet's own switch zone services are.
+///
+/// An enum rather than an address because of seed 003's review: production
+/// knows only the switch zone's underlay IP and the services' fixed ports,
+/// while integration tests run the services wherever the OS puts them and
+/// must inject those addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchZoneServices {
+    /// Production: the switch zone's underlay IP; dpd and MGS on their fixed ports (crate::DPD_PORT, crate::MGS_PORT).
+    UnderlayIp(Ipv6Addr),
+    /// Tests: explicit addresses.
+    Explicit { dpd: SocketAddr, mgs: SocketAddr },
+}
+
+impl SwitchZoneServices {
+    /// Address of this switch zone's dpd.
+    pub fn dpd(&self) -> SocketAddr {
+        match *self {
+            SwitchZoneServices::UnderlayIp(ip) => SocketAddr::new(ip.into(), DPD_PORT),
+            SwitchZoneServices::Explicit { dpd, .. } => dpd,
+        }
+    }
+
+    /// Address of this switch zone's management gateway.
+    pub fn mgs(&self) -> SocketAddr {
+        match *self {
+            SwitchZoneServices::UnderlayIp(ip) => SocketAddr::new(ip.into(), MGS_PORT),
+            SwitchZoneServices::Explicit { mgs, .. } => mgs,
+        }
+    }
+}
+
+/// Status of the handle itself (before the tasks run).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum HandleStatus {
+    /// Asking MGS which switch this scrimlet is attached to. `attempts`
+    /// counts the failed attempts so far; `last_error` says why the last one
+    /// failed (MGS unreachable, or an answer that names no switch).
+    DeterminingSwitchSlot {
+        attempts: u64,
+        last_error: Option<String>,
+    },
+    /// The slot is known and the reconciler tasks are running.
+    Running { switch: SwitchSlot },
+}
+
+/// Outcome of one activation of the NAT reconciler.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum ScrimletNatStatus {
+    /// The bootstore has not delivered a config yet.
+    NoNatEntriesConfig,
+    Reconciled {
+        switch: SwitchSlot,
+        generation: u64,
+        outcome: NatReconcileOutcome,
+    },
+}
+
+/// Reconciles this scrimlet's own switch zone's service NAT entries (Scope::Vni(SERVICES_VNI)) against the rack-wide config.
+///
+/// Holds one dpd client for the whole life of the task: the address of a
+/// scrimlet's own switch zone does not change (a replaced scrimlet is a new
+/// sled with a new handle).
+#[derive(Clone, Debug)]
+pub struct ScrimletNatReconciler<C> {
+    dpd: DpdClient<C>,
+    switch: SwitchSlot,
+}
+
+impl<C: Connector> ScrimletNatReconciler<C> {
+    pub fn new(dpd: DpdClient<C>, switch: SwitchSlot) -> Self {
+        ScrimletNatReconciler { dpd, switch }
+    }
+
+    /// The switch this reconciler manages.
+    pub fn switch(&self) -> SwitchSlot {
+        self.switch
+    }
+}
+
+impl<C: Connector> Reconciler for ScrimletNatReconciler<C> {
+    /// `None` until the bootstore has delivered a config.
+    type Config = Option<SystemNetworkingConfig>;
+    type Status = ScrimletNatStatus;
+
+    async fn reconcile(
+        &mut self,
+        config: &Option<SystemNetworkingConfig>,
+        _reason: ActivationReason,
+    ) -> ScrimletNatStatus {
+        // Without a config we cannot tell a stale entry from a wanted one:
+        // touch nothing (not even a read) rather than guess.
+        let Some(config) = config else {
+            return ScrimletNatStatus::NoNatEntriesConfig;
+        };
+        let outcome =
+            reconcile_switch(&self.dpd, &config.service_nat, &Scope::Vni(SERVICES_VNI)).await;
+        ScrimletNatStatus::Reconciled {
+            switch: self.switch,
+            generation: config.generation,
+            outcome,
+        }
+    }
+}
+
+/// Handle to a scrimlet's reconcilers: status receivers only.
+///
+/// It holds no senders and no task handle: the inputs belong to the caller
+/// (closing them is how the caller stops the tasks), and the future belongs
+/// to whatever executor the caller spawned it on.
+#[derive(Clone, Debug)]
+pub struct ScrimletReconcilers {
+    handle_status: watch::Receiver<HandleStatus>,
+    nat_status: watch::Receiver<TaskStatus<ScrimletNatStatus>>,
+}
+
+impl ScrimletReconcilers {
+    pub fn handle_status(&self) -> watch::Receiver<HandleStatus> {
+        self.handle_status.clone()
+    }
+
+    pub fn nat_status(&self) -> watch::Receiver<TaskStatus<ScrimletNatStatus>> {
+        self.nat_status.clone()
+    }
+}
+
+/// Build the handle and the future that drives it. The caller spawns the future on its executor (tokio::spawn in production,
+/// spawn_local in a simulation) — so this crate never picks a runtime. The future: ask own MGS `/local/switch-id`
+/// (retry every MGS_RETRY_INTERVAL, updating HandleStatus each attempt), then run run_reconciler_task(ScrimletNatReconciler,
+/// config, Some(scrimlet), period, nat status) until its inputs close.
+///
+/// The retry interval is counted from the end of a failed attempt, so an MGS
+/// that accepts connections and never answers (each attempt bounded by the
+/// request timeout) is not asked back to back. If an input closes while the
+/// slot is still unknown, the future returns and the NAT status becomes
+/// `Inert(TaskExitedUnexpectedly)`, exactly as it would once running.
+pub fn scrimlet_reconcilers<C: Connector>(
+    connector: C,
+    services: SwitchZoneServices,
+    config: watch::Receiver<Option<SystemNetworkingConfig>>,
+    scrimlet: watch::Receiver<ScrimletStatus>,
+    period: Duration,
+) -> (
+    ScrimletReconcilers,
+    impl Future<Output = ()> + Send + 'static,
+) {
+    let (handle_tx, handle_rx) = watch::channel(HandleStatus::DeterminingSwitchSlot {
+        attempts: 0,
+        last_error: None,
+    });
+    let (nat_tx, nat_rx) = watch::channel(TaskStatus::NotYetRun);
+    let handle = ScrimletReconcilers {
+        handle_status: handle_rx,
+        nat_status: nat_rx,
+    };
+    let driver = async move {
+        let mgs = MgsClient::new(HttpClient::new(connector.clone(), services.mgs()));
+        let Some(switch) = determine_switch_slot(&mgs, &handle_tx, &config, &scrimlet).await else {
+            nat_tx.send_replace(TaskStatus::Inert {
+                reason: InertReason::TaskExitedUnexpectedly,
+                last_completion: None,
+            });
+            return;
+        };
+        handle_tx.send_replace(HandleStatus::Running { switch });
+        let dpd = DpdClient::new(HttpClient::new(connector, services.dpd()));
+        run_reconciler_task(
+            ScrimletNatReconciler::new(dpd, switch),
+            config,
+            Some(scrimlet),
+            period,
+            nat_tx,
+        )
+        .await;
+    };
+    (handle, driver)
+}
+
+/// Asks MGS until it names a switch slot. `None` if an input channel closed
+/// meanwhile (nobody is left to use the answer).
+async fn determine_switch_slot<C: Connector>(
+    mgs: &MgsClient<C>,
+    status: &watch::Sender<HandleStatus>,
+    config: &watch::Receiver<Option<SystemNetworkingConfig>>,
+    scrimlet: &watch::Receiver<ScrimletStatus>,
+) -> Option<SwitchSlot> {
+    let mut attempts: u64 = 0;
+    loop {
+        let error = match mgs.local_switch_id().await {
+            Ok(id) => match id.switch_slot() {
+                Some(slot) => return Some(slot),
+                // A misconfigured zone (its MGS manages a sled or power
+                // shelf, or an impossible slot): retrying is still right, an
+                // operator can fix it without restarting the sled agent.
+                None => format!(
+                    "{} answered {id:?} for /local/switch-id, which names no switch slot",
+                    mgs.addr()
+                ),
+            },
+            Err(e) => e.to_string(),
+        };
+        attempts += 1;
+        status.send_replace(HandleStatus::DeterminingSwitchSlot {
+            attempts,
+            last_error: Some(error),
+        });
+        // `has_changed` errs only once the sender is gone; checked between
+        // attempts rather than raced against them, so the future never
+        // abandons a request half way.
+        if config.has_changed().is_err() || scrimlet.has_changed().is_err() {
+            return None;
+        }
+        tokio::time::sleep(MGS_RETRY_INTERVAL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        net::{Ipv4Addr, SocketAddrV6},
+        sync::{
+            atomic::{AtomicU64, Ordering},
+            Arc,
+        },
+    };
+
+    use serde_json::json;
+    use tokio::task::JoinHandle;
+
+    use super::*;
+    use crate::{
+        dpd::{MacAddr, NatTarget},
+        task::{Completion, DEFAULT_PERIOD},
+        testing::{zone_ip, FakeNet, FakeResponse},
+    };
+
+    const NEXUS: [u8; 4] = [198, 51, 100, 1];
+    const NTP: [u8; 4] = [198, 51, 100, 2];
+    const DNS: [u8; 4] = [198, 51, 100, 3];
+
+    fn entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> NatEntry {
+        NatEntry {
+            external_ip: Ipv4Addr::from(ip),
+            first_port: first,
+            last_port: last,
+            target: NatTarget {
+                internal_ip: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, sled, 0, 0, 0, 1),
+                inner_mac: MacAddr::new([0xa8, 0x40, 0x25, 0xff, 0, u8::try_from(sled).unwrap()]),
+                vni: SERVICES_VNI,
+            },
+        }
+    }
+
+    fn config(generation: u64, service_nat: Vec<NatEntry>) -> Option<SystemNetworkingConfig> {
+        Some(SystemNetworkingConfig {
+            generation,
+            service_nat,
+        })
+    }
+
+    fn complete(unchanged: usize, removed: usize, created: usize) -> NatReconcileOutcome {
+        NatReconcileOutcome::Complete {
+            unchanged,
+            removed,
+            remove_failures: vec![],
+            created,
+            create_failures: vec![],
+        }
+    }
+
+    fn sorted_dpd(entries: &[NatEntry]) -> Vec<crate::dpd::Ipv4Nat> {
+        let mut v: Vec<_> = entries.iter().map(NatEntry::to_dpd).collect();
+        v.sort();
+        v
+    }
+
+    /// The mutating requests made to a zone's dpd, in order.
+    fn mutations(net: &FakeNet, zone: Ipv6Addr) -> Vec<String> {
+        net.requests(zone, DPD_PORT)
+            .into_iter()
+            .filter(|r| !r.starts_with("GET "))
+            .collect()
+    }
+
+    /// A running handle with the caller's ends of its inputs.
+    struct Harness {
+        handle: ScrimletReconcilers,
+        config: watch::Sender<Option<SystemNetworkingConfig>>,
+        scrimlet: watch::Sender<ScrimletStatus>,
+        driver: JoinHandle<()>,
+    }
+
+    impl Harness {
+        fn start(
+            net: &FakeNet,
+            services: SwitchZoneServices,
+            initial: Option<SystemNetworkingConfig>,
+            scrimlet: ScrimletStatus,
+        ) -> Self {
+            let (config_tx, config_rx) = watch::channel(initial);
+            let (scrimlet_tx, scrimlet_rx) = watch::channel(scrimlet);
+            let (handle, driver) = scrimlet_reconcilers(
+                net.connector(),
+                services,
+                config_rx,
+                scrimlet_rx,
+                DEFAULT_PERIOD,
+            );
+            Harness {
+                handle,
+                config: config_tx,
+                scrimlet: scrimlet_tx,
+                driver: tokio::spawn(driver),
+            }
+        }
+
+        fn handle_status(&self) -> HandleStatus {
+            self.handle.handle_status().borrow().clone()
+        }
+
+        fn nat_status(&self) -> TaskStatus<ScrimletNatStatus> {
+            self.handle.nat_status().borrow().clone()
+        }
+
+        fn last(&self) -> Completion<ScrimletNatStatus> {
+            self.nat_status()
+                .last_completion()
+                .cloned()
+                .expect("the NAT task has completed an activation")
+        }
+    }
+
+    async fn sleep_ms(ms: u64) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    #[test]
+    fn services_addresses() {
+        let ip = zone_ip(4);
+        let prod = SwitchZoneServices::UnderlayIp(ip);
+        assert_eq!(prod.dpd(), SocketAddr::new(ip.into(), DPD_PORT));
+        assert_eq!(prod.mgs(), SocketAddr::new(ip.into(), MGS_PORT));
+        let dpd = SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 40001, 0, 0));
+        let mgs = SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 40002, 0, 0));
+        let test = SwitchZoneServices::Explicit { dpd, mgs };
+        assert_eq!((test.dpd(), test.mgs()), (dpd, mgs));
+    }
+
+    #[test]
+    fn statuses_serialize_with_tags() {
+        assert_eq!(
+            serde_json::to_value(HandleStatus::DeterminingSwitchSlot {
+                attempts: 2,
+                last_error: Some("refused".into())
+            })
+            .unwrap(),
+            json!({"state": "determining_switch_slot", "attempts": 2, "last_error": "refused"})
+        );
+        assert_eq!(
+            serde_json::to_value(HandleStatus::Running {
+                switch: SwitchSlot::Switch1
+            })
+            .unwrap(),
+            json!({"state": "running", "switch": "switch1"})
+        );
+        assert_eq!(
+            serde_json::to_value(ScrimletNatStatus::NoNatEntriesConfig).unwrap(),
+            json!({"result": "no_nat_entries_config"})
+        );
+        let json = serde_json::to_value(ScrimletNatStatus::Reconciled {
+            switch: SwitchSlot::Switch0,
+            generation: 3,
+            outcome: complete(1, 0, 2),
+        })
+        .unwrap();
+        assert_eq!(json["result"], json!("reconciled"));
+        assert_eq!(json["switch"], json!("switch0"));
+        assert_eq!(json["generation"], json!(3));
+        assert_eq!(json["outcome"]["result"], json!("complete"));
+        assert_eq!(json["outcome"]["created"], json!(2));
+        let cfg = config(7, vec![entry(NTP, 0, 16383, 1)]).unwrap();
+        let round: SystemNetworkingConfig =
+            serde_json::from_value(serde_json::to_value(&cfg).unwrap()).unwrap();
+        assert_eq!(round, cfg);
+    }
+
+    /// The sled boots before its sidecar: MGS refuses connections, then
+    /// answers from t = 12 s. Attempts run at 0, 5, 10 and 15 s; the NAT task
+    /// does not run (nor touch dpd) until the slot is known.
+    #[tokio::test(start_paused = true)]
+    async fn slot_is_learned_once_mgs_answers() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 0);
+        // An injected MGS address (the test mode of seed 003's review), not
+        // on the network yet.
+        let mgs = SocketAddr::new(Ipv6Addr::LOCALHOST.into(), 40002);
+        let services = SwitchZoneServices::Explicit {
+            dpd: SocketAddr::new(zone.into(), DPD_PORT),
+            mgs,
+        };
+        let ntp = entry(NTP, 0, 16383, 1);
+        let h = Harness::start(
+            &net,
+            services,
+            config(1, vec![ntp]),
+            ScrimletStatus::Scrimlet,
+        );
+        assert_eq!(
+            h.handle_status(),
+            HandleStatus::DeterminingSwitchSlot {
+                attempts: 0,
+                last_error: None
+            }
+        );
+
+        sleep_ms(1).await;
+        let HandleStatus::DeterminingSwitchSlot {
+            attempts: 1,
+            last_error: Some(error),
+        } = h.handle_status()
+        else {
+            panic!("{:?}", h.handle_status())
+        };
+        assert!(error.contains("[::1]:40002"), "{error}");
+        assert!(error.contains("refused"), "{error}");
+        assert_eq!(h.nat_status(), TaskStatus::NotYetRun);
+
+        // Just before the third attempt, two have failed; just after, three.
+        sleep_ms(9_998).await;
+        assert!(matches!(
+            h.handle_status(),
+            HandleStatus::DeterminingSwitchSlot { attempts: 2, .. }
+        ));
+        sleep_ms(2).await;
+        assert!(matches!(
+            h.handle_status(),
+            HandleStatus::DeterminingSwitchSlot { attempts: 3, .. }
+        ));
+
+        // The sidecar comes up at 12 s, answering "switch 1".
+        sleep_ms(2_000).await;
+        let asked = Arc::new(AtomicU64::new(0));
+        let counter = asked.clone();
+        net.set_custom(mgs, move |method, path, _| {
+            assert_eq!((method, path), ("GET", "/local/switch-id"));
+            counter.fetch_add(1, Ordering::SeqCst);
+            FakeResponse::json(200, json!({"type": "switch", "slot": 1}))
+        });
+        sleep_ms(2_999).await;
+        assert!(matches!(
+            h.handle_status(),
+            HandleStatus::DeterminingSwitchSlot { attempts: 3, .. }
+        ));
+        assert!(net.requests(zone, DPD_PORT).is_empty());
+
+        sleep_ms(2).await;
+        assert_eq!(
+            h.handle_status(),
+            HandleStatus::Running {
+                switch: SwitchSlot::Switch1
+            }
+        );
+        assert_eq!(net.nat(zone), vec![ntp.to_dpd()]);
+        assert_eq!(
+            h.last().status,
+            ScrimletNatStatus::Reconciled {
+                switch: SwitchSlot::Switch1,
+                generation: 1,
+                outcome: complete(0, 0, 1),
+            }
+        );
+        assert_eq!(h.last().activation_reason, ActivationReason::Startup);
+
+        // Learned once: periodic activations do not ask MGS again.
+        tokio::time::sleep(3 * DEFAULT_PERIOD).await;
+        assert_eq!(h.last().activation_count, 4);
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        h.driver.abort();
+    }
+
+    /// An MGS that answers, but names no switch, is a misconfiguration that
+    /// is reported and retried, not a slot.
+    #[tokio::test(start_paused = true)]
+    async fn an_mgs_naming_no_switch_is_retried() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 0);
+        net.fail(
+            zone,
+            MGS_PORT,
+            "GET",
+            "/local/switch-id",
+            Some(FakeResponse::json(200, json!({"type": "sled", "slot": 0}))),
+        );
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            config(1, vec![]),
+            ScrimletStatus::Scrimlet,
+        );
+        sleep_ms(5_001).await;
+        let HandleStatus::DeterminingSwitchSlot {
+            attempts: 2,
+            last_error: Some(error),
+        } = h.handle_status()
+        else {
+            panic!("{:?}", h.handle_status())
+        };
+        assert!(error.contains("names no switch slot"), "{error}");
+        net.clear_failures();
+        sleep_ms(5_000).await;
+        assert_eq!(
+            h.handle_status(),
+            HandleStatus::Running {
+                switch: SwitchSlot::Switch0
+            }
+        );
+        assert_eq!(net.requests(zone, MGS_PORT).len(), 3);
+        h.driver.abort();
+    }
+
+    /// Startup programs the whole rack-wide config onto this scrimlet's own
+    /// dpd, and only there: the other switch is the other scrimlet's job.
+    #[tokio::test(start_paused = true)]
+    async fn startup_programs_own_switch_only() {
+        let net = FakeNet::new();
+        let own = zone_ip(1);
+        let other = zone_ip(2);
+        net.add_switch_zone(own, 0);
+        net.add_switch_zone(other, 1);
+        let desired = vec![
+            entry(NTP, 0, 16383, 3),
+            entry(NEXUS, 0, 65535, 4),
+            entry(DNS, 0, 65535, 5),
+        ];
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(own),
+            config(1, desired.clone()),
+            ScrimletStatus::Scrimlet,
+        );
+        sleep_ms(1_000).await;
+
+        assert_eq!(net.nat(own), sorted_dpd(&desired));
+        assert!(net.nat(other).is_empty());
+        assert!(net.requests(other, DPD_PORT).is_empty());
+        assert!(net.requests(other, MGS_PORT).is_empty());
+        assert_eq!(
+            h.nat_status(),
+            TaskStatus::Idle {
+                last_completion: Completion {
+                    activation_reason: ActivationReason::Startup,
+                    activation_count: 1,
+                    ran_for: Duration::ZERO,
+                    status: ScrimletNatStatus::Reconciled {
+                        switch: SwitchSlot::Switch0,
+                        generation: 1,
+                        outcome: complete(0, 0, 3),
+                    },
+                }
+            }
+        );
+        h.driver.abort();
+    }
+
+    /// A stale entry (same address and range, wrong MAC) is removed before
+    /// its replacement is created; a services entry absent from the config
+    /// is removed; an instance's entry (another VNI) is never touched.
+    #[tokio::test(start_paused = true)]
+    async fn stale_entries_are_replaced_remove_before_create() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 1);
+        let ntp = entry(NTP, 0, 16383, 1);
+        let nexus = entry(NEXUS, 0, 65535, 2);
+        let mut stale_ntp = ntp;
+        stale_ntp.target.inner_mac = MacAddr::new([0xa8, 0x40, 0x25, 0xff, 0, 0x99]);
+        let leftover_dns = entry(DNS, 0, 65535, 7);
+        let mut instance = entry([203, 0, 113, 9], 0, 65535, 8);
+        instance.target.vni = 4242;
+        for e in [stale_ntp, nexus, leftover_dns, instance] {
+            net.insert_nat(zone, e.to_dpd());
+        }
+
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            config(4, vec![ntp, nexus]),
+            ScrimletStatus::Scrimlet,
+        );
+        sleep_ms(1_000).await;
+
+        assert_eq!(
+            mutations(&net, zone),
+            vec![
+                "DELETE /nat/ipv4/198.51.100.2/0",
+                "DELETE /nat/ipv4/198.51.100.3/0",
+                "PUT /nat/ipv4/198.51.100.2/0/16383",
+            ]
+        );
+        assert_eq!(net.nat(zone), sorted_dpd(&[ntp, nexus, instance]));
+        assert_eq!(
+            h.last().status,
+            ScrimletNatStatus::Reconciled {
+                switch: SwitchSlot::Switch1,
+                generation: 4,
+                outcome: complete(1, 2, 1),
+            }
+        );
+        h.driver.abort();
+    }
+
+    /// A new generation from the bootstore activates the task at once, well
+    /// before the periodic timer would.
+    #[tokio::test(start_paused = true)]
+    async fn new_generation_activates_with_config_changed() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 0);
+        let ntp = entry(NTP, 0, 16383, 1);
+        let nexus = entry(NEXUS, 0, 65535, 2);
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            config(1, vec![ntp]),
+            ScrimletStatus::Scrimlet,
+        );
+        sleep_ms(1_000).await;
+        assert_eq!(h.last().activation_count, 1);
+
+        // Nexus moves in, and NTP moves to sled 3.
+        let moved_ntp = entry(NTP, 0, 16383, 3);
+        h.config.send_replace(config(2, vec![moved_ntp, nexus]));
+        sleep_ms(1_000).await;
+        let last = h.last();
+        assert_eq!(
+            last.activation_reason,
+            ActivationReason::SystemNetworkingConfigChanged
+        );
+        assert_eq!(last.activation_count, 2);
+        assert_eq!(
+            last.status,
+            ScrimletNatStatus::Reconciled {
+                switch: SwitchSlot::Switch0,
+                generation: 2,
+                outcome: complete(0, 1, 2),
+            }
+        );
+        assert_eq!(net.nat(zone), sorted_dpd(&[moved_ntp, nexus]));
+        h.driver.abort();
+    }
+
+    /// The sidecar goes away: the task goes inert and leaves dpd alone (no
+    /// periodic activations). When it comes back its dpd has an empty table;
+    /// the activation that ends the inert state restores it at once.
+    #[tokio::test(start_paused = true)]
+    async fn inert_while_not_a_scrimlet_then_restores_emptied_table() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 0);
+        let desired = vec![entry(NTP, 0, 16383, 1), entry(NEXUS, 0, 65535, 2)];
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            config(1, desired.clone()),
+            ScrimletStatus::Scrimlet,
+        );
+        sleep_ms(1_000).await;
+        assert_eq!(net.nat(zone), sorted_dpd(&desired));
+        let first = h.last();
+
+        h.scrimlet.send_replace(ScrimletStatus::NotScrimlet);
+        net.remove_switch_zone(zone);
+        sleep_ms(1).await;
+        assert_eq!(
+            h.nat_status(),
+            TaskStatus::Inert {
+                reason: InertReason::NoLongerAScrimlet,
+                last_completion: Some(first.clone()),
+            }
+        );
+        // The zone comes back (its dpd restarted, table empty) before the
+        // sled notices the sidecar; while inert, nothing runs, however long.
+        net.add_switch_zone(zone, 0);
+        net.clear_log();
+        tokio::time::sleep(3 * DEFAULT_PERIOD).await;
+        assert!(net.requests(zone, DPD_PORT).is_empty());
+        assert!(net.nat(zone).is_empty());
+        assert!(matches!(h.nat_status(), TaskStatus::Inert { .. }));
+
+        h.scrimlet.send_replace(ScrimletStatus::Scrimlet);
+        sleep_ms(1).await;
+        let last = h.last();
+        assert_eq!(
+            last.activation_reason,
+            ActivationReason::ScrimletStatusChanged
+        );
+        assert_eq!(last.activation_count, 2);
+        assert_eq!(
+            last.status,
+            ScrimletNatStatus::Reconciled {
+                switch: SwitchSlot::Switch0,
+                generation: 1,
+                outcome: complete(0, 0, 2),
+            }
+        );
+        assert_eq!(net.nat(zone), sorted_dpd(&desired));
+        // The slot was learned once, at the start, not again on resume.
+        assert!(net.requests(zone, MGS_PORT).is_empty());
+        h.driver.abort();
+    }
+
+    /// Until the bootstore delivers a config there is nothing to reconcile
+    /// against: no dpd call at all. The config's arrival activates the task.
+    #[tokio::test(start_paused = true)]
+    async fn no_config_reports_no_nat_entries_config() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 0);
+        // A services entry no config has vouched for yet: must survive.
+        let unknown = entry(DNS, 0, 65535, 9);
+        net.insert_nat(zone, unknown.to_dpd());
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            None,
+            ScrimletStatus::Scrimlet,
+        );
+        sleep_ms(1_000).await;
+        assert_eq!(h.last().status, ScrimletNatStatus::NoNatEntriesConfig);
+        assert_eq!(h.last().activation_reason, ActivationReason::Startup);
+        assert!(net.requests(zone, DPD_PORT).is_empty());
+        assert_eq!(net.nat(zone), vec![unknown.to_dpd()]);
+
+        let ntp = entry(NTP, 0, 16383, 1);
+        h.config.send_replace(config(1, vec![ntp]));
+        sleep_ms(1_000).await;
+        assert_eq!(
+            h.last().activation_reason,
+            ActivationReason::SystemNetworkingConfigChanged
+        );
+        assert_eq!(
+            h.last().status,
+            ScrimletNatStatus::Reconciled {
+                switch: SwitchSlot::Switch0,
+                generation: 1,
+                outcome: complete(0, 1, 1),
+            }
+        );
+        assert_eq!(net.nat(zone), vec![ntp.to_dpd()]);
+        h.driver.abort();
+    }
+
+    /// Closing an input ends the future, whether the slot is known yet or not.
+    #[tokio::test(start_paused = true)]
+    async fn closed_inputs_end_the_future() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+
+        // Still determining the slot (no switch zone on the network).
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            None,
+            ScrimletStatus::Scrimlet,
+        );
+        sleep_ms(1).await;
+        let Harness {
+            handle,
+            config,
+            scrimlet,
+            driver,
+        } = h;
+        drop(scrimlet);
+        tokio::time::sleep(MGS_RETRY_INTERVAL).await;
+        assert!(driver.is_finished());
+        assert_eq!(
+            *handle.nat_status().borrow(),
+            TaskStatus::Inert {
+                reason: InertReason::TaskExitedUnexpectedly,
+                last_completion: None,
+            }
+        );
+        drop(config);
+
+        // Running.
+        net.add_switch_zone(zone, 0);
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            None,
+            ScrimletStatus::Scrimlet,
+        );
+        sleep_ms(1).await;
+        assert_eq!(h.last().activation_count, 1);
+        let Harness {
+            handle,
+            config,
+            scrimlet: _scrimlet,
+            driver,
+        } = h;
+        drop(config);
+        sleep_ms(1).await;
+        assert!(driver.is_finished());
+        assert!(matches!(
+            *handle.nat_status().borrow(),
+            TaskStatus::Inert {
+                reason: InertReason::TaskExitedUnexpectedly,
+                last_completion: Some(_),
+            }
+        ));
+    }
+}
