@@ -852,6 +852,81 @@ deadline = "2h"
     }
 
     #[test]
+    fn unknown_host_is_named_with_the_known_ones() {
+        let e = error_of(&format!(
+            "{GOOD}\n[[step]]\nat = \"1m\"\naction = \"crash\"\nhost = \"sled9\"\n"
+        ));
+        assert_eq!((e.line, e.column), (27, 8), "{e}");
+        assert!(e.message.contains("unknown host \"sled9\""), "{e}");
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("sled0, sled1, sled2, switch0, switch1, upstream-ntp"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn healing_a_partition_never_made_is_rejected() {
+        let e = error_of(&format!(
+            "{GOOD}\n[[step]]\nat = \"1m\"\naction = \"heal\"\na = \"sled0\"\nb = \"switch1\"\n"
+        ));
+        assert_eq!((e.line, e.column), (26, 10), "{e}");
+        assert!(
+            e.message
+                .contains("heal of a partition that was never made"),
+            "{e}"
+        );
+        // The same heal after its partition is fine.
+        let ok = format!(
+            "{GOOD}\n[[step]]\nat = \"30s\"\naction = \"partition\"\na = \"sled0\"\nb = \"switch1\"\n\n[[step]]\nat = \"1m\"\naction = \"heal\"\na = \"sled0\"\nb = \"switch1\"\n"
+        );
+        assert_eq!(parse("t.toml", &ok).unwrap().plan.steps.len(), 4);
+    }
+
+    #[test]
+    fn a_field_the_action_does_not_take_is_rejected() {
+        let e = error_of(&format!(
+            "{GOOD}\n[[step]]\nat = \"1m\"\naction = \"power-off\"\nswitch = \"switch0\"\n"
+        ));
+        assert_eq!((e.line, e.column), (27, 10), "{e}");
+        assert!(
+            e.message
+                .contains("action \"power-off\" does not take `switch`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_field_and_an_unknown_action_are_rejected() {
+        let e = error_of(&format!(
+            "{GOOD}\n[[step]]\nat = \"1m\"\naction = \"dpd-hang\"\nswitch = \"switch0\"\n"
+        ));
+        assert!(e.message.contains("action \"dpd-hang\" needs `for`"), "{e}");
+        let e = error_of(&format!(
+            "{GOOD}\n[[step]]\nat = \"1m\"\naction = \"explode\"\n"
+        ));
+        assert_eq!((e.line, e.column), (26, 10), "{e}");
+        assert!(e.message.contains("unknown action \"explode\""), "{e}");
+    }
+
+    #[test]
+    fn impossible_orders_are_rejected() {
+        for (step, message) in [
+            ("action = \"cold-boot\"", "never powered off"),
+            ("action = \"control-plane-up\"", "never took it down"),
+            (
+                "action = \"sidecar-power-on\"\nswitch = \"switch0\"",
+                "is not off",
+            ),
+        ] {
+            let e = error_of(&format!("{GOOD}\n[[step]]\nat = \"1m\"\n{step}\n"));
+            assert!(e.message.contains(message), "{step}: {e}");
+        }
+    }
+
+    #[test]
     fn error_display_shows_line_and_caret() {
         let e = error_of(&GOOD.replace("at = \"0s\"", "at = \"soon\""));
         let shown = e.to_string();

@@ -12,5 +12,6 @@
 
 pub mod catalogue;
 pub mod file;
+pub mod matrix;
 pub mod report;
 pub mod runner;

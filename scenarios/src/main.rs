@@ -26,6 +26,25 @@ struct Cli {
 enum Command {
     /// List the built-in scenarios.
     List,
+    /// Run every scenario x strategy over N seeds and print a table
+    /// (converged/failed counts, time to converge p50 and max).
+    ///
+    /// Exit status: 0 when every run met its scenario's expectation, 1 when
+    /// one did not (its replay command is printed), 2 for bad input.
+    Matrix {
+        /// Seeds 1..=N for every cell.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        seeds: u64,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Only these scenarios (catalogue names; repeatable).
+        #[arg(long = "scenario")]
+        only: Vec<String>,
+        /// Worker threads (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Run a scenario: print the seed and options, the trace, the verdict.
     ///
     /// Exit status: 0 when the rack converged, 1 when it did not (or, with
@@ -59,6 +78,19 @@ fn main() -> ExitCode {
             list();
             ExitCode::SUCCESS
         }
+        Command::Matrix {
+            seeds,
+            json,
+            only,
+            jobs,
+        } => match matrix(seeds, json, &only, jobs) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(message) => {
+                eprintln!("{message}");
+                ExitCode::from(2)
+            }
+        },
         Command::Run {
             scenario,
             seed,
@@ -94,6 +126,57 @@ fn list() {
             strategies.join("; ")
         );
     }
+}
+
+fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Result<bool, String> {
+    let mut scenarios = catalogue::all();
+    for name in only {
+        if !scenarios.iter().any(|s| &s.name == name) {
+            return Err(format!(
+                "error: no catalogued scenario {name:?} (known: {})",
+                catalogue::names().join(", ")
+            ));
+        }
+    }
+    if !only.is_empty() {
+        scenarios.retain(|s| only.contains(&s.name));
+    }
+    let threads = jobs
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
+    let seed_list: Vec<u64> = (1..=seeds).collect();
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} runs, {elapsed} elapsed, ~{eta} left",
+        )
+        .expect("valid template"),
+    );
+    let started = Instant::now();
+    let cells = racksim::matrix::matrix(&scenarios, &seed_list, threads, &|done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    });
+    bar.finish_and_clear();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&cells).expect("cells serialize")
+        );
+    } else {
+        print!("{}", racksim::matrix::table(&cells));
+    }
+    let runs: usize = cells.iter().map(|c| c.runs).sum();
+    eprintln!(
+        "{runs} runs ({} scenarios, seeds 1..={seeds}) on {threads} threads in {:.1} s",
+        scenarios.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(cells.iter().all(|c| c.as_expected == c.runs))
 }
 
 fn resolve(arg: &str) -> Result<Scenario, String> {

@@ -1,86 +1,77 @@
-//! The scenario suite: every catalogued scenario × every strategy it has an
-//! expectation for × 32 seeds, each meeting its expectation.
+//! The scenario suite: every catalogued scenario × every strategy × 32
+//! seeds, each meeting its expectation. One test per scenario, so a failure
+//! names it; each test runs its seeds on every core.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use racksim::{catalogue, runner};
+use racksim::{catalogue, matrix};
 use racksim_sim::Strategy;
 
 const SEEDS: u64 = 32;
 
-/// Run `seeds` of one scenario and strategy on every core, and return the
-/// failures with their replay commands.
-fn failures(name: &str, strategy: Strategy) -> Vec<String> {
+fn check(name: &str) {
     let scenario = catalogue::get(name).expect("catalogued");
-    let next = AtomicU64::new(1);
-    let workers = std::thread::available_parallelism()
+    let seeds: Vec<u64> = (1..=SEEDS).collect();
+    let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
-    let mut failed: Vec<String> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut failed = Vec::new();
-                    loop {
-                        let seed = next.fetch_add(1, Ordering::Relaxed);
-                        if seed > SEEDS {
-                            return failed;
-                        }
-                        let judged =
-                            runner::run(&scenario, strategy, seed).expect("has an expectation");
-                        if let Err(why) = judged.judgement {
-                            failed.push(format!(
-                                "seed {seed}: {why}\n  verdict: {}\n  replay: {}",
-                                judged.outcome.verdict.lines().join("\n  "),
-                                runner::replay_command(name, strategy, seed)
-                            ));
-                        }
-                    }
-                })
+    let cells = matrix::matrix(std::slice::from_ref(&scenario), &seeds, threads, &|_, _| {});
+    assert_eq!(
+        cells.len(),
+        Strategy::ALL.len(),
+        "{name}: a strategy is missing"
+    );
+    let unexpected: Vec<String> = cells
+        .iter()
+        .flat_map(|c| {
+            c.unexpected.iter().map(move |u| {
+                format!(
+                    "{} seed {}: {}\n  replay: {}",
+                    c.strategy, u.seed, u.why, u.replay
+                )
             })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("worker panicked"))
-            .collect()
-    });
-    failed.sort();
-    failed
-}
-
-fn check(name: &str, strategy: Strategy) {
-    let failed = failures(name, strategy);
+        })
+        .collect();
     assert!(
-        failed.is_empty(),
-        "{name} / {strategy}: {} of {SEEDS} seeds failed:\n{}",
-        failed.len(),
-        failed.join("\n")
+        unexpected.is_empty(),
+        "{name}: {} of {} runs did not meet their expectation:\n{}",
+        unexpected.len(),
+        cells.iter().map(|c| c.runs).sum::<usize>(),
+        unexpected.join("\n")
     );
 }
 
-#[test]
-fn madrid_one_switch_sled_task() {
-    check("madrid-one-switch", Strategy::SledTask);
-}
+macro_rules! scenarios {
+    ($($test:ident => $name:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                check($name);
+            }
+        )*
 
-#[test]
-fn madrid_one_switch_legacy() {
-    check("madrid-one-switch", Strategy::Legacy);
-}
-
-/// Every catalogued file parses, and every strategy has an expectation in
-/// every scenario, so the matrix has no holes.
-#[test]
-fn catalogue_is_valid_and_complete() {
-    let all = catalogue::all();
-    assert_eq!(all.len(), catalogue::CATALOGUE.len());
-    for s in all {
-        for strategy in Strategy::ALL {
-            assert!(
-                s.expectations.contains_key(&strategy),
-                "{} has no expectation for {strategy}",
-                s.name
-            );
+        /// Every catalogued scenario has a test above, and every scenario
+        /// has an expectation for every strategy, so the matrix has no holes.
+        #[test]
+        fn the_suite_covers_the_catalogue() {
+            let tested = [$($name),*];
+            for name in catalogue::names() {
+                assert!(tested.contains(&name), "scenario {name} has no suite test");
+            }
+            for s in catalogue::all() {
+                for strategy in Strategy::ALL {
+                    assert!(s.expectations.contains_key(&strategy), "{} has no expectation for {strategy}", s.name);
+                }
+            }
         }
-    }
+    };
+}
+
+scenarios! {
+    madrid_one_switch => "madrid-one-switch",
+    zone_start_blocked => "zone-start-blocked",
+    switch_replaced_before_ensure => "switch-replaced-before-ensure",
+    dpd_restart_control_plane_down => "dpd-restart-control-plane-down",
+    sidecar_power_cycle => "sidecar-power-cycle",
+    stale_entry => "stale-entry",
+    cold_boot => "cold-boot",
+    network_faults => "network-faults",
 }

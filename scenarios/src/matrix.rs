@@ -1,0 +1,243 @@
+//! The matrix: every catalogued scenario × every strategy × N seeds, run in
+//! parallel, summarised per cell. Each run is independent and deterministic,
+//! so the table depends only on the seeds, never on the thread count or the
+//! order in which runs finish.
+
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex,
+    },
+    time::Duration,
+};
+
+use racksim_sim::{trace::fmt_duration, Strategy};
+use serde::Serialize;
+
+use crate::{
+    file::{Outcome, Scenario},
+    runner,
+};
+
+/// One run, summarised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSummary {
+    pub seed: u64,
+    /// Time to converge, if the rack converged.
+    pub converged_at: Option<Duration>,
+    /// How long after the last plan step it converged.
+    pub settled_after: Option<Duration>,
+    /// `Err(why)` when the scenario's expectation did not hold.
+    pub judgement: Result<(), String>,
+}
+
+/// Run `jobs` (scenario, strategy, seed) in parallel on `threads` threads.
+/// `progress` is called after each run with the number done so far.
+pub fn run_all(
+    jobs: &[(&Scenario, Strategy, u64)],
+    threads: usize,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<RunSummary> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<RunSummary>>> = Mutex::new(vec![None; jobs.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(scenario, strategy, seed)) = jobs.get(i) else {
+                    return;
+                };
+                let judged =
+                    runner::run(scenario, strategy, seed).expect("strategy has an expectation");
+                let converged_at = match judged.outcome.verdict {
+                    racksim_sim::Verdict::Converged { at } => Some(at),
+                    _ => None,
+                };
+                let last_step = judged
+                    .outcome
+                    .steps
+                    .last()
+                    .map(|s| s.at)
+                    .unwrap_or_default();
+                let summary = RunSummary {
+                    seed,
+                    converged_at,
+                    settled_after: converged_at.map(|at| at.saturating_sub(last_step)),
+                    judgement: judged.judgement.map(|_| ()),
+                };
+                results.lock().expect("no worker panics holding it")[i] = Some(summary);
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("no worker panicked")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+/// One cell of the matrix.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    pub scenario: String,
+    pub strategy: String,
+    /// `converges <= 10m` or `fails`.
+    pub expected: String,
+    pub runs: usize,
+    pub converged: usize,
+    pub failed: usize,
+    /// Runs whose expectation held.
+    pub as_expected: usize,
+    /// Time to converge over converged runs, in milliseconds.
+    pub ttc_p50_ms: Option<u64>,
+    pub ttc_max_ms: Option<u64>,
+    /// Time from the last plan step to convergence, in milliseconds.
+    pub settle_p50_ms: Option<u64>,
+    pub settle_max_ms: Option<u64>,
+    /// Runs whose expectation did not hold, with their replay commands.
+    pub unexpected: Vec<Unexpected>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Unexpected {
+    pub seed: u64,
+    pub why: String,
+    pub replay: String,
+}
+
+/// Run the matrix over `seeds` for `scenarios`.
+pub fn matrix(
+    scenarios: &[Scenario],
+    seeds: &[u64],
+    threads: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Vec<Cell> {
+    let mut cells: Vec<(&Scenario, Strategy)> = Vec::new();
+    for s in scenarios {
+        for &strategy in s.expectations.keys() {
+            cells.push((s, strategy));
+        }
+    }
+    let jobs: Vec<(&Scenario, Strategy, u64)> = cells
+        .iter()
+        .flat_map(|&(s, st)| seeds.iter().map(move |&seed| (s, st, seed)))
+        .collect();
+    let total = jobs.len();
+    let results = run_all(&jobs, threads, &|done| progress(done, total));
+    cells
+        .iter()
+        .zip(results.chunks(seeds.len().max(1)))
+        .map(|(&(scenario, strategy), runs)| summarise(scenario, strategy, runs))
+        .collect()
+}
+
+fn summarise(scenario: &Scenario, strategy: Strategy, runs: &[RunSummary]) -> Cell {
+    let mut ttc: Vec<Duration> = runs.iter().filter_map(|r| r.converged_at).collect();
+    ttc.sort();
+    let mut settle: Vec<Duration> = runs.iter().filter_map(|r| r.settled_after).collect();
+    settle.sort();
+    // Nearest-rank median: the smallest value with at least half the runs
+    // at or below it.
+    let p50 = |v: &[Duration]| (!v.is_empty()).then(|| v[(v.len() - 1) / 2].as_millis() as u64);
+    let expected = match scenario.expectations[&strategy].outcome {
+        Outcome::ConvergesWithin(d) => format!("converges <= {}", fmt_duration(d)),
+        Outcome::Fails => "fails".to_string(),
+    };
+    Cell {
+        scenario: scenario.name.clone(),
+        strategy: strategy.to_string(),
+        expected,
+        runs: runs.len(),
+        converged: ttc.len(),
+        failed: runs.len() - ttc.len(),
+        as_expected: runs.iter().filter(|r| r.judgement.is_ok()).count(),
+        ttc_p50_ms: p50(&ttc),
+        ttc_max_ms: ttc.last().map(|d| d.as_millis() as u64),
+        settle_p50_ms: p50(&settle),
+        settle_max_ms: settle.last().map(|d| d.as_millis() as u64),
+        unexpected: runs
+            .iter()
+            .filter_map(|r| {
+                r.judgement.as_ref().err().map(|why| Unexpected {
+                    seed: r.seed,
+                    why: why.clone(),
+                    replay: runner::replay_command(&scenario.name, strategy, r.seed),
+                })
+            })
+            .collect(),
+    }
+}
+
+/// The matrix as a text table. `ttc` is time to converge from the start of
+/// the run; `settle` is time to converge after the last plan step.
+pub fn table(cells: &[Cell]) -> String {
+    let ms = |v: Option<u64>| {
+        v.map(|ms| fmt_duration(Duration::from_millis(ms)))
+            .unwrap_or_else(|| "-".into())
+    };
+    let header = [
+        "scenario",
+        "strategy",
+        "expected",
+        "converged",
+        "failed",
+        "as expected",
+        "ttc p50",
+        "ttc max",
+        "settle p50",
+        "settle max",
+    ];
+    let rows: Vec<[String; 10]> = cells
+        .iter()
+        .map(|c| {
+            [
+                c.scenario.clone(),
+                c.strategy.clone(),
+                c.expected.clone(),
+                format!("{}/{}", c.converged, c.runs),
+                format!("{}/{}", c.failed, c.runs),
+                if c.as_expected == c.runs {
+                    format!("yes {}/{}", c.as_expected, c.runs)
+                } else {
+                    format!("NO {}/{}", c.as_expected, c.runs)
+                },
+                ms(c.ttc_p50_ms),
+                ms(c.ttc_max_ms),
+                ms(c.settle_p50_ms),
+                ms(c.settle_max_ms),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = line(header.to_vec()) + "\n";
+    for r in &rows {
+        out += &(line(r.iter().map(String::as_str).collect()) + "\n");
+    }
+    for c in cells {
+        for u in &c.unexpected {
+            out += &format!(
+                "unexpected: {} / {} seed {}: {}\n  replay: {}\n",
+                c.scenario, c.strategy, u.seed, u.why, u.replay
+            );
+        }
+    }
+    out
+}
