@@ -13,6 +13,7 @@
 use std::{
     fmt,
     net::{Ipv4Addr, Ipv6Addr, SocketAddr},
+    str::FromStr,
 };
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,35 @@ pub struct MacAddr {
 impl MacAddr {
     pub const fn new(a: [u8; 6]) -> Self {
         MacAddr { a }
+    }
+}
+
+/// A string that is not an EUI-48 address.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid MAC address {0:?}: expected six colon-separated hex octets")]
+pub struct ParseMacAddrError(pub String);
+
+impl FromStr for MacAddr {
+    type Err = ParseMacAddrError;
+
+    /// Parses `aa:bb:cc:dd:ee:ff` (case-insensitive; an octet may be written
+    /// with one digit, as the OpenAPI pattern of sled-agent's `MacAddr`
+    /// allows).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParseMacAddrError(s.to_string());
+        let mut a = [0u8; 6];
+        let mut parts = s.split(':');
+        for octet in &mut a {
+            let part = parts.next().ok_or_else(err)?;
+            if part.is_empty() || part.len() > 2 || !part.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(err());
+            }
+            *octet = u8::from_str_radix(part, 16).map_err(|_| err())?;
+        }
+        if parts.next().is_some() {
+            return Err(err());
+        }
+        Ok(MacAddr { a })
     }
 }
 
@@ -277,6 +307,29 @@ mod tests {
             })
         );
         assert_eq!(target().inner_mac.to_string(), "a8:40:25:ff:00:01");
+    }
+
+    #[test]
+    fn mac_parses_its_display_form_and_rejects_garbage() {
+        let mac = MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0x00, 0x01]);
+        assert_eq!("a8:40:25:f0:00:01".parse::<MacAddr>(), Ok(mac));
+        assert_eq!("A8:40:25:F0:0:1".parse::<MacAddr>(), Ok(mac));
+        assert_eq!(mac.to_string().parse::<MacAddr>(), Ok(mac));
+        for bad in [
+            "",
+            "a8:40:25:f0:00",
+            "a8:40:25:f0:00:01:02",
+            "a8:40:25:f0::01",
+            "a8:40:25:f0:00:001",
+            "a8:40:25:f0:00:0g",
+            "a8-40-25-f0-00-01",
+        ] {
+            assert_eq!(
+                bad.parse::<MacAddr>(),
+                Err(ParseMacAddrError(bad.to_string())),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -160,17 +160,40 @@ impl<C: Connector> HttpClient<C> {
     }
 
     pub async fn put<B: Serialize>(&self, path: &str, body: &B) -> Result<(), ClientError> {
-        let body = serde_json::to_vec(body).map_err(|e| {
-            self.protocol_error(&Method::PUT, path, format!("encoding request body: {e}"))
-        })?;
-        self.send(Method::PUT, path, Some(Bytes::from(body)))
-            .await?;
+        let body = self.encode(&Method::PUT, path, body)?;
+        self.send(Method::PUT, path, Some(body)).await?;
         Ok(())
     }
 
     pub async fn delete(&self, path: &str) -> Result<(), ClientError> {
         self.send(Method::DELETE, path, None).await?;
         Ok(())
+    }
+
+    /// `DELETE` with a JSON body.
+    ///
+    /// Unusual but legal HTTP, and exactly what sled-agent's `DELETE /v2p`
+    /// takes: a V2P mapping has no natural path key, so the mapping itself
+    /// is the body.
+    pub async fn delete_with_body<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<(), ClientError> {
+        let body = self.encode(&Method::DELETE, path, body)?;
+        self.send(Method::DELETE, path, Some(body)).await?;
+        Ok(())
+    }
+
+    fn encode<B: Serialize>(
+        &self,
+        method: &Method,
+        path: &str,
+        body: &B,
+    ) -> Result<Bytes, ClientError> {
+        serde_json::to_vec(body)
+            .map(Bytes::from)
+            .map_err(|e| self.protocol_error(method, path, format!("encoding request body: {e}")))
     }
 
     pub async fn post<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
@@ -397,6 +420,15 @@ mod tests {
                         .body(Full::new(Bytes::new()))
                         .unwrap()
                 }
+                ("DELETE", "/thing") => {
+                    let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                    assert_eq!(value, json!({"x": 2}));
+                    assert_eq!(content_type.as_deref(), Some("application/json"));
+                    Response::builder()
+                        .status(204)
+                        .body(Full::new(Bytes::new()))
+                        .unwrap()
+                }
                 _ => json_response(404, json!({"request_id": "r", "message": "Not Found"})),
             }
         })
@@ -408,6 +440,10 @@ mod tests {
             json!({"host": addr.to_string(), "query": "limit=3", "content_type": null})
         );
         client.put("/thing", &json!({"x": 1})).await.unwrap();
+        client
+            .delete_with_body("/thing", &json!({"x": 2}))
+            .await
+            .unwrap();
         let err = client.delete("/nope").await.unwrap_err();
         assert_eq!(err.status(), Some(404));
         assert_eq!(

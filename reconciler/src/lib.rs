@@ -26,6 +26,35 @@
 //!   goes inert while the sidecar is away and restores the table as soon as
 //!   it returns; each switch is covered because each scrimlet covers its own.
 //!
+//! ## Instance networking (seed 002)
+//!
+//! [`instances`] is the control plane's side of guest instances: the NAT
+//! entries of their external IPs on every boundary switch and the V2P
+//! mappings of their NICs on every other sled. [`instances::InstanceOps`]
+//! has three start implementations ([`instances::StartImpl`]):
+//!
+//! * `legacy` — NAT and V2P made at create, removed at delete; start
+//!   programs nothing, so stop → cold boot → start leaves the instance
+//!   unreachable. Stop re-ensures them (Nexus's Propolis-generation-change
+//!   handler), which is why start, stop, start works around it.
+//! * `naive` — start ensures NAT and V2P before running the VMM. A delete
+//!   that slips in after the start read the record removes the mappings and
+//!   marks the instance Deleted; the start then re-creates them, and they
+//!   leak.
+//! * `saga` — start is a saga whose first node, `MARK_AS_STARTING`, is a
+//!   conditional update (Stopped → Starting on the generation just read).
+//!   It closes the race because nothing is programmed before it succeeds
+//!   and, once it has, delete (allowed only from Stopped/Failed) is refused;
+//!   delete's own conditional update is on the same generation, so of the
+//!   two exactly one wins and the loser touches nothing. Concurrent starts
+//!   are serialised by the same update. Nodes are logged as they succeed; a
+//!   failure unwinds, and a restarted control plane resumes what a crash
+//!   interrupted.
+//!
+//! Two background tasks, [`instances::InstanceNatSync`] and
+//! [`instances::v2p_sync`], converge switches and sleds to the database
+//! whatever the start path did.
+//!
 //! ## Shape
 //!
 //! * [`http`] — a tiny HTTP/1.1 client on hyper, generic over a [`Connector`]
@@ -51,6 +80,7 @@
 pub mod discovery;
 pub mod dpd;
 pub mod http;
+pub mod instances;
 pub mod legacy;
 pub mod mgs;
 pub mod nat;

@@ -13,6 +13,10 @@
 //! whose range contains the port; lists are paginated dropshot-style (a token
 //! after every non-empty page). Every request is logged, so tests can assert
 //! on order.
+//!
+//! The fake sled-agent serves `/v2p` (mappings keyed by `(vni, virtual_ip)`,
+//! bodies parsed strictly in the reference wire format, so a MAC sent as
+//! dpd's `{"a": [..]}` is a 400) and the reduced `/instances` API.
 
 use std::{
     collections::BTreeMap,
@@ -31,6 +35,10 @@ use serde_json::json;
 use crate::{
     dpd::{Ipv4Nat, NatTarget, ResultsPage},
     http::Connector,
+    instances::{
+        VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState, VmmStateRequest,
+        SLED_AGENT_PORT,
+    },
     DPD_PORT, MGS_PORT,
 };
 
@@ -78,6 +86,7 @@ type Handler = Arc<dyn Fn(&str, &str, &[u8]) -> FakeResponse + Send + Sync>;
 enum Endpoint {
     Dpd(FakeDpd),
     Mgs { slot: u16 },
+    SledAgent(FakeSledAgent),
     Custom(Handler),
     Hang,
 }
@@ -86,6 +95,16 @@ enum Endpoint {
 struct FakeDpd {
     nat: BTreeMap<Ipv4Addr, BTreeMap<u16, (u16, NatTarget)>>,
     slot: u16,
+    /// What `GET /rpw/nat/gen` answers.
+    nat_gen: i64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct FakeSledAgent {
+    /// Keyed by `(vni, virtual_ip)`: one mapping per virtual NIC.
+    v2p: BTreeMap<(u32, std::net::IpAddr), VirtualNetworkInterfaceHost>,
+    /// instance id -> (vmm id, state)
+    vmms: BTreeMap<u32, (u64, VmmState)>,
 }
 
 /// A rule that overrides the normal answer of one endpoint for one
@@ -189,6 +208,74 @@ impl FakeNet {
             .insert(SocketAddr::new(ip.into(), MGS_PORT), Endpoint::Mgs { slot });
     }
 
+    /// Sets what the dpd in `zone` answers to `GET /rpw/nat/gen`.
+    pub fn set_nat_gen(&self, zone: Ipv6Addr, nat_gen: i64) {
+        self.with_dpd(zone, |dpd| dpd.nat_gen = nat_gen);
+    }
+
+    /// A dpd restart: empty table, generation back to zero.
+    pub fn restart_dpd(&self, zone: Ipv6Addr) {
+        self.with_dpd(zone, |dpd| {
+            dpd.nat.clear();
+            dpd.nat_gen = 0;
+        });
+    }
+
+    fn with_dpd(&self, zone: Ipv6Addr, f: impl FnOnce(&mut FakeDpd)) {
+        match self
+            .lock()
+            .endpoints
+            .get_mut(&SocketAddr::new(zone.into(), DPD_PORT))
+        {
+            Some(Endpoint::Dpd(dpd)) => f(dpd),
+            _ => panic!("no fake dpd at {zone}"),
+        }
+    }
+
+    /// A sled-agent at `[ip]:SLED_AGENT_PORT` with no mappings and no VMMs.
+    pub fn add_sled_agent(&self, ip: Ipv6Addr) {
+        self.lock().endpoints.insert(
+            SocketAddr::new(ip.into(), SLED_AGENT_PORT),
+            Endpoint::SledAgent(FakeSledAgent::default()),
+        );
+    }
+
+    fn with_sled_agent<T>(&self, ip: Ipv6Addr, f: impl FnOnce(&mut FakeSledAgent) -> T) -> T {
+        match self
+            .lock()
+            .endpoints
+            .get_mut(&SocketAddr::new(ip.into(), SLED_AGENT_PORT))
+        {
+            Some(Endpoint::SledAgent(agent)) => f(agent),
+            _ => panic!("no fake sled-agent at {ip}"),
+        }
+    }
+
+    /// The V2P mappings of the sled-agent at `ip`, sorted.
+    pub fn v2p(&self, ip: Ipv6Addr) -> Vec<VirtualNetworkInterfaceHost> {
+        let mut all: Vec<_> = self.with_sled_agent(ip, |a| a.v2p.values().copied().collect());
+        all.sort();
+        all
+    }
+
+    pub fn insert_v2p(&self, ip: Ipv6Addr, m: VirtualNetworkInterfaceHost) {
+        self.with_sled_agent(ip, |a| a.v2p.insert((m.vni, m.virtual_ip), m));
+    }
+
+    /// The VMMs of the sled-agent at `ip`, by instance id.
+    pub fn vmms(&self, ip: Ipv6Addr) -> Vec<VmmInfo> {
+        self.with_sled_agent(ip, |a| {
+            a.vmms
+                .iter()
+                .map(|(&instance_id, &(vmm_id, state))| VmmInfo {
+                    instance_id,
+                    vmm_id,
+                    state,
+                })
+                .collect()
+        })
+    }
+
     /// Takes a whole switch zone off the network (connections refused).
     pub fn remove_switch_zone(&self, ip: Ipv6Addr) {
         let mut state = self.lock();
@@ -284,6 +371,11 @@ impl FakeNet {
             .collect()
     }
 
+    /// `(address, "METHOD path?query")` of every request, in order.
+    pub fn all_requests(&self) -> Vec<(SocketAddr, String)> {
+        self.lock().log.clone()
+    }
+
     pub fn clear_log(&self) {
         self.lock().log.clear();
     }
@@ -324,6 +416,86 @@ impl FakeNet {
                 _ => FakeResponse::error(404, "Not Found"),
             }),
             Some(Endpoint::Dpd(dpd)) => Some(dpd.handle(method, path, &query, body)),
+            Some(Endpoint::SledAgent(agent)) => Some(agent.handle(method, path, body)),
+        }
+    }
+}
+
+impl FakeSledAgent {
+    fn handle(&mut self, method: &str, path: &str, body: &[u8]) -> FakeResponse {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (method, segments.as_slice()) {
+            ("GET", ["v2p"]) => {
+                let all: Vec<_> = self.v2p.values().collect();
+                FakeResponse::json(200, serde_json::to_value(all).unwrap())
+            }
+            ("PUT" | "DELETE", ["v2p"]) => {
+                let m: VirtualNetworkInterfaceHost = match serde_json::from_slice(body) {
+                    Ok(m) => m,
+                    Err(e) => return FakeResponse::error(400, &format!("bad body: {e}")),
+                };
+                let key = (m.vni, m.virtual_ip);
+                if method == "PUT" {
+                    self.v2p.insert(key, m);
+                    FakeResponse::empty(204)
+                } else if self.v2p.remove(&key).is_some() {
+                    FakeResponse::empty(204)
+                } else {
+                    FakeResponse::error(404, "no such mapping")
+                }
+            }
+            ("GET", ["instances"]) => {
+                let all: Vec<VmmInfo> = self
+                    .vmms
+                    .iter()
+                    .map(|(&instance_id, &(vmm_id, state))| VmmInfo {
+                        instance_id,
+                        vmm_id,
+                        state,
+                    })
+                    .collect();
+                FakeResponse::json(200, serde_json::to_value(all).unwrap())
+            }
+            ("PUT", ["instances", id]) => {
+                let (Ok(id), Ok(reg)) = (
+                    id.parse::<u32>(),
+                    serde_json::from_slice::<VmmRegistration>(body),
+                ) else {
+                    return FakeResponse::error(400, "bad request");
+                };
+                match self.vmms.get(&id) {
+                    Some(&(vmm, _)) if vmm != reg.vmm_id => {
+                        FakeResponse::error(409, &format!("instance {id} already has vmm {vmm}"))
+                    }
+                    Some(_) => FakeResponse::empty(204),
+                    None => {
+                        self.vmms.insert(id, (reg.vmm_id, VmmState::Starting));
+                        FakeResponse::empty(204)
+                    }
+                }
+            }
+            ("PUT", ["instances", id, "state"]) => {
+                let (Ok(id), Ok(req)) = (
+                    id.parse::<u32>(),
+                    serde_json::from_slice::<VmmStateRequest>(body),
+                ) else {
+                    return FakeResponse::error(400, "bad request");
+                };
+                let Some(vmm) = self.vmms.get_mut(&id) else {
+                    return FakeResponse::error(404, &format!("no vmm for instance {id}"));
+                };
+                match req.state {
+                    VmmState::Running => vmm.1 = VmmState::Running,
+                    VmmState::Stopped => {
+                        self.vmms.remove(&id);
+                    }
+                    VmmState::Starting => {
+                        return FakeResponse::error(400, "cannot request starting")
+                    }
+                }
+                FakeResponse::empty(204)
+            }
+            _ => FakeResponse::error(404, "Not Found"),
         }
     }
 }
@@ -348,6 +520,7 @@ impl FakeDpd {
                 .to_string()
         });
         match (method, segments.as_slice()) {
+            ("GET", ["rpw", "nat", "gen"]) => FakeResponse::json(200, json!(self.nat_gen)),
             ("GET", ["switch", "identifiers"]) => FakeResponse::json(
                 200,
                 json!({

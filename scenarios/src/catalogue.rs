@@ -24,6 +24,12 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("stale-entry"),
     entry!("cold-boot"),
     entry!("network-faults"),
+    entry!("cold-boot-restart"),
+    entry!("cold-boot-restart-workaround"),
+    entry!("start-delete-race"),
+    entry!("concurrent-starts"),
+    entry!("control-plane-crash-mid-saga"),
+    entry!("instance-migrate-like-move"),
 ];
 
 /// Every catalogued scenario, parsed. They are validated by the test suite,

@@ -29,17 +29,48 @@
 use std::{collections::BTreeMap, fmt, ops::Range, path::Path, time::Duration};
 
 use racksim_reconciler::discovery::SwitchSlot;
+use racksim_reconciler::instances::StartImpl;
 use racksim_sim::{
     rack::{RackSpec, ZoneKind},
     run::DEFAULT_STABILITY,
-    Action, At, Plan, Step, Strategy,
+    Action, At, InstanceSpec, Plan, Step, Strategy,
 };
 use serde::{de, Deserialize, Deserializer};
 use toml::Spanned;
 
+/// What a scenario compares: service-NAT strategies (`kind =
+/// "service-nat"`, the default) or instance start implementations (`kind =
+/// "instances"`). It is what `--strategy` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Variant {
+    Nat(Strategy),
+    Start(StartImpl),
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Variant::Nat(s) => write!(f, "{s}"),
+            Variant::Start(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// What a scenario is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    ServiceNat,
+    Instances,
+}
+
 /// A validated scenario.
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    pub kind: Kind,
+    /// The service-NAT strategy of an instances scenario (fixed).
+    pub service_nat: Strategy,
+    /// Instances the plan refers to.
+    pub instances: Vec<InstanceSpec>,
     pub name: String,
     pub description: String,
     /// Where it came from: a path, or `catalogue:NAME`.
@@ -49,7 +80,23 @@ pub struct Scenario {
     pub ntp_return_switch: SwitchSlot,
     pub stability: Duration,
     pub plan: Plan,
-    pub expectations: BTreeMap<Strategy, Expectation>,
+    pub expectations: BTreeMap<Variant, Expectation>,
+}
+
+impl Scenario {
+    /// Parse a `--strategy` value for this scenario's kind.
+    pub fn variant(&self, name: &str) -> Result<Variant, String> {
+        parse_variant(self.kind, name)
+    }
+}
+
+fn parse_variant(kind: Kind, name: &str) -> Result<Variant, String> {
+    match kind {
+        Kind::ServiceNat => name.parse::<Strategy>().map(Variant::Nat),
+        Kind::Instances => name.parse::<StartImpl>().map(Variant::Start).map_err(|_| {
+            format!("unknown start implementation {name:?} (expected one of: legacy, naive, saga)")
+        }),
+    }
 }
 
 /// What a strategy must do in a scenario.
@@ -66,6 +113,9 @@ pub struct Expectation {
     pub zone_start_at_most: Option<Duration>,
     /// Some zone start took at least this long (the blocking bug).
     pub zone_start_at_least: Option<Duration>,
+    /// A sweep over seeds must find this invariant violated in some runs
+    /// (a race that only some timings expose).
+    pub some_seeds_violate: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,7 +124,15 @@ pub enum Outcome {
     ConvergesWithin(Duration),
     /// Does not converge by the deadline: the scenario reproduces a bug.
     Fails,
+    /// No requirement on a single run (the run must not crash a host); see
+    /// `some_seeds_violate` for what a sweep must find.
+    Any,
+    /// The run must end on this safety invariant breaking.
+    Violates(&'static str),
 }
+
+/// The safety invariants the simulation checks (sim::check).
+pub const INVARIANTS: [&str; 3] = ["no-state-after-delete", "one-vmm", "nat-follows-vmm"];
 
 /// A scenario file error, located.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,6 +206,58 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
                 )
             })
     };
+    let kind = match raw.kind.as_ref().map(|k| k.get_ref().as_str()) {
+        None | Some("service-nat") => Kind::ServiceNat,
+        Some("instances") => Kind::Instances,
+        Some(other) => {
+            return Err(err(
+                raw.kind.as_ref().map(|k| k.span()),
+                format!("unknown kind {other:?}"),
+                Some("expected \"service-nat\" (the default) or \"instances\"".into()),
+            ))
+        }
+    };
+    let service_nat = match &raw.service_nat {
+        None => Strategy::SledTask,
+        Some(s) => s
+            .get_ref()
+            .parse::<Strategy>()
+            .map_err(|e| err(Some(s.span()), e, None))?,
+    };
+    if kind == Kind::ServiceNat {
+        if let Some(s) = &raw.service_nat {
+            return Err(err(
+                Some(s.span()),
+                "`service_nat` only applies to kind = \"instances\"".into(),
+                Some(
+                    "a service-nat scenario compares the strategies in its [expect.*] tables"
+                        .into(),
+                ),
+            ));
+        }
+    }
+    let mut instances: Vec<InstanceSpec> = Vec::new();
+    for i in &raw.instances {
+        if instances.iter().any(|x| x.name == *i.name.get_ref()) {
+            return Err(err(
+                Some(i.name.span()),
+                format!("instance {:?} is declared twice", i.name.get_ref()),
+                None,
+            ));
+        }
+        instances.push(InstanceSpec {
+            name: i.name.get_ref().clone(),
+        });
+    }
+    if kind == Kind::ServiceNat {
+        if let Some(i) = raw.instances.first() {
+            return Err(err(
+                Some(i.name.span()),
+                "instances are declared only in kind = \"instances\" scenarios".into(),
+                None,
+            ));
+        }
+    }
     let ntp_return_switch = switch(&raw.ntp_return_switch)?;
     if !rack.switch(ntp_return_switch).is_some_and(|s| s.uplinked) {
         return Err(err(
@@ -160,10 +270,8 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
     let mut expectations = BTreeMap::new();
     let mut latest_deadline = Duration::ZERO;
     for (key, exp) in &raw.expect {
-        let strategy: Strategy = key
-            .get_ref()
-            .parse()
-            .map_err(|e: String| err(Some(key.span()), e, None))?;
+        let strategy: Variant =
+            parse_variant(kind, key.get_ref()).map_err(|e| err(Some(key.span()), e, None))?;
         let stability = raw.stability.map(|d| d.0).unwrap_or(DEFAULT_STABILITY);
         let expectation = match exp.outcome.get_ref().as_str() {
             "converges" => {
@@ -181,6 +289,57 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
                     settle: exp.settle.as_ref().map(|d| d.get_ref().0),
                     zone_start_at_most: exp.zone_start_at_most.map(|d| d.0),
                     zone_start_at_least: exp.zone_start_at_least.map(|d| d.0),
+                    some_seeds_violate: exp.some_seeds_violate.clone(),
+                }
+            }
+            "violates" => {
+                let Some(inv) = &exp.invariant else {
+                    return Err(err(
+                        Some(exp.outcome.span()),
+                        format!("expect.{strategy}: outcome \"violates\" needs an `invariant`"),
+                        Some(format!("invariants: {}", INVARIANTS.join(", "))),
+                    ));
+                };
+                let Some(name) = INVARIANTS.iter().find(|i| **i == inv.get_ref()) else {
+                    return Err(err(
+                        Some(inv.span()),
+                        format!("unknown invariant {:?}", inv.get_ref()),
+                        Some(format!("invariants: {}", INVARIANTS.join(", "))),
+                    ));
+                };
+                let Some(deadline) = exp.deadline else {
+                    return Err(err(
+                        Some(exp.outcome.span()),
+                        format!("expect.{strategy}: outcome \"violates\" needs a `deadline`"),
+                        None,
+                    ));
+                };
+                Expectation {
+                    outcome: Outcome::Violates(name),
+                    deadline: deadline.0,
+                    verdict_mentions: exp.verdict_mentions.clone(),
+                    settle: None,
+                    zone_start_at_most: None,
+                    zone_start_at_least: None,
+                    some_seeds_violate: None,
+                }
+            }
+            "any" => {
+                let Some(deadline) = exp.deadline else {
+                    return Err(err(
+                        Some(exp.outcome.span()),
+                        format!("expect.{strategy}: outcome \"any\" needs a `deadline`"),
+                        Some("add e.g. deadline = \"10m\": how long each run lasts".into()),
+                    ));
+                };
+                Expectation {
+                    outcome: Outcome::Any,
+                    deadline: deadline.0,
+                    verdict_mentions: exp.verdict_mentions.clone(),
+                    settle: None,
+                    zone_start_at_most: None,
+                    zone_start_at_least: None,
+                    some_seeds_violate: exp.some_seeds_violate.clone(),
                 }
             }
             "fails" => {
@@ -209,13 +368,14 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
                     settle: None,
                     zone_start_at_most: exp.zone_start_at_most.map(|d| d.0),
                     zone_start_at_least: exp.zone_start_at_least.map(|d| d.0),
+                    some_seeds_violate: exp.some_seeds_violate.clone(),
                 }
             }
             other => {
                 return Err(err(
                     Some(exp.outcome.span()),
                     format!("unknown outcome {other:?}"),
-                    Some("expected \"converges\" or \"fails\"".into()),
+                    Some("expected \"converges\", \"fails\", \"violates\" or \"any\"".into()),
                 ))
             }
         };
@@ -246,12 +406,15 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
                 Some("move the step earlier or extend the expectation's deadline".into()),
             ));
         }
-        let action = step_action(s, &rack, &mut state)
+        let action = step_action(s, &rack, &instances, &mut state)
             .map_err(|(span, msg, hint)| err(Some(span), msg, hint))?;
         steps.push(Step { at, action });
     }
 
     Ok(Scenario {
+        kind,
+        service_nat,
+        instances,
         name: raw.name,
         description: raw.description,
         origin: origin.to_string(),
@@ -314,6 +477,12 @@ fn locate(
 struct RawScenario {
     name: String,
     description: String,
+    #[serde(default)]
+    kind: Option<Spanned<String>>,
+    #[serde(default)]
+    service_nat: Option<Spanned<String>>,
+    #[serde(default, rename = "instance")]
+    instances: Vec<RawInstance>,
     rack: Spanned<String>,
     ntp_return_switch: Spanned<String>,
     #[serde(default)]
@@ -322,6 +491,12 @@ struct RawScenario {
     steps: Vec<RawStep>,
     #[serde(default)]
     expect: BTreeMap<Spanned<String>, RawExpect>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInstance {
+    name: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -345,6 +520,10 @@ struct RawStep {
     window: Option<Spanned<DurationValue>>,
     #[serde(default)]
     zone: Option<Spanned<String>>,
+    #[serde(default)]
+    instance: Option<Spanned<String>>,
+    #[serde(default)]
+    sled: Option<Spanned<String>>,
 }
 
 /// One host or a list of hosts.
@@ -414,9 +593,18 @@ const ACTION_FIELDS: &[(&str, &[&str])] = &[
     ("power-off", &[]),
     ("cold-boot", &[]),
     ("stale-entry", &["switch", "zone"]),
+    ("instance-create", &["instance", "sled"]),
+    ("instance-start", &["instance", "sled"]),
+    ("instance-stop", &["instance"]),
+    ("instance-delete", &["instance"]),
 ];
 
-fn step_action(s: &RawStep, rack: &RackSpec, st: &mut PlanState) -> Result<Action, StepError> {
+fn step_action(
+    s: &RawStep,
+    rack: &RackSpec,
+    instances: &[InstanceSpec],
+    st: &mut PlanState,
+) -> Result<Action, StepError> {
     let name = s.action.get_ref().as_str();
     let aspan = s.action.span();
     let Some((_, allowed)) = ACTION_FIELDS.iter().find(|(n, _)| *n == name) else {
@@ -436,7 +624,11 @@ fn step_action(s: &RawStep, rack: &RackSpec, st: &mut PlanState) -> Result<Actio
         ("latency", s.latency.as_ref().map(|v| v.span())),
         ("for", s.window.as_ref().map(|v| v.span())),
     ];
-    let zone_present = [("zone", s.zone.as_ref().map(|v| v.span()))];
+    let zone_present = [
+        ("zone", s.zone.as_ref().map(|v| v.span())),
+        ("instance", s.instance.as_ref().map(|v| v.span())),
+        ("sled", s.sled.as_ref().map(|v| v.span())),
+    ];
     for (field, span) in present.iter().chain(zone_present.iter()) {
         if let Some(span) = span {
             if !allowed.contains(field) {
@@ -639,6 +831,47 @@ fn step_action(s: &RawStep, rack: &RackSpec, st: &mut PlanState) -> Result<Actio
                 zone: kind,
             }
         }
+        "instance-create" | "instance-start" | "instance-stop" | "instance-delete" => {
+            let i = s.instance.as_ref().ok_or_else(|| missing("instance"))?;
+            if !instances.iter().any(|x| x.name == *i.get_ref()) {
+                let known: Vec<&str> = instances.iter().map(|x| x.name.as_str()).collect();
+                return Err((
+                    i.span(),
+                    format!("unknown instance {:?}", i.get_ref()),
+                    Some(if known.is_empty() {
+                        "declare it with [[instance]] name = \"...\" (kind = \"instances\")".into()
+                    } else {
+                        format!("declared instances: {}", known.join(", "))
+                    }),
+                ));
+            }
+            let instance = i.get_ref().clone();
+            let sled = || -> Result<String, StepError> {
+                let sl = s.sled.as_ref().ok_or_else(|| missing("sled"))?;
+                let known = rack.sleds.iter().any(|x| x.name == *sl.get_ref());
+                if !known {
+                    let names: Vec<&str> = rack.sleds.iter().map(|x| x.name.as_str()).collect();
+                    return Err((
+                        sl.span(),
+                        format!("unknown sled {:?} in rack {}", sl.get_ref(), rack.name),
+                        Some(format!("sleds of this rack: {}", names.join(", "))),
+                    ));
+                }
+                Ok(sl.get_ref().clone())
+            };
+            match name {
+                "instance-create" => Action::InstanceCreate {
+                    instance,
+                    sled: sled()?,
+                },
+                "instance-start" => Action::InstanceStart {
+                    instance,
+                    sled: sled()?,
+                },
+                "instance-stop" => Action::InstanceStop { instance },
+                _ => Action::InstanceDelete { instance },
+            }
+        }
         _ => unreachable!("every action in ACTION_FIELDS is handled"),
     };
     Ok(action)
@@ -660,6 +893,10 @@ struct RawExpect {
     zone_start_at_most: Option<DurationValue>,
     #[serde(default)]
     zone_start_at_least: Option<DurationValue>,
+    #[serde(default)]
+    some_seeds_violate: Option<String>,
+    #[serde(default)]
+    invariant: Option<Spanned<String>>,
 }
 
 /// A duration written as `250ms`, `30s`, `5m`, `2h`, or a sum like `1h30m`.
@@ -777,16 +1014,16 @@ deadline = "2h"
             At::Window(Duration::from_secs(300), Duration::from_secs(480))
         );
         assert_eq!(
-            s.expectations[&Strategy::SledTask].outcome,
+            s.expectations[&Variant::Nat(Strategy::SledTask)].outcome,
             Outcome::ConvergesWithin(Duration::from_secs(600))
         );
         assert_eq!(
-            s.expectations[&Strategy::Legacy].deadline,
+            s.expectations[&Variant::Nat(Strategy::Legacy)].deadline,
             Duration::from_secs(7200)
         );
         // `converges` runs until `within` plus the stability window.
         assert_eq!(
-            s.expectations[&Strategy::SledTask].deadline,
+            s.expectations[&Variant::Nat(Strategy::SledTask)].deadline,
             Duration::from_secs(660)
         );
     }

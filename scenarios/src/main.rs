@@ -6,10 +6,10 @@ use std::{path::Path, process::ExitCode, time::Instant};
 use clap::{Parser, Subcommand};
 use racksim::{
     catalogue,
-    file::{self, Outcome, Scenario},
+    file::{self, Outcome, Scenario, Variant},
     report, runner,
 };
-use racksim_sim::{trace::fmt_duration, Strategy};
+use racksim_sim::trace::fmt_duration;
 
 #[derive(Parser)]
 #[command(
@@ -45,6 +45,26 @@ enum Command {
         #[arg(long)]
         jobs: Option<usize>,
     },
+    /// Run one scenario and strategy over a range of seeds: counts of
+    /// converged, failed and invariant-violating runs, time to converge
+    /// percentiles, and the replay command of every run that broke an
+    /// invariant or missed its expectation.
+    Sweep {
+        /// A catalogue name or a path to a scenario file.
+        scenario: String,
+        /// Strategy (or, for instance scenarios, start implementation).
+        #[arg(long)]
+        strategy: String,
+        /// Seeds as A..B (inclusive), e.g. 1..1000.
+        #[arg(long, value_parser = parse_seed_range)]
+        seeds: (u64, u64),
+        /// Worker threads (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a scenario: print the seed and options, the trace, the verdict.
     ///
     /// Exit status: 0 when the rack converged, 1 when it did not (or, with
@@ -58,8 +78,8 @@ enum Command {
         seed: Option<u64>,
         /// Strategy to run; every strategy the scenario has expectations for
         /// if omitted.
-        #[arg(long, value_parser = parse_strategy)]
-        strategy: Option<Strategy>,
+        #[arg(long)]
+        strategy: Option<String>,
         /// Exit 0 when the scenario's expectation holds for every run
         /// (including a strategy that is expected to fail), 1 when not.
         #[arg(long)]
@@ -67,43 +87,40 @@ enum Command {
     },
 }
 
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    s.parse()
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::List => {
             list();
-            ExitCode::SUCCESS
+            Ok(true)
         }
         Command::Matrix {
             seeds,
             json,
             only,
             jobs,
-        } => match matrix(seeds, json, &only, jobs) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
-            Err(message) => {
-                eprintln!("{message}");
-                ExitCode::from(2)
-            }
-        },
+        } => matrix(seeds, json, &only, jobs),
+        Command::Sweep {
+            scenario,
+            strategy,
+            seeds,
+            jobs,
+            json,
+        } => sweep(&scenario, &strategy, seeds, jobs, json),
         Command::Run {
             scenario,
             seed,
             strategy,
             expect,
-        } => match run(&scenario, seed, strategy, expect) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
-            Err(message) => {
-                eprintln!("{message}");
-                ExitCode::from(2)
-            }
-        },
+        } => run(&scenario, seed, strategy, expect),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -117,6 +134,11 @@ fn list() {
             .map(|(st, e)| match e.outcome {
                 Outcome::ConvergesWithin(d) => format!("{st}: converges <= {}", fmt_duration(d)),
                 Outcome::Fails => format!("{st}: fails"),
+                Outcome::Violates(inv) => format!("{st}: violates {inv}"),
+                Outcome::Any => match &e.some_seeds_violate {
+                    Some(inv) => format!("{st}: some seeds violate {inv}"),
+                    None => format!("{st}: any"),
+                },
             })
             .collect();
         println!(
@@ -126,6 +148,169 @@ fn list() {
             strategies.join("; ")
         );
     }
+}
+
+fn parse_seed_range(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("invalid seed range {s:?}: expected A..B with A <= B, e.g. 1..1000");
+    let (a, b) = s.split_once("..").ok_or_else(bad)?;
+    let (a, b): (u64, u64) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+    if a > b {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+fn threads(jobs: Option<usize>) -> usize {
+    jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
+    .max(1)
+}
+
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} runs, {elapsed} elapsed, ~{eta} left",
+        )
+        .expect("valid template"),
+    );
+    bar
+}
+
+/// Summary of a sweep, for `--json`.
+#[derive(serde::Serialize)]
+struct SweepSummary<'a> {
+    scenario: &'a str,
+    strategy: String,
+    seeds: (u64, u64),
+    runs: usize,
+    converged: usize,
+    violated: std::collections::BTreeMap<&'static str, usize>,
+    as_expected: usize,
+    ttc_p50_ms: Option<u64>,
+    ttc_p99_ms: Option<u64>,
+    ttc_max_ms: Option<u64>,
+    /// Seeds that broke an invariant or missed the expectation, with replay.
+    notable: Vec<(u64, String, String)>,
+}
+
+/// Returns whether every run met the scenario's expectation.
+fn sweep(
+    arg: &str,
+    strategy: &str,
+    (a, b): (u64, u64),
+    jobs: Option<usize>,
+    json: bool,
+) -> Result<bool, String> {
+    let scenario = resolve(arg)?;
+    let variant = scenario
+        .variant(strategy)
+        .map_err(|e| format!("error: --strategy: {e}"))?;
+    if !scenario.expectations.contains_key(&variant) {
+        return Err(format!(
+            "error: scenario {} has no expectation for strategy {variant}",
+            scenario.name
+        ));
+    }
+    let threads = threads(jobs);
+    let jobs: Vec<_> = (a..=b).map(|seed| (&scenario, variant, seed)).collect();
+    let bar = progress_bar();
+    bar.set_length(jobs.len() as u64);
+    let started = Instant::now();
+    let runs = racksim::matrix::run_all(&jobs, threads, &|done| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let mut ttc: Vec<u64> = runs
+        .iter()
+        .filter_map(|r| r.converged_at)
+        .map(|d| d.as_millis() as u64)
+        .collect();
+    ttc.sort();
+    let pct = |p: usize| (!ttc.is_empty()).then(|| ttc[((ttc.len() - 1) * p) / 100]);
+    let mut violated = std::collections::BTreeMap::new();
+    for r in &runs {
+        if let Some(inv) = r.violated {
+            *violated.entry(inv).or_insert(0) += 1;
+        }
+    }
+    let notable: Vec<(u64, String, String)> = runs
+        .iter()
+        .filter_map(|r| {
+            let why = match (&r.judgement, r.violated) {
+                (Err(why), _) => why.clone(),
+                (Ok(()), Some(inv)) => format!("broke {inv}"),
+                (Ok(()), None) => return None,
+            };
+            Some((r.seed, why, runner::replay_command(arg, variant, r.seed)))
+        })
+        .collect();
+    let summary = SweepSummary {
+        scenario: &scenario.name,
+        strategy: variant.to_string(),
+        seeds: (a, b),
+        runs: runs.len(),
+        converged: ttc.len(),
+        violated,
+        as_expected: runs.iter().filter(|r| r.judgement.is_ok()).count(),
+        ttc_p50_ms: pct(50),
+        ttc_p99_ms: pct(99),
+        ttc_max_ms: ttc.last().copied(),
+        notable,
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).expect("summary serializes")
+        );
+    } else {
+        let ms = |v: Option<u64>| {
+            v.map(|ms| fmt_duration(std::time::Duration::from_millis(ms)))
+                .unwrap_or_else(|| "-".into())
+        };
+        println!(
+            "sweep: {} --strategy {variant}, seeds {a}..{b}",
+            scenario.name
+        );
+        println!("runs: {}", summary.runs);
+        println!("converged: {}", summary.converged);
+        if summary.violated.is_empty() {
+            println!("invariant violations: none");
+        }
+        for (inv, n) in &summary.violated {
+            println!(
+                "invariant violations: {inv}: {n} of {} ({:.1}%)",
+                summary.runs,
+                100.0 * *n as f64 / summary.runs as f64
+            );
+        }
+        println!(
+            "expectation held: {} of {}",
+            summary.as_expected, summary.runs
+        );
+        println!(
+            "time to converge: p50 {}, p99 {}, max {}",
+            ms(summary.ttc_p50_ms),
+            ms(summary.ttc_p99_ms),
+            ms(summary.ttc_max_ms)
+        );
+        for (seed, why, replay) in summary.notable.iter().take(20) {
+            println!("seed {seed}: {why}\n  replay: {replay}");
+        }
+        if summary.notable.len() > 20 {
+            println!(
+                "... and {} more (--json lists them all)",
+                summary.notable.len() - 20
+            );
+        }
+    }
+    eprintln!(
+        "{} runs on {threads} threads in {:.1} s",
+        summary.runs,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(summary.as_expected == summary.runs)
 }
 
 fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Result<bool, String> {
@@ -141,21 +326,9 @@ fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Resul
     if !only.is_empty() {
         scenarios.retain(|s| only.contains(&s.name));
     }
-    let threads = jobs
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
-        .max(1);
+    let threads = threads(jobs);
     let seed_list: Vec<u64> = (1..=seeds).collect();
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} runs, {elapsed} elapsed, ~{eta} left",
-        )
-        .expect("valid template"),
-    );
+    let bar = progress_bar();
     let started = Instant::now();
     let cells = racksim::matrix::matrix(&scenarios, &seed_list, threads, &|done, total| {
         bar.set_length(total as u64);
@@ -198,11 +371,18 @@ fn resolve(arg: &str) -> Result<Scenario, String> {
 fn run(
     arg: &str,
     seed: Option<u64>,
-    strategy: Option<Strategy>,
+    strategy: Option<String>,
     expect: bool,
 ) -> Result<bool, String> {
     let scenario = resolve(arg)?;
-    let strategies: Vec<Strategy> = match strategy {
+    let strategy = strategy
+        .map(|s| {
+            scenario
+                .variant(&s)
+                .map_err(|e| format!("error: --strategy: {e}"))
+        })
+        .transpose()?;
+    let strategies: Vec<Variant> = match strategy {
         Some(s) if scenario.expectations.contains_key(&s) => vec![s],
         Some(s) => {
             let known: Vec<String> = scenario

@@ -11,11 +11,11 @@ use std::{
     time::Duration,
 };
 
-use racksim_sim::{trace::fmt_duration, Strategy};
+use racksim_sim::trace::fmt_duration;
 use serde::Serialize;
 
 use crate::{
-    file::{Outcome, Scenario},
+    file::{Outcome, Scenario, Variant},
     runner,
 };
 
@@ -29,12 +29,14 @@ pub struct RunSummary {
     pub settled_after: Option<Duration>,
     /// `Err(why)` when the scenario's expectation did not hold.
     pub judgement: Result<(), String>,
+    /// The invariant that broke, if one did.
+    pub violated: Option<&'static str>,
 }
 
 /// Run `jobs` (scenario, strategy, seed) in parallel on `threads` threads.
 /// `progress` is called after each run with the number done so far.
 pub fn run_all(
-    jobs: &[(&Scenario, Strategy, u64)],
+    jobs: &[(&Scenario, Variant, u64)],
     threads: usize,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Vec<RunSummary> {
@@ -64,6 +66,12 @@ pub fn run_all(
                     seed,
                     converged_at,
                     settled_after: converged_at.map(|at| at.saturating_sub(last_step)),
+                    violated: match judged.outcome.verdict {
+                        racksim_sim::Verdict::InvariantViolated { invariant, .. } => {
+                            Some(invariant)
+                        }
+                        _ => None,
+                    },
                     judgement: judged.judgement.map(|_| ()),
                 };
                 results.lock().expect("no worker panics holding it")[i] = Some(summary);
@@ -89,6 +97,8 @@ pub struct Cell {
     pub runs: usize,
     pub converged: usize,
     pub failed: usize,
+    /// Runs that ended on a broken safety invariant.
+    pub violated: usize,
     /// Runs whose expectation held.
     pub as_expected: usize,
     /// Time to converge over converged runs, in milliseconds.
@@ -115,13 +125,13 @@ pub fn matrix(
     threads: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Cell> {
-    let mut cells: Vec<(&Scenario, Strategy)> = Vec::new();
+    let mut cells: Vec<(&Scenario, Variant)> = Vec::new();
     for s in scenarios {
         for &strategy in s.expectations.keys() {
             cells.push((s, strategy));
         }
     }
-    let jobs: Vec<(&Scenario, Strategy, u64)> = cells
+    let jobs: Vec<(&Scenario, Variant, u64)> = cells
         .iter()
         .flat_map(|&(s, st)| seeds.iter().map(move |&seed| (s, st, seed)))
         .collect();
@@ -134,7 +144,7 @@ pub fn matrix(
         .collect()
 }
 
-fn summarise(scenario: &Scenario, strategy: Strategy, runs: &[RunSummary]) -> Cell {
+fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary]) -> Cell {
     let mut ttc: Vec<Duration> = runs.iter().filter_map(|r| r.converged_at).collect();
     ttc.sort();
     let mut settle: Vec<Duration> = runs.iter().filter_map(|r| r.settled_after).collect();
@@ -145,6 +155,11 @@ fn summarise(scenario: &Scenario, strategy: Strategy, runs: &[RunSummary]) -> Ce
     let expected = match scenario.expectations[&strategy].outcome {
         Outcome::ConvergesWithin(d) => format!("converges <= {}", fmt_duration(d)),
         Outcome::Fails => "fails".to_string(),
+        Outcome::Violates(inv) => format!("violates {inv}"),
+        Outcome::Any => match &scenario.expectations[&strategy].some_seeds_violate {
+            Some(inv) => format!("some violate {inv}"),
+            None => "any".to_string(),
+        },
     };
     Cell {
         scenario: scenario.name.clone(),
@@ -153,6 +168,7 @@ fn summarise(scenario: &Scenario, strategy: Strategy, runs: &[RunSummary]) -> Ce
         runs: runs.len(),
         converged: ttc.len(),
         failed: runs.len() - ttc.len(),
+        violated: runs.iter().filter(|r| r.violated.is_some()).count(),
         as_expected: runs.iter().filter(|r| r.judgement.is_ok()).count(),
         ttc_p50_ms: p50(&ttc),
         ttc_max_ms: ttc.last().map(|d| d.as_millis() as u64),
@@ -184,13 +200,14 @@ pub fn table(cells: &[Cell]) -> String {
         "expected",
         "converged",
         "failed",
+        "violated",
         "as expected",
         "ttc p50",
         "ttc max",
         "settle p50",
         "settle max",
     ];
-    let rows: Vec<[String; 10]> = cells
+    let rows: Vec<[String; 11]> = cells
         .iter()
         .map(|c| {
             [
@@ -199,6 +216,7 @@ pub fn table(cells: &[Cell]) -> String {
                 c.expected.clone(),
                 format!("{}/{}", c.converged, c.runs),
                 format!("{}/{}", c.failed, c.runs),
+                format!("{}/{}", c.violated, c.runs),
                 if c.as_expected == c.runs {
                     format!("yes {}/{}", c.as_expected, c.runs)
                 } else {

@@ -8,11 +8,10 @@ use std::fmt::Write;
 use racksim_sim::{
     run::{MAX_LATENCY, MIN_LATENCY, TICK},
     trace::{fmt_duration, fmt_time},
-    Strategy,
 };
 
 use crate::{
-    file::Scenario,
+    file::{Kind, Scenario, Variant},
     runner::{self, Judged},
 };
 
@@ -21,7 +20,7 @@ use crate::{
 pub fn render(
     scenario: &Scenario,
     scenario_arg: &str,
-    strategy: Strategy,
+    strategy: Variant,
     seed: u64,
     drawn: bool,
     judged: &Judged,
@@ -40,7 +39,20 @@ pub fn render(
             ""
         }
     );
-    let _ = writeln!(w, "strategy: {strategy}");
+    match scenario.kind {
+        Kind::ServiceNat => {
+            let _ = writeln!(w, "strategy: {strategy}");
+        }
+        Kind::Instances => {
+            let _ = writeln!(
+                w,
+                "strategy: {strategy} (instance start); service NAT: {}",
+                scenario.service_nat
+            );
+            let names: Vec<&str> = scenario.instances.iter().map(|i| i.name.as_str()).collect();
+            let _ = writeln!(w, "instances: {}", names.join(", "));
+        }
+    }
     let _ = writeln!(
         w,
         "rack: {} ({} sleds; uplinked switches: {}); NTP replies return via {}",

@@ -1,9 +1,10 @@
 //! Runs a scenario under a strategy and seed, and judges the result against
 //! the scenario's expectation.
 
-use racksim_sim::{run::RunConfig, trace::fmt_duration, RunOutcome, Strategy, Verdict};
+use racksim_reconciler::instances::StartImpl;
+use racksim_sim::{run::RunConfig, trace::fmt_duration, RunOutcome, Verdict};
 
-use crate::file::{Expectation, Outcome, Scenario};
+use crate::file::{Expectation, Outcome, Scenario, Variant};
 
 /// The outcome of a run, judged.
 #[derive(Clone, Debug)]
@@ -15,11 +16,17 @@ pub struct Judged {
 }
 
 /// The run configuration of a scenario for one strategy and seed.
-pub fn config(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<RunConfig> {
-    let exp = scenario.expectations.get(&strategy)?;
+pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunConfig> {
+    let exp = scenario.expectations.get(&variant)?;
+    let (strategy, start) = match variant {
+        Variant::Nat(s) => (s, StartImpl::Saga),
+        Variant::Start(i) => (scenario.service_nat, i),
+    };
     Some(RunConfig {
         rack: scenario.rack.clone(),
         strategy,
+        start,
+        instances: scenario.instances.clone(),
         seed,
         plan: scenario.plan.clone(),
         deadline: exp.deadline,
@@ -29,7 +36,7 @@ pub fn config(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<RunC
 }
 
 /// Run and judge. `None` when the scenario has no expectation for `strategy`.
-pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<Judged> {
+pub fn run(scenario: &Scenario, strategy: Variant, seed: u64) -> Option<Judged> {
     let cfg = config(scenario, strategy, seed)?;
     let expectation = scenario.expectations[&strategy].clone();
     let outcome = racksim_sim::run(&cfg);
@@ -143,13 +150,22 @@ fn judge_verdict(exp: &Expectation, verdict: &Verdict) -> Result<String, String>
             "expected to fail (the scenario reproduces the bug), but converged in {}",
             fmt_duration(*at)
         )),
-        (Outcome::Fails, Verdict::HostFailed { .. }) => {
-            Err("expected to fail by not converging, but a host failed".to_string())
+        (Outcome::Fails, Verdict::HostFailed { .. } | Verdict::InvariantViolated { .. }) => Err(
+            "expected to fail by not converging, but a host failed or an invariant broke"
+                .to_string(),
+        ),
+        (Outcome::Violates(want), Verdict::InvariantViolated { invariant, .. })
+            if *invariant == want =>
+        {
+            Ok(format!("expected to break {want}: it did"))
         }
+        (Outcome::Violates(want), _) => Err(format!("expected to break {want}, but it did not")),
+        (Outcome::Any, Verdict::HostFailed { .. }) => Err("a host failed".to_string()),
+        (Outcome::Any, _) => Ok("no requirement on a single run".to_string()),
     }
 }
 
 /// The command that replays a run exactly.
-pub fn replay_command(scenario_arg: &str, strategy: Strategy, seed: u64) -> String {
+pub fn replay_command(scenario_arg: &str, strategy: Variant, seed: u64) -> String {
     format!("racksim run {scenario_arg} --seed {seed} --strategy {strategy}")
 }

@@ -4,7 +4,6 @@
 use std::process::Command;
 
 use racksim::{catalogue, report, runner};
-use racksim_sim::Strategy;
 
 fn racksim(args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
@@ -63,12 +62,13 @@ fn different_seeds_give_different_traces() {
 fn same_seed_same_bytes_across_threads() {
     let (_, cli) = run_madrid("7", "sled-task");
     let scenario = catalogue::get("madrid-one-switch").unwrap();
+    let sled_task = scenario.variant("sled-task").unwrap();
     let render = |seed: u64| {
-        let judged = runner::run(&scenario, Strategy::SledTask, seed).unwrap();
+        let judged = runner::run(&scenario, sled_task, seed).unwrap();
         report::render(
             &scenario,
             "madrid-one-switch",
-            Strategy::SledTask,
+            sled_task,
             seed,
             false,
             &judged,

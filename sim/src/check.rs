@@ -77,5 +77,257 @@ pub fn convergence_gaps(world: &World) -> Vec<String> {
                 .to_string(),
         );
     }
+    gaps.extend(instance_gaps(world));
+    gaps
+}
+
+/// How long an instance must have been running before `nat-follows-vmm`
+/// applies: two periods of the background tasks that would repair it.
+pub const RUNNING_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A broken safety invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// `no-state-after-delete`, `one-vmm` or `nat-follows-vmm`.
+    pub invariant: &'static str,
+    pub message: String,
+    /// `(host, text)` of the trace line that caused it, when that is not
+    /// simply the latest line (a time-based invariant fires after the fact).
+    pub cause: Option<(String, String)>,
+}
+
+/// Snapshot of what the invariants and instance checks read.
+struct Observed {
+    instances: Vec<racksim_reconciler::instances::InstanceRecord>,
+    /// Live switches' entries with a guest VNI or any VNI (all IPv4 entries).
+    tables: Vec<(SwitchSlot, bool, Vec<racksim_reconciler::dpd::Ipv4Nat>)>,
+    /// Up sleds: (index, name, address, agent state).
+    sleds: Vec<(
+        usize,
+        String,
+        std::net::Ipv6Addr,
+        crate::world::SledAgentState,
+    )>,
+    running_since: std::collections::BTreeMap<u32, std::time::Duration>,
+    deletes_completed: std::collections::BTreeMap<u32, std::time::Duration>,
+}
+
+fn observe(world: &World) -> Observed {
+    let rack = world.rack();
+    let st = world.lock();
+    Observed {
+        instances: st.db.instances.values().cloned().collect(),
+        tables: rack
+            .switches
+            .iter()
+            .filter_map(|s| {
+                st.dpd
+                    .get(&s.slot)
+                    .map(|d| (s.slot, s.uplinked, d.ipv4_entries()))
+            })
+            .collect(),
+        sleds: st
+            .sleds_up
+            .iter()
+            .map(|&i| {
+                (
+                    i,
+                    st.sleds[i].name.clone(),
+                    st.sleds[i].address,
+                    st.sled_agents.get(&i).cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        running_since: st.running_since.clone(),
+        deletes_completed: st.deletes_completed.clone(),
+    }
+}
+
+/// The first broken safety invariant, if any. Checked after every step.
+pub fn invariant_violation(world: &World, now: std::time::Duration) -> Option<Violation> {
+    use racksim_reconciler::instances::InstanceState;
+    let o = observe(world);
+    for inst in &o.instances {
+        let name = &inst.name;
+        // From the moment the delete operation reported success; while it
+        // runs, removing the instance's state is its job.
+        if o.deletes_completed.contains_key(&inst.id) {
+            for (slot, _, entries) in &o.tables {
+                for ip in &inst.external_ips {
+                    if let Some(e) = entries.iter().find(|e| e.external == ip.ip) {
+                        return Some(Violation {
+                            invariant: "no-state-after-delete",
+                            cause: None,
+                            message: format!(
+                                "the delete of instance {name} completed, but {slot} still has its NAT entry {}",
+                                fmt_entry(world, &NatEntry::from_dpd(e))
+                            ),
+                        });
+                    }
+                }
+            }
+            for (_, sled, _, agent) in &o.sleds {
+                for nic in &inst.nics {
+                    if let Some(m) = agent
+                        .v2p
+                        .iter()
+                        .find(|m| m.virtual_ip == nic.virtual_ip && m.vni == nic.vni)
+                    {
+                        return Some(Violation {
+                            invariant: "no-state-after-delete",
+                            cause: None,
+                            message: format!(
+                                "the delete of instance {name} completed, but {sled} still has its V2P mapping {} -> {}",
+                                m.virtual_ip,
+                                world.name_of(m.physical_host_ip)
+                            ),
+                        });
+                    }
+                }
+                if let Some(v) = agent.vmms.get(&inst.id) {
+                    return Some(Violation {
+                        invariant: "no-state-after-delete",
+                        cause: None,
+                        message: format!(
+                            "the delete of instance {name} completed, but {sled} still runs its VMM {}",
+                            v.vmm_id
+                        ),
+                    });
+                }
+            }
+        }
+        let vmms: Vec<String> = o
+            .sleds
+            .iter()
+            .filter_map(|(_, sled, _, a)| {
+                a.vmms
+                    .get(&inst.id)
+                    .map(|v| format!("VMM {} on {sled}", v.vmm_id))
+            })
+            .collect();
+        if vmms.len() > 1 {
+            return Some(Violation {
+                invariant: "one-vmm",
+                cause: None,
+                message: format!(
+                    "instance {name} has {} VMMs: {}",
+                    vmms.len(),
+                    vmms.join(", ")
+                ),
+            });
+        }
+        if let (InstanceState::Running, Some(sled), Some(since)) =
+            (inst.state, inst.sled, o.running_since.get(&inst.id))
+        {
+            if now.saturating_sub(*since) >= RUNNING_GRACE {
+                let sled_addr = world.sled(sled as usize).address;
+                for (slot, _, entries) in &o.tables {
+                    for ip in &inst.external_ips {
+                        if let Some(e) = entries
+                            .iter()
+                            .find(|e| e.external == ip.ip && e.target.internal_ip != sled_addr)
+                        {
+                            return Some(Violation {
+                                invariant: "nat-follows-vmm",
+                                cause: Some((slot.to_string(), format!("NAT + {}/{}-{}", e.external, e.low, e.high))),
+                                message: format!(
+                                    "instance {name} has run on {} since {}, but {slot}'s NAT entry points elsewhere: {}",
+                                    world.sled(sled as usize).name,
+                                    crate::trace::fmt_time(*since),
+                                    fmt_entry(world, &NatEntry::from_dpd(e))
+                                ),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// What keeps instances from having converged: a running instance has its
+/// VMM, its NAT entry on every live uplinked switch and its V2P mapping on
+/// every other live sled; a stopped one has no VMM; none is stuck midway.
+pub fn instance_gaps(world: &World) -> Vec<String> {
+    use racksim_reconciler::instances::InstanceState;
+    let o = observe(world);
+    let mut gaps = Vec::new();
+    for inst in &o.instances {
+        let name = &inst.name;
+        match (inst.state, inst.sled) {
+            (InstanceState::Running, Some(sled)) => {
+                let target = world.sled(sled as usize);
+                if !o
+                    .sleds
+                    .iter()
+                    .any(|(i, _, _, a)| *i == sled as usize && a.vmms.contains_key(&inst.id))
+                {
+                    gaps.push(format!(
+                        "instance {name} is running on {}, which has no VMM for it",
+                        target.name
+                    ));
+                }
+                let nic = inst.nics.first();
+                for (slot, uplinked, entries) in &o.tables {
+                    if !uplinked {
+                        continue;
+                    }
+                    for ip in &inst.external_ips {
+                        let ok = entries.iter().any(|e| {
+                            e.external == ip.ip
+                                && e.low == ip.first_port
+                                && e.high == ip.last_port
+                                && e.target.internal_ip == target.address
+                                && nic.is_none_or(|n| {
+                                    e.target.inner_mac == n.mac && e.target.vni == n.vni
+                                })
+                        });
+                        if !ok {
+                            gaps.push(format!(
+                                "{slot} lacks the NAT entry of instance {name}: {}/{}-{} -> {}",
+                                ip.ip, ip.first_port, ip.last_port, target.name
+                            ));
+                        }
+                    }
+                }
+                for (i, sled_name, _, agent) in &o.sleds {
+                    if *i == sled as usize {
+                        continue;
+                    }
+                    for nic in &inst.nics {
+                        let ok = agent.v2p.iter().any(|m| {
+                            m.virtual_ip == nic.virtual_ip
+                                && m.vni == nic.vni
+                                && m.virtual_mac == nic.mac
+                                && m.physical_host_ip == target.address
+                        });
+                        if !ok {
+                            gaps.push(format!(
+                                "{sled_name} lacks the V2P mapping of instance {name}: {} -> {}",
+                                nic.virtual_ip, target.name
+                            ));
+                        }
+                    }
+                }
+            }
+            (InstanceState::Stopped | InstanceState::Failed | InstanceState::Deleted, _) => {
+                for (_, sled_name, _, agent) in &o.sleds {
+                    if agent.vmms.contains_key(&inst.id) {
+                        gaps.push(
+                            format!(
+                                "instance {name} is {:?} but {sled_name} still runs a VMM for it",
+                                inst.state
+                            )
+                            .to_lowercase(),
+                        );
+                    }
+                }
+            }
+            (state, _) => {
+                gaps.push(format!("instance {name} is stuck in state {state:?}").to_lowercase());
+            }
+        }
+    }
     gaps
 }

@@ -47,3 +47,4 @@ pub mod world;
 pub use plan::{Action, At, Plan, Step, Strategy};
 pub use rack::RackSpec;
 pub use run::{run, RunConfig, RunOutcome, Verdict};
+pub use world::InstanceSpec;

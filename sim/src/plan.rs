@@ -152,6 +152,14 @@ pub enum Action {
         switch: SwitchSlot,
         zone: crate::rack::ZoneKind,
     },
+    /// Instance API: create the instance and start it on a sled.
+    InstanceCreate { instance: String, sled: String },
+    /// Instance API: start the (stopped) instance on a sled.
+    InstanceStart { instance: String, sled: String },
+    /// Instance API: stop the instance.
+    InstanceStop { instance: String },
+    /// Instance API: delete the instance.
+    InstanceDelete { instance: String },
 }
 
 fn group(hosts: &[String]) -> String {
@@ -218,6 +226,14 @@ impl fmt::Display for Action {
                     "plant a stale NAT entry for {zone} on {switch} (wrong MAC)"
                 )
             }
+            Action::InstanceCreate { instance, sled } => {
+                write!(f, "API: create instance {instance} on {sled}")
+            }
+            Action::InstanceStart { instance, sled } => {
+                write!(f, "API: start instance {instance} on {sled}")
+            }
+            Action::InstanceStop { instance } => write!(f, "API: stop instance {instance}"),
+            Action::InstanceDelete { instance } => write!(f, "API: delete instance {instance}"),
         }
     }
 }

@@ -8,11 +8,11 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use racksim_reconciler::{discovery::SwitchSlot, task::ScrimletStatus};
+use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl, task::ScrimletStatus};
 use tokio::sync::watch;
 
 use crate::{
-    check::convergence_gaps,
+    check::{convergence_gaps, invariant_violation},
     fakes::dpd::DpdState,
     hosts,
     plan::{Action, Plan, ResolvedStep, Strategy},
@@ -21,7 +21,7 @@ use crate::{
         UPSTREAM_NTP_NAME,
     },
     trace::{fmt_duration, fmt_time, TraceLine},
-    world::{DpdFault, HostKind, RunParams, World},
+    world::{DpdFault, HostKind, InstanceRequest, InstanceSpec, RunParams, World},
 };
 
 /// Simulated time per turmoil step. Every host runs once per step, so a
@@ -46,6 +46,10 @@ pub struct RunConfig {
     pub deadline: Duration,
     pub stability: Duration,
     pub ntp_return_switch: SwitchSlot,
+    /// How the control plane starts instances.
+    pub start: StartImpl,
+    /// Instances the plan refers to.
+    pub instances: Vec<InstanceSpec>,
 }
 
 /// How a run ended.
@@ -62,6 +66,15 @@ pub enum Verdict {
     /// A simulated host's software failed: a bug in the testbed or the code
     /// under test.
     HostFailed { at: Duration, error: String },
+    /// A safety invariant broke; the run stops at the first violation.
+    InvariantViolated {
+        at: Duration,
+        invariant: &'static str,
+        message: String,
+        /// The last trace line before the violation was seen: the event
+        /// that broke it.
+        event: Option<String>,
+    },
 }
 
 impl Verdict {
@@ -89,6 +102,21 @@ impl Verdict {
             }
             Verdict::HostFailed { at, error } => {
                 vec![format!("HOST FAILED at {}: {error}", fmt_time(*at))]
+            }
+            Verdict::InvariantViolated {
+                at,
+                invariant,
+                message,
+                event,
+            } => {
+                let mut v = vec![format!(
+                    "INVARIANT VIOLATED at {}: {invariant}: {message}",
+                    fmt_time(*at)
+                )];
+                if let Some(e) = event {
+                    v.push(format!("  first violating event: {e}"));
+                }
+                v
             }
         }
     }
@@ -295,6 +323,35 @@ impl<'a> Driver<'a> {
                     self.restart(&h);
                 }
             }
+            Action::InstanceCreate { instance, sled }
+            | Action::InstanceStart { instance, sled } => {
+                let (Some(id), Some(s)) = (self.instance_id(instance), self.sled_index(sled))
+                else {
+                    return;
+                };
+                let req = if matches!(action, Action::InstanceCreate { .. }) {
+                    InstanceRequest::Create {
+                        instance: id,
+                        sled: s,
+                    }
+                } else {
+                    InstanceRequest::Start {
+                        instance: id,
+                        sled: s,
+                    }
+                };
+                self.instance_request(now, req);
+            }
+            Action::InstanceStop { instance } => {
+                if let Some(id) = self.instance_id(instance) {
+                    self.instance_request(now, InstanceRequest::Stop { instance: id });
+                }
+            }
+            Action::InstanceDelete { instance } => {
+                if let Some(id) = self.instance_id(instance) {
+                    self.instance_request(now, InstanceRequest::Delete { instance: id });
+                }
+            }
             Action::StaleEntry { switch, zone } => {
                 let rack = world.rack();
                 if let Some(z) = rack.zones.iter().find(|z| z.kind == *zone) {
@@ -309,6 +366,38 @@ impl<'a> Driver<'a> {
             }
         }
         world.lock().version += 1;
+    }
+
+    fn instance_id(&self, name: &str) -> Option<u32> {
+        self.world
+            .params
+            .instances
+            .iter()
+            .position(|i| i.name == name)
+            .map(|i| i as u32 + 1)
+    }
+
+    fn sled_index(&self, name: &str) -> Option<u32> {
+        let st = self.world.lock();
+        st.sleds
+            .iter()
+            .enumerate()
+            .find(|(i, s)| s.name == name && !st.retired_sleds.contains(i))
+            .map(|(i, _)| i as u32)
+    }
+
+    /// Hand a request to Nexus's API, as a client would; while the control
+    /// plane is down there is no API to take it.
+    fn instance_request(&self, now: Duration, req: InstanceRequest) {
+        if self.world.lock().control_plane_up {
+            self.world.request(req);
+        } else {
+            self.world.trace_at(
+                now,
+                "plan",
+                "  rejected: the control plane is down (no instance API)",
+            );
+        }
     }
 
     fn replace_scrimlet(&mut self, now: Duration, slot: SwitchSlot) {
@@ -342,6 +431,13 @@ impl<'a> Driver<'a> {
                 .insert(index, watch::Sender::new(ScrimletStatus::Scrimlet));
             let addr = sled.address;
             st.sleds.push(sled);
+            if let Some(HostEntry {
+                kind: HostKind::Sled(old),
+                ..
+            }) = &old_sled
+            {
+                st.retired_sleds.insert(*old);
+            }
             (index, addr, zone_addr)
         };
         world.trace_at(
@@ -363,6 +459,8 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let world = World::new(RunParams {
         rack: Arc::new(cfg.rack.clone()),
         strategy: cfg.strategy,
+        start: cfg.start,
+        instances: cfg.instances.clone(),
         seed: cfg.seed,
         ntp_return_switch: cfg.ntp_return_switch,
     });
@@ -397,6 +495,8 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let mut pending = steps.iter().peekable();
     let mut converged_since: Option<Duration> = None;
     let mut gaps_cache: Option<(u64, Vec<String>)> = None;
+    let mut checked_version = u64::MAX;
+    let mut next_timed_check = Duration::ZERO;
     let verdict = loop {
         let now = driver.sim.elapsed();
         while let Some(step) = pending.next_if(|s| s.at <= now) {
@@ -412,6 +512,30 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                 g
             }
         };
+        // Safety is checked at every step that changed something, and at
+        // the moment a time-based invariant starts to apply.
+        if version != checked_version || now >= next_timed_check {
+            checked_version = version;
+            next_timed_check = now + TICK * 10;
+            if let Some(v) = invariant_violation(&world, now) {
+                let event = {
+                    let st = world.lock();
+                    let found = v.cause.as_ref().and_then(|(host, text)| {
+                        st.trace
+                            .iter()
+                            .rev()
+                            .find(|l| &l.host == host && l.text.contains(text.as_str()))
+                    });
+                    found.or(st.trace.last()).map(|l| l.to_string())
+                };
+                break Verdict::InvariantViolated {
+                    at: now,
+                    invariant: v.invariant,
+                    message: v.message,
+                    event,
+                };
+            }
+        }
         if gaps.is_empty() && now >= last_step && pending.peek().is_none() {
             let since = *converged_since.get_or_insert(now);
             if now - since >= cfg.stability {

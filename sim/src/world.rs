@@ -18,7 +18,15 @@ use std::{
 };
 
 use racksim_reconciler::{
-    discovery::SwitchSlot, scrimlet_local::SystemNetworkingConfig, task::ScrimletStatus,
+    discovery::SwitchSlot,
+    dpd::MacAddr,
+    instances::{
+        ExternalIp, InstanceRecord, InstanceState, Nic, SagaRecord, StartImpl,
+        VirtualNetworkInterfaceHost, VmmInfo, GUEST_VNI,
+    },
+    nat::NatEntry,
+    scrimlet_local::SystemNetworkingConfig,
+    task::ScrimletStatus,
 };
 use tokio::sync::watch;
 
@@ -34,6 +42,10 @@ use crate::{
 pub struct RunParams {
     pub rack: Arc<RackSpec>,
     pub strategy: Strategy,
+    /// How the control plane starts instances.
+    pub start: StartImpl,
+    /// The instances the scenario declares (their records exist from the start).
+    pub instances: Vec<InstanceSpec>,
     pub seed: u64,
     /// The switch through which the outside world's NTP replies return.
     pub ntp_return_switch: SwitchSlot,
@@ -57,9 +69,60 @@ impl DpdFault {
     }
 }
 
+/// An instance a scenario declares; addresses follow from its index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceSpec {
+    pub name: String,
+}
+
+/// The control plane's database. It lives outside Nexus: a control-plane
+/// crash loses Nexus's memory, never this.
+#[derive(Clone, Debug, Default)]
+pub struct Db {
+    pub instances: BTreeMap<u32, InstanceRecord>,
+    /// Instance NAT rows by instance, and the table version.
+    pub nat: BTreeMap<u32, Vec<NatEntry>>,
+    pub nat_version: u64,
+    pub sagas: BTreeMap<u64, SagaRecord>,
+    pub next_id: u64,
+}
+
+/// One sled-agent's volatile state: lost when the sled restarts.
+#[derive(Clone, Debug, Default)]
+pub struct SledAgentState {
+    /// VMMs by instance id.
+    pub vmms: BTreeMap<u32, VmmInfo>,
+    pub v2p: BTreeSet<VirtualNetworkInterfaceHost>,
+}
+
+/// A request to the control plane's instance API, queued by the driver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InstanceRequest {
+    Create { instance: u32, sled: u32 },
+    Start { instance: u32, sled: u32 },
+    Stop { instance: u32 },
+    Delete { instance: u32 },
+}
+
 /// Mutable state of the world.
 #[derive(Debug)]
 pub struct State {
+    /// The control plane's database.
+    pub db: Db,
+    /// Volatile state of each running sled-agent, by sled index.
+    pub sled_agents: BTreeMap<usize, SledAgentState>,
+    /// Sleds whose software is running.
+    pub sleds_up: BTreeSet<usize>,
+    /// Sleds gone for good (replaced scrimlets).
+    pub retired_sleds: BTreeSet<usize>,
+    /// Instance API requests waiting for Nexus.
+    pub requests: std::collections::VecDeque<InstanceRequest>,
+    /// When each instance's record last became Running (for invariants
+    /// that apply once a running instance has had time to converge).
+    pub running_since: BTreeMap<u32, Duration>,
+    /// Instances whose delete operation has completed (returned success),
+    /// and when: from then on nothing may remain of them.
+    pub deletes_completed: BTreeMap<u32, Duration>,
     /// The NAT table of each running switch zone; absent while it is down.
     pub dpd: BTreeMap<SwitchSlot, DpdState>,
     /// Faults injected into dpds.
@@ -100,6 +163,8 @@ pub struct World {
     nexus_enabled: Arc<watch::Sender<bool>>,
     /// The bootstore's copy of the rack-wide networking config.
     bootstore: Arc<watch::Sender<Option<SystemNetworkingConfig>>>,
+    /// Rung when an instance request is queued.
+    doorbell: Arc<watch::Sender<u64>>,
 }
 
 impl World {
@@ -119,7 +184,19 @@ impl World {
             .filter(|(_, s)| s.scrimlet_of.is_some())
             .map(|(i, _)| (i, watch::Sender::new(ScrimletStatus::Scrimlet)))
             .collect();
+        let mut db = Db::default();
+        for (i, spec) in params.instances.iter().enumerate() {
+            let id = i as u32 + 1;
+            db.instances.insert(id, instance_record(id, &spec.name));
+        }
         let state = State {
+            db,
+            sled_agents: BTreeMap::new(),
+            sleds_up: BTreeSet::new(),
+            retired_sleds: BTreeSet::new(),
+            requests: Default::default(),
+            running_since: BTreeMap::new(),
+            deletes_completed: BTreeMap::new(),
             dpd: BTreeMap::new(),
             dpd_faults: BTreeMap::new(),
             hidden: BTreeSet::new(),
@@ -146,6 +223,7 @@ impl World {
         World {
             state: Arc::new(Mutex::new(state)),
             nexus_enabled: Arc::new(watch::Sender::new(true)),
+            doorbell: Arc::new(watch::Sender::new(0)),
             bootstore: Arc::new(watch::Sender::new(Some(bootstore))),
             params: Arc::new(params),
         }
@@ -254,6 +332,25 @@ impl World {
         *self.nexus_enabled.borrow()
     }
 
+    /// Queue an instance API request for Nexus.
+    pub fn request(&self, req: InstanceRequest) {
+        self.lock().requests.push_back(req);
+        self.doorbell.send_modify(|n| *n += 1);
+    }
+
+    pub fn doorbell(&self) -> watch::Receiver<u64> {
+        self.doorbell.subscribe()
+    }
+
+    /// An instance's name by id, for traces.
+    pub fn instance_name(&self, id: u32) -> String {
+        self.params
+            .instances
+            .get(id as usize - 1)
+            .map(|s| s.name.clone())
+            .unwrap_or_else(|| format!("instance-{id}"))
+    }
+
     pub fn bootstore(&self) -> watch::Receiver<Option<SystemNetworkingConfig>> {
         self.bootstore.subscribe()
     }
@@ -267,6 +364,8 @@ impl World {
                 st.dropping.remove(slot);
             }
             HostKind::Sled(index) => {
+                st.sleds_up.remove(index);
+                st.sled_agents.remove(index);
                 for z in self.params.rack.zones.iter().filter(|z| z.sled == *index) {
                     match z.kind {
                         ZoneKind::BoundaryNtp => st.ntp_synced = false,
@@ -287,4 +386,31 @@ pub enum HostKind {
     SwitchZone(SwitchSlot),
     Sled(usize),
     UpstreamNtp,
+}
+
+/// The database record of declared instance `id` (1-based): one external
+/// IP (`203.0.113.(10+id)`, all ports) and one NIC (`172.30.0.(10+id)`) in
+/// the guest VPC, created in state `Creating`.
+pub fn instance_record(id: u32, name: &str) -> InstanceRecord {
+    let n = id as u8;
+    InstanceRecord {
+        id,
+        name: name.to_string(),
+        state: InstanceState::Creating,
+        generation: 1,
+        sled: None,
+        vmm: None,
+        external_ips: vec![ExternalIp {
+            ip: std::net::Ipv4Addr::new(203, 0, 113, 10 + n),
+            first_port: 0,
+            last_port: 65535,
+        }],
+        nics: vec![Nic {
+            virtual_ip: std::net::IpAddr::V4(std::net::Ipv4Addr::new(172, 30, 0, 10 + n)),
+            mac: MacAddr {
+                a: [0xa8, 0x40, 0x25, 0xf0, 0x00, n],
+            },
+            vni: GUEST_VNI,
+        }],
+    }
 }

@@ -16,10 +16,15 @@ use racksim_reconciler::{
     DPD_PORT, SERVICES_VNI,
 };
 
+use racksim_reconciler::instances::{
+    v2p_sync, InstanceNatSync, InstanceOps, InstanceRecord, OpError, StartImpl, SwitchSyncOutcome,
+};
+
 use super::{fmt_outcome, sled::TimeSync};
 use crate::{
+    fakes::database::SimStore,
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
-    world::World,
+    world::{InstanceRequest, World},
 };
 
 /// How often Nexus checks whether time has synchronised before it starts.
@@ -82,6 +87,180 @@ async fn serve(world: &World, host: &str, index: usize, resolver: &InternalDnsRe
         "nexus: control plane up (time synchronised); starting background tasks",
     );
 
+    let store = SimStore::new(world.clone(), host);
+    let start = world.params.start;
+    let ops = InstanceOps::new(TurmoilConnector, store.clone(), start);
+    if start == StartImpl::Saga {
+        // What a previous incarnation left half done is finished first.
+        for (saga, instance, outcome) in ops.resume_sagas().await {
+            world.trace(
+                host,
+                format!(
+                    "nexus: resumed saga {saga} of {}: {}",
+                    world.instance_name(instance),
+                    fmt_op(&outcome)
+                ),
+            );
+        }
+    }
+    tokio::join!(
+        service_nat_rpw(world, host, resolver),
+        instance_rpws(world, host, &store, start),
+        instance_api(world, host, &ops),
+    );
+}
+
+fn fmt_op(outcome: &Result<InstanceRecord, OpError>) -> String {
+    match outcome {
+        Ok(rec) => {
+            let state = serde_json::to_value(rec.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            format!("ok, {state}")
+        }
+        Err(e) => format!("failed: {e}"),
+    }
+}
+
+/// Serve queued instance API requests, each in its own task so that
+/// requests race as they would against a real API. The tasks belong to this
+/// future: taking the control plane down aborts them mid-operation.
+async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
+    world: &World,
+    host: &str,
+    ops: &InstanceOps<TurmoilConnector, S>,
+) {
+    let mut bell = world.doorbell();
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        let queued: Vec<InstanceRequest> = world.lock().requests.drain(..).collect();
+        for req in queued {
+            let (ops, world, host) = (ops.clone(), world.clone(), host.to_string());
+            running.spawn_local(async move {
+                let name = |id: u32| world.instance_name(id);
+                let sled = |id: u32| world.sled(id as usize).name;
+                let (what, outcome) = match req {
+                    InstanceRequest::Create { instance, sled: s } => (
+                        format!("create {} on {}", name(instance), sled(s)),
+                        ops.create(instance, s).await,
+                    ),
+                    InstanceRequest::Start { instance, sled: s } => (
+                        format!("start {} on {}", name(instance), sled(s)),
+                        ops.start(instance, s).await,
+                    ),
+                    InstanceRequest::Stop { instance } => {
+                        (format!("stop {}", name(instance)), ops.stop(instance).await)
+                    }
+                    InstanceRequest::Delete { instance } => {
+                        let outcome = ops.delete(instance).await;
+                        if outcome.is_ok() {
+                            let now = turmoil::sim_elapsed().unwrap_or_default();
+                            let mut st = world.lock();
+                            st.deletes_completed.insert(instance, now);
+                            st.version += 1;
+                        }
+                        (format!("delete {}", name(instance)), outcome)
+                    }
+                };
+                world.trace(
+                    &host,
+                    format!("nexus: {what}: {}", world.name_addrs(&fmt_op(&outcome))),
+                );
+            });
+        }
+        tokio::select! {
+            biased;
+            // Cancel-safe: `changed` only observes the channel.
+            r = bell.changed() => {
+                if r.is_err() {
+                    return;
+                }
+            }
+            // Cancel-safe: a task not yet joined stays in the set.
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+        }
+    }
+}
+
+/// The instance NAT and V2P background tasks (seed 002's fix propagates
+/// instance networking through them). `legacy` models the control plane of
+/// seed 002's time, which had neither.
+async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
+    world: &World,
+    host: &str,
+    store: &S,
+    start: StartImpl,
+) {
+    if start == StartImpl::Legacy {
+        return;
+    }
+    let mut nat = InstanceNatSync::new();
+    let mut interval = tokio::time::interval(RPW_PERIOD);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let mut parts = Vec::new();
+        match nat.activate(&TurmoilConnector, store).await {
+            Err(e) => parts.push(format!("instance NAT: database: {e}")),
+            Ok(switches) => {
+                for (addr, outcome) in switches {
+                    let line = match outcome {
+                        SwitchSyncOutcome::UpToDate => continue,
+                        SwitchSyncOutcome::Reconciled(o) => {
+                            if matches!(&o, racksim_reconciler::nat::NatReconcileOutcome::Complete { removed: 0, created: 0, remove_failures, create_failures, .. } if remove_failures.is_empty() && create_failures.is_empty())
+                            {
+                                continue;
+                            }
+                            fmt_outcome(world, &o)
+                        }
+                        SwitchSyncOutcome::Failed(e) => format!("failed: {e}"),
+                    };
+                    parts.push(format!(
+                        "instance NAT {}: {}",
+                        world.name_of(match addr.ip() {
+                            std::net::IpAddr::V6(a) => a,
+                            std::net::IpAddr::V4(a) => a.to_ipv6_mapped(),
+                        }),
+                        world.name_addrs(&line)
+                    ));
+                }
+            }
+        }
+        match v2p_sync(&TurmoilConnector, store).await {
+            Err(e) => parts.push(format!("V2P: database: {e}")),
+            Ok(sleds) => {
+                for (sled, outcome) in sleds {
+                    let name = world.sled(sled as usize).name;
+                    match outcome {
+                        Ok(o) if o.removed == 0 && o.added == 0 && o.failures.is_empty() => {}
+                        Ok(o) => parts.push(format!(
+                            "V2P {name}: unchanged {}, removed {}, added {}{}",
+                            o.unchanged,
+                            o.removed,
+                            o.added,
+                            if o.failures.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", failures: {}", world.name_addrs(&o.failures.join("; ")))
+                            }
+                        )),
+                        Err(e) => {
+                            parts.push(format!("V2P {name}: failed: {}", world.name_addrs(&e)))
+                        }
+                    }
+                }
+            }
+        }
+        // Quiet when there was nothing to do: the trace records changes.
+        if !parts.is_empty() {
+            world.trace(host, format!("nexus instance RPWs: {}", parts.join("; ")));
+        }
+    }
+}
+
+/// Service NAT: make every dpd's service entries match the database.
+async fn service_nat_rpw(world: &World, host: &str, resolver: &InternalDnsResolver) {
     let desired = world.rack().desired_nat();
     let mut activation = 0u64;
     let mut interval = tokio::time::interval(RPW_PERIOD);

@@ -13,8 +13,9 @@ use std::{
     time::Duration,
 };
 
-use http::Method;
+use http::{Method, StatusCode};
 use racksim_reconciler::{
+    instances::{VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState, VmmStateRequest},
     legacy::{self, LegacyProgress},
     nat::NatEntry,
     scrimlet_local::{
@@ -42,7 +43,7 @@ use crate::{
     plan::Strategy,
     rack::{ZoneKind, ZoneSpec, UPSTREAM_NTP_ADDR},
     trace::fmt_duration,
-    world::World,
+    world::{SledAgentState, World},
 };
 
 /// How often boundary NTP queries upstream while unsynchronised.
@@ -65,6 +66,13 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         .filter(|z| z.sled == index)
         .cloned()
         .collect();
+    {
+        // sled-agent's instance and V2P state does not survive a restart.
+        let mut st = world.lock();
+        st.sleds_up.insert(index);
+        st.sled_agents.insert(index, SledAgentState::default());
+        st.version += 1;
+    }
     world.trace(&name, "sled-agent up");
     spawn_server(
         &world,
@@ -72,6 +80,7 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         SLED_AGENT_PORT,
         SledAgentApi {
             world: world.clone(),
+            index,
         },
     );
     if rack.internal_dns_sled == index {
@@ -415,20 +424,193 @@ async fn opte(world: World, index: usize) -> std::io::Result<()> {
 
 struct SledAgentApi {
     world: World,
+    index: usize,
 }
 
 impl Handler for SledAgentApi {
     fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
-        let resp = match (req.method.clone(), req.segments().as_slice()) {
-            // Internal NTP on every sled follows boundary NTP; one flag
-            // stands for "this sled's clock is synchronised".
-            (Method::GET, ["timesync"]) => ApiResponse::json(&TimeSync {
-                sync: self.world.lock().ntp_synced,
-            }),
-            _ => ApiError::not_found_route(&req).into_response(),
+        let (resp, event) = match self.route(&req) {
+            Ok(ok) => ok,
+            Err(e) => (e.into_response(), None),
         };
+        if let Some(event) = event {
+            let host = self.world.sled(self.index).name;
+            self.world.trace(&host, event);
+        }
         std::future::ready(resp)
     }
+}
+
+impl SledAgentApi {
+    /// The response, and a trace line if the sled's state changed.
+    fn route(&self, req: &ApiRequest) -> Result<(ApiResponse, Option<String>), ApiError> {
+        let w = &self.world;
+        let segs = req.segments();
+        let m = req.method.clone();
+        match (m, segs.as_slice()) {
+            // Internal NTP on every sled follows boundary NTP; one flag
+            // stands for "this sled's clock is synchronised".
+            (Method::GET, ["timesync"]) => Ok((
+                ApiResponse::json(&TimeSync {
+                    sync: w.lock().ntp_synced,
+                }),
+                None,
+            )),
+            (Method::GET, ["v2p"]) => {
+                let st = w.lock();
+                let list: Vec<VirtualNetworkInterfaceHost> = st
+                    .sled_agents
+                    .get(&self.index)
+                    .map(|a| a.v2p.iter().copied().collect())
+                    .unwrap_or_default();
+                Ok((ApiResponse::json(&list), None))
+            }
+            (Method::PUT, ["v2p"]) => {
+                let m: VirtualNetworkInterfaceHost = json_body(req)?;
+                let changed = self.with_agent(|a| {
+                    let old: Vec<_> = a
+                        .v2p
+                        .iter()
+                        .filter(|x| x.vni == m.vni && x.virtual_ip == m.virtual_ip)
+                        .copied()
+                        .collect();
+                    let same = old == [m];
+                    for o in old {
+                        a.v2p.remove(&o);
+                    }
+                    a.v2p.insert(m);
+                    !same
+                });
+                let event = changed.then(|| format!("sled-agent: V2P + {}", fmt_v2p(w, &m)));
+                Ok((ApiResponse::no_content(), event))
+            }
+            (Method::DELETE, ["v2p"]) => {
+                let m: VirtualNetworkInterfaceHost = json_body(req)?;
+                let removed = self.with_agent(|a| {
+                    let old: Vec<_> = a
+                        .v2p
+                        .iter()
+                        .filter(|x| x.vni == m.vni && x.virtual_ip == m.virtual_ip)
+                        .copied()
+                        .collect();
+                    for o in &old {
+                        a.v2p.remove(o);
+                    }
+                    old
+                });
+                let event = removed
+                    .first()
+                    .map(|o| format!("sled-agent: V2P - {}", fmt_v2p(w, o)));
+                Ok((ApiResponse::no_content(), event))
+            }
+            (Method::GET, ["instances"]) => {
+                let st = w.lock();
+                let list: Vec<VmmInfo> = st
+                    .sled_agents
+                    .get(&self.index)
+                    .map(|a| a.vmms.values().copied().collect())
+                    .unwrap_or_default();
+                Ok((ApiResponse::json(&list), None))
+            }
+            (Method::PUT, ["instances", id]) => {
+                let id: u32 = id
+                    .parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid instance id {id:?}")))?;
+                let reg: VmmRegistration = json_body(req)?;
+                let outcome = self.with_agent(|a| match a.vmms.get(&id) {
+                    Some(v) if v.vmm_id == reg.vmm_id => Ok(false),
+                    Some(v) => Err(v.vmm_id),
+                    None => {
+                        a.vmms.insert(
+                            id,
+                            VmmInfo {
+                                instance_id: id,
+                                vmm_id: reg.vmm_id,
+                                state: VmmState::Starting,
+                            },
+                        );
+                        Ok(true)
+                    }
+                });
+                match outcome {
+                    Ok(created) => {
+                        let event = created.then(|| {
+                            format!(
+                                "sled-agent: VMM {} of {} registered",
+                                reg.vmm_id,
+                                w.instance_name(id)
+                            )
+                        });
+                        Ok((ApiResponse::no_content(), event))
+                    }
+                    Err(other) => Err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "ObjectAlreadyExists",
+                        format!("instance {id} already has VMM {other} on this sled"),
+                    )),
+                }
+            }
+            (Method::PUT, ["instances", id, "state"]) => {
+                let id: u32 = id
+                    .parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid instance id {id:?}")))?;
+                let want: VmmStateRequest = json_body(req)?;
+                let name = w.instance_name(id);
+                // None: no such VMM; Some(None): nothing changed.
+                let outcome: Option<Option<String>> =
+                    self.with_agent(|a| match (a.vmms.get_mut(&id), want.state) {
+                        (None, _) => None,
+                        (Some(v), VmmState::Stopped) => {
+                            let vmm = v.vmm_id;
+                            a.vmms.remove(&id);
+                            Some(Some(format!("VMM {vmm} of {name} destroyed")))
+                        }
+                        (Some(v), state) => {
+                            let changed = v.state != state;
+                            v.state = state;
+                            let what = serde_json::to_value(state)
+                                .ok()
+                                .and_then(|s| s.as_str().map(str::to_string))
+                                .unwrap_or_default();
+                            Some(changed.then(|| format!("VMM {} of {name} {what}", v.vmm_id)))
+                        }
+                    });
+                match outcome {
+                    None => Err(ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        "ObjectNotFound",
+                        format!("no VMM for instance {id} on this sled"),
+                    )),
+                    Some(line) => Ok((
+                        ApiResponse::no_content(),
+                        line.map(|l| format!("sled-agent: {l}")),
+                    )),
+                }
+            }
+            _ => Err(ApiError::not_found_route(req)),
+        }
+    }
+
+    fn with_agent<T>(&self, f: impl FnOnce(&mut SledAgentState) -> T) -> T {
+        let mut st = self.world.lock();
+        st.version += 1;
+        f(st.sled_agents.entry(self.index).or_default())
+    }
+}
+
+/// `172.30.0.11 -> sled2 (vni 1001)`
+fn fmt_v2p(world: &World, m: &VirtualNetworkInterfaceHost) -> String {
+    format!(
+        "{} -> {} (vni {})",
+        m.virtual_ip,
+        world.name_of(m.physical_host_ip),
+        m.vni
+    )
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(req: &ApiRequest) -> Result<T, ApiError> {
+    serde_json::from_slice(&req.body)
+        .map_err(|e| ApiError::bad_request(format!("unable to parse JSON body: {e}")))
 }
 
 struct InternalDnsApi {

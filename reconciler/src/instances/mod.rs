@@ -1,0 +1,272 @@
+//! Instance networking: the control plane's side of seed 002.
+//!
+//! An instance (a guest VM) reaches the outside world through **NAT entries**
+//! on every boundary switch — one per external IP, pointing at the sled that
+//! runs it — and reaches other instances of its VPC through **V2P mappings**
+//! (virtual-to-physical: `(vni, virtual_ip) → (virtual_mac, physical_host)`)
+//! on every *other* sled. Both are plain state in somebody else's memory
+//! (the switch ASIC, OPTE on each sled): a cold boot wipes them, so whoever
+//! starts an instance must be able to put them back.
+//!
+//! ## Three ways to start an instance ([`StartImpl`])
+//!
+//! * [`StartImpl::Legacy`] — what Nexus did when seed 002 was filed: NAT and
+//!   V2P are programmed when the instance is *created* and removed when it is
+//!   *deleted*; `start` only registers and runs a VMM. After stop → cold boot
+//!   → start the instance has no connectivity. The accidental workaround
+//!   (start, stop, start) works because stopping changes the Propolis
+//!   generation, whose handler re-ensures NAT and V2P for the sled the
+//!   instance ran on — reproduced in [`InstanceOps::stop`].
+//! * [`StartImpl::Naive`] — the obvious fix: call the ensure functions at
+//!   start. It has the race the issue describes: T1 starts (reads Stopped),
+//!   T2 deletes (removes the mappings, marks Deleted), T1 re-creates the
+//!   mappings, then fails to mark Running. The mappings of a deleted instance
+//!   leak.
+//! * [`StartImpl::Saga`] — the fix that shipped: start is a saga whose first
+//!   node, `MARK_AS_STARTING`, is a *conditional* update of the instance
+//!   record (Stopped → Starting, on the generation just read, bumping it).
+//!   Nothing is programmed before it succeeds, and once it has, delete is
+//!   refused (it is only allowed from Stopped/Failed), so T2 can no longer
+//!   remove mappings underneath T1 and T1 can no longer program mappings for
+//!   an instance T2 has deleted: of the two conditional updates on the same
+//!   generation exactly one wins. The same update serialises concurrent
+//!   starts, so at most one VMM is ever registered. Each node is recorded in
+//!   a durable saga log after it succeeds; a node that fails unwinds the ones
+//!   before it, and [`InstanceOps::resume_sagas`] finishes what a crashed
+//!   control plane left half done.
+//!
+//! ## Delete marks first
+//!
+//! [`InstanceOps::delete`] marks the record Deleted (conditionally) *before*
+//! removing NAT (first) and V2P. Removing first and marking last, as the
+//! Omicron delete saga of the time did, leaves a window the other way round:
+//! a delete that read Stopped can remove the mappings a start saga has just
+//! programmed, then lose its conditional update — leaving a Running instance
+//! without connectivity and, worse, without its rows in the NAT table the
+//! background task serves. Marking first makes the conditional update the
+//! single decision point for both operations; removals that fail afterwards
+//! are mopped up by the background tasks, which derive desired state from
+//! the records.
+//!
+//! ## Background tasks (RPWs)
+//!
+//! [`InstanceNatSync`] and [`v2p_sync`] are one activation each of the
+//! reconcilers that make the database, not the last request, the source of
+//! truth: they repair a switch or sled that lost its state (cold boot, dpd
+//! restart) whatever the start implementation did.
+//!
+//! ## Ordering and determinism
+//!
+//! Every operation issues its requests one at a time in a fixed order —
+//! boundary switches sorted by address, then sleds sorted by id — and never
+//! spawns or sleeps: the interleavings a simulation explores are exactly
+//! those of the awaits, and a seed replays them.
+
+mod ops;
+mod rpw;
+mod sled_agent;
+mod store;
+#[cfg(test)]
+mod test_store;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    fmt,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    str::FromStr,
+};
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::dpd::MacAddr;
+pub use ops::{InstanceOps, OpError, ResumedSaga};
+pub use rpw::{
+    v2p_sync, InstanceNatSync, SwitchSyncOutcome, V2pSledOutcome, NAT_FULL_RESYNC_INTERVAL,
+};
+pub use sled_agent::{
+    mac_string, SledAgentClient, VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState,
+    VmmStateRequest,
+};
+pub use store::{InstanceStore, SagaNode, SagaRecord, SagaState, StoreError};
+
+/// The VNI of the one VPC the simulated rack's instances live in.
+pub const GUEST_VNI: u32 = 1001;
+/// Port of sled-agent on a sled's underlay address.
+pub const SLED_AGENT_PORT: u16 = 12345;
+
+/// Lifecycle state of an instance record. Displays (and serializes) as
+/// `snake_case`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceState {
+    Creating,
+    Stopped,
+    Starting,
+    Running,
+    Stopping,
+    Failed,
+    Deleted,
+}
+
+impl InstanceState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceState::Creating => "creating",
+            InstanceState::Stopped => "stopped",
+            InstanceState::Starting => "starting",
+            InstanceState::Running => "running",
+            InstanceState::Stopping => "stopping",
+            InstanceState::Failed => "failed",
+            InstanceState::Deleted => "deleted",
+        }
+    }
+}
+
+impl fmt::Display for InstanceState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One external IPv4 address and port range of an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ExternalIp {
+    pub ip: Ipv4Addr,
+    pub first_port: u16,
+    pub last_port: u16,
+}
+
+/// One virtual NIC of an instance. The first NIC is the primary: external
+/// traffic is NATed to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Nic {
+    pub virtual_ip: IpAddr,
+    pub mac: MacAddr,
+    pub vni: u32,
+}
+
+/// A sled as the control plane knows it: sled-agent listens on
+/// `[address]:SLED_AGENT_PORT`, and `address` is the physical host of V2P
+/// mappings and the internal IP of NAT targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SledRef {
+    pub id: u32,
+    pub address: Ipv6Addr,
+}
+
+/// The control plane's record of an instance.
+///
+/// `generation` grows with every runtime update; every write is conditional
+/// on it ([`InstanceStore::update_if`]), which is what serialises
+/// concurrent operations.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    pub id: u32,
+    pub name: String,
+    pub state: InstanceState,
+    pub generation: u64,
+    pub sled: Option<u32>,
+    pub vmm: Option<u64>,
+    pub external_ips: Vec<ExternalIp>,
+    pub nics: Vec<Nic>,
+}
+
+/// The runtime part of an instance record that operations change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeUpdate {
+    pub state: InstanceState,
+    pub sled: Option<u32>,
+    pub vmm: Option<u64>,
+}
+
+/// Which implementation of instance start [`InstanceOps`] uses.
+/// Displays and parses as `legacy`, `naive`, `saga`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum StartImpl {
+    Legacy,
+    Naive,
+    Saga,
+}
+
+impl StartImpl {
+    /// Every implementation, in a fixed order.
+    pub const ALL: [StartImpl; 3] = [StartImpl::Legacy, StartImpl::Naive, StartImpl::Saga];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartImpl::Legacy => "legacy",
+            StartImpl::Naive => "naive",
+            StartImpl::Saga => "saga",
+        }
+    }
+}
+
+impl fmt::Display for StartImpl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names no [`StartImpl`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown start implementation {0:?} (expected legacy, naive or saga)")]
+pub struct ParseStartImplError(pub String);
+
+impl FromStr for StartImpl {
+    type Err = ParseStartImplError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        StartImpl::ALL
+            .into_iter()
+            .find(|i| i.as_str() == s)
+            .ok_or_else(|| ParseStartImplError(s.to_string()))
+    }
+}
+
+/// The NAT entries of `instance` when it runs on the sled at `sled_address`:
+/// one per external IP, targeting the primary NIC. An instance without NICs
+/// cannot receive external traffic and has none.
+pub fn instance_nat_entries(
+    instance: &InstanceRecord,
+    sled_address: Ipv6Addr,
+) -> Vec<crate::nat::NatEntry> {
+    let Some(primary) = instance.nics.first() else {
+        return Vec::new();
+    };
+    let mut entries: Vec<_> = instance
+        .external_ips
+        .iter()
+        .map(|ip| crate::nat::NatEntry {
+            external_ip: ip.ip,
+            first_port: ip.first_port,
+            last_port: ip.last_port,
+            target: crate::dpd::NatTarget {
+                internal_ip: sled_address,
+                inner_mac: primary.mac,
+                vni: primary.vni,
+            },
+        })
+        .collect();
+    entries.sort();
+    entries.dedup();
+    entries
+}
+
+/// The V2P mappings of `instance` when it runs on the sled at
+/// `sled_address`: one per NIC, in NIC order.
+pub fn instance_v2p_mappings(
+    instance: &InstanceRecord,
+    sled_address: Ipv6Addr,
+) -> Vec<VirtualNetworkInterfaceHost> {
+    instance
+        .nics
+        .iter()
+        .map(|nic| VirtualNetworkInterfaceHost {
+            virtual_ip: nic.virtual_ip,
+            virtual_mac: nic.mac,
+            physical_host_ip: sled_address,
+            vni: nic.vni,
+        })
+        .collect()
+}

@@ -1,0 +1,155 @@
+//! Typed client of the parts of sled-agent's API instance networking needs.
+//!
+//! `/v2p` is exactly sled-agent's published API
+//! (`reference/sled-agent-v2p-subset.json`); note that its `MacAddr` is a
+//! *string* (`"a8:40:25:f0:00:01"`), unlike dpd's `{"a": [..]}` — the same
+//! Rust type, two wire formats, hence [`mac_string`]. `/instances` is this
+//! project's reduced instance API (register a VMM, set its state, list).
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    dpd::MacAddr,
+    http::{ClientError, Connector, HttpClient},
+};
+
+/// Serde `with` module: a [`MacAddr`] as sled-agent's `"aa:bb:cc:dd:ee:ff"`
+/// string.
+pub mod mac_string {
+    use serde::{de::Error as _, Deserialize, Deserializer, Serializer};
+
+    use crate::dpd::MacAddr;
+
+    pub fn serialize<S: Serializer>(mac: &MacAddr, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(mac)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<MacAddr, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(D::Error::custom)
+    }
+}
+
+/// A mapping from a virtual NIC to a physical host (sled-agent's
+/// `VirtualNetworkInterfaceHost`). Its identity on a sled is
+/// `(vni, virtual_ip)`: a sled holds at most one mapping per virtual IP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct VirtualNetworkInterfaceHost {
+    pub virtual_ip: IpAddr,
+    #[serde(with = "mac_string")]
+    pub virtual_mac: MacAddr,
+    pub physical_host_ip: Ipv6Addr,
+    pub vni: u32,
+}
+
+impl VirtualNetworkInterfaceHost {
+    /// Whether `self` and `other` are mappings of the same virtual NIC
+    /// (whatever host each says it is on).
+    pub fn same_nic(&self, other: &VirtualNetworkInterfaceHost) -> bool {
+        self.vni == other.vni && self.virtual_ip == other.virtual_ip
+    }
+}
+
+impl std::fmt::Display for VirtualNetworkInterfaceHost {
+    /// `10.0.0.5 (a8:40:25:f0:00:01, vni 1001) -> fd00:1122:3344:102::1`
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}, vni {}) -> {}",
+            self.virtual_ip, self.virtual_mac, self.vni, self.physical_host_ip
+        )
+    }
+}
+
+/// `PUT /instances/{id}` body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmmRegistration {
+    pub vmm_id: u64,
+}
+
+/// State of a VMM on a sled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VmmState {
+    Starting,
+    Running,
+    Stopped,
+}
+
+/// `PUT /instances/{id}/state` body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmmStateRequest {
+    pub state: VmmState,
+}
+
+/// One element of `GET /instances`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmmInfo {
+    pub instance_id: u32,
+    pub vmm_id: u64,
+    pub state: VmmState,
+}
+
+/// Client of one sled-agent.
+#[derive(Clone, Debug)]
+pub struct SledAgentClient<C> {
+    http: HttpClient<C>,
+}
+
+impl<C: Connector> SledAgentClient<C> {
+    pub fn new(http: HttpClient<C>) -> Self {
+        SledAgentClient { http }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.http.addr()
+    }
+
+    /// `GET /v2p`
+    pub async fn v2p_list(&self) -> Result<Vec<VirtualNetworkInterfaceHost>, ClientError> {
+        self.http.get("/v2p").await
+    }
+
+    /// `PUT /v2p` (204). Creates or replaces the mapping of that virtual NIC.
+    pub async fn v2p_set(&self, m: &VirtualNetworkInterfaceHost) -> Result<(), ClientError> {
+        self.http.put("/v2p", m).await
+    }
+
+    /// `DELETE /v2p` with the mapping as the body (204).
+    pub async fn v2p_del(&self, m: &VirtualNetworkInterfaceHost) -> Result<(), ClientError> {
+        self.http.delete_with_body("/v2p", m).await
+    }
+
+    /// `PUT /instances/{instance}` body `{"vmm_id": ..}` (204; 409 if another
+    /// VMM is registered for the instance). Idempotent for the same VMM.
+    pub async fn instance_register(&self, instance: u32, vmm_id: u64) -> Result<(), ClientError> {
+        self.http
+            .put(
+                &format!("/instances/{instance}"),
+                &VmmRegistration { vmm_id },
+            )
+            .await
+    }
+
+    /// `PUT /instances/{instance}/state` (204; 404 if no VMM is registered).
+    /// `Stopped` destroys the VMM.
+    pub async fn instance_set_state(
+        &self,
+        instance: u32,
+        state: VmmState,
+    ) -> Result<(), ClientError> {
+        self.http
+            .put(
+                &format!("/instances/{instance}/state"),
+                &VmmStateRequest { state },
+            )
+            .await
+    }
+
+    /// `GET /instances`
+    pub async fn instances(&self) -> Result<Vec<VmmInfo>, ClientError> {
+        self.http.get("/instances").await
+    }
+}

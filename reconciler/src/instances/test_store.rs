@@ -1,0 +1,223 @@
+//! Test-only in-memory [`InstanceStore`].
+//!
+//! Every method yields once before its transaction, so that concurrent
+//! operations in one test interleave at store calls as they would against a
+//! real database. A test can also *hold* an operation at a chosen point
+//! ([`MemStore::hold_at`]) to force one precise interleaving.
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use tokio::sync::Notify;
+
+use super::{
+    InstanceRecord, InstanceStore, RuntimeUpdate, SagaRecord, SagaState, SledRef, StoreError,
+};
+use crate::nat::NatEntry;
+
+/// Where [`MemStore::hold_at`] can stop an operation (the first call only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HoldPoint {
+    /// Before `nat_set_instance` (the first step of "ensure NAT").
+    NatSet,
+    /// Before `update_if`.
+    UpdateIf,
+}
+
+struct Hold {
+    point: HoldPoint,
+    reached: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+#[derive(Default)]
+pub(super) struct MemState {
+    pub instances: BTreeMap<u32, InstanceRecord>,
+    pub sleds: Vec<SledRef>,
+    pub switches: Vec<SocketAddr>,
+    pub last_id: u64,
+    pub nat: BTreeMap<u32, Vec<NatEntry>>,
+    pub nat_version: u64,
+    pub sagas: BTreeMap<u64, SagaRecord>,
+    /// Every saga record written, in order.
+    pub saga_history: Vec<SagaRecord>,
+    holds: Vec<Hold>,
+}
+
+#[derive(Clone, Default)]
+pub(super) struct MemStore {
+    state: Arc<Mutex<MemState>>,
+}
+
+impl MemStore {
+    pub fn lock(&self) -> MutexGuard<'_, MemState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn insert(&self, record: InstanceRecord) {
+        self.lock().instances.insert(record.id, record);
+    }
+
+    pub fn get(&self, id: u32) -> InstanceRecord {
+        self.lock().instances[&id].clone()
+    }
+
+    pub fn saga(&self, id: u64) -> SagaRecord {
+        self.lock().sagas[&id].clone()
+    }
+
+    pub fn nat_rows(&self) -> BTreeMap<u32, Vec<NatEntry>> {
+        self.lock().nat.clone()
+    }
+
+    /// Holds the first operation that reaches `point` until `release` is
+    /// notified; `reached` is notified when it gets there.
+    pub fn hold_at(&self, point: HoldPoint) -> (Arc<Notify>, Arc<Notify>) {
+        let reached = Arc::new(Notify::new());
+        let release = Arc::new(Notify::new());
+        self.lock().holds.push(Hold {
+            point,
+            reached: reached.clone(),
+            release: release.clone(),
+        });
+        (reached, release)
+    }
+
+    async fn enter(&self, point: Option<HoldPoint>) {
+        tokio::task::yield_now().await;
+        let hold = {
+            let mut state = self.lock();
+            state
+                .holds
+                .iter()
+                .position(|h| Some(h.point) == point)
+                .map(|i| state.holds.remove(i))
+        };
+        if let Some(hold) = hold {
+            hold.reached.notify_one();
+            hold.release.notified().await;
+        }
+    }
+}
+
+impl InstanceStore for MemStore {
+    async fn fetch(&self, id: u32) -> Result<InstanceRecord, StoreError> {
+        self.enter(None).await;
+        self.lock()
+            .instances
+            .get(&id)
+            .cloned()
+            .ok_or(StoreError::NotFound(id))
+    }
+
+    async fn update_if(
+        &self,
+        id: u32,
+        expected_generation: u64,
+        update: RuntimeUpdate,
+    ) -> Result<InstanceRecord, StoreError> {
+        self.enter(Some(HoldPoint::UpdateIf)).await;
+        let mut state = self.lock();
+        let record = state
+            .instances
+            .get_mut(&id)
+            .ok_or(StoreError::NotFound(id))?;
+        if record.generation != expected_generation {
+            return Err(StoreError::Conflict {
+                id,
+                current: record.generation,
+            });
+        }
+        record.state = update.state;
+        record.sled = update.sled;
+        record.vmm = update.vmm;
+        record.generation += 1;
+        Ok(record.clone())
+    }
+
+    async fn sleds(&self) -> Result<Vec<SledRef>, StoreError> {
+        self.enter(None).await;
+        Ok(self.lock().sleds.clone())
+    }
+
+    async fn boundary_switches(&self) -> Result<Vec<SocketAddr>, StoreError> {
+        self.enter(None).await;
+        Ok(self.lock().switches.clone())
+    }
+
+    async fn next_id(&self) -> Result<u64, StoreError> {
+        self.enter(None).await;
+        let mut state = self.lock();
+        state.last_id += 1;
+        Ok(state.last_id)
+    }
+
+    async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
+        self.enter(Some(HoldPoint::NatSet)).await;
+        let mut state = self.lock();
+        if state.nat.get(&id) != Some(&entries) {
+            state.nat.insert(id, entries);
+            state.nat_version += 1;
+        }
+        Ok(())
+    }
+
+    async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
+        self.enter(None).await;
+        let mut state = self.lock();
+        if state.nat.remove(&id).is_some() {
+            state.nat_version += 1;
+        }
+        Ok(())
+    }
+
+    async fn nat_all(&self) -> Result<(u64, Vec<NatEntry>), StoreError> {
+        self.enter(None).await;
+        let state = self.lock();
+        Ok((
+            state.nat_version,
+            state.nat.values().flatten().copied().collect(),
+        ))
+    }
+
+    async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
+        self.enter(None).await;
+        Ok(self.lock().instances.values().cloned().collect())
+    }
+
+    async fn saga_create(&self, saga: &SagaRecord) -> Result<(), StoreError> {
+        self.enter(None).await;
+        let mut state = self.lock();
+        if state.sagas.contains_key(&saga.id) {
+            return Err(StoreError::Unavailable(format!("saga {} exists", saga.id)));
+        }
+        state.sagas.insert(saga.id, saga.clone());
+        state.saga_history.push(saga.clone());
+        Ok(())
+    }
+
+    async fn saga_update(&self, saga: &SagaRecord) -> Result<(), StoreError> {
+        self.enter(None).await;
+        let mut state = self.lock();
+        if !state.sagas.contains_key(&saga.id) {
+            return Err(StoreError::Unavailable(format!("no saga {}", saga.id)));
+        }
+        state.sagas.insert(saga.id, saga.clone());
+        state.saga_history.push(saga.clone());
+        Ok(())
+    }
+
+    async fn sagas_unfinished(&self) -> Result<Vec<SagaRecord>, StoreError> {
+        self.enter(None).await;
+        Ok(self
+            .lock()
+            .sagas
+            .values()
+            .filter(|s| matches!(s.state, SagaState::Running | SagaState::Unwinding))
+            .cloned()
+            .collect())
+    }
+}

@@ -1,0 +1,1013 @@
+//! Tests of instance operations and background tasks against a fake dpd, a
+//! fake sled-agent and an in-memory store.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use serde_json::json;
+
+use super::{
+    test_store::{HoldPoint, MemStore},
+    *,
+};
+use crate::{
+    dpd::{Ipv4Nat, NatTarget},
+    http::HttpClient,
+    nat::{NatEntry, NatReconcileOutcome},
+    testing::{zone_ip, FakeConnector, FakeNet, FakeResponse},
+    DPD_PORT, SERVICES_VNI,
+};
+
+const ID: u32 = 7;
+const EXT: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
+
+fn sled_ip(n: u32) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x100 + n as u16, 0, 0, 0, 1)
+}
+
+fn sled_addr(n: u32) -> SocketAddr {
+    SocketAddr::new(sled_ip(n).into(), SLED_AGENT_PORT)
+}
+
+fn dpd_addr(zone: Ipv6Addr) -> SocketAddr {
+    SocketAddr::new(zone.into(), DPD_PORT)
+}
+
+fn zones() -> [Ipv6Addr; 2] {
+    [zone_ip(1), zone_ip(2)]
+}
+
+fn nic(n: u8) -> Nic {
+    Nic {
+        virtual_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, n)),
+        mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0x00, n]),
+        vni: GUEST_VNI,
+    }
+}
+
+fn instance(id: u32, state: InstanceState) -> InstanceRecord {
+    InstanceRecord {
+        id,
+        name: format!("inst{id}"),
+        state,
+        generation: 1,
+        sled: None,
+        vmm: None,
+        external_ips: vec![ExternalIp {
+            ip: Ipv4Addr::new(203, 0, 113, id as u8 + 3),
+            first_port: 0,
+            last_port: 16383,
+        }],
+        nics: vec![nic(id as u8 - 2)],
+    }
+}
+
+/// Two boundary switches, three sleds, instance 7 in `state`.
+fn fixture(
+    imp: StartImpl,
+    state: InstanceState,
+) -> (FakeNet, MemStore, InstanceOps<FakeConnector, MemStore>) {
+    let net = FakeNet::new();
+    let store = MemStore::default();
+    for (slot, zone) in zones().into_iter().enumerate() {
+        net.add_switch_zone(zone, slot as u16);
+    }
+    for n in 1..=3 {
+        net.add_sled_agent(sled_ip(n));
+    }
+    {
+        let mut s = store.lock();
+        // Deliberately unsorted: operations must sort.
+        s.switches = vec![dpd_addr(zone_ip(2)), dpd_addr(zone_ip(1))];
+        s.sleds = [3, 1, 2]
+            .into_iter()
+            .map(|id| SledRef {
+                id,
+                address: sled_ip(id),
+            })
+            .collect();
+    }
+    store.insert(instance(ID, state));
+    let ops = InstanceOps::new(net.connector(), store.clone(), imp);
+    (net, store, ops)
+}
+
+fn nat_entry(sled: u32) -> NatEntry {
+    NatEntry {
+        external_ip: EXT,
+        first_port: 0,
+        last_port: 16383,
+        target: NatTarget {
+            internal_ip: sled_ip(sled),
+            inner_mac: nic(5).mac,
+            vni: GUEST_VNI,
+        },
+    }
+}
+
+fn mapping(sled: u32) -> VirtualNetworkInterfaceHost {
+    VirtualNetworkInterfaceHost {
+        virtual_ip: nic(5).virtual_ip,
+        virtual_mac: nic(5).mac,
+        physical_host_ip: sled_ip(sled),
+        vni: GUEST_VNI,
+    }
+}
+
+/// Asserts the instance's networking points at `sled` (or is absent):
+/// NAT on both switches and in the table, V2P on every other sled.
+fn assert_networking(net: &FakeNet, store: &MemStore, sled: Option<u32>) {
+    for zone in zones() {
+        let expected: Vec<Ipv4Nat> = sled.map(|s| nat_entry(s).to_dpd()).into_iter().collect();
+        assert_eq!(net.nat(zone), expected, "NAT on {zone}");
+    }
+    let rows = store.nat_rows();
+    match sled {
+        Some(s) => assert_eq!(rows.get(&ID), Some(&vec![nat_entry(s)])),
+        None => assert_eq!(rows.get(&ID), None),
+    }
+    for n in 1..=3 {
+        let expected: Vec<_> = match sled {
+            Some(s) if s != n => vec![mapping(s)],
+            _ => vec![],
+        };
+        assert_eq!(net.v2p(sled_ip(n)), expected, "V2P on sled {n}");
+    }
+}
+
+fn vmm_count(net: &FakeNet) -> usize {
+    (1..=3).map(|n| net.vmms(sled_ip(n)).len()).sum()
+}
+
+/// A cold boot: switch tables and sled V2P tables empty, VMMs gone.
+fn cold_boot(net: &FakeNet) {
+    for zone in zones() {
+        net.restart_dpd(zone);
+    }
+    for n in 1..=3 {
+        net.add_sled_agent(sled_ip(n));
+    }
+}
+
+// ---- names and wire formats ----
+
+#[test]
+fn names_display_and_parse() {
+    assert_eq!(InstanceState::Starting.to_string(), "starting");
+    assert_eq!(
+        serde_json::to_value(InstanceState::Deleted).unwrap(),
+        json!("deleted")
+    );
+    assert_eq!(SagaNode::MarkAsStarting.to_string(), "MARK_AS_STARTING");
+    assert_eq!(
+        SagaNode::ALL.map(|n| n.to_string()),
+        [
+            "MARK_AS_STARTING",
+            "DPD_ENSURE",
+            "V2P_ENSURE",
+            "REGISTER",
+            "RUN"
+        ]
+    );
+    for imp in StartImpl::ALL {
+        assert_eq!(imp.to_string().parse::<StartImpl>(), Ok(imp));
+    }
+    assert_eq!("saga".parse::<StartImpl>(), Ok(StartImpl::Saga));
+    assert!("Saga".parse::<StartImpl>().is_err());
+    assert_eq!(
+        OpError::Refused {
+            id: 7,
+            state: InstanceState::Starting,
+            op: "delete"
+        }
+        .to_string(),
+        "instance 7 is starting: delete refused"
+    );
+}
+
+#[test]
+fn v2p_wire_json_matches_the_reference() {
+    let m = VirtualNetworkInterfaceHost {
+        virtual_ip: "10.0.0.5".parse().unwrap(),
+        virtual_mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0x00, 0x01]),
+        physical_host_ip: "fd00:1122:3344:102::1".parse().unwrap(),
+        vni: 1001,
+    };
+    let wire = json!({
+        "virtual_ip": "10.0.0.5",
+        "virtual_mac": "a8:40:25:f0:00:01",
+        "physical_host_ip": "fd00:1122:3344:102::1",
+        "vni": 1001,
+    });
+    assert_eq!(serde_json::to_value(m).unwrap(), wire);
+    assert_eq!(
+        serde_json::from_value::<VirtualNetworkInterfaceHost>(wire.clone()).unwrap(),
+        m
+    );
+    // dpd's MAC shape is not sled-agent's.
+    let mut dpd_shaped = wire;
+    dpd_shaped["virtual_mac"] = json!({"a": [168, 64, 37, 240, 0, 1]});
+    assert!(serde_json::from_value::<VirtualNetworkInterfaceHost>(dpd_shaped).is_err());
+    // IPv6 virtual IPs are valid ("format": "ip").
+    let v6 = VirtualNetworkInterfaceHost {
+        virtual_ip: "fd77::5".parse().unwrap(),
+        ..m
+    };
+    assert_eq!(
+        serde_json::to_value(v6).unwrap()["virtual_ip"],
+        json!("fd77::5")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn sled_agent_client_paths_and_bodies() {
+    let net = FakeNet::new();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    net.set_custom(sled_addr(2), move |method, path, body| {
+        log.lock().unwrap().push((
+            format!("{method} {path}"),
+            serde_json::from_slice::<serde_json::Value>(body).unwrap_or(json!(null)),
+        ));
+        match (method, path) {
+            ("GET", "/v2p") => FakeResponse::json(
+                200,
+                json!([{"virtual_ip": "10.0.0.5", "virtual_mac": "a8:40:25:f0:00:05",
+                        "physical_host_ip": "fd00:1122:3344:102::1", "vni": 1001}]),
+            ),
+            ("GET", "/instances") => FakeResponse::json(
+                200,
+                json!([{"instance_id": 7, "vmm_id": 3, "state": "running"}]),
+            ),
+            _ => FakeResponse::empty(204),
+        }
+    });
+    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
+    assert_eq!(agent.v2p_list().await.unwrap(), vec![mapping(2)]);
+    agent.v2p_set(&mapping(2)).await.unwrap();
+    agent.v2p_del(&mapping(2)).await.unwrap();
+    agent.instance_register(7, 3).await.unwrap();
+    agent
+        .instance_set_state(7, VmmState::Running)
+        .await
+        .unwrap();
+    assert_eq!(
+        agent.instances().await.unwrap(),
+        vec![VmmInfo {
+            instance_id: 7,
+            vmm_id: 3,
+            state: VmmState::Running
+        }]
+    );
+    let wire = json!({"virtual_ip": "10.0.0.5", "virtual_mac": "a8:40:25:f0:00:05",
+                      "physical_host_ip": "fd00:1122:3344:102::1", "vni": 1001});
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            ("GET /v2p".to_string(), json!(null)),
+            ("PUT /v2p".to_string(), wire.clone()),
+            ("DELETE /v2p".to_string(), wire),
+            ("PUT /instances/7".to_string(), json!({"vmm_id": 3})),
+            (
+                "PUT /instances/7/state".to_string(),
+                json!({"state": "running"})
+            ),
+            ("GET /instances".to_string(), json!(null)),
+        ]
+    );
+}
+
+// ---- start ----
+
+#[tokio::test(start_paused = true)]
+async fn legacy_start_programs_nothing() {
+    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Stopped);
+    let record = ops.start(ID, 2).await.unwrap();
+    assert_eq!(record.state, InstanceState::Running);
+    assert_eq!(record.sled, Some(2));
+    assert_eq!(record.generation, 2);
+    let vmm = record.vmm.expect("a VMM");
+    assert_eq!(
+        net.vmms(sled_ip(2)),
+        vec![VmmInfo {
+            instance_id: ID,
+            vmm_id: vmm,
+            state: VmmState::Running
+        }]
+    );
+    assert_networking(&net, &store, None);
+    for zone in zones() {
+        assert_eq!(net.requests(zone, DPD_PORT), Vec::<String>::new());
+    }
+    // A second start is refused: the instance is running.
+    assert_eq!(
+        ops.start(ID, 3).await.unwrap_err(),
+        OpError::Refused {
+            id: ID,
+            state: InstanceState::Running,
+            op: "start"
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn legacy_create_programs_nat_and_v2p() {
+    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Creating);
+    let record = ops.create(ID, 2).await.unwrap();
+    assert_eq!(record.state, InstanceState::Running);
+    assert_networking(&net, &store, Some(2));
+    assert_eq!(vmm_count(&net), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn naive_start_programs_nat_and_v2p() {
+    let (net, store, ops) = fixture(StartImpl::Naive, InstanceState::Stopped);
+    // A stale mapping of the instance on its new sled (it used to run on
+    // sled 3) must go; a stale NAT entry must be replaced.
+    net.insert_v2p(sled_ip(2), mapping(3));
+    net.insert_nat(zone_ip(1), nat_entry(3).to_dpd());
+    let record = ops.start(ID, 2).await.unwrap();
+    assert_eq!(
+        (record.state, record.sled),
+        (InstanceState::Running, Some(2))
+    );
+    assert_networking(&net, &store, Some(2));
+    assert_eq!(
+        net.requests(zone_ip(1), DPD_PORT),
+        vec![
+            "GET /nat/ipv4/203.0.113.10/0",
+            "DELETE /nat/ipv4/203.0.113.10/0",
+            "PUT /nat/ipv4/203.0.113.10/0/16383",
+        ]
+    );
+    assert_eq!(
+        net.requests(zone_ip(2), DPD_PORT),
+        vec![
+            "GET /nat/ipv4/203.0.113.10/0",
+            "PUT /nat/ipv4/203.0.113.10/0/16383"
+        ]
+    );
+    assert_eq!(vmm_count(&net), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn saga_start_records_every_node_in_order() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let record = ops.start(ID, 2).await.unwrap();
+    assert_eq!(record.state, InstanceState::Running);
+    // MARK_AS_STARTING and RUN each bumped the generation.
+    assert_eq!(record.generation, 3);
+    assert_networking(&net, &store, Some(2));
+    assert_eq!(vmm_count(&net), 1);
+
+    let history = store.lock().saga_history.clone();
+    let steps: Vec<_> = history
+        .iter()
+        .map(|s| (s.done.clone(), s.vmm_id.is_some(), s.state))
+        .collect();
+    use SagaNode::*;
+    assert_eq!(
+        steps,
+        vec![
+            (vec![], false, SagaState::Running),
+            (vec![MarkAsStarting], false, SagaState::Running),
+            (vec![MarkAsStarting, DpdEnsure], false, SagaState::Running),
+            (
+                vec![MarkAsStarting, DpdEnsure, V2pEnsure],
+                false,
+                SagaState::Running
+            ),
+            // The VMM id is logged before the VMM is registered.
+            (
+                vec![MarkAsStarting, DpdEnsure, V2pEnsure],
+                true,
+                SagaState::Running
+            ),
+            (
+                vec![MarkAsStarting, DpdEnsure, V2pEnsure, Register],
+                true,
+                SagaState::Running
+            ),
+            (SagaNode::ALL.to_vec(), true, SagaState::Done),
+        ]
+    );
+    let last = history.last().unwrap();
+    assert_eq!(last.starting_generation, Some(2));
+    assert_eq!(last.vmm_id, record.vmm);
+    assert_eq!((last.instance, last.sled), (ID, 2));
+
+    // Requests: NAT on the switches (sorted), then V2P on the sleds
+    // (sorted), then the VMM.
+    let order: Vec<SocketAddr> = net.all_requests().into_iter().map(|(a, _)| a).collect();
+    let mut firsts = order.clone();
+    firsts.dedup();
+    assert_eq!(
+        firsts,
+        vec![
+            dpd_addr(zone_ip(1)),
+            dpd_addr(zone_ip(2)),
+            sled_addr(1),
+            sled_addr(2),
+            sled_addr(3),
+            sled_addr(2),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn saga_concurrent_starts_exactly_one_wins() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let (a, b) = tokio::join!(ops.start(ID, 2), ops.start(ID, 3));
+    let (winner, loser, sled) = match (a, b) {
+        (Ok(r), Err(e)) => (r, e, 2),
+        (Err(e), Ok(r)) => (r, e, 3),
+        other => panic!("exactly one start must win: {other:?}"),
+    };
+    assert!(
+        matches!(
+            loser,
+            OpError::Refused { .. } | OpError::Store(StoreError::Conflict { .. })
+        ),
+        "{loser:?}"
+    );
+    assert_eq!(winner.sled, Some(sled));
+    assert_eq!(store.get(ID).state, InstanceState::Running);
+    assert_eq!(vmm_count(&net), 1);
+    assert_networking(&net, &store, Some(sled));
+    // Both sagas are finished: one Done, one Unwound having done nothing.
+    let sagas = store.lock().sagas.clone();
+    let mut states: Vec<_> = sagas.values().map(|s| (s.state, s.done.len())).collect();
+    states.sort_by_key(|(_, n)| *n);
+    assert_eq!(states, vec![(SagaState::Unwound, 0), (SagaState::Done, 5)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn legacy_concurrent_starts_are_not_serialised_by_the_record() {
+    // Contrast: without MARK_AS_STARTING both starts get as far as the
+    // sled-agents, and a VMM is left behind on the loser's sled.
+    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Stopped);
+    let (a, b) = tokio::join!(ops.start(ID, 2), ops.start(ID, 3));
+    assert!(a.is_ok() != b.is_ok(), "{a:?} {b:?}");
+    assert_eq!(store.get(ID).state, InstanceState::Running);
+    assert_eq!(vmm_count(&net), 2);
+}
+
+// ---- the seed-002 race ----
+
+#[tokio::test(start_paused = true)]
+async fn naive_start_racing_delete_leaks_mappings() {
+    let (net, store, ops) = fixture(StartImpl::Naive, InstanceState::Stopped);
+    // T1 (start) has read Stopped and is about to program NAT; T2 deletes.
+    let (reached, release) = store.hold_at(HoldPoint::NatSet);
+    let delete = async {
+        reached.notified().await;
+        let deleted = ops.delete(ID).await;
+        release.notify_one();
+        deleted
+    };
+    let (started, deleted) = tokio::join!(ops.start(ID, 2), delete);
+    assert_eq!(deleted.unwrap().state, InstanceState::Deleted);
+    assert!(
+        matches!(started, Err(OpError::Store(StoreError::Conflict { .. }))),
+        "{started:?}"
+    );
+    assert_eq!(store.get(ID).state, InstanceState::Deleted);
+    // The leak: a deleted instance's NAT (switches and table) and V2P.
+    assert_networking(&net, &store, Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn saga_start_racing_delete_leaks_nothing() {
+    // Same interleaving as the naive test: the delete comes when the start
+    // is about to program NAT — after MARK_AS_STARTING, so it is refused.
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let (reached, release) = store.hold_at(HoldPoint::NatSet);
+    let delete = async {
+        reached.notified().await;
+        let deleted = ops.delete(ID).await;
+        release.notify_one();
+        deleted
+    };
+    let (started, deleted) = tokio::join!(ops.start(ID, 2), delete);
+    assert_eq!(
+        deleted.unwrap_err(),
+        OpError::Refused {
+            id: ID,
+            state: InstanceState::Starting,
+            op: "delete"
+        }
+    );
+    assert_eq!(started.unwrap().state, InstanceState::Running);
+    assert_networking(&net, &store, Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_that_loses_to_a_saga_start_removes_nothing() {
+    // The other order: the delete has read Stopped and is about to mark
+    // Deleted when a start saga runs to completion. The delete's conditional
+    // update fails, and because it marks before removing, the running
+    // instance keeps its networking.
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let (reached, release) = store.hold_at(HoldPoint::UpdateIf);
+    let start = async {
+        reached.notified().await;
+        let started = ops.start(ID, 2).await;
+        release.notify_one();
+        started
+    };
+    let (deleted, started) = tokio::join!(ops.delete(ID), start);
+    assert!(
+        matches!(deleted, Err(OpError::Store(StoreError::Conflict { .. }))),
+        "{deleted:?}"
+    );
+    assert_eq!(started.unwrap().state, InstanceState::Running);
+    assert_networking(&net, &store, Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn saga_delete_refused_while_starting() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Starting);
+    net.clear_log();
+    assert_eq!(
+        ops.delete(ID).await.unwrap_err(),
+        OpError::Refused {
+            id: ID,
+            state: InstanceState::Starting,
+            op: "delete"
+        }
+    );
+    assert_eq!(store.get(ID).state, InstanceState::Starting);
+    assert!(net.all_requests().is_empty());
+}
+
+// ---- delete ----
+
+#[tokio::test(start_paused = true)]
+async fn delete_removes_nat_before_v2p_and_marks_deleted() {
+    // Legacy keeps mappings while stopped: create, stop, then delete.
+    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Creating);
+    ops.create(ID, 2).await.unwrap();
+    ops.stop(ID).await.unwrap();
+    assert_networking(&net, &store, Some(2));
+    net.clear_log();
+
+    let deleted = ops.delete(ID).await.unwrap();
+    assert_eq!(deleted.state, InstanceState::Deleted);
+    assert_eq!(store.get(ID).state, InstanceState::Deleted);
+    assert_networking(&net, &store, None);
+
+    let requests: Vec<(SocketAddr, String)> = net.all_requests();
+    let mutations: Vec<(SocketAddr, &str)> = requests
+        .iter()
+        .filter(|(_, r)| !r.starts_with("GET "))
+        .map(|(a, r)| (*a, r.as_str()))
+        .collect();
+    assert_eq!(
+        mutations,
+        vec![
+            (dpd_addr(zone_ip(1)), "DELETE /nat/ipv4/203.0.113.10/0"),
+            (dpd_addr(zone_ip(2)), "DELETE /nat/ipv4/203.0.113.10/0"),
+            (sled_addr(1), "DELETE /v2p"),
+            (sled_addr(3), "DELETE /v2p"),
+        ]
+    );
+    // NAT first: no sled-agent request before the last dpd request.
+    let last_dpd = requests
+        .iter()
+        .rposition(|(a, _)| a.port() == DPD_PORT)
+        .unwrap();
+    let first_sled = requests
+        .iter()
+        .position(|(a, _)| a.port() == SLED_AGENT_PORT)
+        .unwrap();
+    assert!(last_dpd < first_sled);
+
+    // Deleting again is refused.
+    assert!(matches!(
+        ops.delete(ID).await,
+        Err(OpError::Refused {
+            state: InstanceState::Deleted,
+            ..
+        })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_refused_while_running() {
+    let (_net, store, ops) = fixture(StartImpl::Naive, InstanceState::Stopped);
+    ops.start(ID, 1).await.unwrap();
+    assert!(matches!(
+        ops.delete(ID).await,
+        Err(OpError::Refused {
+            state: InstanceState::Running,
+            op: "delete",
+            ..
+        })
+    ));
+    assert_eq!(store.get(ID).state, InstanceState::Running);
+}
+
+// ---- unwind and resume ----
+
+#[tokio::test(start_paused = true)]
+async fn saga_unwinds_when_register_fails() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    net.fail(
+        sled_ip(2),
+        SLED_AGENT_PORT,
+        "PUT",
+        "/instances/7",
+        Some(FakeResponse::error(500, "out of memory")),
+    );
+    let err = ops.start(ID, 2).await.unwrap_err();
+    match &err {
+        OpError::Unwound(message) => {
+            assert!(message.starts_with("REGISTER failed: "), "{message}");
+            assert!(message.contains("out of memory"), "{message}");
+        }
+        other => panic!("expected an unwound saga, got {other:?}"),
+    }
+    assert_networking(&net, &store, None);
+    let record = store.get(ID);
+    assert_eq!(
+        (record.state, record.sled, record.vmm, record.generation),
+        (InstanceState::Stopped, None, None, 3)
+    );
+    assert_eq!(vmm_count(&net), 0);
+    let saga = store.saga(1);
+    assert_eq!(saga.state, SagaState::Unwound);
+    assert_eq!(
+        saga.done,
+        vec![
+            SagaNode::MarkAsStarting,
+            SagaNode::DpdEnsure,
+            SagaNode::V2pEnsure
+        ]
+    );
+    assert!(saga.vmm_id.is_some());
+
+    // Once the sled behaves, the instance starts normally.
+    net.clear_failures();
+    ops.start(ID, 2).await.unwrap();
+    assert_networking(&net, &store, Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn saga_unwinds_when_a_switch_is_down() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    net.remove_switch_zone(zone_ip(2));
+    let err = ops.start(ID, 2).await.unwrap_err();
+    // The dead switch cannot be cleaned now; the NAT background task will
+    // (the rows are cleared), so the unwind completes and says so.
+    assert!(
+        matches!(&err, OpError::Unwound(m) if m.starts_with("DPD_ENSURE failed: ")
+            && m.contains("left for the background tasks: NAT: ")),
+        "{err:?}"
+    );
+    assert_eq!(store.saga(1).state, SagaState::Unwound);
+    // The switch that took the entry lost it again.
+    assert_eq!(net.nat(zone_ip(1)), vec![]);
+    assert_eq!(store.nat_rows().get(&ID), None);
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert_eq!(vmm_count(&net), 0);
+    // V2P was never attempted.
+    for n in 1..=3 {
+        assert_eq!(
+            net.requests(sled_ip(n), SLED_AGENT_PORT),
+            Vec::<String>::new()
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
+    let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    // The control plane crashed after DPD_ENSURE was logged: the record is
+    // Starting, NAT is in place, nothing else.
+    let starting = store
+        .update_if(
+            ID,
+            1,
+            RuntimeUpdate {
+                state: InstanceState::Starting,
+                sled: Some(2),
+                vmm: None,
+            },
+        )
+        .await
+        .unwrap();
+    for zone in zones() {
+        net.insert_nat(zone, nat_entry(2).to_dpd());
+    }
+    store.lock().nat.insert(ID, vec![nat_entry(2)]);
+    store.lock().last_id = 40;
+    let saga = SagaRecord {
+        id: 40,
+        instance: ID,
+        sled: 2,
+        starting_generation: Some(starting.generation),
+        vmm_id: None,
+        done: vec![SagaNode::MarkAsStarting, SagaNode::DpdEnsure],
+        state: SagaState::Running,
+    };
+    store.saga_create(&saga).await.unwrap();
+
+    // A fresh InstanceOps: the restarted control plane.
+    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    let resumed = restarted.resume_sagas().await;
+    assert_eq!(resumed.len(), 1);
+    let (saga_id, instance_id, outcome) = &resumed[0];
+    assert_eq!((*saga_id, *instance_id), (40, ID));
+    let record = outcome.as_ref().unwrap();
+    assert_eq!(record.state, InstanceState::Running);
+    assert_eq!(record.vmm, Some(41));
+    assert_networking(&net, &store, Some(2));
+    assert_eq!(net.vmms(sled_ip(2)).len(), 1);
+    let saga = store.saga(40);
+    assert_eq!(saga.state, SagaState::Done);
+    assert_eq!(saga.done, SagaNode::ALL.to_vec());
+    // DPD_ENSURE was not re-run.
+    for zone in zones() {
+        assert_eq!(net.requests(zone, DPD_PORT), Vec::<String>::new());
+    }
+    // Nothing left to resume.
+    assert!(restarted.resume_sagas().await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_sagas_finishes_an_unwind() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    // Crashed while unwinding after REGISTER failed: NAT and V2P in place.
+    let starting = store
+        .update_if(
+            ID,
+            1,
+            RuntimeUpdate {
+                state: InstanceState::Starting,
+                sled: Some(2),
+                vmm: None,
+            },
+        )
+        .await
+        .unwrap();
+    for zone in zones() {
+        net.insert_nat(zone, nat_entry(2).to_dpd());
+    }
+    store.lock().nat.insert(ID, vec![nat_entry(2)]);
+    net.insert_v2p(sled_ip(1), mapping(2));
+    net.insert_v2p(sled_ip(3), mapping(2));
+    let saga = SagaRecord {
+        id: 9,
+        instance: ID,
+        sled: 2,
+        starting_generation: Some(starting.generation),
+        vmm_id: Some(10),
+        done: vec![
+            SagaNode::MarkAsStarting,
+            SagaNode::DpdEnsure,
+            SagaNode::V2pEnsure,
+        ],
+        state: SagaState::Unwinding,
+    };
+    store.saga_create(&saga).await.unwrap();
+    let resumed = ops.resume_sagas().await;
+    assert!(
+        matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
+        "{resumed:?}"
+    );
+    assert_networking(&net, &store, None);
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert_eq!(store.saga(9).state, SagaState::Unwound);
+}
+
+// ---- stop, and seed 002 end to end ----
+
+#[tokio::test(start_paused = true)]
+async fn legacy_stop_reensures_nat_and_v2p() {
+    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Creating);
+    ops.create(ID, 2).await.unwrap();
+    ops.stop(ID).await.unwrap();
+    cold_boot(&net);
+
+    // The bug: start after a cold boot programs nothing.
+    ops.start(ID, 2).await.unwrap();
+    for zone in zones() {
+        assert_eq!(net.nat(zone), vec![]);
+    }
+    // The workaround: stop (the Propolis-generation-change handler
+    // re-ensures NAT and V2P)...
+    let stopped = ops.stop(ID).await.unwrap();
+    assert_eq!(
+        (stopped.state, stopped.sled, stopped.vmm),
+        (InstanceState::Stopped, None, None)
+    );
+    assert_eq!(vmm_count(&net), 0);
+    assert_networking(&net, &store, Some(2));
+    // ...and start again.
+    ops.start(ID, 2).await.unwrap();
+    assert_networking(&net, &store, Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn saga_stop_removes_mappings_and_start_restores_them_after_a_cold_boot() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Creating);
+    ops.create(ID, 2).await.unwrap();
+    assert_networking(&net, &store, Some(2));
+    let stopped = ops.stop(ID).await.unwrap();
+    assert_eq!(stopped.state, InstanceState::Stopped);
+    assert_eq!(vmm_count(&net), 0);
+    assert_networking(&net, &store, None);
+
+    cold_boot(&net);
+    ops.start(ID, 3).await.unwrap();
+    assert_networking(&net, &store, Some(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_refused_unless_running() {
+    let (_net, _store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    assert!(matches!(
+        ops.stop(ID).await,
+        Err(OpError::Refused {
+            state: InstanceState::Stopped,
+            op: "stop",
+            ..
+        })
+    ));
+    assert_eq!(
+        ops.start(ID, 99).await.unwrap_err(),
+        OpError::UnknownSled(99)
+    );
+}
+
+// ---- background tasks ----
+
+#[tokio::test(start_paused = true)]
+async fn v2p_sync_removes_extras_and_adds_missing_per_sled() {
+    let (net, store, _ops) = fixture(StartImpl::Saga, InstanceState::Running);
+    store.lock().instances.get_mut(&ID).unwrap().sled = Some(2);
+    // Instance 8: Starting on sled 3 (mapped); 9: Stopped (not mapped).
+    let mut eight = instance(8, InstanceState::Starting);
+    eight.sled = Some(3);
+    store.insert(eight.clone());
+    store.insert(instance(9, InstanceState::Stopped));
+    let eight_on_3 = instance_v2p_mappings(&eight, sled_ip(3))[0];
+    let nine_on_1 = instance_v2p_mappings(&instance(9, InstanceState::Stopped), sled_ip(1))[0];
+    let other_vni = VirtualNetworkInterfaceHost {
+        vni: SERVICES_VNI,
+        ..nine_on_1
+    };
+
+    // Sled 1: a stale mapping of 7 (old sled 3), one of stopped 9, and a
+    // mapping of another VNI that is not ours to touch.
+    net.insert_v2p(sled_ip(1), mapping(3));
+    net.insert_v2p(sled_ip(1), other_vni);
+    net.insert_v2p(sled_ip(1), eight_on_3);
+    // Sled 2: a mapping of 7 itself (an instance never maps itself).
+    net.insert_v2p(sled_ip(2), mapping(2));
+    // Sled 3: nothing.
+
+    let outcomes = v2p_sync(&net.connector(), &store).await.unwrap();
+    let ok = |unchanged, removed, added| {
+        Ok(V2pSledOutcome {
+            unchanged,
+            removed,
+            added,
+            failures: vec![],
+        })
+    };
+    assert_eq!(
+        outcomes,
+        [(1, ok(1, 1, 1)), (2, ok(0, 1, 1)), (3, ok(0, 0, 1))]
+            .into_iter()
+            .collect()
+    );
+    let mut sled1 = vec![mapping(2), eight_on_3, other_vni];
+    sled1.sort();
+    assert_eq!(net.v2p(sled_ip(1)), sled1);
+    assert_eq!(net.v2p(sled_ip(2)), vec![eight_on_3]);
+    assert_eq!(net.v2p(sled_ip(3)), vec![mapping(2)]);
+
+    // Converged: the next pass changes nothing; a sled that cannot be
+    // listed fails alone.
+    net.clear_log();
+    net.fail(
+        sled_ip(2),
+        SLED_AGENT_PORT,
+        "GET",
+        "/v2p",
+        Some(FakeResponse::error(503, "busy")),
+    );
+    let outcomes = v2p_sync(&net.connector(), &store).await.unwrap();
+    assert_eq!(outcomes[&1], ok(2, 0, 0));
+    assert_eq!(outcomes[&3], ok(1, 0, 0));
+    assert!(
+        matches!(&outcomes[&2], Err(m) if m.contains("HTTP 503: busy")),
+        "{:?}",
+        outcomes[&2]
+    );
+    assert!(net
+        .all_requests()
+        .iter()
+        .all(|(_, r)| r.starts_with("GET ")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn instance_nat_sync_skips_when_unchanged_and_reconciles_after_a_dpd_reset() {
+    let (net, store, _ops) = fixture(StartImpl::Saga, InstanceState::Running);
+    store
+        .nat_set_instance(ID, vec![nat_entry(2)])
+        .await
+        .unwrap();
+    // A stale guest entry (a deleted instance) and a services entry.
+    let stale = NatEntry {
+        external_ip: Ipv4Addr::new(203, 0, 113, 99),
+        ..nat_entry(1)
+    };
+    let service = NatEntry {
+        external_ip: Ipv4Addr::new(198, 51, 100, 1),
+        target: NatTarget {
+            vni: SERVICES_VNI,
+            ..nat_entry(1).target
+        },
+        ..nat_entry(1)
+    };
+    for zone in zones() {
+        net.insert_nat(zone, stale.to_dpd());
+        net.insert_nat(zone, service.to_dpd());
+        net.set_nat_gen(zone, 3);
+    }
+    let connector = net.connector();
+    let mut sync = InstanceNatSync::new();
+    let reconciled = |unchanged, removed, created| {
+        SwitchSyncOutcome::Reconciled(NatReconcileOutcome::Complete {
+            unchanged,
+            removed,
+            remove_failures: vec![],
+            created,
+            create_failures: vec![],
+        })
+    };
+    let outcomes = sync.activate(&connector, &store).await.unwrap();
+    assert_eq!(
+        outcomes,
+        zones()
+            .map(|z| (dpd_addr(z), reconciled(0, 1, 1)))
+            .into_iter()
+            .collect()
+    );
+    for zone in zones() {
+        let mut expected = vec![nat_entry(2).to_dpd(), service.to_dpd()];
+        expected.sort();
+        assert_eq!(net.nat(zone), expected);
+    }
+
+    // Nothing changed: only the generation is read.
+    net.clear_log();
+    let outcomes = sync.activate(&connector, &store).await.unwrap();
+    assert!(outcomes.values().all(|o| *o == SwitchSyncOutcome::UpToDate));
+    for zone in zones() {
+        assert_eq!(net.requests(zone, DPD_PORT), vec!["GET /rpw/nat/gen"]);
+    }
+
+    // switch 1's dpd restarts with an empty table: generation 3 -> 0.
+    net.restart_dpd(zone_ip(1));
+    let outcomes = sync.activate(&connector, &store).await.unwrap();
+    assert_eq!(outcomes[&dpd_addr(zone_ip(1))], reconciled(0, 0, 1));
+    assert_eq!(outcomes[&dpd_addr(zone_ip(2))], SwitchSyncOutcome::UpToDate);
+    assert_eq!(net.nat(zone_ip(1)), vec![nat_entry(2).to_dpd()]);
+
+    // The table changes (the instance moved): both switches reconcile.
+    store
+        .nat_set_instance(ID, vec![nat_entry(3)])
+        .await
+        .unwrap();
+    let outcomes = sync.activate(&connector, &store).await.unwrap();
+    assert!(outcomes.values().all(|o| *o == reconciled(0, 1, 1)));
+
+    // A switch that cannot be asked fails alone and is not memoised.
+    net.fail(
+        zone_ip(2),
+        DPD_PORT,
+        "GET",
+        "/rpw/nat/gen",
+        Some(FakeResponse::error(503, "restarting")),
+    );
+    let outcomes = sync.activate(&connector, &store).await.unwrap();
+    assert_eq!(outcomes[&dpd_addr(zone_ip(1))], SwitchSyncOutcome::UpToDate);
+    assert!(matches!(
+        &outcomes[&dpd_addr(zone_ip(2))],
+        SwitchSyncOutcome::Failed(m) if m.contains("restarting")
+    ));
+    net.clear_failures();
+    let outcomes = sync.activate(&connector, &store).await.unwrap();
+    assert_eq!(outcomes[&dpd_addr(zone_ip(2))], reconciled(1, 0, 0));
+
+    // A table lost without a generation change is found by the periodic
+    // full resync.
+    net.insert_nat(zone_ip(1), stale.to_dpd());
+    let outcomes = sync.activate(&connector, &store).await.unwrap();
+    assert_eq!(outcomes[&dpd_addr(zone_ip(1))], SwitchSyncOutcome::UpToDate);
+    tokio::time::advance(NAT_FULL_RESYNC_INTERVAL).await;
+    let outcomes = sync.activate(&connector, &store).await.unwrap();
+    assert_eq!(outcomes[&dpd_addr(zone_ip(1))], reconciled(1, 1, 0));
+}

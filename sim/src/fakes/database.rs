@@ -1,0 +1,237 @@
+//! The control plane's database, in memory: instance records with
+//! generation-checked (conditional) updates, the instance NAT table with a
+//! version, and the saga log. Each method is one transaction, applied under
+//! the world's lock after a small simulated round trip, so concurrent
+//! operations interleave at transaction boundaries as they would against a
+//! real database. The state lives in the world, so it survives Nexus.
+
+use std::{net::SocketAddr, time::Duration};
+
+use racksim_reconciler::{
+    instances::{
+        InstanceRecord, InstanceState, InstanceStore, RuntimeUpdate, SagaRecord, SledRef,
+        StoreError,
+    },
+    nat::NatEntry,
+    DPD_PORT,
+};
+
+use crate::world::World;
+
+/// Simulated round trip of one database transaction.
+pub const DB_LATENCY: Duration = Duration::from_millis(5);
+
+/// The database as Nexus's code sees it.
+#[derive(Clone, Debug)]
+pub struct SimStore {
+    world: World,
+    /// The host Nexus runs on, for trace lines.
+    host: String,
+}
+
+impl SimStore {
+    pub fn new(world: World, host: &str) -> Self {
+        SimStore {
+            world,
+            host: host.to_string(),
+        }
+    }
+
+    async fn round_trip(&self) {
+        tokio::time::sleep(DB_LATENCY).await;
+    }
+}
+
+fn state_name(s: InstanceState) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{s:?}"))
+}
+
+impl InstanceStore for SimStore {
+    async fn fetch(&self, id: u32) -> Result<InstanceRecord, StoreError> {
+        self.round_trip().await;
+        self.world
+            .lock()
+            .db
+            .instances
+            .get(&id)
+            .cloned()
+            .ok_or(StoreError::NotFound(id))
+    }
+
+    async fn update_if(
+        &self,
+        id: u32,
+        expected_generation: u64,
+        update: RuntimeUpdate,
+    ) -> Result<InstanceRecord, StoreError> {
+        self.round_trip().await;
+        let now = turmoil::sim_elapsed().unwrap_or_default();
+        let (before, after) = {
+            let mut st = self.world.lock();
+            let rec = st
+                .db
+                .instances
+                .get_mut(&id)
+                .ok_or(StoreError::NotFound(id))?;
+            if rec.generation != expected_generation {
+                return Err(StoreError::Conflict {
+                    id,
+                    current: rec.generation,
+                });
+            }
+            let before = rec.state;
+            rec.state = update.state;
+            rec.sled = update.sled;
+            rec.vmm = update.vmm;
+            rec.generation += 1;
+            let after = rec.clone();
+            if after.state == InstanceState::Running {
+                if before != InstanceState::Running {
+                    st.running_since.insert(id, now);
+                }
+            } else {
+                st.running_since.remove(&id);
+            }
+            st.version += 1;
+            (before, after)
+        };
+        let sled = after
+            .sled
+            .map(|s| format!(" on {}", self.world.sled(s as usize).name))
+            .unwrap_or_default();
+        self.world.trace(
+            &self.host,
+            format!(
+                "db: {} {} -> {}{sled} (generation {})",
+                after.name,
+                state_name(before),
+                state_name(after.state),
+                after.generation
+            ),
+        );
+        Ok(after)
+    }
+
+    async fn sleds(&self) -> Result<Vec<SledRef>, StoreError> {
+        self.round_trip().await;
+        let st = self.world.lock();
+        Ok(st
+            .sleds
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !st.retired_sleds.contains(i))
+            .map(|(i, s)| SledRef {
+                id: i as u32,
+                address: s.address,
+            })
+            .collect())
+    }
+
+    async fn boundary_switches(&self) -> Result<Vec<SocketAddr>, StoreError> {
+        self.round_trip().await;
+        let st = self.world.lock();
+        Ok(self
+            .world
+            .rack()
+            .switches
+            .iter()
+            .filter(|s| s.uplinked)
+            .filter_map(|s| st.switch_zones.get(&s.slot))
+            .map(|addr| SocketAddr::new((*addr).into(), DPD_PORT))
+            .collect())
+    }
+
+    async fn next_id(&self) -> Result<u64, StoreError> {
+        self.round_trip().await;
+        let mut st = self.world.lock();
+        st.db.next_id += 1;
+        Ok(st.db.next_id)
+    }
+
+    async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
+        self.round_trip().await;
+        let mut st = self.world.lock();
+        if st.db.nat.get(&id) != Some(&entries) {
+            st.db.nat.insert(id, entries);
+            st.db.nat_version += 1;
+        }
+        Ok(())
+    }
+
+    async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
+        self.round_trip().await;
+        let mut st = self.world.lock();
+        if st.db.nat.remove(&id).is_some() {
+            st.db.nat_version += 1;
+        }
+        Ok(())
+    }
+
+    async fn nat_all(&self) -> Result<(u64, Vec<NatEntry>), StoreError> {
+        self.round_trip().await;
+        let st = self.world.lock();
+        let mut rows: Vec<NatEntry> = st.db.nat.values().flatten().copied().collect();
+        rows.sort();
+        Ok((st.db.nat_version, rows))
+    }
+
+    async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
+        self.round_trip().await;
+        Ok(self.world.lock().db.instances.values().cloned().collect())
+    }
+
+    async fn saga_create(&self, saga: &SagaRecord) -> Result<(), StoreError> {
+        self.round_trip().await;
+        self.world.lock().db.sagas.insert(saga.id, saga.clone());
+        let (name, sled) = (
+            self.world.instance_name(saga.instance),
+            self.world.sled(saga.sled as usize).name,
+        );
+        self.world.trace(
+            &self.host,
+            format!("saga {}: start {name} on {sled}: created", saga.id),
+        );
+        Ok(())
+    }
+
+    async fn saga_update(&self, saga: &SagaRecord) -> Result<(), StoreError> {
+        self.round_trip().await;
+        let before = self.world.lock().db.sagas.insert(saga.id, saga.clone());
+        let mut news: Vec<String> = saga
+            .done
+            .iter()
+            .filter(|n| !before.as_ref().is_some_and(|b| b.done.contains(n)))
+            .map(|n| format!("{n} done"))
+            .collect();
+        if before.as_ref().map(|b| b.state) != Some(saga.state) {
+            news.push(format!("{:?}", saga.state).to_lowercase());
+        }
+        if !news.is_empty() {
+            self.world
+                .trace(&self.host, format!("saga {}: {}", saga.id, news.join(", ")));
+        }
+        Ok(())
+    }
+
+    async fn sagas_unfinished(&self) -> Result<Vec<SagaRecord>, StoreError> {
+        self.round_trip().await;
+        Ok(self
+            .world
+            .lock()
+            .db
+            .sagas
+            .values()
+            .filter(|s| {
+                matches!(
+                    s.state,
+                    racksim_reconciler::instances::SagaState::Running
+                        | racksim_reconciler::instances::SagaState::Unwinding
+                )
+            })
+            .cloned()
+            .collect())
+    }
+}
