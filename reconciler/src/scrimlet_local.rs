@@ -305,7 +305,7 @@ async fn determine_switch_slot<C: Connector>(
 #[cfg(test)]
 mod tests {
     use std::{
-        net::{Ipv4Addr, SocketAddrV6},
+        net::SocketAddrV6,
         sync::{
             atomic::{AtomicU64, Ordering},
             Arc,
@@ -317,7 +317,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        dpd::{MacAddr, NatTarget},
+        dpd::MacAddr,
         task::{Completion, DEFAULT_PERIOD},
         testing::{zone_ip, FakeNet, FakeResponse},
     };
@@ -327,16 +327,7 @@ mod tests {
     const DNS: [u8; 4] = [198, 51, 100, 3];
 
     fn entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> NatEntry {
-        NatEntry {
-            external_ip: Ipv4Addr::from(ip),
-            first_port: first,
-            last_port: last,
-            target: NatTarget {
-                internal_ip: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, sled, 0, 0, 0, 1),
-                inner_mac: MacAddr::new([0xa8, 0x40, 0x25, 0xff, 0, u8::try_from(sled).unwrap()]),
-                vni: SERVICES_VNI,
-            },
-        }
+        crate::testing::service_entry(ip, first, last, sled)
     }
 
     fn config(generation: u64, service_nat: Vec<NatEntry>) -> Option<SystemNetworkingConfig> {

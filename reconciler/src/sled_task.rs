@@ -123,7 +123,6 @@ impl<C: Connector, Res: SwitchZoneResolver> Reconciler for SledNatReconciler<C, 
 #[cfg(test)]
 mod tests {
     use std::{
-        net::Ipv4Addr,
         sync::{Arc, Mutex},
         time::Duration,
     };
@@ -134,24 +133,13 @@ mod tests {
     use super::*;
     use crate::{
         discovery::StaticResolver,
-        dpd::{MacAddr, NatTarget},
         http::{ClientError, DEFAULT_REQUEST_TIMEOUT},
         task::{run_reconciler_task, TaskStatus, DEFAULT_PERIOD},
         testing::{zone_ip, FakeNet, FakeResponse},
-        SERVICES_VNI,
     };
 
     fn entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> NatEntry {
-        NatEntry {
-            external_ip: Ipv4Addr::from(ip),
-            first_port: first,
-            last_port: last,
-            target: NatTarget {
-                internal_ip: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, sled, 0, 0, 0, 1),
-                inner_mac: MacAddr::new([0xa8, 0x40, 0x25, 0xff, 0, u8::try_from(sled).unwrap()]),
-                vni: SERVICES_VNI,
-            },
-        }
+        crate::testing::service_entry(ip, first, last, sled)
     }
 
     fn complete(unchanged: usize, removed: usize, created: usize) -> NatReconcileOutcome {

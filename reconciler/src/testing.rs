@@ -665,3 +665,25 @@ fn percent_decode(s: &str) -> String {
 pub(crate) fn zone_ip(sled: u16) -> Ipv6Addr {
     Ipv6Addr::new(0xfd00, 0x1122, 0x3344, sled, 0, 0, 0, 2)
 }
+
+/// A service NAT entry for tests: `ip/first-last` pointing at
+/// `fd00:1122:3344:<sled>::1` with a MAC derived from `sled`.
+pub(crate) fn service_entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> crate::nat::NatEntry {
+    crate::nat::NatEntry {
+        external_ip: std::net::Ipv4Addr::from(ip),
+        first_port: first,
+        last_port: last,
+        target: crate::dpd::NatTarget {
+            internal_ip: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, sled, 0, 0, 0, 1),
+            inner_mac: crate::dpd::MacAddr::new([
+                0xa8,
+                0x40,
+                0x25,
+                0xff,
+                0x00,
+                u8::try_from(sled).expect("test sleds are numbered below 256"),
+            ]),
+            vni: crate::SERVICES_VNI,
+        },
+    }
+}

@@ -421,3 +421,152 @@ fn paginate<T: Clone, K: Ord + std::fmt::Display + std::str::FromStr>(
         next_page,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use racksim_reconciler::dpd::MacAddr;
+
+    use super::*;
+
+    fn target(n: u8) -> NatTarget {
+        NatTarget {
+            internal_ip: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x101, 0, 0, 0, 1),
+            inner_mac: MacAddr {
+                a: [0xa8, 0x40, 0x25, 0xff, 0, n],
+            },
+            vni: 100,
+        }
+    }
+
+    fn req(method: Method, path: &str, body: &str) -> ApiRequest {
+        ApiRequest::new(method, path, body.to_string())
+    }
+
+    fn put(dpd: &mut DpdState, path: &str, t: NatTarget) -> (ApiResponse, Option<NatChange>) {
+        dpd.handle(&req(Method::PUT, path, &serde_json::to_string(&t).unwrap()))
+    }
+
+    #[test]
+    fn create_is_idempotent_and_overlap_is_a_conflict() {
+        let mut dpd = DpdState::new(0);
+        let (r, change) = put(&mut dpd, "/nat/ipv4/198.51.100.1/100/199", target(1));
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+        assert!(matches!(change, Some(NatChange::Created(_))));
+        let generation = dpd.generation();
+        // The same entry again: success, no change, no generation bump.
+        let (r, change) = put(&mut dpd, "/nat/ipv4/198.51.100.1/100/199", target(1));
+        assert_eq!((r.status, change), (StatusCode::NO_CONTENT, None));
+        assert_eq!(dpd.generation(), generation);
+        // Overlapping range, or the same range with another target: 409.
+        for (path, t) in [
+            ("/nat/ipv4/198.51.100.1/150/300", target(1)),
+            ("/nat/ipv4/198.51.100.1/100/199", target(2)),
+        ] {
+            let (r, change) = put(&mut dpd, path, t);
+            assert_eq!(r.status, StatusCode::CONFLICT, "{path}");
+            assert_eq!(r.body.unwrap()["error_code"], "ObjectAlreadyExists");
+            assert!(change.is_none());
+        }
+        // A disjoint range on the same address is fine.
+        let (r, _) = put(&mut dpd, "/nat/ipv4/198.51.100.1/200/299", target(2));
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+        assert_eq!(dpd.ipv4_entries().len(), 2);
+    }
+
+    #[test]
+    fn get_and_delete_find_the_covering_entry() {
+        let mut dpd = DpdState::new(0);
+        put(&mut dpd, "/nat/ipv4/198.51.100.1/100/199", target(1));
+        let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv4/198.51.100.1/150", ""));
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.body.unwrap(), serde_json::to_value(target(1)).unwrap());
+        let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv4/198.51.100.1/200", ""));
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+        let (r, change) = dpd.handle(&req(Method::DELETE, "/nat/ipv4/198.51.100.1/199", ""));
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+        assert!(matches!(change, Some(NatChange::Deleted(e)) if e.low == 100 && e.high == 199));
+        let (r, change) = dpd.handle(&req(Method::DELETE, "/nat/ipv4/198.51.100.1/150", ""));
+        assert_eq!((r.status, change), (StatusCode::NOT_FOUND, None));
+    }
+
+    #[test]
+    fn pages_follow_tokens_and_survive_deletion_of_the_last_item() {
+        let mut dpd = DpdState::new(0);
+        for i in 0..5u16 {
+            let path = format!("/nat/ipv4/198.51.100.1/{}/{}", i * 10, i * 10 + 9);
+            put(&mut dpd, &path, target(1));
+        }
+        let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv4/198.51.100.1?limit=2", ""));
+        let page: ResultsPage<Ipv4Nat> = serde_json::from_value(r.body.unwrap()).unwrap();
+        assert_eq!(
+            page.items.iter().map(|e| e.low).collect::<Vec<_>>(),
+            [0, 10]
+        );
+        let token = page.next_page.expect("more pages");
+        // The last item of the page goes away; the token still works.
+        dpd.handle(&req(Method::DELETE, "/nat/ipv4/198.51.100.1/10", ""));
+        let (r, _) = dpd.handle(&req(
+            Method::GET,
+            &format!("/nat/ipv4/198.51.100.1?limit=2&page_token={token}"),
+            "",
+        ));
+        let page: ResultsPage<Ipv4Nat> = serde_json::from_value(r.body.unwrap()).unwrap();
+        assert_eq!(
+            page.items.iter().map(|e| e.low).collect::<Vec<_>>(),
+            [20, 30]
+        );
+        let token = page.next_page.expect("one more page");
+        let (r, _) = dpd.handle(&req(
+            Method::GET,
+            &format!("/nat/ipv4/198.51.100.1?limit=2&page_token={token}"),
+            "",
+        ));
+        let page: ResultsPage<Ipv4Nat> = serde_json::from_value(r.body.unwrap()).unwrap();
+        assert_eq!(page.items.iter().map(|e| e.low).collect::<Vec<_>>(), [40]);
+        assert_eq!(page.next_page, None);
+    }
+
+    #[test]
+    fn bad_requests_get_a_clear_400_and_change_nothing() {
+        let mut dpd = DpdState::new(0);
+        for (method, path, body, needle) in [
+            (Method::GET, "/nat/ipv4?limit=0", "", "limit"),
+            (Method::GET, "/nat/ipv4?page_token=nope", "", "page token"),
+            (Method::GET, "/nat/ipv4/not-an-ip", "", "ipv4"),
+            (Method::PUT, "/nat/ipv4/198.51.100.1/10/5", "", "JSON"),
+            (Method::PUT, "/nat/ipv4/198.51.100.1/10/99999", "{}", "high"),
+            (
+                Method::PUT,
+                "/nat/ipv4/198.51.100.1/1/2",
+                "{\"internal_ip\":1}",
+                "JSON",
+            ),
+        ] {
+            let (r, change) = dpd.handle(&req(method.clone(), path, body));
+            assert_eq!(r.status, StatusCode::BAD_REQUEST, "{method} {path}");
+            let message = r.body.unwrap()["message"].as_str().unwrap().to_string();
+            assert!(message.contains(needle), "{method} {path}: {message}");
+            assert!(change.is_none());
+        }
+        let t = serde_json::to_string(&target(1)).unwrap();
+        let (r, _) = dpd.handle(&req(Method::PUT, "/nat/ipv4/198.51.100.1/10/5", &t));
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "low above high");
+        assert!(dpd.ipv4_entries().is_empty());
+        let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv5", ""));
+        assert_eq!(r.status, StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn reset_empties_the_table_and_identifiers_name_the_slot() {
+        let mut dpd = DpdState::new(1);
+        put(&mut dpd, "/nat/ipv4/198.51.100.1/0/65535", target(1));
+        let (r, change) = dpd.handle(&req(Method::DELETE, "/nat/ipv4", ""));
+        assert_eq!(r.status, StatusCode::NO_CONTENT);
+        assert_eq!(change, Some(NatChange::Reset { removed: 1 }));
+        assert!(dpd.ipv4_entries().is_empty());
+        let (r, _) = dpd.handle(&req(Method::GET, "/switch/identifiers", ""));
+        assert_eq!(r.body.unwrap()["slot"], 1);
+        let (r, _) = dpd.handle(&req(Method::GET, "/rpw/nat/gen", ""));
+        assert_eq!(r.body.unwrap(), serde_json::json!(dpd.generation()));
+    }
+}

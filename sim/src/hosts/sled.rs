@@ -468,16 +468,7 @@ impl SledAgentApi {
             (Method::PUT, ["v2p"]) => {
                 let m: VirtualNetworkInterfaceHost = json_body(req)?;
                 let changed = self.with_agent(|a| {
-                    let old: Vec<_> = a
-                        .v2p
-                        .iter()
-                        .filter(|x| x.vni == m.vni && x.virtual_ip == m.virtual_ip)
-                        .copied()
-                        .collect();
-                    let same = old == [m];
-                    for o in old {
-                        a.v2p.remove(&o);
-                    }
+                    let same = take_v2p(a, &m) == [m];
                     a.v2p.insert(m);
                     !same
                 });
@@ -486,18 +477,7 @@ impl SledAgentApi {
             }
             (Method::DELETE, ["v2p"]) => {
                 let m: VirtualNetworkInterfaceHost = json_body(req)?;
-                let removed = self.with_agent(|a| {
-                    let old: Vec<_> = a
-                        .v2p
-                        .iter()
-                        .filter(|x| x.vni == m.vni && x.virtual_ip == m.virtual_ip)
-                        .copied()
-                        .collect();
-                    for o in &old {
-                        a.v2p.remove(o);
-                    }
-                    old
-                });
+                let removed = self.with_agent(|a| take_v2p(a, &m));
                 let event = removed
                     .first()
                     .map(|o| format!("sled-agent: V2P - {}", fmt_v2p(w, o)));
@@ -596,6 +576,24 @@ impl SledAgentApi {
         st.version += 1;
         f(st.sled_agents.entry(self.index).or_default())
     }
+}
+
+/// Remove and return the mappings of `m`'s virtual address: sled-agent keys
+/// V2P by `(vni, virtual_ip)`, so a PUT replaces and a DELETE removes by key.
+fn take_v2p(
+    agent: &mut SledAgentState,
+    m: &VirtualNetworkInterfaceHost,
+) -> Vec<VirtualNetworkInterfaceHost> {
+    let old: Vec<_> = agent
+        .v2p
+        .iter()
+        .filter(|x| x.vni == m.vni && x.virtual_ip == m.virtual_ip)
+        .copied()
+        .collect();
+    for o in &old {
+        agent.v2p.remove(o);
+    }
+    old
 }
 
 /// `172.30.0.11 -> sled2 (vni 1001)`
