@@ -260,6 +260,44 @@ pub struct ResolvedStep {
 }
 
 impl Plan {
+    /// An empty plan, to build with [`Plan::at`] and [`Plan::between`]:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use racksim_reconciler::discovery::SwitchSlot;
+    /// use racksim_sim::{Action, Plan};
+    ///
+    /// let plan = Plan::new()
+    ///     .at(Duration::ZERO, Action::HideSwitch(SwitchSlot::Switch1))
+    ///     .between(
+    ///         Duration::from_secs(330),
+    ///         Duration::from_secs(480),
+    ///         Action::RevealSwitch(SwitchSlot::Switch1),
+    ///     );
+    /// assert_eq!(plan.steps.len(), 2);
+    /// ```
+    pub fn new() -> Self {
+        Plan::default()
+    }
+
+    /// Add a step at a fixed time.
+    pub fn at(mut self, at: Duration, action: Action) -> Self {
+        self.steps.push(Step {
+            at: At::Fixed(at),
+            action,
+        });
+        self
+    }
+
+    /// Add a step at a time drawn from the seed within `[from, to]`.
+    pub fn between(mut self, from: Duration, to: Duration, action: Action) -> Self {
+        self.steps.push(Step {
+            at: At::Window(from.min(to), from.max(to)),
+            action,
+        });
+        self
+    }
+
     /// Draw every jittered time from `seed`. Steps come back in time order;
     /// steps at the same time keep their written order.
     pub fn resolve(&self, seed: u64) -> Vec<ResolvedStep> {

@@ -52,6 +52,45 @@ pub struct RunConfig {
     pub instances: Vec<InstanceSpec>,
 }
 
+impl RunConfig {
+    /// A run of `rack` under `strategy` with no plan: a 2-hour deadline, the
+    /// default stability window, NTP replies through the first switch, no
+    /// instances, saga starts. Adjust the fields or use the `with_*` methods.
+    pub fn new(rack: RackSpec, strategy: Strategy, seed: u64) -> Self {
+        let ntp_return_switch = rack
+            .switches
+            .first()
+            .map(|s| s.slot)
+            .unwrap_or(SwitchSlot::Switch0);
+        RunConfig {
+            rack,
+            strategy,
+            seed,
+            plan: Plan::default(),
+            deadline: Duration::from_secs(2 * 3600),
+            stability: DEFAULT_STABILITY,
+            ntp_return_switch,
+            start: StartImpl::Saga,
+            instances: Vec::new(),
+        }
+    }
+
+    pub fn with_plan(mut self, plan: Plan) -> Self {
+        self.plan = plan;
+        self
+    }
+
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    pub fn with_ntp_return_switch(mut self, slot: SwitchSlot) -> Self {
+        self.ntp_return_switch = slot;
+        self
+    }
+}
+
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
