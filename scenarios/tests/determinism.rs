@@ -150,3 +150,20 @@ fn bad_input_exits_2_with_a_clear_error() {
     );
     assert!(out.stdout.is_empty(), "nothing runs on a bad file");
 }
+
+/// The matrix does not depend on how many threads ran it.
+#[test]
+fn matrix_is_the_same_on_one_thread_and_on_three() {
+    let scenarios = vec![
+        catalogue::get("stale-entry").unwrap(),
+        catalogue::get("start-delete-race").unwrap(),
+    ];
+    let seeds = [1, 2, 3, 4];
+    let one = racksim::matrix::matrix(&scenarios, &seeds, 1, &|_, _| {});
+    let three = racksim::matrix::matrix(&scenarios, &seeds, 3, &|_, _| {});
+    assert_eq!(racksim::matrix::table(&one), racksim::matrix::table(&three));
+    assert_eq!(
+        serde_json::to_string(&one).unwrap(),
+        serde_json::to_string(&three).unwrap()
+    );
+}
