@@ -12,17 +12,24 @@
 //! rack  (shape: sleds, switches, zones)      plan (timed faults/actions)
 //!    \                                      /
 //!     run::run ── world (shared state) ── hosts (software per host) ── fakes
-//!        |                                                       (dpd, MGS, DNS, data path)
-//!      trace (one line per event) ── check (convergence gaps) ── Verdict
+//!        |                                       (dpd, MGS, DNS, database, data path)
+//!      trace (one line per event) ── check (invariants, convergence gaps) ── Verdict
 //! ```
 //!
-//! * [`rack`] — the rack's shape and addressing; [`rack::RackSpec::madrid`].
-//! * [`plan`] — strategies and timed steps, jitter windows drawn from the seed.
-//! * [`world`] — state shared by the hosts, the driver and the checks.
-//! * [`hosts`] — the software of each simulated host.
-//! * [`fakes`] — state machines of the fake services and their HTTP plumbing.
+//! * [`rack`] — the rack's shape and addressing; [`rack::RackSpec::madrid`],
+//!   [`rack::RackSpec::standard`], [`rack::RackBuilder`].
+//! * [`plan`] — strategies, faults and instance actions as timed steps,
+//!   jitter windows drawn from the seed; [`Plan::at`] / [`Plan::between`].
+//! * [`world`] — state shared by the hosts, the driver and the checks,
+//!   including the control plane's database (it outlives Nexus).
+//! * [`hosts`] — the software of each simulated host: switch zones, sleds
+//!   (sled-agent, zones, OPTE, the per-sled or per-scrimlet reconcilers),
+//!   Nexus (instance API, background tasks), the upstream NTP server.
+//! * [`fakes`] — state machines of the fake services (dpd, MGS, internal
+//!   DNS, database) and their HTTP plumbing.
 //! * [`net`] — the reconciler's I/O seams on turmoil (connector, resolver).
-//! * [`trace`], [`check`], [`run`] — recording, judging, driving.
+//! * [`trace`], [`check`], [`mod@run`] — recording; safety invariants checked
+//!   after every step and convergence; the driver and its [`Verdict`].
 //!
 //! ## Determinism
 //!
