@@ -1,6 +1,6 @@
 //! # racksim: scenarios, the runner and the CLI
 //!
-//! A scenario is a data file ([`file`]): a rack shape, a timed plan of
+//! A scenario is a data file ([`mod@file`]): a rack shape, a timed plan of
 //! faults and actions, and what each strategy is expected to do. The
 //! [`catalogue`] holds the built-in ones; [`runner`] turns a scenario,
 //! strategy and seed into a simulation (`racksim-sim`) and judges the
