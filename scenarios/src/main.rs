@@ -61,6 +61,10 @@ enum Command {
         /// Worker threads (default: the number of cores).
         #[arg(long)]
         jobs: Option<usize>,
+        /// Run only shard I of N (0-based): the seeds A+I, A+I+N, ... — so
+        /// a large sweep splits across CI jobs, and their JSON merges.
+        #[arg(long, value_parser = parse_shard)]
+        shard: Option<(u64, u64)>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -105,8 +109,9 @@ fn main() -> ExitCode {
             strategy,
             seeds,
             jobs,
+            shard,
             json,
-        } => sweep(&scenario, &strategy, seeds, jobs, json),
+        } => sweep(&scenario, &strategy, seeds, shard, jobs, json),
         Command::Run {
             scenario,
             seed,
@@ -160,6 +165,16 @@ fn parse_seed_range(s: &str) -> Result<(u64, u64), String> {
     Ok((a, b))
 }
 
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("invalid shard {s:?}: expected I/N with I < N, e.g. 0/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (u64, u64) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
 fn threads(jobs: Option<usize>) -> usize {
     jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -186,6 +201,8 @@ struct SweepSummary<'a> {
     scenario: &'a str,
     strategy: String,
     seeds: (u64, u64),
+    /// `(I, N)`: this sweep ran shard I of N of the seed range.
+    shard: (u64, u64),
     runs: usize,
     converged: usize,
     violated: std::collections::BTreeMap<&'static str, usize>,
@@ -202,6 +219,7 @@ fn sweep(
     arg: &str,
     strategy: &str,
     (a, b): (u64, u64),
+    shard: Option<(u64, u64)>,
     jobs: Option<usize>,
     json: bool,
 ) -> Result<bool, String> {
@@ -216,7 +234,11 @@ fn sweep(
         ));
     }
     let threads = threads(jobs);
-    let jobs: Vec<_> = (a..=b).map(|seed| (&scenario, variant, seed)).collect();
+    let (shard_i, shard_n) = shard.unwrap_or((0, 1));
+    let jobs: Vec<_> = (a..=b)
+        .filter(|seed| (seed - a) % shard_n == shard_i)
+        .map(|seed| (&scenario, variant, seed))
+        .collect();
     let bar = progress_bar();
     bar.set_length(jobs.len() as u64);
     let started = Instant::now();
@@ -250,6 +272,7 @@ fn sweep(
         scenario: &scenario.name,
         strategy: variant.to_string(),
         seeds: (a, b),
+        shard: (shard_i, shard_n),
         runs: runs.len(),
         converged: ttc.len(),
         violated,
@@ -270,8 +293,11 @@ fn sweep(
                 .unwrap_or_else(|| "-".into())
         };
         println!(
-            "sweep: {} --strategy {variant}, seeds {a}..{b}",
-            scenario.name
+            "sweep: {} --strategy {variant}, seeds {a}..{b}{}",
+            scenario.name,
+            shard
+                .map(|(i, n)| format!(", shard {i}/{n}"))
+                .unwrap_or_default()
         );
         println!("runs: {}", summary.runs);
         println!("converged: {}", summary.converged);

@@ -1,0 +1,87 @@
+//! The CLI's other commands, end to end: list, sweep (with shards) and
+//! matrix, through the real binary.
+
+use std::process::Command;
+
+fn racksim(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
+        .args(args)
+        .output()
+        .expect("racksim runs");
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn list_names_every_scenario_with_a_description() {
+    let (code, out, _) = racksim(&["list"]);
+    assert_eq!(code, Some(0));
+    for name in racksim::catalogue::names() {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing from:\n{out}"));
+        assert!(line.len() > name.len() + 20, "{line}");
+    }
+}
+
+#[test]
+fn shards_of_a_sweep_add_up_to_the_whole() {
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec![
+            "sweep",
+            "start-delete-race",
+            "--strategy",
+            "naive",
+            "--json",
+        ];
+        all.extend_from_slice(args);
+        let (code, out, err) = racksim(&all);
+        assert_eq!(code, Some(0), "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let whole = json(&["--seeds", "1..12"]);
+    let a = json(&["--seeds", "1..12", "--shard", "0/2"]);
+    let b = json(&["--seeds", "1..12", "--shard", "1/2"]);
+    assert_eq!(whole["runs"], 12);
+    assert_eq!(
+        a["runs"].as_u64().unwrap() + b["runs"].as_u64().unwrap(),
+        12
+    );
+    let violated =
+        |v: &serde_json::Value| v["violated"]["no-state-after-delete"].as_u64().unwrap_or(0);
+    assert_eq!(violated(&a) + violated(&b), violated(&whole));
+    // Every notable seed comes with the command that replays it.
+    for n in whole["notable"].as_array().unwrap() {
+        let seed = n[0].as_u64().unwrap();
+        assert_eq!(
+            n[2].as_str().unwrap(),
+            format!("racksim run start-delete-race --seed {seed} --strategy naive")
+        );
+    }
+}
+
+#[test]
+fn matrix_json_has_a_cell_per_strategy_and_exit_0_when_all_hold() {
+    let (code, out, err) = racksim(&[
+        "matrix",
+        "--scenario",
+        "stale-entry",
+        "--seeds",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let cells: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let cells = cells.as_array().unwrap();
+    assert_eq!(cells.len(), 3);
+    for c in cells {
+        assert_eq!(c["runs"], 2);
+        assert_eq!(c["as_expected"], 2, "{c}");
+    }
+    let legacy = cells.iter().find(|c| c["strategy"] == "legacy").unwrap();
+    assert_eq!(legacy["failed"], 2, "legacy must fail stale-entry");
+}
