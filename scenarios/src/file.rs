@@ -590,6 +590,7 @@ const ACTION_FIELDS: &[(&str, &[&str])] = &[
     ("replace-scrimlet", &["switch"]),
     ("control-plane-down", &[]),
     ("control-plane-up", &[]),
+    ("control-plane-crash", &[]),
     ("power-off", &[]),
     ("cold-boot", &[]),
     ("stale-entry", &["switch", "zone"]),
@@ -783,9 +784,13 @@ fn step_action(
             st.next_sled += 1;
             Action::ReplaceScrimlet(sw)
         }
-        "control-plane-down" => {
+        "control-plane-down" | "control-plane-crash" => {
             st.control_plane_down = true;
-            Action::ControlPlaneDown
+            if name == "control-plane-crash" {
+                Action::ControlPlaneCrash
+            } else {
+                Action::ControlPlaneDown
+            }
         }
         "control-plane-up" => {
             if !std::mem::replace(&mut st.control_plane_down, false) {

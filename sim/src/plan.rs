@@ -142,6 +142,9 @@ pub enum Action {
     ControlPlaneDown,
     /// An operator starts the control plane again.
     ControlPlaneUp,
+    /// Nexus crashes: its in-flight operations die mid-step; the database
+    /// (and its saga log) survives. It stays down until `ControlPlaneUp`.
+    ControlPlaneCrash,
     /// The whole rack loses power (the outside world keeps running).
     PowerOff,
     /// The rack boots from cold: every host starts from nothing.
@@ -218,6 +221,10 @@ impl fmt::Display for Action {
             Action::ReplaceScrimlet(s) => write!(f, "scrimlet of {s} replaced"),
             Action::ControlPlaneDown => write!(f, "control plane taken down"),
             Action::ControlPlaneUp => write!(f, "control plane brought up"),
+            Action::ControlPlaneCrash => write!(
+                f,
+                "control plane crashes (in-flight operations die; the database survives)"
+            ),
             Action::PowerOff => write!(f, "rack powered off"),
             Action::ColdBoot => write!(f, "rack cold boots"),
             Action::StaleEntry { switch, zone } => {

@@ -350,7 +350,7 @@ impl<'a> Driver<'a> {
                 self.set_scrimlet(*slot, ScrimletStatus::Scrimlet);
             }
             Action::ReplaceScrimlet(slot) => self.replace_scrimlet(now, *slot),
-            Action::ControlPlaneDown => world.set_nexus_enabled(false),
+            Action::ControlPlaneDown | Action::ControlPlaneCrash => world.set_nexus_enabled(false),
             Action::ControlPlaneUp => world.set_nexus_enabled(true),
             Action::PowerOff => {
                 for h in self.rack_hosts() {

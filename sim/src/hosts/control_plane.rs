@@ -56,7 +56,7 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
                     was_up
                 };
                 let what = if was_up { "control plane down" } else { "control plane start cancelled" };
-                world.trace(&host, format!("nexus: {what} (operator)"));
+                world.trace(&host, format!("nexus: {what}; in-flight operations abandoned"));
             }
             // Not cancel-safe in general, and it need not be: taking Nexus
             // down abandons whatever it was doing, as a crash would.
