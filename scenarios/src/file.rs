@@ -131,6 +131,21 @@ pub enum Outcome {
     Violates(&'static str),
 }
 
+impl Expectation {
+    /// One line, for listings and tables: `converges <= 10m`, `fails`, ...
+    pub fn summary(&self) -> String {
+        match (self.outcome, &self.some_seeds_violate) {
+            (Outcome::ConvergesWithin(d), _) => {
+                format!("converges <= {}", racksim_sim::trace::fmt_duration(d))
+            }
+            (Outcome::Fails, _) => "fails".to_string(),
+            (Outcome::Violates(inv), _) => format!("violates {inv}"),
+            (Outcome::Any, Some(inv)) => format!("some seeds violate {inv}"),
+            (Outcome::Any, None) => "any".to_string(),
+        }
+    }
+}
+
 /// The safety invariants the simulation checks (sim::check).
 pub const INVARIANTS: [&str; 3] = ["no-state-after-delete", "one-vmm", "nat-follows-vmm"];
 

@@ -6,7 +6,7 @@ use std::{path::Path, process::ExitCode, time::Instant};
 use clap::{Parser, Subcommand};
 use racksim::{
     catalogue,
-    file::{self, Outcome, Scenario, Variant},
+    file::{self, Scenario, Variant},
     report, runner,
 };
 use racksim_sim::trace::fmt_duration;
@@ -136,15 +136,7 @@ fn list() {
         let strategies: Vec<String> = s
             .expectations
             .iter()
-            .map(|(st, e)| match e.outcome {
-                Outcome::ConvergesWithin(d) => format!("{st}: converges <= {}", fmt_duration(d)),
-                Outcome::Fails => format!("{st}: fails"),
-                Outcome::Violates(inv) => format!("{st}: violates {inv}"),
-                Outcome::Any => match &e.some_seeds_violate {
-                    Some(inv) => format!("{st}: some seeds violate {inv}"),
-                    None => format!("{st}: any"),
-                },
-            })
+            .map(|(st, e)| format!("{st}: {}", e.summary()))
             .collect();
         println!(
             "{:<width$}  {}  [{}]",

@@ -15,7 +15,7 @@ use racksim_sim::trace::fmt_duration;
 use serde::Serialize;
 
 use crate::{
-    file::{Outcome, Scenario, Variant},
+    file::{Scenario, Variant},
     runner,
 };
 
@@ -152,15 +152,7 @@ fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary]) -> Cel
     // Nearest-rank median: the smallest value with at least half the runs
     // at or below it.
     let p50 = |v: &[Duration]| (!v.is_empty()).then(|| v[(v.len() - 1) / 2].as_millis() as u64);
-    let expected = match scenario.expectations[&strategy].outcome {
-        Outcome::ConvergesWithin(d) => format!("converges <= {}", fmt_duration(d)),
-        Outcome::Fails => "fails".to_string(),
-        Outcome::Violates(inv) => format!("violates {inv}"),
-        Outcome::Any => match &scenario.expectations[&strategy].some_seeds_violate {
-            Some(inv) => format!("some violate {inv}"),
-            None => "any".to_string(),
-        },
-    };
+    let expected = scenario.expectations[&strategy].summary();
     Cell {
         scenario: scenario.name.clone(),
         strategy: strategy.to_string(),

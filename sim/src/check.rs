@@ -13,35 +13,19 @@ use racksim_reconciler::{discovery::SwitchSlot, nat::NatEntry, SERVICES_VNI};
 use crate::{hosts::fmt_entry, rack::ZoneKind, world::World};
 
 /// Everything between the world and convergence, in a fixed order.
-pub fn convergence_gaps(world: &World) -> Vec<String> {
+pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
     let rack = world.rack();
     let desired: BTreeSet<NatEntry> = rack.desired_nat().into_iter().collect();
-    // Read under the lock, then format without it (formatting names
-    // addresses, which takes the lock again).
-    let (tables, ntp_synced, control_plane_up) = {
-        let st = world.lock();
-        let tables: Vec<(SwitchSlot, BTreeSet<NatEntry>)> = rack
-            .switches
-            .iter()
-            .filter(|s| s.uplinked)
-            // A switch zone that is down cannot hold entries; it is not a
-            // gap until it is back.
-            .filter_map(|s| st.dpd.get(&s.slot).map(|d| (s.slot, d)))
-            .map(|(slot, dpd)| {
-                let actual = dpd
-                    .ipv4_entries()
-                    .iter()
-                    .filter(|e| e.target.vni == SERVICES_VNI)
-                    .map(NatEntry::from_dpd)
-                    .collect();
-                (slot, actual)
-            })
-            .collect();
-        (tables, st.ntp_synced, st.control_plane_up)
-    };
     let mut gaps = Vec::new();
-    for (slot, actual) in &tables {
-        for e in desired.difference(actual) {
+    // A switch zone that is down cannot hold entries (it is absent from the
+    // snapshot); it is not a gap until it is back.
+    for (slot, _, entries) in snap.tables.iter().filter(|(_, uplinked, _)| *uplinked) {
+        let actual: BTreeSet<NatEntry> = entries
+            .iter()
+            .filter(|e| e.target.vni == SERVICES_VNI)
+            .map(NatEntry::from_dpd)
+            .collect();
+        for e in desired.difference(&actual) {
             let what = rack
                 .zone_for(e.external_ip, e.first_port)
                 .map(|z| format!("{} on {}", z.kind, rack.sleds[z.sled].name))
@@ -58,7 +42,7 @@ pub fn convergence_gaps(world: &World) -> Vec<String> {
             ));
         }
     }
-    if !ntp_synced {
+    if !snap.ntp_synced {
         let ntp = rack
             .zones
             .iter()
@@ -71,13 +55,13 @@ pub fn convergence_gaps(world: &World) -> Vec<String> {
     }
     // An operator who took the control plane down meant it; the rack must
     // converge without it.
-    if !control_plane_up && world.nexus_is_enabled() {
+    if !snap.control_plane_up && world.nexus_is_enabled() {
         gaps.push(
             "control plane down: Nexus has not started (it waits for time to synchronise)"
                 .to_string(),
         );
     }
-    gaps.extend(instance_gaps(world));
+    gaps.extend(instance_gaps(world, snap));
     gaps
 }
 
@@ -96,11 +80,15 @@ pub struct Violation {
     pub cause: Option<(String, String)>,
 }
 
-/// Snapshot of what the invariants and instance checks read.
-struct Observed {
+/// What the checks read, copied out of the world once per check: the
+/// checks then format their findings without the lock (naming addresses
+/// takes it again).
+pub struct Snapshot {
     instances: Vec<racksim_reconciler::instances::InstanceRecord>,
-    /// Live switches' entries with a guest VNI or any VNI (all IPv4 entries).
+    /// Every live switch's IPv4 entries, and whether it is uplinked.
     tables: Vec<(SwitchSlot, bool, Vec<racksim_reconciler::dpd::Ipv4Nat>)>,
+    ntp_synced: bool,
+    control_plane_up: bool,
     /// Up sleds: (index, name, address, agent state).
     sleds: Vec<(
         usize,
@@ -112,10 +100,12 @@ struct Observed {
     deletes_completed: std::collections::BTreeMap<u32, std::time::Duration>,
 }
 
-fn observe(world: &World) -> Observed {
+pub fn observe(world: &World) -> Snapshot {
     let rack = world.rack();
     let st = world.lock();
-    Observed {
+    Snapshot {
+        ntp_synced: st.ntp_synced,
+        control_plane_up: st.control_plane_up,
         instances: st.db.instances.values().cloned().collect(),
         tables: rack
             .switches
@@ -144,9 +134,12 @@ fn observe(world: &World) -> Observed {
 }
 
 /// The first broken safety invariant, if any. Checked after every step.
-pub fn invariant_violation(world: &World, now: std::time::Duration) -> Option<Violation> {
+pub fn invariant_violation(
+    world: &World,
+    o: &Snapshot,
+    now: std::time::Duration,
+) -> Option<Violation> {
     use racksim_reconciler::instances::InstanceState;
-    let o = observe(world);
     for inst in &o.instances {
         let name = &inst.name;
         // From the moment the delete operation reported success; while it
@@ -249,9 +242,8 @@ pub fn invariant_violation(world: &World, now: std::time::Duration) -> Option<Vi
 /// What keeps instances from having converged: a running instance has its
 /// VMM, its NAT entry on every live uplinked switch and its V2P mapping on
 /// every other live sled; a stopped one has no VMM; none is stuck midway.
-pub fn instance_gaps(world: &World) -> Vec<String> {
+fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
     use racksim_reconciler::instances::InstanceState;
-    let o = observe(world);
     let mut gaps = Vec::new();
     for inst in &o.instances {
         let name = &inst.name;

@@ -111,21 +111,7 @@ impl RackSpec {
             .scrimlet(SwitchSlot::Switch0)
             .scrimlet(SwitchSlot::Switch1)
             .sled()
-            .zone(
-                ZoneKind::BoundaryNtp,
-                2,
-                Ipv4Addr::new(198, 51, 100, 1),
-                16384,
-                32767,
-            )
-            .zone(ZoneKind::Nexus, 0, Ipv4Addr::new(198, 51, 100, 2), 0, 65535)
-            .zone(
-                ZoneKind::ExternalDns,
-                1,
-                Ipv4Addr::new(198, 51, 100, 3),
-                0,
-                65535,
-            )
+            .service_zones(2, 0, 1)
             .internal_dns_on(1)
             .build()
     }
@@ -141,21 +127,7 @@ impl RackSpec {
             .scrimlet(SwitchSlot::Switch1)
             .sled()
             .sled()
-            .zone(
-                ZoneKind::BoundaryNtp,
-                2,
-                Ipv4Addr::new(198, 51, 100, 1),
-                16384,
-                32767,
-            )
-            .zone(ZoneKind::Nexus, 3, Ipv4Addr::new(198, 51, 100, 2), 0, 65535)
-            .zone(
-                ZoneKind::ExternalDns,
-                3,
-                Ipv4Addr::new(198, 51, 100, 3),
-                0,
-                65535,
-            )
+            .service_zones(2, 3, 3)
             .internal_dns_on(2)
             .build()
     }
@@ -204,20 +176,6 @@ impl RackSpec {
         let mut all: Vec<NatEntry> = self.zones.iter().map(|z| self.nat_entry(z)).collect();
         all.sort();
         all
-    }
-
-    /// Name of the host or zone owning an underlay address, for traces.
-    pub fn name_of(&self, addr: Ipv6Addr) -> String {
-        if let Some(s) = self.sleds.iter().find(|s| s.address == addr) {
-            return s.name.clone();
-        }
-        if let Some(s) = self.switches.iter().find(|s| s.zone_address == addr) {
-            return s.name();
-        }
-        if addr == UPSTREAM_NTP_ADDR {
-            return UPSTREAM_NTP_NAME.to_string();
-        }
-        addr.to_string()
     }
 
     /// The zone, if any, whose external address and ports cover `(ip, port)`.
@@ -314,6 +272,33 @@ impl RackBuilder {
             mac,
         });
         self
+    }
+
+    /// The three zones with external connectivity, at the rack's usual
+    /// external addresses: boundary NTP (`198.51.100.1`, source-NAT ports
+    /// 16384-32767), Nexus (`.2`) and external DNS (`.3`), all ports.
+    pub fn service_zones(self, ntp_sled: usize, nexus_sled: usize, dns_sled: usize) -> Self {
+        self.zone(
+            ZoneKind::BoundaryNtp,
+            ntp_sled,
+            Ipv4Addr::new(198, 51, 100, 1),
+            16384,
+            32767,
+        )
+        .zone(
+            ZoneKind::Nexus,
+            nexus_sled,
+            Ipv4Addr::new(198, 51, 100, 2),
+            0,
+            65535,
+        )
+        .zone(
+            ZoneKind::ExternalDns,
+            dns_sled,
+            Ipv4Addr::new(198, 51, 100, 3),
+            0,
+            65535,
+        )
     }
 
     pub fn internal_dns_on(mut self, sled: usize) -> Self {

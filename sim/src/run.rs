@@ -12,7 +12,7 @@ use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl, task::Scri
 use tokio::sync::watch;
 
 use crate::{
-    check::{convergence_gaps, invariant_violation},
+    check::{convergence_gaps, invariant_violation, observe},
     fakes::dpd::DpdState,
     hosts,
     plan::{Action, Plan, ResolvedStep, Strategy},
@@ -533,7 +533,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let last_step = steps.last().map(|s| s.at).unwrap_or_default();
     let mut pending = steps.iter().peekable();
     let mut converged_since: Option<Duration> = None;
-    let mut gaps_cache: Option<(u64, Vec<String>)> = None;
+    let mut gaps: Vec<String> = Vec::new();
     let mut checked_version = u64::MAX;
     let mut next_timed_check = Duration::ZERO;
     let verdict = loop {
@@ -542,18 +542,19 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             world.trace_at(now, "plan", step.action.to_string());
             driver.apply(now, &step.action);
         }
+        // The gaps change only when the world does; safety is checked then
+        // too, and at least once a simulated second for the time-based
+        // invariant. One snapshot of the world serves both.
         let version = world.lock().version;
-        // The gaps change only when the world does.
-        if gaps_cache.as_ref().is_none_or(|(v, _)| *v != version) {
-            gaps_cache = Some((version, convergence_gaps(&world)));
-        }
-        let gaps = &gaps_cache.as_ref().expect("computed above").1;
-        // Safety is checked at every step that changed something, and at
-        // least once a simulated second for the time-based invariant.
-        if version != checked_version || now >= next_timed_check {
-            checked_version = version;
+        let changed = version != checked_version;
+        if changed || now >= next_timed_check {
+            let snapshot = observe(&world);
+            if changed {
+                checked_version = version;
+                gaps = convergence_gaps(&world, &snapshot);
+            }
             next_timed_check = now + TICK * 10;
-            if let Some(v) = invariant_violation(&world, now) {
+            if let Some(v) = invariant_violation(&world, &snapshot, now) {
                 let event = {
                     let st = world.lock();
                     let found = v.cause.as_ref().and_then(|(host, text)| {
@@ -583,7 +584,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         if now >= cfg.deadline {
             break Verdict::NotConverged {
                 deadline: cfg.deadline,
-                gaps: gaps.clone(),
+                gaps,
             };
         }
         if let Err(e) = driver.sim.step() {

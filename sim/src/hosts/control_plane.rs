@@ -207,13 +207,8 @@ async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
                 for (addr, outcome) in switches {
                     let line = match outcome {
                         SwitchSyncOutcome::UpToDate => continue,
-                        SwitchSyncOutcome::Reconciled(o) => {
-                            if matches!(&o, racksim_reconciler::nat::NatReconcileOutcome::Complete { removed: 0, created: 0, remove_failures, create_failures, .. } if remove_failures.is_empty() && create_failures.is_empty())
-                            {
-                                continue;
-                            }
-                            fmt_outcome(world, &o)
-                        }
+                        SwitchSyncOutcome::Reconciled(o) if o.is_noop() => continue,
+                        SwitchSyncOutcome::Reconciled(o) => fmt_outcome(world, &o),
                         SwitchSyncOutcome::Failed(e) => format!("failed: {e}"),
                     };
                     parts.push(format!(
