@@ -1183,6 +1183,71 @@ deadline = "2h"
         }
     }
 
+    const INSTANCES: &str = r#"name = "i"
+description = "d"
+kind = "instances"
+rack = "madrid"
+ntp_return_switch = "switch0"
+
+[[instance]]
+name = "web1"
+
+[[step]]
+at = "1m"
+action = "instance-create"
+instance = "web1"
+sled = "sled2"
+
+[expect.saga]
+outcome = "converges"
+within = "5m"
+"#;
+
+    #[test]
+    fn instance_scenarios_parse_with_start_implementations() {
+        let s = parse("i.toml", INSTANCES).unwrap();
+        assert_eq!(s.kind, Kind::Instances);
+        assert_eq!(s.variant("saga").unwrap(), Variant::Start(StartImpl::Saga));
+        assert!(
+            s.variant("sled-task").is_err(),
+            "NAT strategies are not start implementations"
+        );
+        assert_eq!(
+            s.plan.steps[0].action,
+            Action::InstanceCreate {
+                instance: "web1".into(),
+                sled: "sled2".into()
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_instances_and_sleds_are_rejected() {
+        let e = error_of(&INSTANCES.replace("instance = \"web1\"", "instance = \"web2\""));
+        assert_eq!((e.line, e.column), (13, 12), "{e}");
+        assert_eq!(e.hint.as_deref(), Some("declared instances: web1"));
+        let e = error_of(&INSTANCES.replace("sled = \"sled2\"", "sled = \"sled9\""));
+        assert_eq!((e.line, e.column), (14, 8), "{e}");
+        assert!(e.message.contains("unknown sled \"sled9\""), "{e}");
+        // Instances belong to instance scenarios only.
+        let e = error_of(&INSTANCES.replace("kind = \"instances\"\n", ""));
+        assert!(e.message.contains("only in kind = \"instances\""), "{e}");
+    }
+
+    #[test]
+    fn violates_needs_a_known_invariant() {
+        let e = error_of(&INSTANCES.replace(
+            "outcome = \"converges\"\nwithin = \"5m\"",
+            "outcome = \"violates\"\ndeadline = \"5m\"",
+        ));
+        assert!(e.message.contains("needs an `invariant`"), "{e}");
+        let e = error_of(&INSTANCES.replace(
+            "outcome = \"converges\"\nwithin = \"5m\"",
+            "outcome = \"violates\"\ninvariant = \"two-vmms\"\ndeadline = \"5m\"",
+        ));
+        assert!(e.message.contains("unknown invariant \"two-vmms\""), "{e}");
+    }
+
     #[test]
     fn error_display_shows_line_and_caret() {
         let e = error_of(&GOOD.replace("at = \"0s\"", "at = \"soon\""));
