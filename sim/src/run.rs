@@ -170,6 +170,8 @@ pub struct RunOutcome {
     pub verdict: Verdict,
     /// Simulated time at the end of the run.
     pub sim_time: Duration,
+    /// Simulation steps the driver took (the unit of simulation cost).
+    pub events: u64,
     /// How long each zone start took: `(sled, zone, duration)`.
     pub zone_starts: Vec<(String, ZoneKind, Duration)>,
 }
@@ -536,6 +538,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let mut gaps: Vec<String> = Vec::new();
     let mut checked_version = u64::MAX;
     let mut next_timed_check = Duration::ZERO;
+    let mut events = 0u64;
     let verdict = loop {
         let now = driver.sim.elapsed();
         while let Some(step) = pending.next_if(|s| s.at <= now) {
@@ -587,6 +590,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                 gaps,
             };
         }
+        events += 1;
         if let Err(e) = driver.sim.step() {
             break Verdict::HostFailed {
                 at: driver.sim.elapsed(),
@@ -605,6 +609,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         trace: world.take_trace(),
         verdict,
         sim_time,
+        events,
         zone_starts,
     }
 }
