@@ -960,7 +960,7 @@ impl<'de> Deserialize<'de> for AtValue {
 /// Parse `250ms`, `30s`, `1.5s`, `5m`, `2h`, `1h30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad =
-        || format!("invalid duration {s:?}: expected e.g. \"250ms\", \"30s\", \"5m\", \"1h30m\"");
+        || format!("invalid duration {s:?}: expected e.g. \"50us\", \"250ms\", \"30s\", \"5m\", \"1h30m\"");
     let t = s.trim();
     if t.is_empty() {
         return Err(bad());
@@ -981,14 +981,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
-        let ms = match unit {
-            "ms" => value,
-            "s" => value * 1e3,
-            "m" => value * 60e3,
-            "h" => value * 3600e3,
+        let us = match unit {
+            "us" | "µs" => value,
+            "ms" => value * 1e3,
+            "s" => value * 1e6,
+            "m" => value * 60e6,
+            "h" => value * 3600e6,
             _ => return Err(bad()),
         };
-        total += Duration::from_millis(ms.round() as u64);
+        total += Duration::from_micros(us.round() as u64);
     }
     Ok(total)
 }

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use racksim_sim::{
-    run::{MAX_LATENCY, MIN_LATENCY, TICK},
+    run::{MAX_LATENCY, MIN_LATENCY},
     trace::{fmt_duration, fmt_time},
 };
 
@@ -69,10 +69,9 @@ pub fn render(
     );
     let _ = writeln!(
         w,
-        "run: deadline {}, stability window {}, tick {}, message latency {}..{}",
+        "run: deadline {}, stability window {}, event-driven time, message latency {}..{}",
         fmt_duration(exp.deadline),
         fmt_duration(scenario.stability),
-        fmt_duration(TICK),
         fmt_duration(MIN_LATENCY),
         fmt_duration(MAX_LATENCY)
     );

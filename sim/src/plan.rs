@@ -321,9 +321,10 @@ impl Plan {
                     drawn_from: None,
                 },
                 At::Window(a, b) => {
-                    let ms = rng.random_range(a.as_millis() as u64..=b.as_millis() as u64);
+                    // Drawn to the microsecond: the time model has no quantum.
+                    let us = rng.random_range(a.as_micros() as u64..=b.as_micros() as u64);
                     ResolvedStep {
-                        at: Duration::from_millis(ms),
+                        at: Duration::from_micros(us),
                         action: s.action.clone(),
                         drawn_from: Some(s.at),
                     }

@@ -24,16 +24,18 @@ use crate::{
     world::{DpdFault, HostKind, InstanceRequest, InstanceSpec, RunParams, World},
 };
 
-/// Simulated time per turmoil step. Every host runs once per step, so a
-/// network round trip costs one or two ticks; 100 ms keeps the second-scale
-/// timing of the code under test visible while letting hours of simulated
-/// time run in seconds.
-pub const TICK: Duration = Duration::from_millis(100);
 /// How long the rack must stay converged before a run ends as converged.
 pub const DEFAULT_STABILITY: Duration = Duration::from_secs(60);
-/// Bounds of turmoil's per-message latency (drawn from the seed).
-pub const MIN_LATENCY: Duration = Duration::from_millis(1);
-pub const MAX_LATENCY: Duration = Duration::from_millis(50);
+/// Bounds of the in-rack latency of each message, drawn from the seed per
+/// message (turmoil's exponential curve between the bounds). A rack's
+/// underlay is one switch hop: tens of microseconds to a millisecond.
+/// Simplification: one range for every link; the `latency` plan action sets
+/// a link's latency outright.
+pub const MIN_LATENCY: Duration = Duration::from_micros(50);
+pub const MAX_LATENCY: Duration = Duration::from_millis(1);
+/// How often the time-based safety invariants are checked when nothing
+/// else happens.
+const TIMED_CHECK_PERIOD: Duration = Duration::from_secs(1);
 
 /// Everything a run depends on besides the code.
 #[derive(Clone, Debug)]
@@ -508,7 +510,9 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let sim = turmoil::Builder::new()
         .rng_seed(cfg.seed)
         .epoch(epoch())
-        .tick_duration(TICK)
+        // Event-driven: time jumps from one timer or delivery to the next;
+        // see docs/decisions/0001-time-model.md.
+        .event_driven(true)
         .ip_version(turmoil::IpVersion::V6)
         .min_message_latency(MIN_LATENCY)
         .max_message_latency(MAX_LATENCY)
@@ -556,7 +560,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                 checked_version = version;
                 gaps = convergence_gaps(&world, &snapshot);
             }
-            next_timed_check = now + TICK * 10;
+            next_timed_check = now + TIMED_CHECK_PERIOD;
             if let Some(v) = invariant_violation(&world, &snapshot, now) {
                 let event = {
                     let st = world.lock();
@@ -590,8 +594,17 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                 gaps,
             };
         }
+        // Stop at the next instant the driver must act on: a plan step, the
+        // end of the stability window, a timed check, the deadline.
+        let mut limit = cfg.deadline.min(next_timed_check);
+        if let Some(step) = pending.peek() {
+            limit = limit.min(step.at);
+        }
+        if let Some(since) = converged_since {
+            limit = limit.min(since + cfg.stability);
+        }
         events += 1;
-        if let Err(e) = driver.sim.step() {
+        if let Err(e) = driver.sim.step_until(limit) {
             break Verdict::HostFailed {
                 at: driver.sim.elapsed(),
                 error: e.to_string(),

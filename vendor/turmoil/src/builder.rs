@@ -169,6 +169,23 @@ impl Builder {
         self
     }
 
+    /// Step the simulation by events rather than fixed ticks (racksim patch).
+    ///
+    /// All hosts run on one paused tokio runtime, each in its own
+    /// `LocalSet`. A [`Sim::step`](crate::Sim::step) runs every host that
+    /// has work at the current instant (in an order drawn from the seed when
+    /// several do), then moves simulated time straight to the earliest of:
+    /// the next message delivery (each message arrives at exactly its drawn
+    /// latency), the next timer of any host, or the step's limit
+    /// ([`Sim::step_until`](crate::Sim::step_until)). Idle time costs
+    /// nothing. Timers keep tokio's millisecond granularity; deliveries are
+    /// exact. `tick_duration` is ignored, loopback delivery is immediate, and
+    /// hosts share one clock (no per-host skew).
+    pub fn event_driven(&mut self, value: bool) -> &mut Self {
+        self.config.event_driven = value;
+        self
+    }
+
     /// Access the filesystem configuration.
     ///
     /// Use builder-style methods to configure filesystem behavior:

@@ -47,6 +47,11 @@ pub(crate) struct Config {
     /// simulation step
     pub(crate) random_node_order: bool,
 
+    /// Event-driven stepping (racksim patch): all hosts share one paused
+    /// runtime, messages arrive at their exact latency, and each step jumps
+    /// to the next timer or delivery instead of a fixed tick.
+    pub(crate) event_driven: bool,
+
     /// Filesystem configuration
     #[cfg(feature = "unstable-fs")]
     pub(crate) fs: FsConfig,
@@ -103,6 +108,7 @@ impl Default for Config {
             udp_capacity: 64,
             enable_tokio_io: false,
             random_node_order: false,
+            event_driven: false,
             #[cfg(feature = "unstable-fs")]
             fs: FsConfig::default(),
         }

@@ -1,7 +1,10 @@
 use std::future::Future;
 use std::mem;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 
 use rand::rngs::SmallRng;
 use tokio::runtime::Runtime;
@@ -40,6 +43,42 @@ pub struct Config {
     /// Only used if the `tokio_unstable` cfg flag is set.
     #[cfg_attr(not(tokio_unstable), expect(dead_code))]
     pub rng: Option<SmallRng>,
+
+    /// Event-driven mode (racksim patch): the runtime shared by every host,
+    /// and the signal rung when any host gets work.
+    pub shared: Option<(Rc<Runtime>, Arc<tokio::sync::Notify>)>,
+}
+
+/// Wakes a host in event-driven mode: registered as its `LocalSet`'s waker
+/// between runs, so a timer firing or another host's message marks it as
+/// having work and rings the simulation.
+pub(crate) struct HostWaker {
+    pending: AtomicBool,
+    ring: Arc<tokio::sync::Notify>,
+}
+
+impl Wake for HostWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.pending.store(true, Ordering::SeqCst);
+        self.ring.notify_one();
+    }
+}
+
+/// Records whether it was woken (event-driven drain).
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 /// Per host simulated runtime.
@@ -51,8 +90,12 @@ pub struct Rt<'a> {
     pub kind: Kind<'a>,
 
     /// Handle to the Tokio runtime driving this simulated host. Each runtime
-    /// may have a different sense of "now" which simulates clock skew.
-    tokio: Runtime,
+    /// may have a different sense of "now" which simulates clock skew. In
+    /// event-driven mode every host shares one runtime (and one clock).
+    tokio: Rc<Runtime>,
+
+    /// Event-driven mode: this host's waker.
+    waker: Option<Arc<HostWaker>>,
 
     /// Local task set used for running !Send tasks.
     local: LocalSet,
@@ -76,11 +119,13 @@ impl<'a> Rt<'a> {
         let (tokio, local) = init(&mut config);
 
         let handle = with(&tokio, &local, || tokio::task::spawn_local(client));
+        let waker = host_waker(&config);
 
         Self {
             kind: Kind::Client,
             tokio,
             local,
+            waker,
             nodename,
             handle: Some(handle),
             config,
@@ -96,11 +141,13 @@ impl<'a> Rt<'a> {
 
         let software: Software = Box::new(move || Box::pin(software()));
         let handle = with(&tokio, &local, || tokio::task::spawn_local(software()));
+        let waker = host_waker(&config);
 
         Self {
             kind: Kind::Host { software },
             tokio,
             local,
+            waker,
             nodename,
             handle: Some(handle),
             config,
@@ -115,6 +162,7 @@ impl<'a> Rt<'a> {
             kind: Kind::NoSoftware,
             tokio,
             local,
+            waker: None,
             nodename: String::new().into(),
             handle: None,
             config,
@@ -169,6 +217,80 @@ impl<'a> Rt<'a> {
                 .await
         });
 
+        self.poll_completion()
+    }
+
+    /// Event-driven mode: whether this host has work at the current instant
+    /// (and clear the mark, since the caller is about to run it).
+    pub(crate) fn take_pending(&self) -> bool {
+        self.waker
+            .as_ref()
+            .is_some_and(|w| w.pending.swap(false, Ordering::SeqCst))
+    }
+
+    /// Event-driven mode: whether this host has work at the current instant.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.is_software_running()
+            && self
+                .waker
+                .as_ref()
+                .is_some_and(|w| w.pending.load(Ordering::SeqCst))
+    }
+
+    /// Event-driven mode: mark this host as having work (new software).
+    pub(crate) fn set_pending(&self) {
+        if let Some(w) = &self.waker {
+            w.wake_by_ref();
+        }
+    }
+
+    /// Event-driven mode: run this host's tasks until none can make progress
+    /// without time passing. Time does not advance: the drain keeps the
+    /// runtime busy, so it never parks long enough to auto-advance, while
+    /// each yield lets the drivers fire timers that are due now and deliver
+    /// I/O readiness.
+    ///
+    /// Idle means: one pass of the `LocalSet` ran out of queued tasks, and
+    /// after a yield to the drivers nothing was woken. Then the host's
+    /// `LocalSet` is left with this host's waker, so whatever wakes one of
+    /// its tasks later marks the host as pending.
+    pub(crate) fn drain(&mut self) -> Result<bool> {
+        let local = &self.local;
+        self.tokio.block_on(async {
+            let mut run = pin!(local.run_until(std::future::pending::<()>()));
+            loop {
+                let flag = Arc::new(Flag(AtomicBool::new(false)));
+                let waker = Waker::from(flag.clone());
+                let _ = run.as_mut().poll(&mut Context::from_waker(&waker));
+                if flag.0.load(Ordering::SeqCst) {
+                    // More queued tasks than one pass runs.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                tokio::task::yield_now().await;
+                if !flag.0.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+        });
+        self.register_waker();
+        self.poll_completion()
+    }
+
+    /// Leave this host's waker on its `LocalSet` (event-driven mode).
+    fn register_waker(&self) {
+        let Some(w) = &self.waker else { return };
+        let waker = Waker::from(w.clone());
+        let mut cx = Context::from_waker(&waker);
+        let _guard = self.tokio.enter();
+        let fut = pin!(self.local.run_until(std::future::ready(())));
+        match fut.poll(&mut cx) {
+            Poll::Ready(()) => {}
+            Poll::Pending => unreachable!("run_until of a ready future completes at once"),
+        }
+    }
+
+    fn poll_completion(&mut self) -> Result<bool> {
         // pull for software completion
         match &self.handle {
             Some(handle) if handle.is_finished() => {
@@ -211,6 +333,7 @@ impl<'a> Rt<'a> {
             });
             self.handle.replace(handle);
         };
+        self.set_pending();
     }
 
     /// Cancel all tasks within the [`Rt`] by dropping the current tokio
@@ -222,6 +345,13 @@ impl<'a> Rt<'a> {
     ///
     /// Both the [`Runtime`] and [`LocalSet`] are replaced with new instances.
     fn cancel_tasks(&mut self) {
+        if self.config.shared.is_some() {
+            // Event-driven mode: the runtime is everyone's; drop only this
+            // host's tasks (inside the runtime, for their timers and I/O).
+            let _guard = self.tokio.enter();
+            drop(mem::replace(&mut self.local, new_local()));
+            return;
+        }
         let (tokio, local) = init(&mut self.config);
 
         _ = mem::replace(&mut self.tokio, tokio);
@@ -229,7 +359,31 @@ impl<'a> Rt<'a> {
     }
 }
 
-fn init(config: &mut Config) -> (Runtime, LocalSet) {
+fn host_waker(config: &Config) -> Option<Arc<HostWaker>> {
+    config.shared.as_ref().map(|(_, ring)| {
+        Arc::new(HostWaker {
+            // New software has its root task queued.
+            pending: AtomicBool::new(true),
+            ring: ring.clone(),
+        })
+    })
+}
+
+/// Build the runtime that every host shares in event-driven mode: paused,
+/// seeded like a host's, with its clock on a whole millisecond.
+pub(crate) fn shared_runtime(rng: SmallRng) -> Rc<Runtime> {
+    let mut config = Config {
+        enable_io: false,
+        rng: Some(rng),
+        shared: None,
+    };
+    init(&mut config).0
+}
+
+fn init(config: &mut Config) -> (Rc<Runtime>, LocalSet) {
+    if let Some((tokio, _)) = &config.shared {
+        return (tokio.clone(), new_local());
+    }
     let mut tokio_builder = tokio::runtime::Builder::new_current_thread();
 
     #[cfg(tokio_unstable)]
@@ -257,7 +411,7 @@ fn init(config: &mut Config) -> (Runtime, LocalSet) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     });
 
-    (tokio, new_local())
+    (Rc::new(tokio), new_local())
 }
 
 fn new_local() -> LocalSet {

@@ -36,14 +36,44 @@ pub struct Sim<'a> {
     elapsed: Duration,
 
     steps: usize,
+
+    /// Event-driven mode (racksim patch): the runtime all hosts share, the
+    /// signal their wakers ring, and the instant the simulation started.
+    shared: Option<Shared>,
+}
+
+struct Shared {
+    rt: std::rc::Rc<tokio::runtime::Runtime>,
+    ring: Arc<tokio::sync::Notify>,
+    origin: tokio::time::Instant,
+}
+
+impl Shared {
+    fn now(&self) -> tokio::time::Instant {
+        let _guard = self.rt.enter();
+        tokio::time::Instant::now()
+    }
 }
 
 impl<'a> Sim<'a> {
-    pub(crate) fn new(config: Config, world: World) -> Self {
+    pub(crate) fn new(config: Config, mut world: World) -> Self {
         let since_epoch = config
             .epoch
             .duration_since(UNIX_EPOCH)
             .expect("now must be >= UNIX_EPOCH");
+
+        let shared = config.event_driven.then(|| {
+            let rt = rt::shared_runtime(SmallRng::from_seed(world.rng.random()));
+            let shared = Shared {
+                rt,
+                ring: Arc::new(tokio::sync::Notify::new()),
+                origin: tokio::time::Instant::now(),
+            };
+            let origin = shared.now();
+            world.topology.set_clock(origin);
+            world.loopback = Some(Default::default());
+            Shared { origin, ..shared }
+        });
 
         Self {
             config,
@@ -52,7 +82,29 @@ impl<'a> Sim<'a> {
             since_epoch,
             elapsed: Duration::ZERO,
             steps: 1, // bumped after each step
+            shared,
         }
+    }
+
+    fn rt_config(&mut self) -> rt::Config {
+        let seed = self.world.borrow_mut().rng.random();
+        rt::Config {
+            enable_io: self.config.enable_tokio_io,
+            rng: Some(SmallRng::from_seed(seed)),
+            shared: self
+                .shared
+                .as_ref()
+                .map(|s| (s.rt.clone(), s.ring.clone())),
+        }
+    }
+
+    /// Event-driven mode: a host's clock is the shared one from the start.
+    fn host_timer(&self) -> HostTimer {
+        let mut timer = HostTimer::new(self.elapsed, self.since_epoch);
+        if let Some(shared) = &self.shared {
+            timer.now(shared.now());
+        }
+        timer
     }
 
     /// How much logical time has elapsed since the simulation started.
@@ -84,24 +136,15 @@ impl<'a> Sim<'a> {
             .unwrap_or_else(|| addr.to_string())
             .into();
 
+        let timer = self.host_timer();
         {
             let world = RefCell::get_mut(&mut self.world);
 
             // Register host state with the world
-            world.register(
-                addr,
-                &nodename,
-                HostTimer::new(self.elapsed, self.since_epoch),
-                &self.config,
-            );
+            world.register(addr, &nodename, timer, &self.config);
         }
 
-        let seed = self.world.borrow_mut().rng.random();
-        let rng = SmallRng::from_seed(seed);
-        let config = rt::Config {
-            enable_io: self.config.enable_tokio_io,
-            rng: Some(rng),
-        };
+        let config = self.rt_config();
 
         let rt = World::enter(&self.world, || Rt::client(nodename, client, config));
 
@@ -129,24 +172,15 @@ impl<'a> Sim<'a> {
             .unwrap_or_else(|| addr.to_string())
             .into();
 
+        let timer = self.host_timer();
         {
             let world = RefCell::get_mut(&mut self.world);
 
             // Register host state with the world
-            world.register(
-                addr,
-                &nodename,
-                HostTimer::new(self.elapsed, self.since_epoch),
-                &self.config,
-            );
+            world.register(addr, &nodename, timer, &self.config);
         }
 
-        let seed = self.world.borrow_mut().rng.random();
-        let rng = SmallRng::from_seed(seed);
-        let config = rt::Config {
-            enable_io: self.config.enable_tokio_io,
-            rng: Some(rng),
-        };
+        let config = self.rt_config();
 
         let rt = World::enter(&self.world, || Rt::host(nodename, host, config));
 
@@ -411,6 +445,9 @@ impl<'a> Sim<'a> {
     ///
     /// Returns whether or not all clients have completed.
     pub fn step(&mut self) -> Result<bool> {
+        if self.shared.is_some() {
+            return self.step_event(None);
+        }
         tracing::trace!(target: TRACING_TARGET, "step {}", self.steps);
 
         let tick = self.config.tick;
@@ -484,6 +521,164 @@ impl<'a> Sim<'a> {
         }
 
         Ok(is_finished)
+    }
+}
+
+impl Sim<'_> {
+    /// Like [`Sim::step`], but in event-driven mode never moves time past
+    /// `limit` (simulated time since the start): a caller that must act at
+    /// an exact instant (inject a fault, check a deadline) passes it here.
+    /// In tick mode this is [`Sim::step`].
+    pub fn step_until(&mut self, limit: Duration) -> Result<bool> {
+        if self.shared.is_some() {
+            self.step_event(Some(limit))
+        } else {
+            self.step()
+        }
+    }
+
+    /// Whether the simulation is event-driven ([`crate::Builder::event_driven`]).
+    pub fn is_event_driven(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// One event-driven step: run everything that is due at the current
+    /// instant until no host can make progress without time passing, then
+    /// move time to the next instant at which something happens — the
+    /// earliest timer of any host, the next message delivery, or `limit`.
+    fn step_event(&mut self, limit: Option<Duration>) -> Result<bool> {
+        tracing::trace!(target: TRACING_TARGET, "step {}", self.steps);
+        let shared = self.shared.as_ref().expect("event-driven mode");
+        let (tokio, ring, origin) = (shared.rt.clone(), shared.ring.clone(), shared.origin);
+
+        loop {
+            self.deliver_due();
+            let mut ready: Vec<IpAddr> = self
+                .rts
+                .iter()
+                .filter(|(_, rt)| rt.is_software_running() && rt.take_pending())
+                .map(|(addr, _)| *addr)
+                .collect();
+            if ready.is_empty() {
+                break;
+            }
+            // Hosts ready at the same instant run in an order drawn from
+            // the seed, never in registration order.
+            ready.shuffle(&mut self.world.borrow_mut().rng);
+            for addr in ready {
+                let rt = self.rts.get_mut(&addr).expect("missing host");
+                let _span_guard =
+                    tracing::span!(Level::INFO, "node", name = &*rt.nodename,).entered();
+                self.world.borrow_mut().current = Some(addr);
+                let result = World::enter(&self.world, || rt.drain());
+                self.world.borrow_mut().current = None;
+                result?;
+            }
+        }
+
+        let is_finished = !self
+            .rts
+            .values()
+            .any(|rt| rt.is_client() && rt.is_software_running());
+
+        // Never run past the configured duration, so a simulation with
+        // nothing left to do still ends.
+        let mut target = origin + self.config.duration + Duration::from_millis(1);
+        if let Some(limit) = limit {
+            target = target.min(origin + limit);
+        }
+        if let Some(at) = self.world.borrow().topology.next_delivery() {
+            target = target.min(at);
+        }
+        let rts = &self.rts;
+        let any_pending = || rts.values().any(|rt| rt.is_pending());
+        tokio.block_on(advance(target, origin, &ring, any_pending));
+
+        let now = {
+            let _guard = tokio.enter();
+            tokio::time::Instant::now()
+        };
+        self.world.borrow_mut().topology.set_clock(now);
+        self.elapsed = now - origin;
+        self.steps += 1;
+
+        if self.elapsed > self.config.duration && !is_finished {
+            return Err(format!(
+                "Ran for duration: {:?} steps: {} without completing",
+                self.config.duration, self.steps,
+            ))?;
+        }
+        Ok(is_finished)
+    }
+
+    /// Event-driven mode: hand due network and loopback traffic to hosts.
+    fn deliver_due(&mut self) {
+        let mut world = self.world.borrow_mut();
+        let World {
+            rng,
+            topology,
+            hosts,
+            loopback,
+            ..
+        } = world.deref_mut();
+        topology.deliver_due(rng, hosts);
+        while let Some((addr, envelope)) = loopback.as_mut().and_then(|q| q.pop_front()) {
+            let Some(host) = hosts.get_mut(&addr) else {
+                continue;
+            };
+            let (src, dst) = (envelope.src, envelope.dst);
+            if let Err(reply) = host.receive_from_network(envelope) {
+                let _ = host.receive_from_network(crate::envelope::Envelope {
+                    src: dst,
+                    dst: src,
+                    message: reply,
+                });
+            }
+        }
+    }
+}
+
+/// Move the shared clock to `target`, stopping early at the first instant at
+/// which a host's timer fires.
+///
+/// tokio's timers have millisecond granularity: they fire on whole
+/// milliseconds since the runtime started (`origin`). So the clock is moved
+/// exactly (`tokio::time::advance`) up to the next whole millisecond; from
+/// a whole millisecond, tokio's auto-advance jumps straight to the earliest
+/// timer, bounded by a sleep until the last whole millisecond before
+/// `target`; the remainder (a message due between two milliseconds) is
+/// again an exact advance. Timers thus fire when tokio would fire them, and
+/// deliveries land at their exact instant.
+async fn advance(
+    target: tokio::time::Instant,
+    origin: tokio::time::Instant,
+    ring: &tokio::sync::Notify,
+    any_pending: impl Fn() -> bool,
+) {
+    const MS: u128 = 1_000_000;
+    let boundary = |ms: u128| origin + Duration::from_nanos((ms * MS) as u64);
+    loop {
+        let now = tokio::time::Instant::now();
+        if any_pending() || now >= target {
+            return;
+        }
+        let since = (now - origin).as_nanos();
+        let next = boundary(since / MS + 1);
+        if target <= next {
+            tokio::time::advance(target - now).await;
+            return;
+        }
+        if since % MS != 0 {
+            tokio::time::advance(next - now).await;
+            continue;
+        }
+        let last = boundary((target - origin).as_nanos() / MS);
+        tokio::select! {
+            biased;
+            // A stale permit only costs one more turn of the loop.
+            () = ring.notified() => {}
+            () = tokio::time::sleep_until(last) => {}
+        }
     }
 }
 

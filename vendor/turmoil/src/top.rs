@@ -6,7 +6,8 @@ use crate::{config, TRACING_TARGET};
 use indexmap::IndexMap;
 use rand::{Rng, RngCore};
 use rand_distr::{Distribution, Exp};
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::{Error, ErrorKind, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -23,6 +24,16 @@ pub(crate) struct Topology {
     /// forward in the same way we do it elsewhere. We'd like to represent
     /// network state with async in the future.
     rt: Rt<'static>,
+
+    /// Event-driven mode (racksim patch): the simulation's current instant,
+    /// which stamps every send.
+    clock: Option<Instant>,
+
+    /// Event-driven mode: when messages are due, as `(at, seq, a, b)` of
+    /// their link; entries of messages a partition dropped are stale and
+    /// harmless (their link has nothing due then).
+    due: BinaryHeap<Reverse<(Instant, u64, IpAddr, IpAddr)>>,
+    seq: u64,
 }
 
 /// This type is used as the key in the [`Topology::links`] map. See [`new`]
@@ -178,13 +189,64 @@ impl Topology {
             config,
             links: IndexMap::new(),
             rt: Rt::no_software(),
+            clock: None,
+            due: BinaryHeap::new(),
+            seq: 0,
         }
     }
 
     /// Register a link between two hosts
     pub(crate) fn register(&mut self, a: IpAddr, b: IpAddr) {
         let pair = Pair::new(a, b);
-        assert!(self.links.insert(pair, Link::new(self.rt.now())).is_none());
+        let now = self.clock.unwrap_or_else(|| self.rt.now());
+        assert!(self.links.insert(pair, Link::new(now)).is_none());
+    }
+
+    /// Event-driven mode: set the current instant.
+    pub(crate) fn set_clock(&mut self, now: Instant) {
+        self.clock = Some(now);
+    }
+
+    fn schedule(&mut self, at: Option<Instant>, pair: &Pair) {
+        if let (Some(at), Some(_)) = (at, self.clock) {
+            self.seq += 1;
+            self.due.push(Reverse((at, self.seq, pair.0, pair.1)));
+        }
+    }
+
+    /// Event-driven mode: when the next message is due, if any is in flight.
+    pub(crate) fn next_delivery(&self) -> Option<Instant> {
+        self.due.peek().map(|Reverse((at, ..))| *at)
+    }
+
+    /// Event-driven mode: hand every message due by `now` to its host, in
+    /// the order they fall due (then the order they were sent).
+    pub(crate) fn deliver_due(
+        &mut self,
+        rand: &mut dyn RngCore,
+        hosts: &mut IndexMap<IpAddr, Host>,
+    ) {
+        let Some(now) = self.clock else { return };
+        while let Some(Reverse((at, _, a, b))) = self.due.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.due.pop();
+            let pair = Pair(a, b);
+            let Some(link) = self.links.get_mut(&pair) else {
+                continue;
+            };
+            link.tick(now);
+            let mut bounced = Vec::new();
+            for addr in [a, b] {
+                if let Some(host) = hosts.get_mut(&addr) {
+                    bounced.extend(link.deliver_messages(&self.config, rand, host));
+                }
+            }
+            for at in bounced {
+                self.schedule(Some(at), &pair);
+            }
+        }
     }
 
     pub(crate) fn set_max_message_latency(&mut self, value: Duration) {
@@ -238,8 +300,14 @@ impl Topology {
         dst: SocketAddr,
         message: Protocol,
     ) -> Result<()> {
-        if let Some(link) = self.links.get_mut(&Pair::new(src.ip(), dst.ip())) {
-            link.enqueue_message(&self.config, rand, src, dst, message)
+        let pair = Pair::new(src.ip(), dst.ip());
+        if let Some(link) = self.links.get_mut(&pair) {
+            if let Some(now) = self.clock {
+                link.now = now;
+            }
+            let at = link.enqueue_message(&self.config, rand, src, dst, message)?;
+            self.schedule(at, &pair);
+            Ok(())
         } else {
             Err(Error::new(
                 ErrorKind::ConnectionRefused,
@@ -252,7 +320,7 @@ impl Topology {
     pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) {
         for (pair, link) in &mut self.links {
             if pair.0 == dst.addr || pair.1 == dst.addr {
-                link.deliver_messages(&self.config, rand, dst);
+                let _ = link.deliver_messages(&self.config, rand, dst);
             }
         }
     }
@@ -262,7 +330,14 @@ impl Topology {
     }
 
     pub(crate) fn release(&mut self, a: IpAddr, b: IpAddr) {
-        self.get_link_mut(&Pair::new(a, b)).release();
+        let clock = self.clock;
+        let pair = Pair::new(a, b);
+        let link = self.get_link_mut(&pair);
+        if let Some(now) = clock {
+            link.now = now;
+        }
+        link.release();
+        self.schedule(clock, &pair);
     }
 
     pub(crate) fn partition(&mut self, a: IpAddr, b: IpAddr) {
@@ -342,7 +417,7 @@ impl Link {
         src: SocketAddr,
         dst: SocketAddr,
         message: Protocol,
-    ) -> Result<()> {
+    ) -> Result<Option<Instant>> {
         tracing::trace!(target: TRACING_TARGET, ?src, ?dst, protocol = %message, "Send");
 
         self.rand_partition_or_repair(global_config, rand);
@@ -378,7 +453,7 @@ impl Link {
         src: SocketAddr,
         dst: SocketAddr,
         message: Protocol,
-    ) -> Result<()> {
+    ) -> Result<Option<Instant>> {
         let state = self.get_state_for_message(src.ip(), dst.ip());
         let status = match state {
             State::Healthy => {
@@ -392,8 +467,12 @@ impl Link {
             }
             _ => {
                 tracing::trace!(target: TRACING_TARGET,?src, ?dst, protocol = %message, "Drop");
-                return Ok(());
+                return Ok(None);
             }
+        };
+        let at = match status {
+            DeliveryStatus::DeliverAfter(at) => Some(at),
+            DeliveryStatus::Hold => None,
         };
 
         let sent = Sent {
@@ -404,7 +483,7 @@ impl Link {
         };
 
         self.sent.push_back(sent);
-        Ok(())
+        Ok(at)
     }
 
     fn tick(&mut self, now: Instant) {
@@ -445,7 +524,7 @@ impl Link {
         global_config: &config::Link,
         rand: &mut dyn RngCore,
         host: &mut Host,
-    ) {
+    ) -> Vec<Instant> {
         let deliverable = self
             .deliverable
             .entry(host.addr)
@@ -453,12 +532,17 @@ impl Link {
             .drain(..)
             .collect::<Vec<Envelope>>();
 
+        let mut scheduled = Vec::new();
         for message in deliverable {
             let (src, dst) = (message.src, message.dst);
             if let Err(message) = host.receive_from_network(message) {
-                let _ = self.enqueue_message(global_config, rand, dst, src, message);
+                if let Ok(Some(at)) = self.enqueue_message(global_config, rand, dst, src, message)
+                {
+                    scheduled.push(at);
+                }
             }
         }
+        scheduled
     }
 
     // Randomly break or repair this link.
@@ -548,8 +632,10 @@ impl Link {
         let config = self.config.latency.as_ref().unwrap_or(global);
 
         let mult = config.latency_distribution.sample(rand);
-        let range = (config.max_message_latency - config.min_message_latency).as_millis() as f64;
-        let delay = config.min_message_latency + Duration::from_millis((range * mult) as _);
+        // racksim patch: nanosecond resolution (it was whole milliseconds,
+        // which made any sub-millisecond range a constant).
+        let range = (config.max_message_latency - config.min_message_latency).as_nanos() as f64;
+        let delay = config.min_message_latency + Duration::from_nanos((range * mult) as _);
 
         std::cmp::min(delay, config.max_message_latency)
     }

@@ -40,6 +40,10 @@ pub(crate) struct World {
     /// Run duration for each host on every step.
     // TODO: Remove this once we've cleaned up the loopback implementation hacks
     pub(crate) tick_duration: Duration,
+
+    /// Event-driven mode (racksim patch): loopback traffic waiting for the
+    /// simulation to hand it to its host, with that host's address.
+    pub(crate) loopback: Option<std::collections::VecDeque<(IpAddr, crate::envelope::Envelope)>>,
 }
 
 scoped_thread_local!(static CURRENT: RefCell<World>);
@@ -60,7 +64,24 @@ impl World {
             current: None,
             rng,
             tick_duration,
+            loopback: None,
         }
+    }
+
+    /// Event-driven mode: queue loopback traffic of the current host for
+    /// delivery at this instant. In tick mode the message comes back (the
+    /// caller delivers it on the next tick).
+    pub(crate) fn queue_loopback(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        message: Protocol,
+    ) -> Option<Protocol> {
+        let (Some(queue), Some(host)) = (self.loopback.as_mut(), self.current) else {
+            return Some(message);
+        };
+        queue.push_back((host, crate::envelope::Envelope { src, dst, message }));
+        None
     }
 
     /// Run `f` on the world.

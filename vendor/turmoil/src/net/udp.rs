@@ -378,7 +378,7 @@ impl UdpSocket {
                         .into_iter()
                         .try_for_each(|dst| match dst {
                             dst if src.ip() == dst.ip() => {
-                                send_loopback(src, dst, Protocol::Udp(packet.clone()));
+                                send_loopback(world, src, dst, Protocol::Udp(packet.clone()));
                                 Ok(())
                             }
                             dst => world.send_message(src, dst, Protocol::Udp(packet.clone())),
@@ -397,14 +397,14 @@ impl UdpSocket {
                     dst if src.ip() == dst.ip() => {
                         let host = world.current_host();
                         if host.udp.is_multicast_loop_enabled(dst.port()) {
-                            send_loopback(src, dst, Protocol::Udp(packet.clone()));
+                            send_loopback(world, src, dst, Protocol::Udp(packet.clone()));
                         }
                         Ok(())
                     }
                     dst => world.send_message(src, dst, Protocol::Udp(packet.clone())),
                 }),
             dst if is_same(src, dst) => {
-                send_loopback(src, dst, Protocol::Udp(packet));
+                send_loopback(world, src, dst, Protocol::Udp(packet));
                 Ok(())
             }
             _ => world.send_message(src, dst, Protocol::Udp(packet)),
@@ -627,7 +627,12 @@ impl UdpSocket {
     }
 }
 
-fn send_loopback(src: SocketAddr, dst: SocketAddr, message: Protocol) {
+fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: Protocol) {
+    // racksim patch: in event-driven mode the simulation delivers loopback
+    // traffic itself, at the same instant.
+    let Some(message) = world.queue_loopback(src, dst, message) else {
+        return;
+    };
     tokio::spawn(async move {
         // FIXME: Forces delivery on the next step which better aligns with the
         // remote networking behavior.
