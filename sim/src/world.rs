@@ -197,7 +197,13 @@ impl World {
             requests: Default::default(),
             running_since: BTreeMap::new(),
             deletes_completed: BTreeMap::new(),
-            dpd: BTreeMap::new(),
+            // Each switch's ASIC table exists before its zone boots, so a
+            // plan step at 0s can leave an entry from before the run.
+            dpd: rack
+                .switches
+                .iter()
+                .map(|s| (s.slot, DpdState::new(s.slot.index())))
+                .collect(),
             dpd_faults: BTreeMap::new(),
             hidden: BTreeSet::new(),
             sleds: rack.sleds.clone(),

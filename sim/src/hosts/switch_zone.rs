@@ -25,16 +25,30 @@ use crate::{
 pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
     let name = slot.to_string();
     world.boot(&name);
-    {
+    let held = {
         let mut st = world.lock();
-        // The NAT table lives in the ASIC and is lost with the zone.
-        st.dpd.insert(slot, DpdState::new(slot.index()));
+        // The NAT table lives in the ASIC and is lost with the zone: a
+        // crash or restart removed it (`World::host_down`), so this boot
+        // starts empty. Only at the very start of a run may the ASIC hold
+        // entries from before it (a plan step at 0s planted them).
+        let held = st
+            .dpd
+            .entry(slot)
+            .or_insert_with(|| DpdState::new(slot.index()))
+            .ipv4_entries()
+            .len();
         st.dropping.remove(&slot);
         st.version += 1;
-    }
+        held
+    };
+    let table = match held {
+        0 => "NAT table empty".to_string(),
+        1 => "NAT table holds 1 entry from before this run".to_string(),
+        n => format!("NAT table holds {n} entries from before this run"),
+    };
     world.trace(
         &name,
-        "switch zone up (dpd :12224, MGS :12225); NAT table empty",
+        format!("switch zone up (dpd :12224, MGS :12225); {table}"),
     );
     spawn_server(
         &world,
