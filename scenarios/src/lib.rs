@@ -10,6 +10,7 @@
 //! jitter drawn from the seed) → simulated world → trace → checks → verdict
 //! → [`runner::judge`].
 
+pub mod bench;
 pub mod catalogue;
 pub mod file;
 pub mod matrix;

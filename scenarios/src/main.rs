@@ -69,6 +69,35 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Measure what simulations cost (build with --release).
+    ///
+    /// Simulated and wall time, their ratio, driver steps, hosts and peak RSS
+    /// for a fixed set of workloads, each in its own child process, as the
+    /// median and spread (min..max) over repetitions.
+    Bench {
+        /// Print one JSON document instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Repetitions of each workload (default 5; 1 with --quick).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        reps: Option<u64>,
+        /// Fewer repetitions and a 100-seed sweep instead of 1,000.
+        #[arg(long)]
+        quick: bool,
+        /// Only these workloads (repeatable): madrid-legacy, madrid-sled-task,
+        /// race-naive, race-saga, rack-8, rack-16, rack-32, madrid-sweep.
+        #[arg(long)]
+        only: Vec<String>,
+    },
+    /// One benchmark workload in this process; prints one JSON line (used by
+    /// `racksim bench`).
+    #[command(hide = true)]
+    BenchOne {
+        workload: String,
+        /// Seeds of the sweep workload.
+        #[arg(long, default_value_t = racksim::bench::SWEEP_SEEDS)]
+        seeds: u64,
+    },
     /// Run a scenario: print the seed and options, the trace, the verdict.
     ///
     /// Exit status: 0 when the rack converged, 1 when it did not (or, with
@@ -118,6 +147,13 @@ fn main() -> ExitCode {
             strategy,
             expect,
         } => run(&scenario, seed, strategy, expect),
+        Command::Bench {
+            json,
+            reps,
+            quick,
+            only,
+        } => bench(json, reps, quick, only),
+        Command::BenchOne { workload, seeds } => bench_one(&workload, seeds),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -449,6 +485,46 @@ fn run(
         );
     }
     Ok(all_ok)
+}
+
+fn bench(json: bool, reps: Option<u64>, quick: bool, only: Vec<String>) -> Result<bool, String> {
+    use racksim::bench;
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "warning: this racksim is a debug build; its figures mislead. \
+             Use cargo run --release -p racksim -- bench"
+        );
+    }
+    let default_reps = if quick {
+        bench::QUICK_REPS
+    } else {
+        bench::DEFAULT_REPS
+    };
+    let opts = bench::Options {
+        reps: reps.map(|r| r as usize).unwrap_or(default_reps),
+        quick,
+        only,
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("error: current exe: {e}"))?;
+    let report = bench::run(&exe, &opts)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serializes")
+        );
+    } else {
+        print!("{}", bench::table(&report));
+    }
+    Ok(true)
+}
+
+fn bench_one(workload: &str, seeds: u64) -> Result<bool, String> {
+    let sample = racksim::bench::measure(workload, seeds)?;
+    println!(
+        "{}",
+        serde_json::to_string(&sample).expect("sample serializes")
+    );
+    Ok(true)
 }
 
 /// A fresh seed for a run without `--seed`. Only the CLI draws one; the

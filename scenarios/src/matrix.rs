@@ -31,6 +31,10 @@ pub struct RunSummary {
     pub judgement: Result<(), String>,
     /// The invariant that broke, if one did.
     pub violated: Option<&'static str>,
+    /// Simulated time at the end of the run.
+    pub sim_time: Duration,
+    /// Simulation steps the driver took (the unit of simulation cost).
+    pub events: u64,
 }
 
 /// Run `jobs` (scenario, strategy, seed) in parallel on `threads` threads.
@@ -73,6 +77,8 @@ pub fn run_all(
                         _ => None,
                     },
                     judgement: judged.judgement.map(|_| ()),
+                    sim_time: judged.outcome.sim_time,
+                    events: judged.outcome.events,
                 };
                 results.lock().expect("no worker panics holding it")[i] = Some(summary);
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1);

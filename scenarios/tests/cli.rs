@@ -1,5 +1,5 @@
-//! The CLI's other commands, end to end: list, sweep (with shards) and
-//! matrix, through the real binary.
+//! The CLI's other commands, end to end: list, sweep (with shards), matrix
+//! and bench, through the real binary.
 
 use std::process::Command;
 
@@ -84,4 +84,75 @@ fn matrix_json_has_a_cell_per_strategy_and_exit_0_when_all_hold() {
     }
     let legacy = cells.iter().find(|c| c["strategy"] == "legacy").unwrap();
     assert_eq!(legacy["failed"], 2, "legacy must fail stale-entry");
+}
+
+#[test]
+fn bench_json_has_every_requested_workload_with_sane_figures() {
+    // Cheap workloads only; timings are printed, never asserted.
+    let (code, out, err) = racksim(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--reps",
+        "1",
+        "--only",
+        "madrid-sled-task",
+        "--only",
+        "race-naive",
+        "--only",
+        "race-saga",
+        "--only",
+        "rack-8",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["reps"], 1);
+    assert_eq!(report["quick"], true);
+    let machine = &report["machine"];
+    assert!(machine["cores"].as_u64().unwrap() >= 1, "{machine}");
+    assert!(["debug", "release"].contains(&machine["profile"].as_str().unwrap()));
+    assert_eq!(machine["racksim_version"], env!("CARGO_PKG_VERSION"));
+    let workloads = report["workloads"].as_array().unwrap();
+    let names: Vec<&str> = workloads
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["madrid-sled-task", "race-naive", "race-saga", "rack-8"]
+    );
+    for w in workloads {
+        // madrid: 3 sleds, 2 switch zones, upstream NTP; rack-8: 8 + 2 + 1.
+        let hosts = if w["name"] == "rack-8" { 11 } else { 6 };
+        assert_eq!(w["hosts"], hosts, "{w}");
+        assert_eq!(w["runs"], 1, "{w}");
+        assert!(w["sim_secs"].as_f64().unwrap() > 0.0, "{w}");
+        assert!(w["events"].as_u64().unwrap() > 0, "{w}");
+        for figure in ["wall_secs", "sim_per_wall"] {
+            let s = &w[figure];
+            let (min, median, max) = (
+                s["min"].as_f64().unwrap(),
+                s["median"].as_f64().unwrap(),
+                s["max"].as_f64().unwrap(),
+            );
+            assert!(min > 0.0 && min <= median && median <= max, "{figure}: {w}");
+        }
+        assert_eq!(w["samples"].as_array().unwrap().len(), 1, "{w}");
+        if cfg!(target_os = "linux") {
+            assert!(w["peak_rss_mib"]["max"].as_f64().unwrap() > 0.0, "{w}");
+        }
+        assert!(w["seeds_per_minute"].is_null(), "{w}");
+    }
+    // Every N-sled rack simulates the same fixed time.
+    let rack = workloads.iter().find(|w| w["name"] == "rack-8").unwrap();
+    assert_eq!(rack["sim_secs"], 1800.0);
+    assert_eq!(rack["outcome"], "converged, held to the end");
+}
+
+#[test]
+fn bench_rejects_an_unknown_workload() {
+    let (code, _, err) = racksim(&["bench", "--only", "nope"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no benchmark workload \"nope\""), "{err}");
+    assert!(err.contains("madrid-sweep"), "{err}");
 }
