@@ -17,11 +17,7 @@ use std::{
 };
 
 use racksim_reconciler::discovery::SwitchSlot;
-use racksim_sim::{
-    rack::RackBuilder,
-    run::{RunConfig, TICK},
-    RackSpec, Strategy, Verdict,
-};
+use racksim_sim::{rack::RackBuilder, run::RunConfig, RackSpec, Strategy, Verdict};
 use serde::{Deserialize, Serialize};
 
 use crate::{catalogue, file::Scenario, matrix, runner};
@@ -274,8 +270,8 @@ pub struct Machine {
     pub racksim_version: &'static str,
     /// `release`, or `debug` (built with debug assertions: figures mislead).
     pub profile: &'static str,
-    /// Simulated time per turmoil step.
-    pub tick_ms: u64,
+    /// How simulated time advances (see docs/decisions/0001-time-model.md).
+    pub time_model: &'static str,
     /// The 1-minute load average when the benchmark started: other work on
     /// the machine skews wall times.
     pub load_avg_at_start: Option<f64>,
@@ -302,7 +298,7 @@ impl Machine {
             } else {
                 "release"
             },
-            tick_ms: TICK.as_millis() as u64,
+            time_model: "event-driven",
             load_avg_at_start: std::fs::read_to_string("/proc/loadavg")
                 .ok()
                 .and_then(|s| s.split_whitespace().next()?.parse().ok()),
@@ -453,7 +449,7 @@ fn summarise(
 pub fn table(report: &Report) -> String {
     let m = &report.machine;
     let mut out = format!(
-        "racksim {} ({} build), {} cores{}, {}/{}, load {} at start; tick {} ms; {} rep{} per workload{}\n\n",
+        "racksim {} ({} build), {} cores{}, {}/{}, load {} at start; {} time; {} rep{} per workload{}\n\n",
         m.racksim_version,
         m.profile,
         m.cores,
@@ -466,7 +462,7 @@ pub fn table(report: &Report) -> String {
         m.load_avg_at_start
             .map(|l| format!("{l:.2}"))
             .unwrap_or_else(|| "?".into()),
-        m.tick_ms,
+        m.time_model,
         report.reps,
         if report.reps == 1 { "" } else { "s" },
         if report.quick { ", --quick" } else { "" },

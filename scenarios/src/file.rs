@@ -959,8 +959,11 @@ impl<'de> Deserialize<'de> for AtValue {
 
 /// Parse `250ms`, `30s`, `1.5s`, `5m`, `2h`, `1h30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad =
-        || format!("invalid duration {s:?}: expected e.g. \"50us\", \"250ms\", \"30s\", \"5m\", \"1h30m\"");
+    let bad = || {
+        format!(
+            "invalid duration {s:?}: expected e.g. \"50us\", \"250ms\", \"30s\", \"5m\", \"1h30m\""
+        )
+    };
     let t = s.trim();
     if t.is_empty() {
         return Err(bad());

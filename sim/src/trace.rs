@@ -76,8 +76,14 @@ mod tests {
     #[test]
     fn time_stamps_are_fixed_width() {
         assert_eq!(fmt_time(Duration::from_millis(0)), "00:00:00.000000");
-        assert_eq!(fmt_time(Duration::from_millis(3_723_004)), "01:02:03.004000");
-        assert_eq!(fmt_time(Duration::from_micros(1_100_350)), "00:00:01.100350");
+        assert_eq!(
+            fmt_time(Duration::from_millis(3_723_004)),
+            "01:02:03.004000"
+        );
+        assert_eq!(
+            fmt_time(Duration::from_micros(1_100_350)),
+            "00:00:01.100350"
+        );
     }
 
     #[test]

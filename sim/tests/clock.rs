@@ -75,7 +75,9 @@ fn a_message_arrives_after_exactly_its_link_latency() {
     });
     sim.set_link_latency("client", "server", Duration::from_micros(137));
     let l = log.clone();
-    run_until(&mut sim, Duration::from_secs(1), move || l.borrow().len() == 2);
+    run_until(&mut sim, Duration::from_secs(1), move || {
+        l.borrow().len() == 2
+    });
     let log = log.borrow();
     assert_eq!(log[0].0, Duration::from_millis(5));
     // Two hops of 137 µs each, not rounded to any tick.
@@ -104,7 +106,10 @@ fn timers_fire_when_tokio_fires_them_and_idle_time_is_skipped() {
     });
     let times: Vec<_> = log.borrow().iter().map(|(t, _)| *t).collect();
     let half_hour = Duration::from_secs(1800);
-    assert_eq!(times, vec![half_hour, half_hour * 2, half_hour * 3, half_hour * 4]);
+    assert_eq!(
+        times,
+        vec![half_hour, half_hour * 2, half_hour * 3, half_hour * 4]
+    );
     // Two hours of simulated time in a handful of steps: one per timer,
     // not one per millisecond (7.2 million) or per 100 ms tick (72,000).
     assert!(steps <= 10, "{steps} steps for 4 timers");
@@ -185,13 +190,16 @@ fn a_crashed_host_does_nothing_until_it_is_restarted() {
     sim.bounce(ticker);
     run_until(&mut sim, Duration::from_secs(75), || false);
     let log = log.borrow();
-    let secs: Vec<(u64, &str)> = log
-        .iter()
-        .map(|(t, w)| (t.as_secs(), w.as_str()))
-        .collect();
+    let secs: Vec<(u64, &str)> = log.iter().map(|(t, w)| (t.as_secs(), w.as_str())).collect();
     assert_eq!(
         secs,
-        vec![(0, "boot"), (10, "tick"), (20, "tick"), (60, "boot"), (70, "tick")]
+        vec![
+            (0, "boot"),
+            (10, "tick"),
+            (20, "tick"),
+            (60, "boot"),
+            (70, "tick")
+        ]
     );
 }
 
@@ -225,7 +233,9 @@ fn loopback_tcp_is_delivered_at_the_same_instant() {
         }
     });
     let l = log.clone();
-    run_until(&mut sim, Duration::from_secs(1), move || l.borrow().len() == 2);
+    run_until(&mut sim, Duration::from_secs(1), move || {
+        l.borrow().len() == 2
+    });
     let log = log.borrow();
     assert_eq!(log.len(), 2, "the loopback exchange completed");
     assert_eq!(log[0].0, log[1].0);
@@ -265,5 +275,8 @@ fn a_partition_drops_messages_and_a_repair_lets_them_through() {
     sim.repair("client", "server");
     run_until(&mut sim, Duration::from_secs(20), || false);
     assert!(!log.borrow().is_empty(), "traffic flows after the repair");
-    assert!(log.borrow().iter().all(|(t, _)| *t > Duration::from_secs(10)));
+    assert!(log
+        .borrow()
+        .iter()
+        .all(|(t, _)| *t > Duration::from_secs(10)));
 }
