@@ -96,3 +96,47 @@ scenarios! {
     control_plane_crash_mid_saga => "control-plane-crash-mid-saga",
     instance_migrate_like_move => "instance-migrate-like-move",
 }
+
+/// Regression, found by the event-driven time model: the control plane
+/// crashes after MARK_AS_STARTING's database write and before the saga log
+/// records the node. The resumed saga must re-run the node and recognise
+/// the write as its own (it used to refuse the start and leave the
+/// instance Starting for ever). Under the 100 ms tick the crash could never
+/// land in that 5 ms gap.
+///
+/// Seed 4 is the first seed whose crash falls in the gap; the test checks
+/// that it still does, so a change that moves the crash elsewhere fails
+/// here with a request to pick a seed that hits the gap again.
+#[test]
+fn crash_between_mark_as_starting_write_and_its_log_entry() {
+    let scenario = catalogue::get("control-plane-crash-mid-saga").expect("catalogued");
+    let saga = scenario.variant("saga").expect("saga variant");
+    let judged = racksim::runner::run(&scenario, saga, 4).expect("has an expectation");
+    let trace: Vec<String> = judged.outcome.trace.iter().map(|l| l.to_string()).collect();
+    let crash = trace
+        .iter()
+        .position(|l| l.contains("control plane crashes"))
+        .expect("the plan crashes the control plane");
+    // The last MARK_AS_STARTING write before the crash (the create at 1m
+    // ran a start saga of its own earlier), and that node's log entry.
+    let write = trace[..crash]
+        .iter()
+        .rposition(|l| l.contains("stopped -> starting"))
+        .expect("a MARK_AS_STARTING write before the crash");
+    let logged = write
+        + trace[write..]
+            .iter()
+            .position(|l| l.contains("MARK_AS_STARTING done"))
+            .expect("the node is logged in the end");
+    assert!(
+        crash < logged,
+        "seed 4 no longer crashes between the write (line {write}) and its log entry \
+         (line {logged}); crash at line {crash}: pick a seed that does"
+    );
+    assert!(
+        judged.outcome.verdict.converged(),
+        "{:?}",
+        judged.outcome.verdict
+    );
+    assert!(judged.judgement.is_ok(), "{:?}", judged.judgement);
+}

@@ -208,7 +208,13 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             return Err(refused(&record, "start"));
         }
         self.sled(sled).await?;
-        let saga = SagaRecord::new(self.store.next_id().await?, id, sled);
+        let mut saga = SagaRecord::new(self.store.next_id().await?, id, sled);
+        // The VMM this start will create is named before anything happens,
+        // as Omicron names the saga's Propolis: MARK_AS_STARTING writes it
+        // into the instance record, which is how a re-run of that node
+        // (after a crash between the write and its log entry) recognises
+        // the write as its own.
+        saga.vmm_id = Some(self.store.allocate_vmm_id().await?);
         self.store.saga_create(&saga).await?;
         self.run_saga(saga).await
     }
@@ -342,14 +348,23 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                     self.store.saga_update(&saga).await?;
                     last = record;
                 }
-                Err(e) if node == SagaNode::MarkAsStarting => {
-                    // Nothing was done: the saga is unwound as it stands,
-                    // and the caller sees why (Refused, or the Conflict of
-                    // losing a race with another start or a delete).
+                Err(e @ (OpError::Refused { .. } | OpError::Store(StoreError::Conflict { .. })))
+                    if node == SagaNode::MarkAsStarting =>
+                {
+                    // The instance was not (or is no longer) ours to start:
+                    // nothing was done, so the saga is unwound as it
+                    // stands, and the caller sees why (Refused, or the
+                    // Conflict of losing a race with another start or a
+                    // delete). A write of ours that only missed its log
+                    // entry is not refused: the node recognises it.
                     saga.state = SagaState::Unwound;
                     self.store.saga_update(&saga).await?;
                     return Err(e);
                 }
+                // Any other failure of MARK_AS_STARTING (the database
+                // unreachable) may or may not have written the record: the
+                // saga stays Running, and a resume re-runs the node.
+                Err(e) if node == SagaNode::MarkAsStarting => return Err(e),
                 Err(e) => return self.unwind(saga, format!("{node} failed: {e}")).await,
             }
         }
@@ -369,6 +384,19 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         match node {
             SagaNode::MarkAsStarting => {
                 let record = self.store.fetch(saga.instance).await?;
+                if record.state == InstanceState::Starting
+                    && record.sled == Some(saga.sled)
+                    && saga.vmm_id.is_some()
+                    && record.vmm == saga.vmm_id
+                {
+                    // This node already ran: the control plane died after
+                    // the update and before its log entry. Saga nodes must
+                    // be idempotent (the engine re-runs the last one), so
+                    // the write is recognised as ours rather than refused,
+                    // which would leave the instance Starting for ever.
+                    saga.starting_generation = Some(record.generation);
+                    return Ok(Some(record));
+                }
                 if record.state != InstanceState::Stopped {
                     return Err(refused(&record, "start"));
                 }
@@ -380,7 +408,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                         RuntimeUpdate {
                             state: InstanceState::Starting,
                             sled: Some(saga.sled),
-                            vmm: None,
+                            // The VMM this saga will create (the record's
+                            // target VMM while Starting).
+                            vmm: saga.vmm_id,
                         },
                     )
                     .await?;

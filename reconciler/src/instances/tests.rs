@@ -368,15 +368,11 @@ async fn saga_start_records_every_node_in_order() {
     assert_eq!(
         steps,
         vec![
-            (vec![], false, SagaState::Running),
-            (vec![MarkAsStarting], false, SagaState::Running),
-            (vec![MarkAsStarting, DpdEnsure], false, SagaState::Running),
-            (
-                vec![MarkAsStarting, DpdEnsure, V2pEnsure],
-                false,
-                SagaState::Running
-            ),
-            // The VMM id is logged before the VMM is registered.
+            // The VMM id is in the log from the start: MARK_AS_STARTING
+            // writes it into the record, and a re-run recognises it.
+            (vec![], true, SagaState::Running),
+            (vec![MarkAsStarting], true, SagaState::Running),
+            (vec![MarkAsStarting, DpdEnsure], true, SagaState::Running),
             (
                 vec![MarkAsStarting, DpdEnsure, V2pEnsure],
                 true,
@@ -731,6 +727,79 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
     }
     // Nothing left to resume.
     assert!(restarted.resume_sagas().await.is_empty());
+}
+
+/// The control plane crashed after MARK_AS_STARTING's database write and
+/// before the saga log recorded the node (found by the event-driven time
+/// model: `racksim run control-plane-crash-mid-saga --seed 5 --strategy
+/// saga` left the instance Starting for ever). The resumed saga re-runs the
+/// node, which must recognise its own write instead of refusing the start.
+#[tokio::test(start_paused = true)]
+async fn resume_re_runs_mark_as_starting_whose_write_missed_its_log_entry() {
+    let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    store
+        .update_if(
+            ID,
+            1,
+            RuntimeUpdate {
+                state: InstanceState::Starting,
+                sled: Some(2),
+                vmm: Some(41),
+            },
+        )
+        .await
+        .unwrap();
+    store.lock().last_id = 41;
+    let saga = SagaRecord {
+        vmm_id: Some(41),
+        ..SagaRecord::new(40, ID, 2)
+    };
+    store.saga_create(&saga).await.unwrap();
+
+    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    let resumed = restarted.resume_sagas().await;
+    let [(40, ID, Ok(record))] = &resumed[..] else {
+        panic!("{resumed:?}");
+    };
+    assert_eq!(record.state, InstanceState::Running);
+    assert_eq!((record.sled, record.vmm), (Some(2), Some(41)));
+    assert_networking(&net, &store, Some(2));
+    assert_eq!(net.vmms(sled_ip(2)).len(), 1);
+    assert_eq!(store.saga(40).state, SagaState::Done);
+}
+
+/// The idempotence above must not let a saga adopt another start's write:
+/// an instance Starting with a different target VMM is refused, untouched.
+#[tokio::test(start_paused = true)]
+async fn mark_as_starting_does_not_adopt_another_sagas_write() {
+    let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let theirs = store
+        .update_if(
+            ID,
+            1,
+            RuntimeUpdate {
+                state: InstanceState::Starting,
+                sled: Some(2),
+                vmm: Some(50),
+            },
+        )
+        .await
+        .unwrap();
+    let saga = SagaRecord {
+        vmm_id: Some(41),
+        ..SagaRecord::new(40, ID, 2)
+    };
+    store.saga_create(&saga).await.unwrap();
+
+    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    let resumed = restarted.resume_sagas().await;
+    assert!(
+        matches!(&resumed[..], [(40, ID, Err(OpError::Refused { .. }))]),
+        "{resumed:?}"
+    );
+    assert_eq!(store.get(ID), theirs);
+    assert_eq!(store.saga(40).state, SagaState::Unwound);
+    assert!(net.vmms(sled_ip(2)).is_empty());
 }
 
 #[tokio::test(start_paused = true)]
