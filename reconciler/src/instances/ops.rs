@@ -348,9 +348,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                     self.store.saga_update(&saga).await?;
                     last = record;
                 }
-                Err(e @ (OpError::Refused { .. } | OpError::Store(StoreError::Conflict { .. })))
-                    if node == SagaNode::MarkAsStarting =>
-                {
+                Err(
+                    e @ (OpError::Refused { .. } | OpError::Store(StoreError::Conflict { .. })),
+                ) if node == SagaNode::MarkAsStarting => {
                     // The instance was not (or is no longer) ours to start:
                     // nothing was done, so the saga is unwound as it
                     // stands, and the caller sees why (Refused, or the
