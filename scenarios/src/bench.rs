@@ -37,7 +37,7 @@ pub const DEFAULT_REPS: usize = 5;
 pub const QUICK_REPS: usize = 1;
 
 /// The workloads, in the order they run and print: `(name, description)`.
-pub const WORKLOADS: [(&str, &str); 8] = [
+pub const WORKLOADS: [(&str, &str); 10] = [
     (
         "madrid-legacy",
         "madrid-one-switch --strategy legacy --seed 7 (runs to its 2h deadline)",
@@ -59,6 +59,14 @@ pub const WORKLOADS: [(&str, &str); 8] = [
     (
         "rack-32",
         "32 sleds (2 scrimlets), sled-task, no plan, 30m simulated",
+    ),
+    (
+        "rack-32-2h",
+        "32 sleds (2 scrimlets), sled-task, no plan, 2h simulated",
+    ),
+    (
+        "rack-32-8h",
+        "32 sleds (2 scrimlets), sled-task, no plan, 8h simulated",
     ),
     (
         "madrid-sweep",
@@ -101,9 +109,12 @@ pub fn measure(workload: &str, sweep_seeds: u64) -> Result<Sample, String> {
         "madrid-sled-task" => one(workload, &catalogued("madrid-one-switch")?, "sled-task")?,
         "race-naive" => one(workload, &catalogued("start-delete-race")?, "naive")?,
         "race-saga" => one(workload, &catalogued("start-delete-race")?, "saga")?,
-        "rack-8" => rack(workload, 8),
-        "rack-16" => rack(workload, 16),
-        "rack-32" => rack(workload, 32),
+        "rack-8" => rack(workload, 8, RACK_SIM_TIME),
+        "rack-16" => rack(workload, 16, RACK_SIM_TIME),
+        "rack-32" => rack(workload, 32, RACK_SIM_TIME),
+        // The same rack for longer: how cost grows with simulated time.
+        "rack-32-2h" => rack(workload, 32, RACK_SIM_TIME * 4),
+        "rack-32-8h" => rack(workload, 32, RACK_SIM_TIME * 16),
         "madrid-sweep" => sweep(workload, &catalogued("madrid-one-switch")?, sweep_seeds)?,
         other => return Err(unknown(other)),
     };
@@ -172,13 +183,13 @@ pub fn rack_of(sleds: usize) -> RackSpec {
         .build()
 }
 
-fn rack(workload: &str, sleds: usize) -> Sample {
+fn rack(workload: &str, sleds: usize, sim_time: Duration) -> Sample {
     let rack = rack_of(sleds);
     let hosts = hosts(&rack);
     // The stability window equals the deadline, so the run never ends
-    // early as converged: every N simulates exactly RACK_SIM_TIME.
-    let mut cfg = RunConfig::new(rack, Strategy::SledTask, SEED).with_deadline(RACK_SIM_TIME);
-    cfg.stability = RACK_SIM_TIME;
+    // early as converged: it simulates exactly `sim_time`, whatever N.
+    let mut cfg = RunConfig::new(rack, Strategy::SledTask, SEED).with_deadline(sim_time);
+    cfg.stability = sim_time;
     let started = Instant::now();
     let out = racksim_sim::run(&cfg);
     let wall = started.elapsed();
