@@ -117,6 +117,10 @@ enum Command {
         /// (including a strategy that is expected to fail), 1 when not.
         #[arg(long)]
         expect: bool,
+        /// Also write every trace record as a line of JSON to this file
+        /// (`at_us`, `host`, `kind`, `text`, `fields`, and `strategy`).
+        #[arg(long, value_name = "FILE")]
+        trace_json: Option<std::path::PathBuf>,
     },
 }
 
@@ -146,7 +150,8 @@ fn main() -> ExitCode {
             seed,
             strategy,
             expect,
-        } => run(&scenario, seed, strategy, expect),
+            trace_json,
+        } => run(&scenario, seed, strategy, expect, trace_json.as_deref()),
         Command::Bench {
             json,
             reps,
@@ -427,6 +432,7 @@ fn run(
     seed: Option<u64>,
     strategy: Option<String>,
     expect: bool,
+    trace_json: Option<&Path>,
 ) -> Result<bool, String> {
     let scenario = resolve(arg)?;
     let strategy = strategy
@@ -456,6 +462,14 @@ fn run(
         Some(s) => (s, false),
         None => (random_seed(), true),
     };
+    // Opened before anything runs: a bad path is an input error.
+    let mut records = trace_json
+        .map(|path| {
+            std::fs::File::create(path)
+                .map(std::io::BufWriter::new)
+                .map_err(|e| format!("error: --trace-json {}: {e}", path.display()))
+        })
+        .transpose()?;
 
     let mut all_ok = true;
     for (i, &strategy) in strategies.iter().enumerate() {
@@ -475,6 +489,11 @@ fn run(
             judged.outcome.verdict.converged()
         };
 
+        if let Some(out) = records.as_mut() {
+            write_records(out, &strategy.to_string(), &judged.outcome.trace)
+                .map_err(|e| format!("error: --trace-json: {e}"))?;
+        }
+
         let sim = judged.outcome.sim_time;
         eprintln!(
             "{} {strategy} seed {seed}: simulated {} in {:.2} s wall ({:.0}x real time)",
@@ -485,6 +504,22 @@ fn run(
         );
     }
     Ok(all_ok)
+}
+
+/// Trace records as JSON lines, each with the strategy that produced it.
+fn write_records(
+    out: &mut impl std::io::Write,
+    strategy: &str,
+    trace: &[racksim_sim::trace::TraceLine],
+) -> std::io::Result<()> {
+    for line in trace {
+        let mut value = serde_json::to_value(line).expect("trace lines serialize");
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("strategy".into(), strategy.into());
+        }
+        writeln!(out, "{value}")?;
+    }
+    out.flush()
 }
 
 fn bench(json: bool, reps: Option<u64>, quick: bool, only: Vec<String>) -> Result<bool, String> {

@@ -156,3 +156,71 @@ fn bench_rejects_an_unknown_workload() {
     assert!(err.contains("no benchmark workload \"nope\""), "{err}");
     assert!(err.contains("madrid-sweep"), "{err}");
 }
+
+/// `run --trace-json` writes one record per trace line, in order, with the
+/// same time, host and text as stdout, a kind, and structured fields for
+/// the events a picture is drawn from (NAT changes, zone starts).
+#[test]
+fn trace_json_has_a_record_per_trace_line() {
+    let path = std::env::temp_dir().join(format!("racksim-trace-{}.jsonl", std::process::id()));
+    let path_str = path.to_str().unwrap();
+    let (code, out, _) = racksim(&[
+        "run",
+        "madrid-one-switch",
+        "--seed",
+        "7",
+        "--strategy",
+        "sled-task",
+        "--trace-json",
+        path_str,
+    ]);
+    assert_eq!(code, Some(0));
+    let text = std::fs::read_to_string(&path).expect("the file was written");
+    std::fs::remove_file(&path).ok();
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let lines: Vec<&str> = out
+        .lines()
+        .skip_while(|l| *l != "trace:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(records.len(), lines.len());
+    for (r, line) in records.iter().zip(&lines) {
+        assert!(line.ends_with(r["text"].as_str().unwrap()), "{line} / {r}");
+        assert!(line.contains(r["host"].as_str().unwrap()), "{line} / {r}");
+        assert_eq!(r["strategy"], "sled-task");
+        assert!(r["kind"].is_string() && r["at_us"].is_u64(), "{r}");
+    }
+    let nat: Vec<_> = records.iter().filter(|r| r["kind"] == "nat").collect();
+    assert!(!nat.is_empty());
+    for r in nat {
+        for key in [
+            "switch",
+            "op",
+            "external_ip",
+            "first_port",
+            "last_port",
+            "target",
+        ] {
+            assert!(r["fields"][key].is_string(), "{key} missing in {r}");
+        }
+    }
+    assert!(records
+        .iter()
+        .any(|r| r["kind"] == "zone" && r["fields"]["took_us"].is_string()));
+    // A path that cannot be written is bad input: exit 2, nothing run.
+    let (code, out, err) = racksim(&[
+        "run",
+        "madrid-one-switch",
+        "--seed",
+        "7",
+        "--trace-json",
+        "/nonexistent-dir/x.jsonl",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("--trace-json"), "{err}");
+}

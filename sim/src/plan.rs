@@ -165,6 +165,37 @@ pub enum Action {
     InstanceDelete { instance: String },
 }
 
+impl Action {
+    /// The action's name as scenario files write it (`hide-switch`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::HideSwitch(_) => "hide-switch",
+            Action::RevealSwitch(_) => "reveal-switch",
+            Action::Crash(_) => "crash",
+            Action::Restart(_) => "restart",
+            Action::DpdRestart(_) => "dpd-restart",
+            Action::Partition { .. } => "partition",
+            Action::Heal { .. } => "heal",
+            Action::Latency { .. } => "latency",
+            Action::DpdErrors { .. } => "dpd-errors",
+            Action::DpdHang { .. } => "dpd-hang",
+            Action::SidecarPowerOff(_) => "sidecar-power-off",
+            Action::SidecarPowerOn(_) => "sidecar-power-on",
+            Action::ReplaceScrimlet(_) => "replace-scrimlet",
+            Action::ControlPlaneDown => "control-plane-down",
+            Action::ControlPlaneUp => "control-plane-up",
+            Action::ControlPlaneCrash => "control-plane-crash",
+            Action::PowerOff => "power-off",
+            Action::ColdBoot => "cold-boot",
+            Action::StaleEntry { .. } => "stale-entry",
+            Action::InstanceCreate { .. } => "instance-create",
+            Action::InstanceStart { .. } => "instance-start",
+            Action::InstanceStop { .. } => "instance-stop",
+            Action::InstanceDelete { .. } => "instance-delete",
+        }
+    }
+}
+
 fn group(hosts: &[String]) -> String {
     if hosts.len() == 1 {
         hosts[0].clone()

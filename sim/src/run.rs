@@ -20,7 +20,7 @@ use crate::{
         sled_address, switch_zone_address, RackSpec, SledSpec, ZoneKind, UPSTREAM_NTP_ADDR,
         UPSTREAM_NTP_NAME,
     },
-    trace::{fmt_duration, fmt_time, TraceLine},
+    trace::{fmt_duration, fmt_time, Kind, TraceLine},
     world::{DpdFault, HostKind, InstanceRequest, InstanceSpec, RunParams, World},
 };
 
@@ -438,6 +438,7 @@ impl<'a> Driver<'a> {
             self.world.trace_at(
                 now,
                 "plan",
+                Kind::Plan,
                 "  rejected: the control plane is down (no instance API)",
             );
         }
@@ -486,6 +487,7 @@ impl<'a> Driver<'a> {
         world.trace_at(
             now,
             "plan",
+            Kind::Plan,
             format!(
                 "  {} replaced by sled{index} ({sled_addr}); {slot}'s zone now at {zone_addr}",
                 old_sled.map(|h| h.name).unwrap_or_else(|| "(none)".into())
@@ -546,7 +548,10 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let verdict = loop {
         let now = driver.sim.elapsed();
         while let Some(step) = pending.next_if(|s| s.at <= now) {
-            world.trace_at(now, "plan", step.action.to_string());
+            world.record(
+                TraceLine::new(now, "plan", Kind::Plan, step.action.to_string())
+                    .field("step", step.action.kind()),
+            );
             driver.apply(now, &step.action);
         }
         // The gaps change only when the world does; safety is checked then
@@ -614,7 +619,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let sim_time = driver.sim.elapsed();
     drop(driver);
     for line in verdict.lines() {
-        world.trace_at(sim_time, "verdict", line);
+        world.trace_at(sim_time, "verdict", Kind::Verdict, line);
     }
     let zone_starts = world.lock().zone_starts.clone();
     RunOutcome {

@@ -1,18 +1,95 @@
 //! The trace: one canonical line per meaningful event.
 //!
-//! A line is `HH:MM:SS.mmm  host  what happened`, stamped with simulated time
-//! and host *names*. Nothing in a line depends on wall-clock time, request
+//! A line is `HH:MM:SS.uuuuuu  host  what happened`, stamped with simulated
+//! time and host *names*; each line is also a record with a [`Kind`] and
+//! structured fields. Nothing in a line depends on wall-clock time, request
 //! ids or registration order, so the same seed gives byte-identical traces
 //! and a reviewer's diff shows only behaviour that changed.
 
-use std::{fmt, time::Duration};
+use std::{collections::BTreeMap, fmt, time::Duration};
 
-/// One event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+use serde::Serialize;
+
+/// What a trace line is about: lets machines (`racksim run --trace-json`,
+/// the HTML report) read a run without parsing its text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A plan step (fault or action) applied. Fields: `step`.
+    Plan,
+    /// A host's software started (switch zone, sled-agent).
+    Boot,
+    /// A zone starting or started. Fields: `zone`, and `took_us` once started.
+    Zone,
+    /// A dpd NAT table changed. Fields: `switch`, `op` (`add`, `remove`,
+    /// `reset`), `external_ip`, `first_port`, `last_port`, `target`, `vni`.
+    Nat,
+    /// A switch began or stopped dropping inbound traffic. Fields:
+    /// `switch`, `dropping` (`true`/`false`).
+    Dataplane,
+    /// Boundary NTP synchronised. Fields: `via`.
+    Ntp,
+    /// The control plane came up or went down. Fields: `state` (`up`, `down`).
+    ControlPlane,
+    /// A reconciler's activation, status or progress. Fields: `task`, and
+    /// what the reconciler reports (`reason`, `outcome`, `switch`, ...).
+    Reconciler,
+    /// The control plane's view of an instance: database state changes,
+    /// API results. Fields: `instance`, and `state` for state changes.
+    Instance,
+    /// A start saga's progress. Fields: `saga`.
+    Saga,
+    /// A VMM on a sled. Fields: `sled`, `instance`, `vmm`, `op`
+    /// (`registered`, `running`, `destroyed`).
+    Vmm,
+    /// A V2P mapping on a sled. Fields: `sled`, `op` (`add`, `remove`),
+    /// `virtual_ip`, `target`, `vni`.
+    V2p,
+    /// The run's verdict.
+    Verdict,
+    /// The testbed itself failed.
+    Bug,
+}
+
+/// One event: a line for people, a record for machines.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TraceLine {
+    /// Simulated time since the start of the run.
+    #[serde(rename = "at_us", serialize_with = "micros")]
     pub at: Duration,
     pub host: String,
+    pub kind: Kind,
     pub text: String,
+    /// Structured details (see [`Kind`]); ordered, so JSON is stable.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub fields: BTreeMap<&'static str, String>,
+}
+
+fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_micros() as u64)
+}
+
+impl TraceLine {
+    pub fn new(at: Duration, host: &str, kind: Kind, text: impl Into<String>) -> Self {
+        TraceLine {
+            at,
+            host: host.to_string(),
+            kind,
+            text: text.into(),
+            fields: BTreeMap::new(),
+        }
+    }
+
+    /// Add a structured field.
+    pub fn field(mut self, key: &'static str, value: impl ToString) -> Self {
+        self.fields.insert(key, value.to_string());
+        self
+    }
+
+    /// The record as one line of JSON (`racksim run --trace-json`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("trace lines serialize")
+    }
 }
 
 impl fmt::Display for TraceLine {
@@ -21,7 +98,7 @@ impl fmt::Display for TraceLine {
     }
 }
 
-/// `HH:MM:SS.mmm` since the start of the run.
+/// `HH:MM:SS.uuuuuu` since the start of the run.
 pub fn fmt_time(d: Duration) -> String {
     let us = d.as_micros();
     let (h, rem) = (us / 3_600_000_000, us % 3_600_000_000);

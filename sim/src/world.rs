@@ -34,7 +34,7 @@ use crate::{
     fakes::dpd::DpdState,
     plan::Strategy,
     rack::{RackSpec, SledSpec, ZoneKind, UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME},
-    trace::TraceLine,
+    trace::{Kind, TraceLine},
 };
 
 /// Everything fixed for one run.
@@ -247,18 +247,24 @@ impl World {
 
     /// Record an event from inside a simulated host (stamped with the
     /// host's simulated time).
-    pub fn trace(&self, host: &str, text: impl Into<String>) {
+    pub fn trace(&self, host: &str, kind: Kind, text: impl Into<String>) {
+        self.record(self.line(host, kind, text));
+    }
+
+    /// A trace line stamped now, to add fields to before [`World::record`].
+    pub fn line(&self, host: &str, kind: Kind, text: impl Into<String>) -> TraceLine {
         let at = turmoil::sim_elapsed().unwrap_or_default();
-        self.trace_at(at, host, text);
+        TraceLine::new(at, host, kind, text)
     }
 
     /// Record an event at an explicit time (the driver's events).
-    pub fn trace_at(&self, at: Duration, host: &str, text: impl Into<String>) {
-        self.lock().trace.push(TraceLine {
-            at,
-            host: host.to_string(),
-            text: text.into(),
-        });
+    pub fn trace_at(&self, at: Duration, host: &str, kind: Kind, text: impl Into<String>) {
+        self.record(TraceLine::new(at, host, kind, text));
+    }
+
+    /// Record a trace line.
+    pub fn record(&self, line: TraceLine) {
+        self.lock().trace.push(line);
     }
 
     /// Count a boot of `host`; returns the boot number (1 for the first).

@@ -16,7 +16,7 @@ use racksim_reconciler::{
     DPD_PORT,
 };
 
-use crate::world::World;
+use crate::{trace::Kind, world::World};
 
 /// Simulated round trip of one database transaction.
 pub const DB_LATENCY: Duration = Duration::from_millis(5);
@@ -102,15 +102,21 @@ impl InstanceStore for SimStore {
             .sled
             .map(|s| format!(" on {}", self.world.sled(s as usize).name))
             .unwrap_or_default();
-        self.world.trace(
-            &self.host,
-            format!(
-                "db: {} {} -> {}{sled} (generation {})",
-                after.name,
-                state_name(before),
-                state_name(after.state),
-                after.generation
-            ),
+        self.world.record(
+            self.world
+                .line(
+                    &self.host,
+                    Kind::Instance,
+                    format!(
+                        "db: {} {} -> {}{sled} (generation {})",
+                        after.name,
+                        state_name(before),
+                        state_name(after.state),
+                        after.generation
+                    ),
+                )
+                .field("instance", &after.name)
+                .field("state", state_name(after.state)),
         );
         Ok(after)
     }
@@ -190,9 +196,15 @@ impl InstanceStore for SimStore {
             self.world.instance_name(saga.instance),
             self.world.sled(saga.sled as usize).name,
         );
-        self.world.trace(
-            &self.host,
-            format!("saga {}: start {name} on {sled}: created", saga.id),
+        self.world.record(
+            self.world
+                .line(
+                    &self.host,
+                    Kind::Saga,
+                    format!("saga {}: start {name} on {sled}: created", saga.id),
+                )
+                .field("saga", saga.id)
+                .field("instance", &name),
         );
         Ok(())
     }
@@ -210,8 +222,16 @@ impl InstanceStore for SimStore {
             news.push(format!("{:?}", saga.state).to_lowercase());
         }
         if !news.is_empty() {
-            self.world
-                .trace(&self.host, format!("saga {}: {}", saga.id, news.join(", ")));
+            self.world.record(
+                self.world
+                    .line(
+                        &self.host,
+                        Kind::Saga,
+                        format!("saga {}: {}", saga.id, news.join(", ")),
+                    )
+                    .field("saga", saga.id)
+                    .field("instance", self.world.instance_name(saga.instance)),
+            );
         }
         Ok(())
     }

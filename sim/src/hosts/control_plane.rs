@@ -24,6 +24,7 @@ use super::{fmt_outcome, sled::TimeSync};
 use crate::{
     fakes::database::SimStore,
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
+    trace::Kind,
     world::{InstanceRequest, World},
 };
 
@@ -56,7 +57,11 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
                     was_up
                 };
                 let what = if was_up { "control plane down" } else { "control plane start cancelled" };
-                world.trace(&host, format!("nexus: {what}; in-flight operations abandoned"));
+                world.record(
+                    world
+                        .line(&host, Kind::ControlPlane, format!("nexus: {what}; in-flight operations abandoned"))
+                        .field("state", "down"),
+                );
             }
             // Not cancel-safe in general, and it need not be: taking Nexus
             // down abandons whatever it was doing, as a crash would.
@@ -82,9 +87,14 @@ async fn serve(world: &World, host: &str, index: usize, resolver: &InternalDnsRe
         st.control_plane_up = true;
         st.version += 1;
     }
-    world.trace(
-        host,
-        "nexus: control plane up (time synchronised); starting background tasks",
+    world.record(
+        world
+            .line(
+                host,
+                Kind::ControlPlane,
+                "nexus: control plane up (time synchronised); starting background tasks",
+            )
+            .field("state", "up"),
     );
 
     let store = SimStore::new(world.clone(), host);
@@ -95,6 +105,7 @@ async fn serve(world: &World, host: &str, index: usize, resolver: &InternalDnsRe
         for (saga, instance, outcome) in ops.resume_sagas().await {
             world.trace(
                 host,
+                Kind::Saga,
                 format!(
                     "nexus: resumed saga {saga} of {}: {}",
                     world.instance_name(instance),
@@ -138,6 +149,12 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
         for req in queued {
             let (ops, world, host) = (ops.clone(), world.clone(), host.to_string());
             running.spawn_local(async move {
+                let instance = match req {
+                    InstanceRequest::Create { instance, .. }
+                    | InstanceRequest::Start { instance, .. }
+                    | InstanceRequest::Stop { instance }
+                    | InstanceRequest::Delete { instance } => world.instance_name(instance),
+                };
                 let name = |id: u32| world.instance_name(id);
                 let sled = |id: u32| world.sled(id as usize).name;
                 let (what, outcome) = match req {
@@ -163,9 +180,15 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
                         (format!("delete {}", name(instance)), outcome)
                     }
                 };
-                world.trace(
-                    &host,
-                    format!("nexus: {what}: {}", world.name_addrs(&fmt_op(&outcome))),
+                world.record(
+                    world
+                        .line(
+                            &host,
+                            Kind::Instance,
+                            format!("nexus: {what}: {}", world.name_addrs(&fmt_op(&outcome))),
+                        )
+                        .field("instance", &instance)
+                        .field("outcome", if outcome.is_ok() { "ok" } else { "failed" }),
                 );
             });
         }
@@ -249,7 +272,15 @@ async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
         }
         // Quiet when there was nothing to do: the trace records changes.
         if !parts.is_empty() {
-            world.trace(host, format!("nexus instance RPWs: {}", parts.join("; ")));
+            world.record(
+                world
+                    .line(
+                        host,
+                        Kind::Reconciler,
+                        format!("nexus instance RPWs: {}", parts.join("; ")),
+                    )
+                    .field("task", "nexus-instance-rpws"),
+            );
         }
     }
 }
@@ -283,6 +314,15 @@ async fn service_nat_rpw(world: &World, host: &str, resolver: &InternalDnsResolv
                 parts.join("; ")
             }
         };
-        world.trace(host, format!("nexus service-NAT RPW #{activation}: {line}"));
+        world.record(
+            world
+                .line(
+                    host,
+                    Kind::Reconciler,
+                    format!("nexus service-NAT RPW #{activation}: {line}"),
+                )
+                .field("task", "nexus-service-nat")
+                .field("activation", activation),
+        );
     }
 }

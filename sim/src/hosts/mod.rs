@@ -23,7 +23,11 @@ pub(crate) fn spawn_server<H: Handler>(world: &World, host: &str, port: u16, han
     let (world, host) = (world.clone(), host.to_string());
     tokio::task::spawn_local(async move {
         if let Err(e) = serve(port, handler).await {
-            world.trace(&host, format!("BUG: server on port {port} stopped: {e}"));
+            world.trace(
+                &host,
+                crate::trace::Kind::Bug,
+                format!("BUG: server on port {port} stopped: {e}"),
+            );
         }
     });
 }

@@ -42,7 +42,7 @@ use crate::{
     },
     plan::Strategy,
     rack::{ZoneKind, ZoneSpec, UPSTREAM_NTP_ADDR},
-    trace::fmt_duration,
+    trace::{fmt_duration, Kind},
     world::{SledAgentState, World},
 };
 
@@ -73,7 +73,7 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         st.sled_agents.insert(index, SledAgentState::default());
         st.version += 1;
     }
-    world.trace(&name, "sled-agent up");
+    world.trace(&name, Kind::Boot, "sled-agent up");
     spawn_server(
         &world,
         &name,
@@ -92,7 +92,12 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
                 world: world.clone(),
             },
         );
-        world.trace(&name, "zone internal-dns started");
+        world.record(
+            world
+                .line(&name, Kind::Zone, "zone internal-dns started")
+                .field("zone", "internal-dns")
+                .field("took_us", 0),
+        );
     }
     tokio::task::spawn_local(opte(world.clone(), index));
 
@@ -132,7 +137,11 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     let mut rng = SmallRng::seed_from_u64(world.derive_seed(&name, boot));
     for zone in &zones {
         let kind = zone.kind;
-        world.trace(&name, format!("starting zone {kind}"));
+        world.record(
+            world
+                .line(&name, Kind::Zone, format!("starting zone {kind}"))
+                .field("zone", kind),
+        );
         let started = tokio::time::Instant::now();
         if world.params.strategy == Strategy::Legacy {
             let entry = rack.nat_entry(zone);
@@ -158,9 +167,15 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         }
         let took = started.elapsed();
         world.lock().zone_starts.push((name.clone(), kind, took));
-        world.trace(
-            &name,
-            format!("zone {kind} started (start took {})", fmt_duration(took)),
+        world.record(
+            world
+                .line(
+                    &name,
+                    Kind::Zone,
+                    format!("zone {kind} started (start took {})", fmt_duration(took)),
+                )
+                .field("zone", kind)
+                .field("took_us", took.as_micros()),
         );
         match kind {
             ZoneKind::BoundaryNtp => {
@@ -231,7 +246,11 @@ async fn trace_handle_status(world: World, host: String, mut rx: watch::Receiver
             }
         };
         if line != last {
-            world.trace(&host, line.clone());
+            world.record(
+                world
+                    .line(&host, Kind::Reconciler, line.clone())
+                    .field("task", "scrimlet-local"),
+            );
             last = line;
         }
         if rx.changed().await.is_err() {
@@ -289,7 +308,12 @@ async fn trace_legacy(
             }
         };
         if line != last {
-            world.trace(&host, format!("legacy {zone}: {line}"));
+            world.record(
+                world
+                    .line(&host, Kind::Reconciler, format!("legacy {zone}: {line}"))
+                    .field("task", "legacy")
+                    .field("zone", zone),
+            );
             last = line;
         }
         if rx.changed().await.is_err() {
@@ -309,17 +333,27 @@ async fn trace_task_status<S>(
 ) {
     while rx.changed().await.is_ok() {
         let line = match &*rx.borrow_and_update() {
-            TaskStatus::Idle { last_completion: c } => Some(format!(
-                "{task} #{} {}: {}",
-                c.activation_count,
-                c.activation_reason,
-                fmt(&world, &c.status)
+            TaskStatus::Idle { last_completion: c } => Some((
+                format!(
+                    "{task} #{} {}: {}",
+                    c.activation_count,
+                    c.activation_reason,
+                    fmt(&world, &c.status)
+                ),
+                "completed",
             )),
-            TaskStatus::Inert { reason, .. } => Some(format!("{task}: inert ({reason:?})")),
+            TaskStatus::Inert { reason, .. } => {
+                Some((format!("{task}: inert ({reason:?})"), "inert"))
+            }
             TaskStatus::NotYetRun | TaskStatus::Running { .. } => None,
         };
-        if let Some(line) = line {
-            world.trace(&host, line);
+        if let Some((line, outcome)) = line {
+            world.record(
+                world
+                    .line(&host, Kind::Reconciler, line)
+                    .field("task", task)
+                    .field("outcome", outcome),
+            );
         }
     }
 }
@@ -365,7 +399,13 @@ fn fmt_scrimlet_status(world: &World, status: &ScrimletNatStatus) -> String {
 async fn ntp_client(world: World, host: String, zone: ZoneSpec) {
     let sock = match turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).await {
         Ok(s) => s,
-        Err(e) => return world.trace(&host, format!("BUG: boundary-ntp cannot bind: {e}")),
+        Err(e) => {
+            return world.trace(
+                &host,
+                Kind::Bug,
+                format!("BUG: boundary-ntp cannot bind: {e}"),
+            )
+        }
     };
     let query = NtpQuery {
         reply_ip: zone.external_ip,
@@ -407,12 +447,21 @@ async fn opte(world: World, index: usize) -> std::io::Result<()> {
                         newly
                     };
                     if newly {
-                        world.trace(&host, format!("boundary-ntp: time synchronized (reply came via {})", g.via));
+                        world.record(
+                            world
+                                .line(
+                                    &host,
+                                    Kind::Ntp,
+                                    format!("boundary-ntp: time synchronized (reply came via {})", g.via),
+                                )
+                                .field("via", g.via),
+                        );
                     }
                 }
             }
             _ => world.trace(
                 &host,
+                Kind::Dataplane,
                 format!(
                     "opte: dropped packet for {}:{} via {}: no zone here with that address, MAC and VNI",
                     g.inner.dst_ip, g.inner.dst_port, g.via
@@ -433,17 +482,60 @@ impl Handler for SledAgentApi {
             Ok(ok) => ok,
             Err(e) => (e.into_response(), None),
         };
-        if let Some(event) = event {
+        if let Some(Event { kind, text, fields }) = event {
             let host = self.world.sled(self.index).name;
-            self.world.trace(&host, event);
+            let mut line = self.world.line(&host, kind, text).field("sled", &host);
+            for (k, v) in fields {
+                line = line.field(k, v);
+            }
+            self.world.record(line);
         }
         std::future::ready(resp)
     }
 }
 
+/// A change of a sled-agent's state, for the trace.
+struct Event {
+    kind: Kind,
+    text: String,
+    fields: Vec<(&'static str, String)>,
+}
+
+/// A V2P change as an event.
+fn v2p_event(
+    world: &World,
+    op: &'static str,
+    sign: char,
+    m: &VirtualNetworkInterfaceHost,
+) -> Event {
+    Event {
+        kind: Kind::V2p,
+        text: format!("sled-agent: V2P {sign} {}", fmt_v2p(world, m)),
+        fields: vec![
+            ("op", op.to_string()),
+            ("virtual_ip", m.virtual_ip.to_string()),
+            ("target", world.name_of(m.physical_host_ip)),
+            ("vni", m.vni.to_string()),
+        ],
+    }
+}
+
+/// A VMM change as an event.
+fn vmm_event(instance: &str, vmm: u64, op: &str) -> Event {
+    Event {
+        kind: Kind::Vmm,
+        text: format!("sled-agent: VMM {vmm} of {instance} {op}"),
+        fields: vec![
+            ("instance", instance.to_string()),
+            ("vmm", vmm.to_string()),
+            ("op", op.to_string()),
+        ],
+    }
+}
+
 impl SledAgentApi {
-    /// The response, and a trace line if the sled's state changed.
-    fn route(&self, req: &ApiRequest) -> Result<(ApiResponse, Option<String>), ApiError> {
+    /// The response, and an event if the sled's state changed.
+    fn route(&self, req: &ApiRequest) -> Result<(ApiResponse, Option<Event>), ApiError> {
         let w = &self.world;
         let segs = req.segments();
         let m = req.method.clone();
@@ -472,15 +564,13 @@ impl SledAgentApi {
                     a.v2p.insert(m);
                     !same
                 });
-                let event = changed.then(|| format!("sled-agent: V2P + {}", fmt_v2p(w, &m)));
+                let event = changed.then(|| v2p_event(w, "add", '+', &m));
                 Ok((ApiResponse::no_content(), event))
             }
             (Method::DELETE, ["v2p"]) => {
                 let m: VirtualNetworkInterfaceHost = json_body(req)?;
                 let removed = self.with_agent(|a| take_v2p(a, &m));
-                let event = removed
-                    .first()
-                    .map(|o| format!("sled-agent: V2P - {}", fmt_v2p(w, o)));
+                let event = removed.first().map(|o| v2p_event(w, "remove", '-', o));
                 Ok((ApiResponse::no_content(), event))
             }
             (Method::GET, ["instances"]) => {
@@ -514,13 +604,8 @@ impl SledAgentApi {
                 });
                 match outcome {
                     Ok(created) => {
-                        let event = created.then(|| {
-                            format!(
-                                "sled-agent: VMM {} of {} registered",
-                                reg.vmm_id,
-                                w.instance_name(id)
-                            )
-                        });
+                        let event = created
+                            .then(|| vmm_event(&w.instance_name(id), reg.vmm_id, "registered"));
                         Ok((ApiResponse::no_content(), event))
                     }
                     Err(other) => Err(ApiError::new(
@@ -537,13 +622,13 @@ impl SledAgentApi {
                 let want: VmmStateRequest = json_body(req)?;
                 let name = w.instance_name(id);
                 // None: no such VMM; Some(None): nothing changed.
-                let outcome: Option<Option<String>> =
+                let outcome: Option<Option<Event>> =
                     self.with_agent(|a| match (a.vmms.get_mut(&id), want.state) {
                         (None, _) => None,
                         (Some(v), VmmState::Stopped) => {
                             let vmm = v.vmm_id;
                             a.vmms.remove(&id);
-                            Some(Some(format!("VMM {vmm} of {name} destroyed")))
+                            Some(Some(vmm_event(&name, vmm, "destroyed")))
                         }
                         (Some(v), state) => {
                             let changed = v.state != state;
@@ -552,7 +637,7 @@ impl SledAgentApi {
                                 .ok()
                                 .and_then(|s| s.as_str().map(str::to_string))
                                 .unwrap_or_default();
-                            Some(changed.then(|| format!("VMM {} of {name} {what}", v.vmm_id)))
+                            Some(changed.then(|| vmm_event(&name, v.vmm_id, &what)))
                         }
                     });
                 match outcome {
@@ -561,10 +646,7 @@ impl SledAgentApi {
                         "ObjectNotFound",
                         format!("no VMM for instance {id} on this sled"),
                     )),
-                    Some(line) => Ok((
-                        ApiResponse::no_content(),
-                        line.map(|l| format!("sled-agent: {l}")),
-                    )),
+                    Some(event) => Ok((ApiResponse::no_content(), event)),
                 }
             }
             _ => Err(ApiError::not_found_route(req)),

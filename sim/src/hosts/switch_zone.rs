@@ -18,6 +18,7 @@ use crate::{
         mgs::MgsState,
     },
     net::{GENEVE_PORT, UPLINK_PORT},
+    trace::{Kind, TraceLine},
     world::{DpdFault, World},
 };
 
@@ -48,6 +49,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
     };
     world.trace(
         &name,
+        Kind::Boot,
         format!("switch zone up (dpd :12224, MGS :12225); {table}"),
     );
     spawn_server(
@@ -118,20 +120,71 @@ impl Handler for DpdHandler {
                 }
             };
             if let Some(change) = change {
-                world.trace(&slot.to_string(), fmt_change(&world, &change));
+                world.record(nat_change_line(&world, slot, &change));
             }
             response
         }
     }
 }
 
-fn fmt_change(world: &World, change: &NatChange) -> String {
+/// A NAT table change as a trace line with its entry's fields.
+fn nat_change_line(world: &World, slot: SwitchSlot, change: &NatChange) -> TraceLine {
+    let host = slot.to_string();
+    let entry = |op: &str, text: String, ip: String, low: u16, high: u16, target: String, vni| {
+        world
+            .line(&host, Kind::Nat, text)
+            .field("switch", slot)
+            .field("op", op)
+            .field("external_ip", ip)
+            .field("first_port", low)
+            .field("last_port", high)
+            .field("target", target)
+            .field("vni", vni)
+    };
     match change {
-        NatChange::Created(e) => format!("dpd: NAT + {}", fmt_entry(world, &NatEntry::from_dpd(e))),
-        NatChange::Deleted(e) => format!("dpd: NAT - {}", fmt_entry(world, &NatEntry::from_dpd(e))),
-        NatChange::Created6(e) => format!("dpd: NAT6 + {}/{}-{}", e.external, e.low, e.high),
-        NatChange::Deleted6(e) => format!("dpd: NAT6 - {}/{}-{}", e.external, e.low, e.high),
-        NatChange::Reset { removed } => format!("dpd: NAT table reset ({removed} entries removed)"),
+        NatChange::Created(e) | NatChange::Deleted(e) => {
+            let (op, sign) = match change {
+                NatChange::Created(_) => ("add", '+'),
+                _ => ("remove", '-'),
+            };
+            let n = NatEntry::from_dpd(e);
+            let text = format!("dpd: NAT {sign} {}", fmt_entry(world, &n));
+            let target = world.name_of(n.target.internal_ip);
+            entry(
+                op,
+                text,
+                n.external_ip.to_string(),
+                n.first_port,
+                n.last_port,
+                target,
+                n.target.vni,
+            )
+        }
+        NatChange::Created6(e) | NatChange::Deleted6(e) => {
+            let (op, sign) = match change {
+                NatChange::Created6(_) => ("add", '+'),
+                _ => ("remove", '-'),
+            };
+            let text = format!("dpd: NAT6 {sign} {}/{}-{}", e.external, e.low, e.high);
+            let target = world.name_of(e.target.internal_ip);
+            entry(
+                op,
+                text,
+                e.external.to_string(),
+                e.low,
+                e.high,
+                target,
+                e.target.vni,
+            )
+        }
+        NatChange::Reset { removed } => world
+            .line(
+                &host,
+                Kind::Nat,
+                format!("dpd: NAT table reset ({removed} entries removed)"),
+            )
+            .field("switch", slot)
+            .field("op", "reset"),
     }
 }
 
@@ -165,12 +218,18 @@ async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
             Some(entry) => {
                 if was_dropping {
                     world.lock().dropping.insert(slot, false);
-                    world.trace(
-                        &name,
-                        format!(
-                            "dataplane: forwarding inbound {}:{} again",
-                            pkt.dst_ip, pkt.dst_port
-                        ),
+                    world.record(
+                        world
+                            .line(
+                                &name,
+                                Kind::Dataplane,
+                                format!(
+                                    "dataplane: forwarding inbound {}:{} again",
+                                    pkt.dst_ip, pkt.dst_port
+                                ),
+                            )
+                            .field("switch", slot)
+                            .field("dropping", false),
                     );
                 }
                 let g = Geneve {
@@ -187,12 +246,18 @@ async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
             None => {
                 if !was_dropping {
                     world.lock().dropping.insert(slot, true);
-                    world.trace(
-                        &name,
-                        format!(
-                            "dataplane: dropping inbound {}:{}: no NAT entry",
-                            pkt.dst_ip, pkt.dst_port
-                        ),
+                    world.record(
+                        world
+                            .line(
+                                &name,
+                                Kind::Dataplane,
+                                format!(
+                                    "dataplane: dropping inbound {}:{}: no NAT entry",
+                                    pkt.dst_ip, pkt.dst_port
+                                ),
+                            )
+                            .field("switch", slot)
+                            .field("dropping", true),
                     );
                 }
             }
