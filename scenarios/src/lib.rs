@@ -13,6 +13,7 @@
 pub mod bench;
 pub mod catalogue;
 pub mod file;
+pub mod html;
 pub mod matrix;
 pub mod report;
 pub mod runner;

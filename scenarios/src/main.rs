@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use racksim::{
     catalogue,
     file::{self, Scenario, Variant},
-    report, runner,
+    html, report, runner,
 };
 use racksim_sim::trace::fmt_duration;
 
@@ -68,6 +68,30 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Write an HTML timeline of every run that did not converge or
+        /// missed its expectation into this directory (created if need be),
+        /// as SCENARIO-STRATEGY-seedN.html.
+        #[arg(long, value_name = "DIR")]
+        report: Option<std::path::PathBuf>,
+    },
+    /// Run one seed of a scenario under two strategies and compare them:
+    /// prints both verdicts; with --report, an HTML timeline of both runs on
+    /// one time axis.
+    ///
+    /// Exit status: 0 when both runs converged, 1 when not, 2 for bad input.
+    Compare {
+        /// A catalogue name or a path to a scenario file.
+        scenario: String,
+        /// Seed of both runs.
+        #[arg(long)]
+        seed: u64,
+        /// The first strategy (or start implementation).
+        strategy_a: String,
+        /// The second strategy (or start implementation).
+        strategy_b: String,
+        /// Write the HTML timeline to this file.
+        #[arg(long, value_name = "FILE")]
+        report: Option<std::path::PathBuf>,
     },
     /// Measure what simulations cost (build with --release).
     ///
@@ -121,6 +145,10 @@ enum Command {
         /// (`at_us`, `host`, `kind`, `text`, `fields`, and `strategy`).
         #[arg(long, value_name = "FILE")]
         trace_json: Option<std::path::PathBuf>,
+        /// Also write an HTML timeline of the run(s) to this file (every
+        /// strategy run, on one time axis).
+        #[arg(long, value_name = "FILE")]
+        report: Option<std::path::PathBuf>,
     },
 }
 
@@ -144,14 +172,43 @@ fn main() -> ExitCode {
             jobs,
             shard,
             json,
-        } => sweep(&scenario, &strategy, seeds, shard, jobs, json),
+            report,
+        } => sweep(
+            &scenario,
+            &strategy,
+            seeds,
+            shard,
+            jobs,
+            json,
+            report.as_deref(),
+        ),
+        Command::Compare {
+            scenario,
+            seed,
+            strategy_a,
+            strategy_b,
+            report,
+        } => compare(
+            &scenario,
+            seed,
+            [&strategy_a, &strategy_b],
+            report.as_deref(),
+        ),
         Command::Run {
             scenario,
             seed,
             strategy,
             expect,
             trace_json,
-        } => run(&scenario, seed, strategy, expect, trace_json.as_deref()),
+            report,
+        } => run(
+            &scenario,
+            seed,
+            strategy,
+            expect,
+            trace_json.as_deref(),
+            report.as_deref(),
+        ),
         Command::Bench {
             json,
             reps,
@@ -247,6 +304,20 @@ struct SweepSummary<'a> {
     notable: Vec<(u64, String, String)>,
 }
 
+/// The strategy `name` of `scenario`, which must have an expectation for it.
+fn variant_of(scenario: &Scenario, name: &str, what: &str) -> Result<Variant, String> {
+    let variant = scenario
+        .variant(name)
+        .map_err(|e| format!("error: {what}: {e}"))?;
+    if !scenario.expectations.contains_key(&variant) {
+        return Err(format!(
+            "error: scenario {} has no expectation for strategy {variant}",
+            scenario.name
+        ));
+    }
+    Ok(variant)
+}
+
 /// Returns whether every run met the scenario's expectation.
 fn sweep(
     arg: &str,
@@ -255,16 +326,13 @@ fn sweep(
     shard: Option<(u64, u64)>,
     jobs: Option<usize>,
     json: bool,
+    report_dir: Option<&Path>,
 ) -> Result<bool, String> {
     let scenario = resolve(arg)?;
-    let variant = scenario
-        .variant(strategy)
-        .map_err(|e| format!("error: --strategy: {e}"))?;
-    if !scenario.expectations.contains_key(&variant) {
-        return Err(format!(
-            "error: scenario {} has no expectation for strategy {variant}",
-            scenario.name
-        ));
+    let variant = variant_of(&scenario, strategy, "--strategy")?;
+    if let Some(dir) = report_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("error: --report {}: {e}", dir.display()))?;
     }
     let threads = threads(jobs);
     let (shard_i, shard_n) = shard.unwrap_or((0, 1));
@@ -369,7 +437,82 @@ fn sweep(
         summary.runs,
         started.elapsed().as_secs_f64()
     );
+    if let Some(dir) = report_dir {
+        // Runs are deterministic: run the notable seeds again for their
+        // traces rather than keep every trace of the sweep.
+        let mut written = 0;
+        for r in runs
+            .iter()
+            .filter(|r| r.converged_at.is_none() || r.judgement.is_err())
+        {
+            let judged =
+                runner::run(&scenario, variant, r.seed).expect("strategy has an expectation");
+            let page = html::render(&[html::RunInput {
+                scenario: &scenario,
+                scenario_arg: arg,
+                strategy: variant,
+                seed: r.seed,
+                judged: &judged,
+            }]);
+            let path = dir.join(html::file_name(&scenario, variant, r.seed));
+            html::write(html::create(&path)?, &path, &page)?;
+            written += 1;
+        }
+        eprintln!("wrote {written} reports to {}", dir.display());
+    }
     Ok(summary.as_expected == summary.runs)
+}
+
+/// One seed under two strategies; returns whether both converged.
+fn compare(
+    arg: &str,
+    seed: u64,
+    strategies: [&str; 2],
+    report_path: Option<&Path>,
+) -> Result<bool, String> {
+    let scenario = resolve(arg)?;
+    let variants = [
+        variant_of(&scenario, strategies[0], "STRATEGY_A")?,
+        variant_of(&scenario, strategies[1], "STRATEGY_B")?,
+    ];
+    let file = report_path.map(html::create).transpose()?;
+    let judged: Vec<runner::Judged> = variants
+        .iter()
+        .map(|&v| runner::run(&scenario, v, seed).expect("strategy has an expectation"))
+        .collect();
+    println!("scenario: {}, seed {seed}", scenario.name);
+    for (v, j) in variants.iter().zip(&judged) {
+        println!(
+            "{v}: {}",
+            j.outcome
+                .verdict
+                .lines()
+                .first()
+                .cloned()
+                .unwrap_or_default()
+        );
+        match &j.judgement {
+            Ok(why) => println!("  expectation for {v}: HOLDS ({why})"),
+            Err(why) => println!("  expectation for {v}: DOES NOT HOLD ({why})"),
+        }
+        println!("  replay: {}", runner::replay_command(arg, *v, seed));
+    }
+    if let (Some(file), Some(path)) = (file, report_path) {
+        let inputs: Vec<html::RunInput> = variants
+            .iter()
+            .zip(&judged)
+            .map(|(&strategy, judged)| html::RunInput {
+                scenario: &scenario,
+                scenario_arg: arg,
+                strategy,
+                seed,
+                judged,
+            })
+            .collect();
+        html::write(file, path, &html::render(&inputs))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(judged.iter().all(|j| j.outcome.verdict.converged()))
 }
 
 fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Result<bool, String> {
@@ -433,6 +576,7 @@ fn run(
     strategy: Option<String>,
     expect: bool,
     trace_json: Option<&Path>,
+    report_path: Option<&Path>,
 ) -> Result<bool, String> {
     let scenario = resolve(arg)?;
     let strategy = strategy
@@ -470,8 +614,10 @@ fn run(
                 .map_err(|e| format!("error: --trace-json {}: {e}", path.display()))
         })
         .transpose()?;
+    let report_file = report_path.map(html::create).transpose()?;
 
     let mut all_ok = true;
+    let mut judged_runs = Vec::new();
     for (i, &strategy) in strategies.iter().enumerate() {
         if i > 0 {
             println!();
@@ -502,6 +648,21 @@ fn run(
             wall.as_secs_f64(),
             sim.as_secs_f64() / wall.as_secs_f64().max(1e-9)
         );
+        judged_runs.push((strategy, judged));
+    }
+    if let (Some(file), Some(path)) = (report_file, report_path) {
+        let inputs: Vec<html::RunInput> = judged_runs
+            .iter()
+            .map(|(strategy, judged)| html::RunInput {
+                scenario: &scenario,
+                scenario_arg: arg,
+                strategy: *strategy,
+                seed,
+                judged,
+            })
+            .collect();
+        html::write(file, path, &html::render(&inputs))?;
+        eprintln!("wrote {}", path.display());
     }
     Ok(all_ok)
 }

@@ -1,0 +1,512 @@
+//! From a run's structured trace to lanes of spans and marks: what the
+//! timeline shows, before any pixel is placed (that is [`super::svg`]).
+//!
+//! Everything here reads the trace's `kind` and `fields`, never its text
+//! (the text only goes into tooltips), so reconciler wording can change
+//! without changing the picture.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use racksim_sim::{
+    plan::ResolvedStep,
+    trace::{fmt_duration, fmt_time, Kind, TraceLine},
+    Action, Verdict,
+};
+
+use super::{nat::NatLanes, sled::SledRows, RunInput};
+
+/// Something drawn on a row: a span (`to` is set) or a mark.
+#[derive(Clone, Debug)]
+pub struct Item {
+    pub from: Duration,
+    pub to: Option<Duration>,
+    /// `data-kind` of the element.
+    pub kind: &'static str,
+    /// CSS class (colour).
+    pub class: &'static str,
+    /// Text drawn beside or inside it.
+    pub label: Option<String>,
+    /// Tooltip: the trace line(s) behind it.
+    pub title: String,
+    /// One more `data-*` attribute.
+    pub data: Option<(&'static str, String)>,
+}
+
+impl Item {
+    pub(super) fn span(
+        from: Duration,
+        to: Duration,
+        kind: &'static str,
+        class: &'static str,
+    ) -> Self {
+        Item {
+            from,
+            to: Some(to.max(from)),
+            kind,
+            class,
+            label: None,
+            title: String::new(),
+            data: None,
+        }
+    }
+
+    pub(super) fn mark(line: &TraceLine, kind: &'static str, class: &'static str) -> Self {
+        Item {
+            from: line.at,
+            to: None,
+            kind,
+            class,
+            label: None,
+            title: line.to_string(),
+            data: None,
+        }
+    }
+
+    pub(super) fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    pub(super) fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = title.into();
+        self
+    }
+
+    pub(super) fn data(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.data = Some((key, value.into()));
+        self
+    }
+}
+
+/// How a row's items share its height.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Everything on one line, in order (later items on top).
+    Overlay,
+    /// Items (with their labels) spread over as many lines as needed so
+    /// that none overlaps another.
+    Pack,
+}
+
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub label: String,
+    pub layout: Layout,
+    pub items: Vec<Item>,
+    /// Said in the row when it has nothing to show.
+    pub empty_note: Option<&'static str>,
+}
+
+impl Row {
+    pub(super) fn new(label: impl Into<String>, layout: Layout) -> Self {
+        Row {
+            label: label.into(),
+            layout,
+            items: Vec::new(),
+            empty_note: None,
+        }
+    }
+
+    fn note(mut self, note: &'static str) -> Self {
+        self.empty_note = Some(note);
+        self
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Lane {
+    /// `data-lane`: a host name, or `plan` / `rack`.
+    pub name: String,
+    pub rows: Vec<Row>,
+}
+
+/// One run, ready to draw.
+#[derive(Clone, Debug)]
+pub struct Block {
+    pub lanes: Vec<Lane>,
+    /// Drawn across the whole block: convergence, deadline, violation.
+    pub verdict: Vec<Item>,
+    pub end: Duration,
+}
+
+impl Block {
+    /// Every instant something happens (to choose the time axis).
+    pub fn times(&self) -> Vec<Duration> {
+        let mut t: Vec<Duration> = self
+            .lanes
+            .iter()
+            .flat_map(|l| &l.rows)
+            .flat_map(|r| &r.items)
+            .filter(|i| !matches!(i.kind, "nat-desired" | "missing"))
+            .flat_map(|i| [Some(i.from), i.to].into_iter().flatten())
+            .chain(self.verdict.iter().map(|i| i.from))
+            .collect();
+        t.push(self.end);
+        t
+    }
+}
+
+pub(super) fn field<'a>(line: &'a TraceLine, key: &str) -> Option<&'a str> {
+    line.fields.get(key).map(|s| s.as_str())
+}
+
+/// `sled12` sorts after `sled2`.
+fn host_order(name: &str) -> (String, u64) {
+    let digits = name.trim_start_matches(|c: char| !c.is_ascii_digit());
+    let prefix = &name[..name.len() - digits.len()];
+    (prefix.to_string(), digits.parse().unwrap_or(0))
+}
+
+/// Build the lanes of one run.
+pub fn build(input: &RunInput<'_>) -> Block {
+    let outcome = &input.judged.outcome;
+    let rack = &input.scenario.rack;
+    let end = outcome.sim_time.max(Duration::from_millis(1));
+    let trace = &outcome.trace;
+
+    // Hosts: the rack's switches and sleds, then any the run added.
+    let mut switches: Vec<String> = rack.switches.iter().map(|s| s.name()).collect();
+    let mut sleds: Vec<String> = rack.sleds.iter().map(|s| s.name.clone()).collect();
+    for line in trace {
+        let h = &line.host;
+        if h.starts_with("switch") && !switches.contains(h) {
+            switches.push(h.clone());
+        } else if h.starts_with("sled") && !sleds.contains(h) {
+            sleds.push(h.clone());
+        }
+    }
+    switches.sort_by_key(|h| host_order(h));
+    sleds.sort_by_key(|h| host_order(h));
+
+    let plan = plan_lane(outcome.steps.as_slice(), trace, end);
+    let mut rack_lane = Lane {
+        name: "rack".into(),
+        rows: vec![
+            Row::new("control plane", Layout::Overlay).note("never up"),
+            Row::new("boundary NTP", Layout::Pack).note("never synchronised"),
+        ],
+    };
+    let mut instances = Row::new("instances", Layout::Overlay);
+    let mut sagas = Row::new("sagas", Layout::Overlay);
+    let mut other = Row::new("other", Layout::Overlay);
+
+    let mut nat = NatLanes::new(input, &switches, end);
+    let mut sled_state: BTreeMap<String, SledRows> = sleds
+        .iter()
+        .map(|s| (s.clone(), SledRows::default()))
+        .collect();
+
+    // The plan steps, in trace order, to know what each plan record did.
+    let mut steps = outcome.steps.iter();
+    let mut cp_up: Option<&TraceLine> = None;
+    for line in trace {
+        match line.kind {
+            Kind::Plan => {
+                if field(line, "step").is_none() {
+                    continue;
+                }
+                let Some(step) = steps.next() else { continue };
+                nat.apply_step(step, line);
+                for (name, rows) in sled_state.iter_mut() {
+                    if wipes_sled(&step.action, name) {
+                        rows.wipe(line.at, "the sled went down");
+                    }
+                }
+            }
+            Kind::Nat => nat.record(line),
+            Kind::Boot if switches.contains(&line.host) => {
+                nat.boot(line);
+            }
+            Kind::Boot | Kind::Zone | Kind::Vmm | Kind::V2p | Kind::Reconciler => {
+                let host = field(line, "sled").unwrap_or(&line.host);
+                match sled_state.get_mut(host) {
+                    Some(rows) => rows.record(line, end),
+                    None => other.items.push(Item::mark(line, "other", "info")),
+                }
+            }
+            Kind::Dataplane => match field(line, "switch") {
+                Some(_) => nat.record(line),
+                None => match sled_state.get_mut(&line.host) {
+                    Some(rows) => rows.record(line, end),
+                    None => other.items.push(Item::mark(line, "dataplane", "warn")),
+                },
+            },
+            Kind::Ntp => {
+                let via = field(line, "via").unwrap_or("?");
+                rack_lane.rows[1].items.push(
+                    Item::mark(line, "ntp", "ntp").label(format!("NTP synchronised via {via}")),
+                );
+            }
+            Kind::ControlPlane => match field(line, "state") {
+                Some("up") => {
+                    cp_up.get_or_insert(line);
+                }
+                _ => {
+                    if let Some(up) = cp_up.take() {
+                        rack_lane.rows[0]
+                            .items
+                            .push(cp_span(up, Some(line), line.at));
+                    } else {
+                        rack_lane.rows[0]
+                            .items
+                            .push(Item::mark(line, "control-plane", "bad"));
+                    }
+                }
+            },
+            Kind::Instance => {
+                let class = match field(line, "outcome") {
+                    Some("failed") => "bad",
+                    _ => "info",
+                };
+                instances.items.push(Item::mark(line, "instance", class));
+            }
+            Kind::Saga => sagas.items.push(Item::mark(line, "saga", "info")),
+            Kind::Verdict => {}
+            Kind::Bug => other.items.push(Item::mark(line, "bug", "bad")),
+            #[allow(unreachable_patterns)]
+            _ => other.items.push(Item::mark(line, "other", "info")),
+        }
+    }
+    if let Some(up) = cp_up {
+        rack_lane.rows[0].items.push(cp_span(up, None, end));
+    }
+    for row in [instances, sagas, other] {
+        if !row.items.is_empty() {
+            rack_lane.rows.push(row);
+        }
+    }
+
+    let gaps: &[String] = match &outcome.verdict {
+        Verdict::NotConverged { gaps, .. } => gaps,
+        _ => &[],
+    };
+    nat.missing(gaps);
+    for (name, rows) in sled_state.iter_mut() {
+        rows.missing_v2p(name, gaps, end);
+    }
+
+    let mut lanes = vec![plan, rack_lane];
+    lanes.extend(nat.finish());
+    for name in &sleds {
+        let rows = sled_state.remove(name).unwrap_or_default();
+        lanes.push(Lane {
+            name: name.clone(),
+            rows: rows.finish(end),
+        });
+    }
+    Block {
+        lanes,
+        verdict: verdict_items(&outcome.verdict, end, trace),
+        end,
+    }
+}
+
+fn cp_span(up: &TraceLine, down: Option<&TraceLine>, to: Duration) -> Item {
+    let mut title = up.to_string();
+    match down {
+        Some(d) => title += &format!("\n{d}"),
+        None => title += "\n(up at the end of the run)",
+    }
+    Item::span(up.at, to, "control-plane", "cp-up")
+        .label("control plane up")
+        .title(title)
+}
+
+fn verdict_items(verdict: &Verdict, end: Duration, trace: &[TraceLine]) -> Vec<Item> {
+    let text: Vec<String> = trace
+        .iter()
+        .filter(|l| l.kind == Kind::Verdict)
+        .map(|l| l.to_string())
+        .collect();
+    let title = text.join("\n");
+    match verdict {
+        Verdict::Converged { at } => vec![
+            Item::span(*at, end, "stability", "stable").title(format!(
+                "{title}\nheld for the stability window until {}",
+                fmt_time(end)
+            )),
+            Item::span(*at, *at, "converged", "converged")
+                .label(format!("CONVERGED at {}", fmt_duration(*at)))
+                .title(title),
+        ],
+        Verdict::NotConverged { deadline, gaps } => {
+            vec![Item::span(*deadline, *deadline, "deadline", "deadline")
+                .label(format!(
+                    "NOT CONVERGED by the deadline {} ({} gaps)",
+                    fmt_duration(*deadline),
+                    gaps.len()
+                ))
+                .title(title)]
+        }
+        Verdict::InvariantViolated { at, invariant, .. } => {
+            vec![Item::span(*at, *at, "violation", "deadline")
+                .label(format!("INVARIANT VIOLATED: {invariant}"))
+                .title(title)]
+        }
+        Verdict::HostFailed { at, .. } => {
+            vec![Item::span(*at, *at, "host-failed", "deadline")
+                .label("HOST FAILED")
+                .title(title)]
+        }
+    }
+}
+
+/// Does this step take the sled's software down (losing VMMs and V2P)?
+fn wipes_sled(action: &Action, sled: &str) -> bool {
+    match action {
+        Action::Crash(h) | Action::Restart(h) => h == sled,
+        Action::PowerOff => true,
+        _ => false,
+    }
+}
+
+/// Does this step empty the switch's NAT table?
+pub(super) fn wipes_switch(action: &Action, switch: &str) -> bool {
+    match action {
+        Action::DpdRestart(s) | Action::SidecarPowerOff(s) | Action::ReplaceScrimlet(s) => {
+            s.to_string() == switch
+        }
+        Action::Crash(h) | Action::Restart(h) => h == switch,
+        Action::PowerOff => true,
+        _ => false,
+    }
+}
+
+/// The plan lane: steps as bands (a fault and its undoing) or markers.
+fn plan_lane(steps: &[ResolvedStep], trace: &[TraceLine], end: Duration) -> Lane {
+    let lines: Vec<&TraceLine> = trace
+        .iter()
+        .filter(|l| l.kind == Kind::Plan && field(l, "step").is_some())
+        .collect();
+    let describe = |i: usize| -> String {
+        let s = &steps[i];
+        let drawn = s
+            .drawn_from
+            .map(|w| format!("   (drawn from {w})"))
+            .unwrap_or_default();
+        match lines.get(i) {
+            Some(l) => format!("{l}{drawn}"),
+            None => format!("{}  plan  {}{drawn}", fmt_time(s.at), s.action),
+        }
+    };
+    let mut row = Row::new("faults and actions", Layout::Pack);
+    let mut open: Vec<usize> = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        let kind = step.action.kind();
+        if let Some(pos) = open
+            .iter()
+            .position(|&o| closes(&steps[o].action, &step.action))
+        {
+            let o = open.remove(pos);
+            row.items.push(
+                Item::span(steps[o].at, step.at, "plan", "fault")
+                    .label(band_label(&steps[o].action))
+                    .title(format!("{}\n{}", describe(o), describe(i)))
+                    .data("step", format!("{}..{kind}", steps[o].action.kind())),
+            );
+            continue;
+        }
+        if opens(&step.action) {
+            open.push(i);
+            continue;
+        }
+        let item = match &step.action {
+            Action::DpdErrors { window, .. } | Action::DpdHang { window, .. } => {
+                Item::span(step.at, (step.at + *window).min(end), "plan", "fault")
+            }
+            _ => Item::span(step.at, step.at, "plan", "action"),
+        };
+        row.items.push(
+            item.label(step.action.to_string())
+                .title(describe(i))
+                .data("step", kind),
+        );
+    }
+    for o in open {
+        row.items.push(
+            Item::span(steps[o].at, end, "plan", "fault")
+                .label(format!("{} (to the end)", band_label(&steps[o].action)))
+                .title(format!("{}\n(not undone before the end)", describe(o)))
+                .data("step", steps[o].action.kind()),
+        );
+    }
+    // Notes the driver adds to a step (a rejected request, a replacement).
+    for l in trace
+        .iter()
+        .filter(|l| l.kind == Kind::Plan && field(l, "step").is_none())
+    {
+        row.items.push(Item::mark(l, "plan-note", "warn"));
+    }
+    row.items.sort_by_key(|i| i.from);
+    Lane {
+        name: "plan".into(),
+        rows: vec![row],
+    }
+}
+
+fn opens(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::HideSwitch(_)
+            | Action::Partition { .. }
+            | Action::PowerOff
+            | Action::SidecarPowerOff(_)
+            | Action::ControlPlaneDown
+            | Action::ControlPlaneCrash
+            | Action::Crash(_)
+    )
+}
+
+fn closes(open: &Action, close: &Action) -> bool {
+    match (open, close) {
+        (Action::HideSwitch(a), Action::RevealSwitch(b)) => a == b,
+        (
+            Action::Partition { a, b, oneway },
+            Action::Heal {
+                a: a2,
+                b: b2,
+                oneway: o2,
+            },
+        ) => a == a2 && b == b2 && oneway == o2,
+        (Action::PowerOff, Action::ColdBoot) => true,
+        (Action::SidecarPowerOff(a), Action::SidecarPowerOn(b)) => a == b,
+        (Action::ControlPlaneDown | Action::ControlPlaneCrash, Action::ControlPlaneUp) => true,
+        (Action::Crash(a), Action::Restart(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn band_label(open: &Action) -> String {
+    match open {
+        Action::HideSwitch(s) => format!("{s} hidden from discovery"),
+        Action::PowerOff => "rack powered off".into(),
+        Action::SidecarPowerOff(s) => format!("sidecar {s} off"),
+        Action::ControlPlaneDown => "control plane down (operator)".into(),
+        Action::ControlPlaneCrash => "control plane crashed".into(),
+        Action::Crash(h) => format!("{h} down"),
+        other => other.to_string(),
+    }
+}
+
+/// Colour of a reconciler record: its `outcome` field when it has one;
+/// otherwise a hint from its text.
+pub(super) fn reconciler_class(line: &TraceLine) -> &'static str {
+    let text = line.text.to_ascii_lowercase();
+    let troubled = ["error", "fail", "timed out", "unavailable", "refused"]
+        .iter()
+        .any(|w| text.contains(w));
+    let outcome = field(line, "outcome").unwrap_or("");
+    let level = field(line, "level").unwrap_or("");
+    if outcome == "inert" {
+        "inert"
+    } else if outcome.contains("fail") || outcome.contains("error") || level == "error" {
+        "bad"
+    } else if troubled || level.starts_with("warn") {
+        "warn"
+    } else if !outcome.is_empty() || line.fields.contains_key("activation") {
+        // A completed activation (its outcome, or its activation count).
+        "ok"
+    } else {
+        "info"
+    }
+}
