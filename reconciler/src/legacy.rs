@@ -122,6 +122,85 @@ pub enum LegacyProgress {
     },
 }
 
+/// The progress line for logs: phases, not attempt counts, so repeated
+/// identical failures read the same.
+impl std::fmt::Display for LegacyProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |v: &mut dyn Iterator<Item = &SwitchSlot>| {
+            v.map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+        };
+        match self {
+            LegacyProgress::LookingUpSwitches => f.write_str("looking up switch zones"),
+            LegacyProgress::WaitingForSwitches { found, missing } => write!(
+                f,
+                "found [{}]; waiting up to {}m for [{}]",
+                names(&mut found.keys()),
+                SWITCH_DISCOVERY_TIMEOUT.as_secs() / 60,
+                names(&mut missing.iter())
+            ),
+            LegacyProgress::GaveUpWaiting { found, missing } => write!(
+                f,
+                "gave up waiting for [{}]; proceeding with [{}]",
+                names(&mut missing.iter()),
+                names(&mut found.keys())
+            ),
+            LegacyProgress::EnsuringNat {
+                switch,
+                address,
+                last_error: None,
+                ..
+            } => write!(f, "ensuring NAT entry on {switch} at {address}"),
+            LegacyProgress::EnsuringNat {
+                switch,
+                last_error: Some(e),
+                ..
+            } => write!(f, "ensure on {switch} failing, retrying forever: {e}"),
+            LegacyProgress::Done { programmed } => {
+                write!(f, "NAT ensured on [{}]", names(&mut programmed.iter()))
+            }
+        }
+    }
+}
+
+/// Publishes progress on the caller's channel when it changes, and logs
+/// each change of what it says: the 5-minute give-up and failures as
+/// warnings, repeats of the same line at debug level only (a path that
+/// retries forever would otherwise drown its log).
+struct Progress<'a> {
+    tx: &'a watch::Sender<LegacyProgress>,
+    said: String,
+}
+
+impl Progress<'_> {
+    fn set(&mut self, next: LegacyProgress) {
+        let line = next.to_string();
+        let warn = matches!(
+            next,
+            LegacyProgress::GaveUpWaiting { .. }
+                | LegacyProgress::EnsuringNat {
+                    last_error: Some(_),
+                    ..
+                }
+        );
+        self.tx.send_if_modified(|current| {
+            if *current == next {
+                false
+            } else {
+                *current = next;
+                true
+            }
+        });
+        if line == self.said {
+            tracing::debug!(task = "legacy", "{line} (again)");
+        } else if warn {
+            tracing::warn!(task = "legacy", "{line}");
+        } else {
+            tracing::info!(task = "legacy", "{line}");
+        }
+        self.said = line;
+    }
+}
+
 /// Blocks until done (possibly forever). Steps: discover (DNS + MGS /local/switch-id per zone)
 /// with backoff until all `expected` found, or >=1 found and 5 min elapsed since start; none found
 /// -> forever. Then for each found switch in slot order: forever { get(ip, first_port):
@@ -139,7 +218,11 @@ pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rn
     rng: &mut Rn,
     progress: &watch::Sender<LegacyProgress>,
 ) -> Vec<SwitchSlot> {
-    let found = discover_switches(connector, resolver, expected, rng, progress).await;
+    let mut progress = Progress {
+        tx: progress,
+        said: String::new(),
+    };
+    let found = discover_switches(connector, resolver, expected, rng, &mut progress).await;
 
     for (&switch, &address) in &found {
         let dpd = DpdClient::new(HttpClient::new(
@@ -151,7 +234,7 @@ pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rn
         let mut attempts = 0;
         loop {
             attempts += 1;
-            progress.send_replace(LegacyProgress::EnsuringNat {
+            progress.set(LegacyProgress::EnsuringNat {
                 switch,
                 address,
                 attempts,
@@ -161,20 +244,22 @@ pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rn
                 Ok(()) => break,
                 Err(e) => {
                     last_error = Some(e.to_string());
-                    progress.send_replace(LegacyProgress::EnsuringNat {
+                    progress.set(LegacyProgress::EnsuringNat {
                         switch,
                         address,
                         attempts,
                         last_error: last_error.clone(),
                     });
-                    tokio::time::sleep(backoff.next_delay()).await;
+                    let delay = backoff.next_delay();
+                    tracing::debug!(task = "legacy", %switch, attempts, delay_ms = delay.as_millis() as u64, "ensure failed; backing off");
+                    tokio::time::sleep(delay).await;
                 }
             }
         }
     }
 
     let programmed: Vec<SwitchSlot> = found.keys().copied().collect();
-    progress.send_replace(LegacyProgress::Done {
+    progress.set(LegacyProgress::Done {
         programmed: programmed.clone(),
     });
     programmed
@@ -188,11 +273,11 @@ async fn discover_switches<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>
     resolver: &Res,
     expected: &BTreeSet<SwitchSlot>,
     rng: &mut Rn,
-    progress: &watch::Sender<LegacyProgress>,
+    progress: &mut Progress<'_>,
 ) -> BTreeMap<SwitchSlot, Ipv6Addr> {
     let start = Instant::now();
     let mut backoff = Backoff::new(rng);
-    progress.send_replace(LegacyProgress::LookingUpSwitches);
+    progress.set(LegacyProgress::LookingUpSwitches);
     loop {
         let found = lookup_switches(connector, resolver).await;
         let missing: Vec<SwitchSlot> = expected
@@ -204,7 +289,7 @@ async fn discover_switches<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>
             return found;
         }
         if !found.is_empty() && start.elapsed() >= SWITCH_DISCOVERY_TIMEOUT {
-            progress.send_replace(LegacyProgress::GaveUpWaiting {
+            progress.set(LegacyProgress::GaveUpWaiting {
                 found: found.clone(),
                 missing,
             });
@@ -215,16 +300,9 @@ async fn discover_switches<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>
         } else {
             LegacyProgress::WaitingForSwitches { found, missing }
         };
-        // Only phase changes are published: a lookup every few seconds
-        // that finds the same thing is not news.
-        progress.send_if_modified(|current| {
-            if *current == next {
-                false
-            } else {
-                *current = next;
-                true
-            }
-        });
+        // Only phase changes are published and logged: a lookup every few
+        // seconds that finds the same thing is not news.
+        progress.set(next);
         tokio::time::sleep(backoff.next_delay()).await;
     }
 }

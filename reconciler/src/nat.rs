@@ -152,6 +152,40 @@ pub enum NatReconcileOutcome {
     },
 }
 
+/// `unchanged 1, removed 1, created 2, create failed: ...`: counts that
+/// are not zero, then each failure.
+impl std::fmt::Display for NatReconcileOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NatReconcileOutcome::Complete {
+                unchanged,
+                removed,
+                remove_failures,
+                created,
+                create_failures,
+            } => {
+                write!(f, "unchanged {unchanged}")?;
+                if *removed > 0 {
+                    write!(f, ", removed {removed}")?;
+                }
+                if *created > 0 {
+                    write!(f, ", created {created}")?;
+                }
+                for e in remove_failures {
+                    write!(f, ", remove failed: {e}")?;
+                }
+                for e in create_failures {
+                    write!(f, ", create failed: {e}")?;
+                }
+                Ok(())
+            }
+            NatReconcileOutcome::FailedReadingCurrentDpdNatEntries { error } => {
+                write!(f, "cannot read NAT entries: {error}")
+            }
+        }
+    }
+}
+
 impl NatReconcileOutcome {
     /// The switch already matched: nothing removed, nothing created, nothing
     /// failed.
@@ -241,6 +275,13 @@ pub async fn reconcile_switch<C: Connector>(
         Err(error) => return NatReconcileOutcome::FailedReadingCurrentDpdNatEntries { error },
     };
     let plan = plan(desired, &current);
+    tracing::debug!(
+        switch = %dpd.addr(),
+        unchanged = plan.unchanged.len(),
+        to_remove = plan.to_remove.len(),
+        to_create = plan.to_create.len(),
+        "NAT plan computed"
+    );
 
     let mut removed = 0;
     let mut remove_failures = Vec::new();
@@ -249,9 +290,18 @@ pub async fn reconcile_switch<C: Connector>(
             .nat_ipv4_delete(entry.external_ip, entry.first_port)
             .await
         {
-            Ok(()) => removed += 1,
-            Err(e) if e.status() == Some(404) => removed += 1,
-            Err(e) => remove_failures.push(format!("removing {entry}: {e}")),
+            Ok(()) => {
+                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "removed", "NAT entry removed");
+                removed += 1
+            }
+            Err(e) if e.status() == Some(404) => {
+                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "already gone", "NAT entry removed");
+                removed += 1
+            }
+            Err(e) => {
+                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "failed", error = %e, "NAT entry removal failed");
+                remove_failures.push(format!("removing {entry}: {e}"))
+            }
         }
     }
 
@@ -267,8 +317,14 @@ pub async fn reconcile_switch<C: Connector>(
             )
             .await
         {
-            Ok(()) => created += 1,
-            Err(e) => create_failures.push(format!("creating {entry}: {e}")),
+            Ok(()) => {
+                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "created", "NAT entry created");
+                created += 1
+            }
+            Err(e) => {
+                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "failed", error = %e, "NAT entry creation failed");
+                create_failures.push(format!("creating {entry}: {e}"))
+            }
         }
     }
 

@@ -50,6 +50,7 @@
 //! clock everything here is deterministic.
 
 use std::{
+    fmt,
     future::Future,
     net::{Ipv6Addr, SocketAddr},
     time::Duration,
@@ -166,7 +167,75 @@ impl<C: Connector> ScrimletNatReconciler<C> {
     }
 }
 
+/// `switch1 (config generation 1): unchanged 3`.
+impl fmt::Display for ScrimletNatStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScrimletNatStatus::NoNatEntriesConfig => {
+                f.write_str("no NAT config in the bootstore yet")
+            }
+            ScrimletNatStatus::Reconciled {
+                switch,
+                generation,
+                outcome,
+            } => write!(f, "{switch} (config generation {generation}): {outcome}"),
+        }
+    }
+}
+
+/// What the handle is doing, in a line for logs.
+impl fmt::Display for HandleStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandleStatus::DeterminingSwitchSlot {
+                last_error: None, ..
+            } => f.write_str("asking own MGS which switch this is"),
+            HandleStatus::DeterminingSwitchSlot {
+                last_error: Some(e),
+                ..
+            } => write!(
+                f,
+                "own MGS not answering, retrying every {}s: {e}",
+                MGS_RETRY_INTERVAL.as_secs()
+            ),
+            HandleStatus::Running { switch } => {
+                write!(f, "this scrimlet manages {switch}; reconcilers running")
+            }
+        }
+    }
+}
+
+/// Publishes the handle's status, and logs each change of what it says
+/// (repeated identical failures are logged at debug level only).
+struct Announcer<'a> {
+    tx: &'a watch::Sender<HandleStatus>,
+    said: String,
+}
+
+impl Announcer<'_> {
+    fn set(&mut self, status: HandleStatus) {
+        let line = status.to_string();
+        let failing = matches!(
+            status,
+            HandleStatus::DeterminingSwitchSlot {
+                last_error: Some(_),
+                ..
+            }
+        );
+        self.tx.send_replace(status);
+        if line == self.said {
+            tracing::debug!(task = "scrimlet-local", "{line} (again)");
+        } else if failing {
+            tracing::warn!(task = "scrimlet-local", "scrimlet-local: {line}");
+        } else {
+            tracing::info!(task = "scrimlet-local", "scrimlet-local: {line}");
+        }
+        self.said = line;
+    }
+}
+
 impl<C: Connector> Reconciler for ScrimletNatReconciler<C> {
+    const NAME: &'static str = "scrimlet-local";
     /// `None` until the bootstore has delivered a config.
     type Config = Option<SystemNetworkingConfig>;
     type Status = ScrimletNatStatus;
@@ -242,15 +311,23 @@ pub fn scrimlet_reconcilers<C: Connector>(
         nat_status: nat_rx,
     };
     let driver = async move {
+        let mut announcer = Announcer {
+            tx: &handle_tx,
+            said: String::new(),
+        };
+        // Bound first: the read guard must be gone before `set` writes.
+        let initial = handle_tx.borrow().clone();
+        announcer.set(initial);
         let mgs = MgsClient::new(HttpClient::new(connector.clone(), services.mgs()));
-        let Some(switch) = determine_switch_slot(&mgs, &handle_tx, &config, &scrimlet).await else {
+        let Some(switch) = determine_switch_slot(&mgs, &mut announcer, &config, &scrimlet).await
+        else {
             nat_tx.send_replace(TaskStatus::Inert {
                 reason: InertReason::TaskExitedUnexpectedly,
                 last_completion: None,
             });
             return;
         };
-        handle_tx.send_replace(HandleStatus::Running { switch });
+        announcer.set(HandleStatus::Running { switch });
         let dpd = DpdClient::new(HttpClient::new(connector, services.dpd()));
         run_reconciler_task(
             ScrimletNatReconciler::new(dpd, switch),
@@ -268,7 +345,7 @@ pub fn scrimlet_reconcilers<C: Connector>(
 /// meanwhile (nobody is left to use the answer).
 async fn determine_switch_slot<C: Connector>(
     mgs: &MgsClient<C>,
-    status: &watch::Sender<HandleStatus>,
+    status: &mut Announcer<'_>,
     config: &watch::Receiver<Option<SystemNetworkingConfig>>,
     scrimlet: &watch::Receiver<ScrimletStatus>,
 ) -> Option<SwitchSlot> {
@@ -288,7 +365,7 @@ async fn determine_switch_slot<C: Connector>(
             Err(e) => e.to_string(),
         };
         attempts += 1;
-        status.send_replace(HandleStatus::DeterminingSwitchSlot {
+        status.set(HandleStatus::DeterminingSwitchSlot {
             attempts,
             last_error: Some(error),
         });

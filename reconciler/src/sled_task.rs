@@ -77,7 +77,34 @@ pub struct SwitchNatStatus {
     pub outcome: NatReconcileOutcome,
 }
 
+/// `switch0: unchanged 1; switch1: unchanged 0, created 1` (a switch whose
+/// slot is unknown is named by its address).
+impl std::fmt::Display for SledNatStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SledNatStatus::NoNatEntriesConfig => f.write_str("no NAT entries configured"),
+            SledNatStatus::DiscoveryFailed { error } => write!(f, "discovery failed: {}", error.0),
+            SledNatStatus::Reconciled { switches } if switches.is_empty() => {
+                f.write_str("no switch zones found")
+            }
+            SledNatStatus::Reconciled { switches } => {
+                for (i, (addr, s)) in switches.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    match s.slot {
+                        Some(slot) => write!(f, "{slot}: {}", s.outcome)?,
+                        None => write!(f, "{addr}: {}", s.outcome)?,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 impl<C: Connector, Res: SwitchZoneResolver> Reconciler for SledNatReconciler<C, Res> {
+    const NAME: &'static str = "sled-task";
     /// The NAT entries of this sled's zones.
     type Config = Vec<NatEntry>;
     type Status = SledNatStatus;

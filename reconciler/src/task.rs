@@ -126,8 +126,11 @@ impl<S> TaskStatus<S> {
 
 /// One kind of reconciliation.
 pub trait Reconciler: Send + 'static {
+    /// The task's name in logs (`task` field of its `tracing` events).
+    const NAME: &'static str;
     type Config: Clone + Send + Sync + 'static;
-    type Status: Clone + std::fmt::Debug + Serialize + Send + Sync + 'static;
+    /// `Display` is the one-line summary logged when an activation ends.
+    type Status: Clone + std::fmt::Debug + std::fmt::Display + Serialize + Send + Sync + 'static;
     /// Infallible: errors are part of the returned status.
     fn reconcile(
         &mut self,
@@ -163,12 +166,14 @@ pub async fn run_reconciler_task<R: Reconciler>(
         // acted on here and does not also fire `changed()` below.
         if let Some(rx) = scrimlet.as_mut() {
             if *rx.borrow_and_update() == ScrimletStatus::NotScrimlet {
+                let inert = InertReason::NoLongerAScrimlet;
+                tracing::info!(task = R::NAME, inert = ?inert, "{}: inert ({inert:?})", R::NAME);
                 status.send_replace(TaskStatus::Inert {
-                    reason: InertReason::NoLongerAScrimlet,
+                    reason: inert,
                     last_completion: last_completion.clone(),
                 });
                 if wait_until_scrimlet(rx, &mut config).await.is_err() {
-                    exit_unexpectedly(&status, last_completion);
+                    exit_unexpectedly::<R>(&status, last_completion);
                     return;
                 }
                 reason = ActivationReason::ScrimletStatusChanged;
@@ -185,11 +190,21 @@ pub async fn run_reconciler_task<R: Reconciler>(
             last_completion: last_completion.clone(),
         });
         let started = Instant::now();
+        tracing::debug!(task = R::NAME, activation = activation_count, reason = %reason, "activation started");
         let result = reconciler.reconcile(&snapshot, reason).await;
+        let ran_for = started.elapsed();
+        tracing::info!(
+            task = R::NAME,
+            activation = activation_count,
+            reason = %reason,
+            ran_for_us = ran_for.as_micros() as u64,
+            "{} #{activation_count} {reason}: {result}",
+            R::NAME,
+        );
         let completion = Completion {
             activation_reason: reason,
             activation_count,
-            ran_for: started.elapsed(),
+            ran_for,
             status: result,
         };
         last_completion = Some(completion.clone());
@@ -209,7 +224,7 @@ pub async fn run_reconciler_task<R: Reconciler>(
             changed = config.changed() => match changed {
                 Ok(()) => ActivationReason::SystemNetworkingConfigChanged,
                 Err(_) => {
-                    exit_unexpectedly(&status, last_completion);
+                    exit_unexpectedly::<R>(&status, last_completion);
                     return;
                 }
             },
@@ -218,7 +233,7 @@ pub async fn run_reconciler_task<R: Reconciler>(
             changed = scrimlet_changed(&mut scrimlet) => match changed {
                 Ok(()) => ActivationReason::ScrimletStatusChanged,
                 Err(InputClosed) => {
-                    exit_unexpectedly(&status, last_completion);
+                    exit_unexpectedly::<R>(&status, last_completion);
                     return;
                 }
             },
@@ -263,12 +278,14 @@ async fn scrimlet_changed(
     }
 }
 
-fn exit_unexpectedly<S>(
-    status: &watch::Sender<TaskStatus<S>>,
-    last_completion: Option<Completion<S>>,
+fn exit_unexpectedly<R: Reconciler>(
+    status: &watch::Sender<TaskStatus<R::Status>>,
+    last_completion: Option<Completion<R::Status>>,
 ) {
+    let inert = InertReason::TaskExitedUnexpectedly;
+    tracing::warn!(task = R::NAME, inert = ?inert, "{}: inert ({inert:?})", R::NAME);
     status.send_replace(TaskStatus::Inert {
-        reason: InertReason::TaskExitedUnexpectedly,
+        reason: inert,
         last_completion,
     });
 }
@@ -292,6 +309,7 @@ mod tests {
     }
 
     impl Reconciler for Recorder {
+        const NAME: &'static str = "recorder";
         type Config = u32;
         type Status = String;
 

@@ -211,6 +211,16 @@ fn trace_json_has_a_record_per_trace_line() {
     assert!(records
         .iter()
         .any(|r| r["kind"] == "zone" && r["fields"]["took_us"].is_string()));
+    // The reconciler's own `tracing` events, with their structured fields.
+    let activations: Vec<_> = records
+        .iter()
+        .filter(|r| r["kind"] == "reconciler" && r["fields"]["task"] == "sled-task")
+        .collect();
+    assert!(!activations.is_empty());
+    for r in &activations {
+        assert!(r["fields"]["activation"].is_string(), "{r}");
+        assert!(r["fields"]["reason"].is_string(), "{r}");
+    }
     // A path that cannot be written is bad input: exit 2, nothing run.
     let (code, out, err) = racksim(&[
         "run",
@@ -223,4 +233,34 @@ fn trace_json_has_a_record_per_trace_line() {
     assert_eq!(code, Some(2));
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("--trace-json"), "{err}");
+}
+
+/// `RUST_LOG` turns on a stderr log for debugging; stdout (the trace) is
+/// the same bytes with or without it.
+#[test]
+fn rust_log_never_changes_stdout() {
+    let run = |rust_log: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_racksim"));
+        cmd.args([
+            "run",
+            "madrid-one-switch",
+            "--seed",
+            "3",
+            "--strategy",
+            "scrimlet-local",
+        ]);
+        cmd.env_remove("RUST_LOG");
+        if let Some(v) = rust_log {
+            cmd.env("RUST_LOG", v);
+        }
+        let out = cmd.output().expect("racksim runs");
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (quiet, _) = run(None);
+    let (logged, stderr) = run(Some("racksim_reconciler=debug"));
+    assert_eq!(quiet, logged);
+    assert!(stderr.contains("NAT plan computed"), "{stderr}");
 }

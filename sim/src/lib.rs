@@ -28,6 +28,7 @@
 //! * [`fakes`] — state machines of the fake services (dpd, MGS, internal
 //!   DNS, database) and their HTTP plumbing.
 //! * [`net`] — the reconciler's I/O seams on turmoil (connector, resolver).
+//! * [`logging`] — the reconciler's `tracing` events as trace lines.
 //! * [`trace`], [`check`], [`mod@run`] — recording; safety invariants checked
 //!   after every step and convergence; the driver and its [`Verdict`].
 //!
@@ -44,6 +45,7 @@
 pub mod check;
 pub mod fakes;
 pub mod hosts;
+pub mod logging;
 pub mod net;
 pub mod plan;
 pub mod rack;

@@ -509,6 +509,8 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         seed: cfg.seed,
         ntp_return_switch: cfg.ntp_return_switch,
     });
+    // The reconciler's log events become trace lines, for this run only.
+    let _logging = crate::logging::install(&world);
     let sim = turmoil::Builder::new()
         .rng_seed(cfg.seed)
         .epoch(epoch())

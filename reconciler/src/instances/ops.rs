@@ -341,6 +341,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         while let Some(node) = saga.next_node() {
             match self.saga_node(&mut saga, node).await {
                 Ok(record) => {
+                    tracing::debug!(saga = saga.id, instance = saga.instance, node = %node, "saga node done");
                     saga.done.push(node);
                     if saga.next_node().is_none() {
                         saga.state = SagaState::Done;
@@ -365,7 +366,10 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 // unreachable) may or may not have written the record: the
                 // saga stays Running, and a resume re-runs the node.
                 Err(e) if node == SagaNode::MarkAsStarting => return Err(e),
-                Err(e) => return self.unwind(saga, format!("{node} failed: {e}")).await,
+                Err(e) => {
+                    tracing::debug!(saga = saga.id, instance = saga.instance, node = %node, error = %e, "saga node failed; unwinding");
+                    return self.unwind(saga, format!("{node} failed: {e}")).await;
+                }
             }
         }
         match last {
@@ -556,6 +560,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         attempted.sort();
         let record = self.store.fetch(saga.instance).await?;
         for node in attempted.into_iter().rev() {
+            tracing::debug!(saga = saga.id, instance = saga.instance, node = %node, "saga node undone");
             match node {
                 // RUN's only side effect that outlives a failure is the VMM
                 // running, which REGISTER's undo destroys.

@@ -20,7 +20,7 @@ use racksim_reconciler::instances::{
     v2p_sync, InstanceNatSync, InstanceOps, InstanceRecord, OpError, StartImpl, SwitchSyncOutcome,
 };
 
-use super::{fmt_outcome, sled::TimeSync};
+use super::sled::TimeSync;
 use crate::{
     fakes::database::SimStore,
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
@@ -231,7 +231,7 @@ async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
                     let line = match outcome {
                         SwitchSyncOutcome::UpToDate => continue,
                         SwitchSyncOutcome::Reconciled(o) if o.is_noop() => continue,
-                        SwitchSyncOutcome::Reconciled(o) => fmt_outcome(world, &o),
+                        SwitchSyncOutcome::Reconciled(o) => world.name_addrs(&o.to_string()),
                         SwitchSyncOutcome::Failed(e) => format!("failed: {e}"),
                     };
                     parts.push(format!(
@@ -308,7 +308,7 @@ async fn service_nat_rpw(world: &World, host: &str, resolver: &InternalDnsResolv
                     parts.push(format!(
                         "{}: {}",
                         world.name_of(z),
-                        fmt_outcome(world, &outcome)
+                        world.name_addrs(&outcome.to_string())
                     ));
                 }
                 parts.join("; ")

@@ -7,10 +7,7 @@ pub mod sled;
 pub mod switch_zone;
 pub mod upstream;
 
-use racksim_reconciler::{
-    dpd::NatTarget,
-    nat::{NatEntry, NatReconcileOutcome},
-};
+use racksim_reconciler::{dpd::NatTarget, nat::NatEntry};
 
 use crate::{
     fakes::http::{serve, Handler},
@@ -50,39 +47,4 @@ pub(crate) fn fmt_target(world: &World, t: &NatTarget) -> String {
         t.inner_mac,
         t.vni
     )
-}
-
-/// A reconcile outcome on one switch, in a line: counts that are not zero,
-/// and failures.
-pub(crate) fn fmt_outcome(world: &World, o: &NatReconcileOutcome) -> String {
-    match o {
-        NatReconcileOutcome::Complete {
-            unchanged,
-            removed,
-            remove_failures,
-            created,
-            create_failures,
-        } => {
-            let mut parts = vec![format!("unchanged {unchanged}")];
-            if *removed > 0 {
-                parts.push(format!("removed {removed}"));
-            }
-            if *created > 0 {
-                parts.push(format!("created {created}"));
-            }
-            for f in remove_failures {
-                parts.push(format!("remove failed: {}", world.name_addrs(f)));
-            }
-            for f in create_failures {
-                parts.push(format!("create failed: {}", world.name_addrs(f)));
-            }
-            parts.join(", ")
-        }
-        NatReconcileOutcome::FailedReadingCurrentDpdNatEntries { error } => {
-            format!(
-                "cannot read NAT entries: {}",
-                world.name_addrs(&error.to_string())
-            )
-        }
-    }
 }

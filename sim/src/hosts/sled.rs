@@ -18,18 +18,16 @@ use racksim_reconciler::{
     instances::{VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState, VmmStateRequest},
     legacy::{self, LegacyProgress},
     nat::NatEntry,
-    scrimlet_local::{
-        scrimlet_reconcilers, HandleStatus, ScrimletNatStatus, SwitchZoneServices,
-        MGS_RETRY_INTERVAL,
-    },
-    sled_task::{SledNatReconciler, SledNatStatus},
+    scrimlet_local::{scrimlet_reconcilers, SwitchZoneServices},
+    sled_task::SledNatReconciler,
     task::{run_reconciler_task, TaskStatus, DEFAULT_PERIOD},
 };
 use rand::{rngs::SmallRng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
+use tracing::Instrument;
 
-use super::{control_plane, fmt_outcome, spawn_server, upstream::NTP_REPLY};
+use super::{control_plane, spawn_server, upstream::NTP_REPLY};
 use crate::{
     fakes::{
         dataplane::{Geneve, NtpQuery},
@@ -109,7 +107,9 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     let _config_tx = match world.params.strategy {
         Strategy::SledTask if !entries.is_empty() => {
             let (config_tx, config_rx) = watch::channel(entries.clone());
-            let (status_tx, status_rx) = watch::channel(TaskStatus::NotYetRun);
+            // The task logs its activations (`tracing`); the run's
+            // subscriber turns them into trace lines (`crate::logging`).
+            let status_tx = watch::Sender::new(TaskStatus::NotYetRun);
             let reconciler = SledNatReconciler::new(TurmoilConnector, resolver.clone());
             tokio::task::spawn_local(run_reconciler_task(
                 reconciler,
@@ -118,17 +118,10 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
                 DEFAULT_PERIOD,
                 status_tx,
             ));
-            tokio::task::spawn_local(trace_task_status(
-                world.clone(),
-                name.clone(),
-                "sled-task",
-                status_rx,
-                fmt_sled_status,
-            ));
             Some(config_tx)
         }
         Strategy::ScrimletLocal => {
-            start_scrimlet_reconcilers(&world, index, &name);
+            start_scrimlet_reconcilers(&world, index);
             None
         }
         _ => None,
@@ -146,24 +139,19 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         if world.params.strategy == Strategy::Legacy {
             let entry = rack.nat_entry(zone);
             let expected: BTreeSet<_> = rack.uplinked_switches().into_iter().collect();
-            let (progress_tx, progress_rx) = watch::channel(LegacyProgress::LookingUpSwitches);
-            let tracer = tokio::task::spawn_local(trace_legacy(
-                world.clone(),
-                name.clone(),
-                kind,
-                progress_rx,
-            ));
+            let progress = watch::Sender::new(LegacyProgress::LookingUpSwitches);
+            // The legacy path logs its phases; the `zone` span names the
+            // zone in those lines (`crate::logging`).
             legacy::ensure_zone_nat(
                 &TurmoilConnector,
                 &resolver,
                 &expected,
                 &entry,
                 &mut rng,
-                &progress_tx,
+                &progress,
             )
+            .instrument(tracing::info_span!("zone", zone = %kind))
             .await;
-            drop(progress_tx);
-            let _ = tracer.await;
         }
         let took = started.elapsed();
         world.lock().zone_starts.push((name.clone(), kind, took));
@@ -197,7 +185,7 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
 
 /// seed 003's design: a scrimlet reconciles its own switch zone from the
 /// rack-wide config the bootstore carries.
-fn start_scrimlet_reconcilers(world: &World, index: usize, name: &str) {
+fn start_scrimlet_reconcilers(world: &World, index: usize) {
     let sled = world.sled(index);
     let (Some(slot), Some(scrimlet)) = (sled.scrimlet_of, world.scrimlet_status(index)) else {
         return;
@@ -205,7 +193,8 @@ fn start_scrimlet_reconcilers(world: &World, index: usize, name: &str) {
     let Some(zone) = world.switch_zone_address(slot) else {
         return;
     };
-    let (handle, driver) = scrimlet_reconcilers(
+    // Its statuses are logged by the reconciler itself (`tracing`).
+    let (_handle, driver) = scrimlet_reconcilers(
         TurmoilConnector,
         SwitchZoneServices::UnderlayIp(zone),
         world.bootstore(),
@@ -213,186 +202,6 @@ fn start_scrimlet_reconcilers(world: &World, index: usize, name: &str) {
         DEFAULT_PERIOD,
     );
     tokio::task::spawn_local(driver);
-    tokio::task::spawn_local(trace_handle_status(
-        world.clone(),
-        name.to_string(),
-        handle.handle_status(),
-    ));
-    tokio::task::spawn_local(trace_task_status(
-        world.clone(),
-        name.to_string(),
-        "scrimlet-local",
-        handle.nat_status(),
-        fmt_scrimlet_status,
-    ));
-}
-
-/// One line per change of the scrimlet handle's state; repeated failures to
-/// reach MGS are not repeated.
-async fn trace_handle_status(world: World, host: String, mut rx: watch::Receiver<HandleStatus>) {
-    let mut last = String::new();
-    loop {
-        let line = match &*rx.borrow_and_update() {
-            HandleStatus::DeterminingSwitchSlot { last_error, .. } => match last_error {
-                None => "scrimlet-local: asking own MGS which switch this is".to_string(),
-                Some(e) => format!(
-                    "scrimlet-local: own MGS not answering, retrying every {}: {}",
-                    fmt_duration(MGS_RETRY_INTERVAL),
-                    world.name_addrs(e)
-                ),
-            },
-            HandleStatus::Running { switch } => {
-                format!("scrimlet-local: this scrimlet manages {switch}; reconcilers running")
-            }
-        };
-        if line != last {
-            world.record(
-                world
-                    .line(&host, Kind::Reconciler, line.clone())
-                    .field("task", "scrimlet-local"),
-            );
-            last = line;
-        }
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// One line per legacy phase change. Retries of the same failure are not
-/// repeated: a run that retries forever would otherwise drown its trace.
-async fn trace_legacy(
-    world: World,
-    host: String,
-    zone: ZoneKind,
-    mut rx: watch::Receiver<LegacyProgress>,
-) {
-    let mut last = String::new();
-    loop {
-        let line = {
-            let p = rx.borrow_and_update();
-            let names = |v: &[racksim_reconciler::discovery::SwitchSlot]| {
-                v.iter()
-                    .map(|s| s.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            match &*p {
-                LegacyProgress::LookingUpSwitches => "looking up switch zones".to_string(),
-                LegacyProgress::WaitingForSwitches { found, missing } => format!(
-                    "found [{}]; waiting up to {} for [{}]",
-                    names(&found.keys().copied().collect::<Vec<_>>()),
-                    fmt_duration(legacy::SWITCH_DISCOVERY_TIMEOUT),
-                    names(missing)
-                ),
-                LegacyProgress::GaveUpWaiting { found, missing } => format!(
-                    "gave up waiting for [{}]; proceeding with [{}]",
-                    names(missing),
-                    names(&found.keys().copied().collect::<Vec<_>>())
-                ),
-                LegacyProgress::EnsuringNat {
-                    switch,
-                    address,
-                    last_error,
-                    ..
-                } => match last_error {
-                    None => format!("ensuring NAT entry on {switch} at {address}"),
-                    Some(e) => format!(
-                        "ensure on {switch} failing, retrying forever: {}",
-                        world.name_addrs(e)
-                    ),
-                },
-                LegacyProgress::Done { programmed } => {
-                    format!("NAT ensured on [{}]", names(programmed))
-                }
-            }
-        };
-        if line != last {
-            world.record(
-                world
-                    .line(&host, Kind::Reconciler, format!("legacy {zone}: {line}"))
-                    .field("task", "legacy")
-                    .field("zone", zone),
-            );
-            last = line;
-        }
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// One line per completed activation of a reconciler task, and per inert
-/// change.
-async fn trace_task_status<S>(
-    world: World,
-    host: String,
-    task: &'static str,
-    mut rx: watch::Receiver<TaskStatus<S>>,
-    fmt: fn(&World, &S) -> String,
-) {
-    while rx.changed().await.is_ok() {
-        let line = match &*rx.borrow_and_update() {
-            TaskStatus::Idle { last_completion: c } => Some((
-                format!(
-                    "{task} #{} {}: {}",
-                    c.activation_count,
-                    c.activation_reason,
-                    fmt(&world, &c.status)
-                ),
-                "completed",
-            )),
-            TaskStatus::Inert { reason, .. } => {
-                Some((format!("{task}: inert ({reason:?})"), "inert"))
-            }
-            TaskStatus::NotYetRun | TaskStatus::Running { .. } => None,
-        };
-        if let Some((line, outcome)) = line {
-            world.record(
-                world
-                    .line(&host, Kind::Reconciler, line)
-                    .field("task", task)
-                    .field("outcome", outcome),
-            );
-        }
-    }
-}
-
-fn fmt_sled_status(world: &World, status: &SledNatStatus) -> String {
-    match status {
-        SledNatStatus::NoNatEntriesConfig => "no NAT entries configured".to_string(),
-        SledNatStatus::DiscoveryFailed { error } => {
-            format!("discovery failed: {}", world.name_addrs(&error.0))
-        }
-        SledNatStatus::Reconciled { switches } if switches.is_empty() => {
-            "no switch zones found".to_string()
-        }
-        SledNatStatus::Reconciled { switches } => switches
-            .iter()
-            .map(|(addr, s)| {
-                let who = match s.slot {
-                    Some(slot) => slot.to_string(),
-                    None => world.name_of(*addr),
-                };
-                format!("{who}: {}", fmt_outcome(world, &s.outcome))
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-    }
-}
-
-fn fmt_scrimlet_status(world: &World, status: &ScrimletNatStatus) -> String {
-    match status {
-        ScrimletNatStatus::NoNatEntriesConfig => "no NAT config in the bootstore yet".to_string(),
-        ScrimletNatStatus::Reconciled {
-            switch,
-            generation,
-            outcome,
-        } => format!(
-            "{switch} (config generation {generation}): {}",
-            fmt_outcome(world, outcome)
-        ),
-    }
 }
 
 /// Boundary NTP: query upstream until a reply arrives (through NAT).

@@ -1,0 +1,162 @@
+//! The reconciler's `tracing` events, as trace lines.
+//!
+//! The reconciler crate logs the way a Rust service does: `tracing` events
+//! at its decision points (an activation ends, a task goes inert, the legacy
+//! path gives up waiting, a status changes), with structured fields (`task`,
+//! `activation`, `reason`, ...). A run installs a subscriber of its own —
+//! thread-local (`tracing::subscriber::set_default`), never global, since a
+//! sweep runs simulations on several threads at once — whose
+//! [`TraceLayer`] turns each event at `INFO` or above from the reconciler
+//! into a [`TraceLine`] of kind [`Kind::Reconciler`]:
+//!
+//! * stamped with the simulated time of the host that emitted it;
+//! * on that host, by name: turmoil enters a `node` span (its `name` field
+//!   is the host's address) around each host's turn, and the world knows the
+//!   address's name;
+//! * with the event's fields, and its message as the text (addresses
+//!   replaced by names, as everywhere in the trace); inside a `zone` span
+//!   (a zone start in sled-agent), the legacy path's lines read
+//!   `legacy ZONE: ...`.
+//!
+//! Nothing in a line depends on wall-clock time, thread or span ids, so the
+//! trace stays byte-identical for a seed. `DEBUG` events (each NAT create
+//! or remove, plans, backoff delays, repeats) do not reach the trace; with
+//! `RUST_LOG` set, everything the filter admits is also printed to stderr
+//! (stdout never changes).
+
+use std::{collections::BTreeMap, fmt};
+
+use tracing::{
+    field::{Field, Visit},
+    span, Event, Level, Subscriber,
+};
+use tracing_subscriber::{
+    filter::{EnvFilter, FilterFn},
+    layer::{Context, SubscriberExt},
+    registry::LookupSpan,
+    Layer,
+};
+
+use crate::{
+    trace::{Kind, TraceLine},
+    world::World,
+};
+
+/// The reconciler crate's target prefix.
+const RECONCILER: &str = "racksim_reconciler";
+
+/// Install the run's subscriber on this thread until the guard drops.
+pub fn install(world: &World) -> tracing::subscriber::DefaultGuard {
+    let trace = TraceLayer {
+        world: world.clone(),
+    }
+    .with_filter(FilterFn::new(|meta| {
+        if meta.is_span() {
+            return matches!(meta.name(), "node" | "zone");
+        }
+        meta.target().starts_with(RECONCILER) && *meta.level() <= Level::INFO
+    }));
+    // Debugging aid only: stderr, and only when asked for.
+    let stderr = std::env::var_os("RUST_LOG").map(|_| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            // Wall-clock stamps would mislead: the run is in simulated time.
+            .without_time()
+            .with_filter(EnvFilter::from_default_env())
+    });
+    let subscriber = tracing_subscriber::registry().with(trace).with(stderr);
+    tracing::subscriber::set_default(subscriber)
+}
+
+/// Fields of a span this layer cares about (`node`'s `name`, `zone`'s
+/// `zone`), kept in the span's extensions.
+#[derive(Default)]
+struct SpanFields(BTreeMap<&'static str, String>);
+
+/// Collects an event's or span's fields as strings; `message` apart.
+#[derive(Default)]
+struct Fields {
+    message: Option<String>,
+    fields: BTreeMap<&'static str, String>,
+}
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let text = format!("{value:?}");
+        if field.name() == "message" {
+            self.message = Some(text);
+        } else {
+            self.fields.insert(field.name(), text);
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message = Some(value.to_string());
+        } else {
+            self.fields.insert(field.name(), value.to_string());
+        }
+    }
+}
+
+/// Turns the reconciler's events into trace lines (see the module docs).
+pub struct TraceLayer {
+    world: World,
+}
+
+impl<S> Layer<S> for TraceLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        let mut visitor = Fields::default();
+        attrs.record(&mut visitor);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(SpanFields(visitor.fields));
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let mut visitor = Fields::default();
+        event.record(&mut visitor);
+        let mut host = None;
+        let mut zone = None;
+        if let Some(scope) = ctx.event_scope(event) {
+            for span in scope {
+                let ext = span.extensions();
+                let Some(fields) = ext.get::<SpanFields>() else {
+                    continue;
+                };
+                match span.name() {
+                    "node" if host.is_none() => host = fields.0.get("name").cloned(),
+                    "zone" if zone.is_none() => zone = fields.0.get("zone").cloned(),
+                    _ => {}
+                }
+            }
+        }
+        // Outside a host (the driver, a unit test) there is no simulated
+        // time to stamp it with: not a trace line.
+        let (Some(host), Some(at)) = (host, turmoil::sim_elapsed()) else {
+            return;
+        };
+        let host = match host.parse() {
+            Ok(addr) => self.world.name_of(addr),
+            Err(_) => host,
+        };
+        let message = visitor.message.unwrap_or_default();
+        let text = match (visitor.fields.get("task").map(String::as_str), &zone) {
+            (Some("legacy"), Some(zone)) => format!("legacy {zone}: {message}"),
+            _ => message,
+        };
+        let mut line = TraceLine::new(at, &host, Kind::Reconciler, self.world.name_addrs(&text))
+            .field("level", event.metadata().level().as_str().to_lowercase());
+        for (key, value) in visitor.fields {
+            line = line.field(key, self.world.name_addrs(&value));
+        }
+        if let Some(zone) = zone {
+            line = line.field("zone", zone);
+        }
+        self.world.record(line);
+    }
+}
