@@ -1,19 +1,10 @@
 //! The CLI's other commands, end to end: list, sweep (with shards), matrix
 //! and bench, through the real binary.
 
-use std::process::Command;
+mod common;
+use common::racksim;
 
-fn racksim(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
-        .args(args)
-        .output()
-        .expect("racksim runs");
-    (
-        out.status.code(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+use std::process::Command;
 
 #[test]
 fn list_names_every_scenario_with_a_description() {

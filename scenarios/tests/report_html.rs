@@ -3,7 +3,10 @@
 //! elements, and the tests look at their `data-block`, `data-lane` and
 //! `data-kind` attributes — never at raw markup.
 
-use std::{collections::BTreeMap, process::Command, time::Duration};
+mod common;
+use common::{racksim, scratch};
+
+use std::{collections::BTreeMap, time::Duration};
 
 use racksim::{
     catalogue,
@@ -381,25 +384,6 @@ fn a_long_run_of_a_large_rack_stays_small() {
     assert!(recs > 900, "{recs}");
     assert_eq!(block.count_kind("reconciler"), recs);
     assert!(block.find_all("data-kind", "reconciler").len() < 100);
-}
-
-fn racksim(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
-        .args(args)
-        .output()
-        .expect("racksim runs");
-    (
-        out.status.code(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("racksim-report-html-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
 }
 
 #[test]

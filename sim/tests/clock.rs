@@ -45,10 +45,8 @@ fn run_until(sim: &mut turmoil::Sim<'_>, limit: Duration, done: impl Fn() -> boo
     steps
 }
 
-#[test]
-fn a_message_arrives_after_exactly_its_link_latency() {
-    let mut sim = sim(1);
-    let log: Log = Default::default();
+/// A UDP echo server on host `server`, port 9000.
+fn echo_server(sim: &mut turmoil::Sim<'static>) {
     sim.host("server", || async {
         let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 9000)).await?;
         let mut buf = [0u8; 16];
@@ -57,6 +55,13 @@ fn a_message_arrives_after_exactly_its_link_latency() {
             sock.send_to(&buf[..n], from).await?;
         }
     });
+}
+
+#[test]
+fn a_message_arrives_after_exactly_its_link_latency() {
+    let mut sim = sim(1);
+    let log: Log = Default::default();
+    echo_server(&mut sim);
     let l = log.clone();
     sim.host("client", move || {
         let l = l.clone();
@@ -245,14 +250,7 @@ fn loopback_tcp_is_delivered_at_the_same_instant() {
 fn a_partition_drops_messages_and_a_repair_lets_them_through() {
     let mut sim = sim(1);
     let log: Log = Default::default();
-    sim.host("server", || async {
-        let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 9000)).await?;
-        let mut buf = [0u8; 16];
-        loop {
-            let (n, from) = sock.recv_from(&mut buf).await?;
-            sock.send_to(&buf[..n], from).await?;
-        }
-    });
+    echo_server(&mut sim);
     let l = log.clone();
     sim.host("client", move || {
         let l = l.clone();

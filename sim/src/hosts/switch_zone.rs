@@ -141,19 +141,20 @@ fn nat_change_line(world: &World, slot: SwitchSlot, change: &NatChange) -> Trace
             .field("target", target)
             .field("vni", vni)
     };
+    let (op, sign) = match change {
+        NatChange::Created(_) | NatChange::Created6(_) => ("add", '+'),
+        _ => ("remove", '-'),
+    };
     match change {
         NatChange::Created(e) | NatChange::Deleted(e) => {
-            let (op, sign) = match change {
-                NatChange::Created(_) => ("add", '+'),
-                _ => ("remove", '-'),
-            };
             let n = NatEntry::from_dpd(e);
             let text = format!("dpd: NAT {sign} {}", fmt_entry(world, &n));
             let target = world.name_of(n.target.internal_ip);
+            let ip = n.external_ip.to_string();
             entry(
                 op,
                 text,
-                n.external_ip.to_string(),
+                ip,
                 n.first_port,
                 n.last_port,
                 target,
@@ -161,21 +162,10 @@ fn nat_change_line(world: &World, slot: SwitchSlot, change: &NatChange) -> Trace
             )
         }
         NatChange::Created6(e) | NatChange::Deleted6(e) => {
-            let (op, sign) = match change {
-                NatChange::Created6(_) => ("add", '+'),
-                _ => ("remove", '-'),
-            };
             let text = format!("dpd: NAT6 {sign} {}/{}-{}", e.external, e.low, e.high);
             let target = world.name_of(e.target.internal_ip);
-            entry(
-                op,
-                text,
-                e.external.to_string(),
-                e.low,
-                e.high,
-                target,
-                e.target.vni,
-            )
+            let ip = e.external.to_string();
+            entry(op, text, ip, e.low, e.high, target, e.target.vni)
         }
         NatChange::Reset { removed } => world
             .line(

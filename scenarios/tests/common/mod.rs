@@ -1,0 +1,24 @@
+//! Helpers shared by the integration tests that drive the real binary.
+
+use std::process::Command;
+
+/// Run `racksim` with `args`: exit code, stdout, stderr.
+pub fn racksim(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
+        .args(args)
+        .output()
+        .expect("racksim runs");
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// A fresh scratch path under the temp dir, unique to this process.
+#[allow(dead_code)] // not every test binary uses it
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("racksim-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
