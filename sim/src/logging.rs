@@ -10,9 +10,10 @@
 //! into a [`TraceLine`] of kind [`Kind::Reconciler`]:
 //!
 //! * stamped with the simulated time of the host that emitted it;
-//! * on that host, by name: turmoil enters a `node` span (its `name` field
-//!   is the host's address) around each host's turn, and the world knows the
-//!   address's name;
+//! * on that host, by name: turmoil says which host's software is running
+//!   (`turmoil::current_host`, part of racksim's patch; its per-host `node`
+//!   span says the same, but following spans costs a span per host turn),
+//!   and the world knows the address's name;
 //! * with the event's fields, and its message as the text (addresses
 //!   replaced by names, as everywhere in the trace); inside a `zone` span
 //!   (a zone start in sled-agent), the legacy path's lines read
@@ -24,7 +25,7 @@
 //! `RUST_LOG` set, everything the filter admits is also printed to stderr
 //! (stdout never changes).
 
-use std::{collections::BTreeMap, fmt};
+use std::{collections::BTreeMap, fmt, net::IpAddr};
 
 use tracing::{
     field::{Field, Visit},
@@ -52,7 +53,7 @@ pub fn install(world: &World) -> tracing::subscriber::DefaultGuard {
     }
     .with_filter(FilterFn::new(|meta| {
         if meta.is_span() {
-            return matches!(meta.name(), "node" | "zone");
+            return meta.name() == "zone";
         }
         meta.target().starts_with(RECONCILER) && *meta.level() <= Level::INFO
     }));
@@ -69,8 +70,8 @@ pub fn install(world: &World) -> tracing::subscriber::DefaultGuard {
     tracing::subscriber::set_default(subscriber)
 }
 
-/// Fields of a span this layer cares about (`node`'s `name`, `zone`'s
-/// `zone`), kept in the span's extensions.
+/// Fields of a span this layer cares about (`zone`'s `zone`), kept in the
+/// span's extensions.
 #[derive(Default)]
 struct SpanFields(BTreeMap<&'static str, String>);
 
@@ -120,30 +121,18 @@ where
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let mut visitor = Fields::default();
         event.record(&mut visitor);
-        let mut host = None;
-        let mut zone = None;
-        if let Some(scope) = ctx.event_scope(event) {
-            for span in scope {
-                let ext = span.extensions();
-                let Some(fields) = ext.get::<SpanFields>() else {
-                    continue;
-                };
-                match span.name() {
-                    "node" if host.is_none() => host = fields.0.get("name").cloned(),
-                    "zone" if zone.is_none() => zone = fields.0.get("zone").cloned(),
-                    _ => {}
-                }
-            }
-        }
+        let zone = ctx.event_scope(event).and_then(|scope| {
+            scope
+                .filter(|span| span.name() == "zone")
+                .find_map(|span| span.extensions().get::<SpanFields>()?.0.get("zone").cloned())
+        });
         // Outside a host (the driver, a unit test) there is no simulated
         // time to stamp it with: not a trace line.
-        let (Some(host), Some(at)) = (host, turmoil::sim_elapsed()) else {
+        let (Some(IpAddr::V6(addr)), Some(at)) = (turmoil::current_host(), turmoil::sim_elapsed())
+        else {
             return;
         };
-        let host = match host.parse() {
-            Ok(addr) => self.world.name_of(addr),
-            Err(_) => host,
-        };
+        let host = self.world.name_of(addr);
         let message = visitor.message.unwrap_or_default();
         let text = match (visitor.fields.get("task").map(String::as_str), &zone) {
             (Some("legacy"), Some(zone)) => format!("legacy {zone}: {message}"),

@@ -253,6 +253,13 @@ pub fn elapsed() -> Duration {
     World::current(|world| world.current_host().timer.elapsed())
 }
 
+/// The address of the simulated host whose software is running now, if
+/// any (racksim patch: lets a log subscriber name the host without a span
+/// per host turn).
+pub fn current_host() -> Option<IpAddr> {
+    World::try_current(|world| world.current).ok().flatten()
+}
+
 /// Returns how long the simulation has been executing for in virtual time.
 ///
 /// Will return None if the duration is not available, typically because
