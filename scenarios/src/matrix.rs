@@ -15,7 +15,7 @@ use racksim_sim::trace::fmt_duration;
 use serde::Serialize;
 
 use crate::{
-    file::{Scenario, Variant},
+    file::{Expectation, Scenario, Variant},
     runner,
 };
 
@@ -107,6 +107,11 @@ pub struct Cell {
     pub violated: usize,
     /// Runs whose expectation held.
     pub as_expected: usize,
+    /// The requirement on the seeds together (`some_seeds_violate`), if the
+    /// expectation has one.
+    pub some_seeds_violate: Option<SomeSeeds>,
+    /// Every run met its expectation and the seeds together met theirs.
+    pub met: bool,
     /// Time to converge over converged runs, in milliseconds.
     pub ttc_p50_ms: Option<u64>,
     pub ttc_max_ms: Option<u64>,
@@ -122,6 +127,68 @@ pub struct Unexpected {
     pub seed: u64,
     pub why: String,
     pub replay: String,
+}
+
+/// The requirement an expectation puts on a set of seeds rather than on
+/// one run: `some_seeds_violate = "INV"` says a race that only some timings
+/// expose, so at least one of the seeds run must break INV. The matrix, the
+/// sweep and the test suite all judge it here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SomeSeeds {
+    /// The invariant some seed must break.
+    pub invariant: String,
+    /// The seeds it was judged over, e.g. `seeds 1..=32`.
+    pub seeds: String,
+    /// How many of those runs broke it.
+    pub violating: usize,
+    /// Whether at least one did.
+    pub met: bool,
+}
+
+impl SomeSeeds {
+    /// Why the requirement did not hold, or `None` when it did.
+    pub fn failure(&self) -> Option<String> {
+        (!self.met).then(|| {
+            format!(
+                "expected some of {} to violate {}, none did",
+                self.seeds, self.invariant
+            )
+        })
+    }
+}
+
+/// Judge `exp`'s `some_seeds_violate` over `runs` (`seeds` describes them,
+/// see [`describe_seeds`]). `None` when the expectation has no such
+/// requirement. Only a run that broke that very invariant counts.
+pub fn some_seeds_violate(
+    exp: &Expectation,
+    runs: &[RunSummary],
+    seeds: String,
+) -> Option<SomeSeeds> {
+    let inv = exp.some_seeds_violate.as_ref()?;
+    let violating = runs
+        .iter()
+        .filter(|r| r.violated == Some(inv.as_str()))
+        .count();
+    Some(SomeSeeds {
+        invariant: inv.clone(),
+        seeds,
+        violating,
+        met: violating > 0,
+    })
+}
+
+/// `seeds 1..=32` for a contiguous run of seeds, `seed 7` for one, else
+/// `N seeds`.
+pub fn describe_seeds(seeds: &[u64]) -> String {
+    match seeds {
+        [] => "no seeds".to_string(),
+        [one] => format!("seed {one}"),
+        [first, .., last] if seeds.windows(2).all(|w| w[1] == w[0] + 1) => {
+            format!("seeds {first}..={last}")
+        }
+        _ => format!("{} seeds", seeds.len()),
+    }
 }
 
 /// Run the matrix over `seeds` for `scenarios`.
@@ -146,11 +213,11 @@ pub fn matrix(
     cells
         .iter()
         .zip(results.chunks(seeds.len().max(1)))
-        .map(|(&(scenario, strategy), runs)| summarise(scenario, strategy, runs))
+        .map(|(&(scenario, strategy), runs)| summarise(scenario, strategy, runs, seeds))
         .collect()
 }
 
-fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary]) -> Cell {
+fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary], seeds: &[u64]) -> Cell {
     let mut ttc: Vec<Duration> = runs.iter().filter_map(|r| r.converged_at).collect();
     ttc.sort();
     let mut settle: Vec<Duration> = runs.iter().filter_map(|r| r.settled_after).collect();
@@ -158,16 +225,20 @@ fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary]) -> Cel
     // Nearest-rank median: the smallest value with at least half the runs
     // at or below it.
     let p50 = |v: &[Duration]| (!v.is_empty()).then(|| v[(v.len() - 1) / 2].as_millis() as u64);
-    let expected = scenario.expectations[&strategy].summary();
+    let exp = &scenario.expectations[&strategy];
+    let some_seeds = some_seeds_violate(exp, runs, describe_seeds(seeds));
+    let as_expected = runs.iter().filter(|r| r.judgement.is_ok()).count();
     Cell {
         scenario: scenario.name.clone(),
         strategy: strategy.to_string(),
-        expected,
+        expected: exp.summary(),
         runs: runs.len(),
         converged: ttc.len(),
         failed: runs.len() - ttc.len(),
         violated: runs.iter().filter(|r| r.violated.is_some()).count(),
-        as_expected: runs.iter().filter(|r| r.judgement.is_ok()).count(),
+        as_expected,
+        met: as_expected == runs.len() && some_seeds.as_ref().is_none_or(|s| s.met),
+        some_seeds_violate: some_seeds,
         ttc_p50_ms: p50(&ttc),
         ttc_max_ms: ttc.last().map(|d| d.as_millis() as u64),
         settle_p50_ms: p50(&settle),
@@ -215,7 +286,7 @@ pub fn table(cells: &[Cell]) -> String {
                 format!("{}/{}", c.converged, c.runs),
                 format!("{}/{}", c.failed, c.runs),
                 format!("{}/{}", c.violated, c.runs),
-                if c.as_expected == c.runs {
+                if c.met {
                     format!("yes {}/{}", c.as_expected, c.runs)
                 } else {
                     format!("NO {}/{}", c.as_expected, c.runs)
@@ -248,6 +319,9 @@ pub fn table(cells: &[Cell]) -> String {
         out += &(line(r.iter().map(String::as_str).collect()) + "\n");
     }
     for c in cells {
+        if let Some(why) = c.some_seeds_violate.as_ref().and_then(SomeSeeds::failure) {
+            out += &format!("unexpected: {} / {}: {why}\n", c.scenario, c.strategy);
+        }
         for u in &c.unexpected {
             out += &format!(
                 "unexpected: {} / {} seed {}: {}\n  replay: {}\n",

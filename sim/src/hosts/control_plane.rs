@@ -24,6 +24,7 @@ use super::sled::TimeSync;
 use crate::{
     fakes::database::SimStore,
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
+    plan::Strategy,
     trace::Kind,
     world::{InstanceRequest, World},
 };
@@ -114,8 +115,18 @@ async fn serve(world: &World, host: &str, index: usize, resolver: &InternalDnsRe
             );
         }
     }
+    // One owner per era: Nexus's service-zone NAT task existed while the
+    // legacy path and the per-sled task did; upstream removed it once the
+    // scrimlet reconcilers owned service NAT (two owners of one table
+    // duel), so under `scrimlet-local` it does not run and the scrimlets'
+    // own repairs are the only ones.
+    let service_nat = async {
+        if world.params.strategy != Strategy::ScrimletLocal {
+            service_nat_rpw(world, host, resolver).await;
+        }
+    };
     tokio::join!(
-        service_nat_rpw(world, host, resolver),
+        service_nat,
         instance_rpws(world, host, &store, start),
         instance_api(world, host, &ops),
     );
