@@ -122,9 +122,13 @@ where
         let mut visitor = Fields::default();
         event.record(&mut visitor);
         let zone = ctx.event_scope(event).and_then(|scope| {
-            scope
-                .filter(|span| span.name() == "zone")
-                .find_map(|span| span.extensions().get::<SpanFields>()?.0.get("zone").cloned())
+            scope.filter(|span| span.name() == "zone").find_map(|span| {
+                span.extensions()
+                    .get::<SpanFields>()?
+                    .0
+                    .get("zone")
+                    .cloned()
+            })
         });
         // Outside a host (the driver, a unit test) there is no simulated
         // time to stamp it with: not a trace line.

@@ -21,7 +21,7 @@ use crate::{
         UPSTREAM_NTP_NAME,
     },
     trace::{fmt_duration, fmt_time, Kind, TraceLine},
-    world::{DpdFault, HostKind, InstanceRequest, InstanceSpec, RunParams, World},
+    world::{DpdFault, HostKind, InstanceRequest, InstanceSpec, NexusCommand, RunParams, World},
 };
 
 /// How long the rack must stay converged before a run ends as converged.
@@ -354,8 +354,9 @@ impl<'a> Driver<'a> {
                 self.set_scrimlet(*slot, ScrimletStatus::Scrimlet);
             }
             Action::ReplaceScrimlet(slot) => self.replace_scrimlet(now, *slot),
-            Action::ControlPlaneDown | Action::ControlPlaneCrash => world.set_nexus_enabled(false),
-            Action::ControlPlaneUp => world.set_nexus_enabled(true),
+            Action::ControlPlaneDown => world.command_nexus(NexusCommand::Stop),
+            Action::ControlPlaneCrash => world.command_nexus(NexusCommand::Crash),
+            Action::ControlPlaneUp => world.command_nexus(NexusCommand::Run),
             Action::PowerOff => {
                 for h in self.rack_hosts() {
                     self.crash(&h);

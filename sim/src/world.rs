@@ -160,7 +160,7 @@ pub struct World {
     pub params: Arc<RunParams>,
     state: Arc<Mutex<State>>,
     /// Whether the operator wants the control plane running.
-    nexus_enabled: Arc<watch::Sender<bool>>,
+    nexus: Arc<watch::Sender<NexusCommand>>,
     /// The bootstore's copy of the rack-wide networking config.
     bootstore: Arc<watch::Sender<Option<SystemNetworkingConfig>>>,
     /// Rung when an instance request is queued.
@@ -228,7 +228,7 @@ impl World {
         };
         World {
             state: Arc::new(Mutex::new(state)),
-            nexus_enabled: Arc::new(watch::Sender::new(true)),
+            nexus: Arc::new(watch::Sender::new(NexusCommand::Run)),
             doorbell: Arc::new(watch::Sender::new(0)),
             bootstore: Arc::new(watch::Sender::new(Some(bootstore))),
             params: Arc::new(params),
@@ -331,17 +331,19 @@ impl World {
             .map(|tx| tx.subscribe())
     }
 
-    pub fn nexus_enabled(&self) -> watch::Receiver<bool> {
-        self.nexus_enabled.subscribe()
+    /// What the operator (the plan) wants of the control plane.
+    pub fn nexus_command(&self) -> watch::Receiver<NexusCommand> {
+        self.nexus.subscribe()
     }
 
-    pub fn set_nexus_enabled(&self, enabled: bool) {
-        self.nexus_enabled.send_replace(enabled);
+    pub fn command_nexus(&self, command: NexusCommand) {
+        self.nexus.send_replace(command);
         self.lock().version += 1;
     }
 
+    /// The operator wants the control plane running.
     pub fn nexus_is_enabled(&self) -> bool {
-        *self.nexus_enabled.borrow()
+        *self.nexus.borrow() == NexusCommand::Run
     }
 
     /// Queue an instance API request for Nexus.
@@ -390,6 +392,19 @@ impl World {
         }
         st.version += 1;
     }
+}
+
+/// What the operator wants of the control plane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NexusCommand {
+    /// Run (start once time has synchronised).
+    Run,
+    /// An orderly stop: take no new API requests, let the operations and
+    /// background-task activations in flight finish, then stop.
+    Stop,
+    /// A crash: everything in flight dies where it is (the database and its
+    /// saga log survive).
+    Crash,
 }
 
 /// What a simulated host is.

@@ -89,3 +89,76 @@ fn a_custom_rack_without_uplink_on_switch1_needs_no_entries_there() {
         assert!(outcome.trace.iter().all(|l| !l.host.contains(':')));
     }
 }
+
+/// Crash is not stop. The same start saga, interrupted 40 ms in (after
+/// MARK_AS_STARTING, mid-way through the ensures): an orderly stop lets it
+/// finish before the control plane goes down; a crash abandons it where it
+/// is, and the next incarnation resumes it from the saga log.
+#[test]
+fn an_orderly_stop_finishes_the_saga_in_flight_and_a_crash_leaves_it_to_resume() {
+    let run_with = |interrupt: Action| {
+        let plan = Plan::new()
+            .at(
+                Duration::from_secs(60),
+                Action::InstanceCreate {
+                    instance: "web1".into(),
+                    sled: "sled2".into(),
+                },
+            )
+            .at(
+                Duration::from_secs(120),
+                Action::InstanceStop {
+                    instance: "web1".into(),
+                },
+            )
+            .at(
+                Duration::from_secs(180),
+                Action::InstanceStart {
+                    instance: "web1".into(),
+                    sled: "sled1".into(),
+                },
+            )
+            .at(Duration::from_millis(180_040), interrupt)
+            .at(Duration::from_secs(300), Action::ControlPlaneUp);
+        let mut cfg = RunConfig::new(RackSpec::madrid(), Strategy::SledTask, 1)
+            .with_plan(plan)
+            .with_deadline(Duration::from_secs(600));
+        cfg.instances = vec![racksim_sim::InstanceSpec {
+            name: "web1".into(),
+        }];
+        let out = run(&cfg);
+        assert!(out.verdict.converged(), "{:?}", out.verdict);
+        out.trace
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<String>>()
+    };
+    let position = |trace: &[String], needle: &str| {
+        trace
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line contains {needle:?}"))
+    };
+
+    let stopped = run_with(Action::ControlPlaneDown);
+    let done = position(&stopped, "start web1 on sled1: ok, running");
+    let down = position(
+        &stopped,
+        "control plane stopped; in-flight operations finished first",
+    );
+    assert!(done < down, "the start finished before the stop");
+    assert!(!stopped.iter().any(|l| l.contains("resumed saga")));
+
+    let crashed = run_with(Action::ControlPlaneCrash);
+    let down = position(
+        &crashed,
+        "control plane crashed; in-flight operations abandoned",
+    );
+    let resumed = position(&crashed, "resumed saga");
+    assert!(down < resumed);
+    assert!(
+        crashed[resumed].contains("ok, running"),
+        "{}",
+        crashed[resumed]
+    );
+}

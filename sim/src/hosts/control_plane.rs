@@ -26,8 +26,9 @@ use crate::{
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
     plan::Strategy,
     trace::Kind,
-    world::{InstanceRequest, World},
+    world::{InstanceRequest, NexusCommand, World},
 };
+use tokio::sync::watch;
 
 /// How often Nexus checks whether time has synchronised before it starts.
 pub const TIMESYNC_POLL: Duration = Duration::from_secs(5);
@@ -35,44 +36,75 @@ pub const TIMESYNC_POLL: Duration = Duration::from_secs(5);
 pub const RPW_PERIOD: Duration = Duration::from_secs(30);
 
 /// Runs inside the Nexus zone on sled `index`, for as long as the zone runs.
+///
+/// Two ways down, as in a real rack: an orderly stop (`control-plane-down`)
+/// takes no new requests and lets what is in flight finish; a crash
+/// (`control-plane-crash`) abandons everything where it is — possibly
+/// between a database write and its saga log entry — and the next
+/// incarnation resumes from the saga log.
 pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
     let host = world.sled(index).name;
-    let mut enabled = world.nexus_enabled();
+    let mut command = world.nexus_command();
     loop {
-        if enabled.wait_for(|on| *on).await.is_err() {
+        if command.wait_for(|c| *c == NexusCommand::Run).await.is_err() {
             return;
         }
-        tokio::select! {
+        let stop = command.clone();
+        let what = tokio::select! {
             biased;
             // Cancel-safe: `wait_for` only observes the channel; dropping it
             // loses nothing.
-            r = enabled.wait_for(|on| !*on) => {
+            r = command.wait_for(|c| *c == NexusCommand::Crash) => {
                 if r.is_err() {
                     return;
                 }
-                let was_up = {
-                    let mut st = world.lock();
-                    let was_up = st.control_plane_up;
-                    st.control_plane_up = false;
-                    st.version += 1;
-                    was_up
-                };
-                let what = if was_up { "control plane down" } else { "control plane start cancelled" };
-                world.record(
-                    world
-                        .line(&host, Kind::ControlPlane, format!("nexus: {what}; in-flight operations abandoned"))
-                        .field("state", "down"),
-                );
+                if world.lock().control_plane_up {
+                    "control plane crashed; in-flight operations abandoned"
+                } else {
+                    "control plane start cancelled (crash)"
+                }
             }
-            // Not cancel-safe in general, and it need not be: taking Nexus
-            // down abandons whatever it was doing, as a crash would.
-            () = serve(&world, &host, index, &resolver) => {}
+            // Not cancel-safe in general, and it need not be: a crash
+            // abandons whatever it was doing. It returns only after an
+            // orderly stop has let its work finish.
+            came_up = serve(&world, &host, index, &resolver, stop) => {
+                if came_up {
+                    "control plane stopped; in-flight operations finished first"
+                } else {
+                    "control plane start cancelled"
+                }
+            }
+        };
+        {
+            let mut st = world.lock();
+            st.control_plane_up = false;
+            st.version += 1;
         }
+        world.record(
+            world
+                .line(&host, Kind::ControlPlane, format!("nexus: {what}"))
+                .field("state", "down"),
+        );
     }
 }
 
-/// Wait for time sync, come up, then run the service NAT RPW forever.
-async fn serve(world: &World, host: &str, index: usize, resolver: &InternalDnsResolver) {
+/// Resolves once the operator wants the control plane stopped (or crashed;
+/// the caller handles a crash first).
+async fn stop_requested(stop: &mut watch::Receiver<NexusCommand>) {
+    // An error means the world is gone: stop as well.
+    let _ = stop.wait_for(|c| *c != NexusCommand::Run).await;
+}
+
+/// Wait for time sync, come up, then run the background tasks and the
+/// instance API until an orderly stop, which lets them finish what they
+/// are doing. Returns whether it came up at all.
+async fn serve(
+    world: &World,
+    host: &str,
+    index: usize,
+    resolver: &InternalDnsResolver,
+    mut stop: watch::Receiver<NexusCommand>,
+) -> bool {
     let sled_agent = HttpClient::new(
         TurmoilConnector,
         SocketAddr::new(world.sled(index).address.into(), SLED_AGENT_PORT),
@@ -81,7 +113,13 @@ async fn serve(world: &World, host: &str, index: usize, resolver: &InternalDnsRe
         if let Ok(TimeSync { sync: true }) = sled_agent.get::<TimeSync>("/timesync").await {
             break;
         }
-        tokio::time::sleep(TIMESYNC_POLL).await;
+        tokio::select! {
+            biased;
+            // Cancel-safe: observing a watch channel.
+            () = stop_requested(&mut stop) => return false,
+            // Cancel-safe: a sleep holds nothing but its deadline.
+            () = tokio::time::sleep(TIMESYNC_POLL) => {}
+        }
     }
     {
         let mut st = world.lock();
@@ -122,14 +160,15 @@ async fn serve(world: &World, host: &str, index: usize, resolver: &InternalDnsRe
     // own repairs are the only ones.
     let service_nat = async {
         if world.params.strategy != Strategy::ScrimletLocal {
-            service_nat_rpw(world, host, resolver).await;
+            service_nat_rpw(world, host, resolver, stop.clone()).await;
         }
     };
     tokio::join!(
         service_nat,
-        instance_rpws(world, host, &store, start),
-        instance_api(world, host, &ops),
+        instance_rpws(world, host, &store, start, stop.clone()),
+        instance_api(world, host, &ops, stop.clone()),
     );
+    true
 }
 
 fn fmt_op(outcome: &Result<InstanceRecord, OpError>) -> String {
@@ -152,6 +191,7 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
     world: &World,
     host: &str,
     ops: &InstanceOps<TurmoilConnector, S>,
+    mut stop: watch::Receiver<NexusCommand>,
 ) {
     let mut bell = world.doorbell();
     let mut running = tokio::task::JoinSet::new();
@@ -205,6 +245,29 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
         }
         tokio::select! {
             biased;
+            // An orderly stop: no more API (requests not yet started are
+            // refused), and the operations in flight run to completion.
+            // Cancel-safe: observing a watch channel.
+            () = stop_requested(&mut stop) => {
+                world.lock().control_plane_up = false;
+                let refused: Vec<InstanceRequest> = world.lock().requests.drain(..).collect();
+                for req in refused {
+                    let (InstanceRequest::Create { instance, .. }
+                    | InstanceRequest::Start { instance, .. }
+                    | InstanceRequest::Stop { instance }
+                    | InstanceRequest::Delete { instance }) = req;
+                    world.trace(
+                        host,
+                        Kind::Instance,
+                        format!(
+                            "nexus: request for {} refused: the control plane is stopping",
+                            world.instance_name(instance)
+                        ),
+                    );
+                }
+                while running.join_next().await.is_some() {}
+                return;
+            }
             // Cancel-safe: `changed` only observes the channel.
             r = bell.changed() => {
                 if r.is_err() {
@@ -225,6 +288,7 @@ async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
     host: &str,
     store: &S,
     start: StartImpl,
+    mut stop: watch::Receiver<NexusCommand>,
 ) {
     if start == StartImpl::Legacy {
         return;
@@ -233,7 +297,14 @@ async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
     let mut interval = tokio::time::interval(RPW_PERIOD);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        interval.tick().await;
+        // An orderly stop waits for the activation in progress, never
+        // interrupts it. Cancel-safe: observing a watch channel, and an
+        // interval's tick (a missed tick is delayed, not lost).
+        tokio::select! {
+            biased;
+            () = stop_requested(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
         let mut parts = Vec::new();
         match nat.activate(&TurmoilConnector, store).await {
             Err(e) => parts.push(format!("instance NAT: database: {e}")),
@@ -297,13 +368,25 @@ async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
 }
 
 /// Service NAT: make every dpd's service entries match the database.
-async fn service_nat_rpw(world: &World, host: &str, resolver: &InternalDnsResolver) {
+async fn service_nat_rpw(
+    world: &World,
+    host: &str,
+    resolver: &InternalDnsResolver,
+    mut stop: watch::Receiver<NexusCommand>,
+) {
     let desired = world.rack().desired_nat();
     let mut activation = 0u64;
     let mut interval = tokio::time::interval(RPW_PERIOD);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        interval.tick().await;
+        // An orderly stop waits for the activation in progress, never
+        // interrupts it. Cancel-safe: observing a watch channel, and an
+        // interval's tick (a missed tick is delayed, not lost).
+        tokio::select! {
+            biased;
+            () = stop_requested(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
         activation += 1;
         let line = match resolver.switch_zones().await {
             Err(e) => format!("discovery failed: {}", world.name_addrs(&e.0)),
