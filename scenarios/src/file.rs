@@ -435,25 +435,31 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
                 return Err(err(Some(s.at.span()), message, Some(hint)));
             }
         }
-        let action = step_action(s, &rack, &instances, &mut state).map_err(|(span, msg, hint)| {
-            // A step the state does not allow yet, with a step that would
-            // allow it later in the list but able to draw a time before it:
-            // the windows overlap.
-            let enabler = resource.as_ref().and_then(|r| {
-                sorted[i + 1..].iter().find(|later| {
-                    later.action.get_ref() != s.action.get_ref()
-                        && ordered_resource(later).as_ref() == Some(r)
-                        && earliest(later.at.get_ref().0) <= at.latest()
-                })
-            });
-            match enabler {
-                Some(later) => {
-                    let (message, hint) = overlap(s, later);
-                    err(Some(s.at.span()), message, Some(hint))
+        let before = state.clone();
+        let action =
+            step_action(s, &rack, &instances, &mut state).map_err(|(span, msg, hint)| {
+                // A step the state does not allow yet, with a step later in the
+                // list that would allow it but can draw a time before it: the
+                // windows overlap.
+                let enabler = resource.as_ref().and_then(|r| {
+                    sorted[i + 1..].iter().find(|later| {
+                        ordered_resource(later).as_ref() == Some(r)
+                            && earliest(later.at.get_ref().0) <= at.latest()
+                            && {
+                                let mut st = before.clone();
+                                step_action(later, &rack, &instances, &mut st).is_ok()
+                                    && step_action(s, &rack, &instances, &mut st).is_ok()
+                            }
+                    })
+                });
+                match enabler {
+                    Some(later) => {
+                        let (message, hint) = overlap(s, later);
+                        err(Some(s.at.span()), message, Some(hint))
+                    }
+                    None => err(Some(span), msg, hint),
                 }
-                None => err(Some(span), msg, hint),
-            }
-        })?;
+            })?;
         if let Some(r) = resource {
             last.insert(r, s);
         }
@@ -659,6 +665,7 @@ type StepError = (Range<usize>, String, Option<String>);
 
 /// What the plan has done so far, to reject steps that make no sense
 /// (healing a partition never made, powering on a sidecar that is on).
+#[derive(Clone)]
 struct PlanState {
     hosts: Vec<String>,
     switches: Vec<SwitchSlot>,
@@ -1282,6 +1289,161 @@ deadline = "2h"
             let e = error_of(&format!("{GOOD}\n[[step]]\nat = \"1m\"\n{step}\n"));
             assert!(e.message.contains(message), "{step}: {e}");
         }
+    }
+
+    /// GOOD with these steps appended: `(at, the step's other lines)`.
+    fn with_steps(steps: &[(&str, &str)]) -> String {
+        let mut text = GOOD.to_string();
+        for (at, rest) in steps {
+            text += &format!("\n[[step]]\nat = \"{at}\"\n{rest}\n");
+        }
+        text
+    }
+
+    /// The error for a step that must come after another but whose window
+    /// can draw a time before it.
+    fn overlap_error(steps: &[(&str, &str)]) -> ScenarioError {
+        let e = error_of(&with_steps(steps));
+        assert!(e.message.contains("can happen before"), "{e}");
+        e
+    }
+
+    #[test]
+    fn a_cold_boot_whose_window_can_precede_the_power_off_is_rejected() {
+        // Inside the power-off's window: sorted first, so it looks like a
+        // cold boot with no power-off at all, but a power-off exists.
+        let e = overlap_error(&[
+            ("10m..14m", "action = \"power-off\""),
+            ("12m..13m", "action = \"cold-boot\""),
+        ]);
+        assert_eq!((e.line, e.column), (29, 6), "{e}");
+        assert_eq!(
+            e.message,
+            "cold-boot at 12m..13m can happen before power-off at 10m..14m"
+        );
+        assert_eq!(
+            e.hint.as_deref(),
+            Some(
+                "cold-boot's window 12m..13m can start before power-off's 10m..14m ends; \
+                 make the windows not overlap"
+            )
+        );
+        assert!(
+            e.to_string()
+                .starts_with("error: t.toml:29:6: cold-boot at 12m..13m"),
+            "{e}"
+        );
+        // Ending after the power-off's window, but able to start inside it.
+        let e = overlap_error(&[
+            ("10m..14m", "action = \"power-off\""),
+            ("12m..15m", "action = \"cold-boot\""),
+        ]);
+        assert_eq!((e.line, e.column), (29, 6), "{e}");
+        // A fixed time inside the window.
+        let e = overlap_error(&[
+            ("10m..14m", "action = \"power-off\""),
+            ("13m", "action = \"cold-boot\""),
+        ]);
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("cold-boot must come after power-off in every draw; start it at 14m or later")
+        );
+        // Windows that touch are fine: a tie keeps plan order.
+        let ok = with_steps(&[
+            ("10m..12m", "action = \"power-off\""),
+            ("12m..13m", "action = \"cold-boot\""),
+        ]);
+        assert!(parse("t.toml", &ok).is_ok());
+    }
+
+    #[test]
+    fn same_time_steps_run_in_file_order() {
+        let e = overlap_error(&[
+            ("10m", "action = \"cold-boot\""),
+            ("10m", "action = \"power-off\""),
+        ]);
+        assert_eq!(e.line, 25, "{e}");
+        assert_eq!(
+            e.hint.as_deref(),
+            Some(
+                "both are at 10m and cold-boot is listed first, so it runs first; \
+                 list the power-off step before it"
+            )
+        );
+        let ok = with_steps(&[
+            ("10m", "action = \"power-off\""),
+            ("10m", "action = \"cold-boot\""),
+        ]);
+        assert!(parse("t.toml", &ok).is_ok());
+    }
+
+    #[test]
+    fn a_reveal_whose_window_can_precede_the_hide_is_rejected() {
+        let e = error_of(&GOOD.replace("at = \"0s\"", "at = \"4m..6m\""));
+        assert_eq!((e.line, e.column), (12, 6), "{e}");
+        assert_eq!(
+            e.message,
+            "reveal-switch at 5m..8m can happen before hide-switch at 4m..6m"
+        );
+    }
+
+    #[test]
+    fn a_heal_whose_window_can_precede_the_partition_is_rejected() {
+        let partition = "action = \"partition\"\na = \"sled0\"\nb = \"switch1\"";
+        let heal = "action = \"heal\"\na = \"sled0\"\nb = \"switch1\"";
+        for (p, h, first) in [("1m..3m", "2m..4m", "heal"), ("1m..5m", "2m..4m", "heal")] {
+            let e = overlap_error(&[(p, partition), (h, heal)]);
+            assert!(e.message.starts_with(first), "{e}");
+            assert_eq!(e.line, 31, "{e}");
+        }
+        // A partition with other groups does not make the heal possible.
+        let e = error_of(&with_steps(&[
+            (
+                "1m",
+                "action = \"partition\"\na = \"sled1\"\nb = \"switch1\"",
+            ),
+            ("2m", heal),
+        ]));
+        assert!(e.message.contains("never made"), "{e}");
+        let ok = with_steps(&[("1m..2m", partition), ("2m..4m", heal)]);
+        assert!(parse("t.toml", &ok).is_ok());
+    }
+
+    #[test]
+    fn sidecar_steps_whose_windows_overlap_are_rejected() {
+        let off = "action = \"sidecar-power-off\"\nswitch = \"switch0\"";
+        let on = "action = \"sidecar-power-on\"\nswitch = \"switch0\"";
+        // The power-on can come before the power-off.
+        let e = overlap_error(&[("10m..14m", off), ("12m..13m", on)]);
+        assert_eq!(
+            e.message,
+            "sidecar-power-on at 12m..13m can happen before sidecar-power-off at 10m..14m"
+        );
+        // A second power-off can come before the power-on that precedes it.
+        let e = overlap_error(&[("10m", off), ("12m..14m", on), ("13m..15m", off)]);
+        assert_eq!(
+            e.message,
+            "sidecar-power-off at 13m..15m can happen before sidecar-power-on at 12m..14m"
+        );
+        let ok = with_steps(&[("10m", off), ("12m..14m", on), ("14m..15m", off)]);
+        assert!(parse("t.toml", &ok).is_ok());
+    }
+
+    #[test]
+    fn a_control_plane_up_that_can_precede_its_down_is_rejected() {
+        let e = overlap_error(&[
+            ("12m..14m", "action = \"control-plane-down\""),
+            ("13m", "action = \"control-plane-up\""),
+        ]);
+        assert_eq!(
+            e.message,
+            "control-plane-up at 13m can happen before control-plane-down at 12m..14m"
+        );
+        let e = overlap_error(&[
+            ("3m..3m150ms", "action = \"control-plane-crash\""),
+            ("3m100ms", "action = \"control-plane-up\""),
+        ]);
+        assert!(e.message.starts_with("control-plane-up at 3m0.1s"), "{e}");
     }
 
     const INSTANCES: &str = r#"name = "i"

@@ -457,9 +457,7 @@ fn sweep(
         }
         if let Some(why) = &some_seeds_failure {
             if shard.is_some() {
-                println!(
-                    "note: {why} (a shard is not judged on this; merge the shards' JSON)"
-                );
+                println!("note: {why} (a shard is not judged on this; merge the shards' JSON)");
             } else {
                 println!("unexpected: {} / {variant}: {why}", scenario.name);
             }

@@ -255,3 +255,117 @@ fn rust_log_never_changes_stdout() {
     assert_eq!(quiet, logged);
     assert!(stderr.contains("NAT plan computed"), "{stderr}");
 }
+
+/// A race scenario whose plan races nothing: no seed can break the
+/// invariant its `some_seeds_violate` names.
+const NO_RACE: &str = r#"name = "no-race"
+description = "a create and nothing else"
+kind = "instances"
+rack = "madrid"
+ntp_return_switch = "switch0"
+
+[[instance]]
+name = "web1"
+
+[[step]]
+at = "1m"
+action = "instance-create"
+instance = "web1"
+sled = "sled2"
+
+[expect.naive]
+outcome = "any"
+deadline = "3m"
+some_seeds_violate = "no-state-after-delete"
+"#;
+
+#[test]
+fn a_sweep_where_no_seed_breaks_the_race_invariant_is_not_as_expected() {
+    let dir = common::scratch("no-race");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("no-race.toml");
+    std::fs::write(&path, NO_RACE).unwrap();
+    let path = path.to_str().unwrap();
+
+    let (code, out, err) = racksim(&["sweep", path, "--strategy", "naive", "--seeds", "1..2"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.contains("expectation held: 2 of 2"), "{out}");
+    assert!(
+        out.contains(
+            "unexpected: no-race / naive: expected some of seeds 1..=2 to violate \
+             no-state-after-delete, none did"
+        ),
+        "{out}"
+    );
+
+    let (code, out, err) = racksim(&[
+        "sweep",
+        path,
+        "--strategy",
+        "naive",
+        "--seeds",
+        "1..2",
+        "--json",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["some_seeds_violate"]["met"], false, "{out}");
+    assert_eq!(v["some_seeds_violate"]["violating"], 0, "{out}");
+
+    // One shard is not judged on it: it says what it saw, for the merge.
+    let (code, out, err) = racksim(&[
+        "sweep",
+        path,
+        "--strategy",
+        "naive",
+        "--seeds",
+        "1..2",
+        "--shard",
+        "0/2",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["some_seeds_violate"]["met"], false, "{out}");
+    assert_eq!(
+        v["some_seeds_violate"]["seeds"], "seeds 1..=2 of shard 0/2",
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_matrix_judges_some_seeds_violate_per_cell() {
+    let (code, out, err) = racksim(&[
+        "matrix",
+        "--scenario",
+        "start-delete-race",
+        "--seeds",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let cells: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let naive = cells
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["strategy"] == "naive")
+        .expect("a naive cell");
+    assert_eq!(naive["met"], true, "{naive}");
+    assert_eq!(
+        naive["some_seeds_violate"]["invariant"], "no-state-after-delete",
+        "{naive}"
+    );
+    assert_eq!(
+        naive["some_seeds_violate"]["seeds"], "seeds 1..=2",
+        "{naive}"
+    );
+    let saga = cells
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["strategy"] == "saga")
+        .expect("a saga cell");
+    assert!(saga["some_seeds_violate"].is_null(), "{saga}");
+}
