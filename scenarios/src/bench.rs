@@ -516,26 +516,7 @@ pub fn table(report: &Report) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    out += &(line(header.to_vec()) + "\n");
-    for r in &rows {
-        out += &(line(r.iter().map(String::as_str).collect()) + "\n");
-    }
+    out += &crate::matrix::columns(&header, &rows);
     out += "\nwall and sim/wall: median (min..max) over the repetitions; peak RSS: the largest; \
             sim s and events are deterministic.\n";
     out

@@ -298,26 +298,7 @@ pub fn table(cells: &[Cell]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    let mut out = line(header.to_vec()) + "\n";
-    for r in &rows {
-        out += &(line(r.iter().map(String::as_str).collect()) + "\n");
-    }
+    let mut out = columns(&header, &rows);
     for c in cells {
         if let Some(why) = c.some_seeds_violate.as_ref().and_then(SomeSeeds::failure) {
             out += &format!("unexpected: {} / {}: {why}\n", c.scenario, c.strategy);
@@ -328,6 +309,31 @@ pub fn table(cells: &[Cell]) -> String {
                 c.scenario, c.strategy, u.seed, u.why, u.replay
             );
         }
+    }
+    out
+}
+
+/// `header` and `rows` as left-aligned columns two spaces apart, one line
+/// each (trailing spaces trimmed). Shared by the matrix and bench tables.
+pub fn columns<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, cell) in widths.iter_mut().zip(r.as_ref()) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut l = cells
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        l.truncate(l.trim_end().len());
+        l + "\n"
+    };
+    let mut out = line(&mut header.iter().copied());
+    for r in rows {
+        out += &line(&mut r.as_ref().iter().map(String::as_str));
     }
     out
 }
