@@ -46,6 +46,7 @@ use crate::{
     http::{ClientError, Connector, HttpClient},
     mgs::MgsClient,
     nat::NatEntry,
+    task::StatusLog,
     DPD_PORT, MGS_PORT,
 };
 
@@ -165,45 +166,6 @@ impl std::fmt::Display for LegacyProgress {
     }
 }
 
-/// Publishes progress on the caller's channel when it changes, and logs
-/// each change of what it says: the 5-minute give-up and failures as
-/// warnings, repeats of the same line at debug level only (a path that
-/// retries forever would otherwise drown its log).
-struct Progress<'a> {
-    tx: &'a watch::Sender<LegacyProgress>,
-    said: String,
-}
-
-impl Progress<'_> {
-    fn set(&mut self, next: LegacyProgress) {
-        let line = next.to_string();
-        let warn = matches!(
-            next,
-            LegacyProgress::GaveUpWaiting { .. }
-                | LegacyProgress::EnsuringNat {
-                    last_error: Some(_),
-                    ..
-                }
-        );
-        self.tx.send_if_modified(|current| {
-            if *current == next {
-                false
-            } else {
-                *current = next;
-                true
-            }
-        });
-        if line == self.said {
-            tracing::debug!(task = "legacy", "{line} (again)");
-        } else if warn {
-            tracing::warn!(task = "legacy", "{line}");
-        } else {
-            tracing::info!(task = "legacy", "{line}");
-        }
-        self.said = line;
-    }
-}
-
 /// Blocks until done (possibly forever). Steps: discover (DNS + MGS /local/switch-id per zone)
 /// with backoff until all `expected` found, or >=1 found and 5 min elapsed since start; none found
 /// -> forever. Then for each found switch in slot order: forever { get(ip, first_port):
@@ -221,10 +183,7 @@ pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rn
     rng: &mut Rn,
     progress: &watch::Sender<LegacyProgress>,
 ) -> Vec<SwitchSlot> {
-    let mut progress = Progress {
-        tx: progress,
-        said: String::new(),
-    };
+    let mut progress = StatusLog::new(progress, "legacy", "");
     let found = discover_switches(connector, resolver, expected, rng, &mut progress).await;
 
     for (&switch, &address) in &found {
@@ -237,22 +196,28 @@ pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rn
         let mut attempts = 0;
         loop {
             attempts += 1;
-            progress.set(LegacyProgress::EnsuringNat {
-                switch,
-                address,
-                attempts,
-                last_error: last_error.clone(),
-            });
+            progress.set(
+                LegacyProgress::EnsuringNat {
+                    switch,
+                    address,
+                    attempts,
+                    last_error: last_error.clone(),
+                },
+                last_error.is_some(),
+            );
             match ensure_once(&dpd, entry).await {
                 Ok(()) => break,
                 Err(e) => {
                     last_error = Some(e.to_string());
-                    progress.set(LegacyProgress::EnsuringNat {
-                        switch,
-                        address,
-                        attempts,
-                        last_error: last_error.clone(),
-                    });
+                    progress.set(
+                        LegacyProgress::EnsuringNat {
+                            switch,
+                            address,
+                            attempts,
+                            last_error: last_error.clone(),
+                        },
+                        true,
+                    );
                     let delay = backoff.next_delay();
                     tracing::debug!(task = "legacy", %switch, attempts, delay_ms = delay.as_millis() as u64, "ensure failed; backing off");
                     tokio::time::sleep(delay).await;
@@ -262,9 +227,12 @@ pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rn
     }
 
     let programmed: Vec<SwitchSlot> = found.keys().copied().collect();
-    progress.set(LegacyProgress::Done {
-        programmed: programmed.clone(),
-    });
+    progress.set(
+        LegacyProgress::Done {
+            programmed: programmed.clone(),
+        },
+        false,
+    );
     programmed
 }
 
@@ -276,11 +244,11 @@ async fn discover_switches<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>
     resolver: &Res,
     expected: &BTreeSet<SwitchSlot>,
     rng: &mut Rn,
-    progress: &mut Progress<'_>,
+    progress: &mut StatusLog<'_, LegacyProgress>,
 ) -> BTreeMap<SwitchSlot, Ipv6Addr> {
     let start = Instant::now();
     let mut backoff = Backoff::new(rng);
-    progress.set(LegacyProgress::LookingUpSwitches);
+    progress.set(LegacyProgress::LookingUpSwitches, false);
     loop {
         let found = lookup_switches(connector, resolver).await;
         let missing: Vec<SwitchSlot> = expected
@@ -292,10 +260,14 @@ async fn discover_switches<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>
             return found;
         }
         if !found.is_empty() && start.elapsed() >= SWITCH_DISCOVERY_TIMEOUT {
-            progress.set(LegacyProgress::GaveUpWaiting {
-                found: found.clone(),
-                missing,
-            });
+            // The 5-minute give-up is the path's known weak point: a warning.
+            progress.set(
+                LegacyProgress::GaveUpWaiting {
+                    found: found.clone(),
+                    missing,
+                },
+                true,
+            );
             return found;
         }
         let next = if found.is_empty() {
@@ -305,7 +277,7 @@ async fn discover_switches<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>
         };
         // Only phase changes are published and logged: a lookup every few
         // seconds that finds the same thing is not news.
-        progress.set(next);
+        progress.set(next, false);
         tokio::time::sleep(backoff.next_delay()).await;
     }
 }

@@ -66,7 +66,8 @@ use crate::{
     mgs::MgsClient,
     nat::{reconcile_switch, NatEntry, NatReconcileOutcome, Scope},
     task::{
-        run_reconciler_task, ActivationReason, InertReason, Reconciler, ScrimletStatus, TaskStatus,
+        run_reconciler_task, ActivationReason, InertReason, Reconciler, ScrimletStatus, StatusLog,
+        TaskStatus,
     },
     DPD_PORT, MGS_PORT, SERVICES_VNI,
 };
@@ -205,35 +206,6 @@ impl fmt::Display for HandleStatus {
     }
 }
 
-/// Publishes the handle's status, and logs each change of what it says
-/// (repeated identical failures are logged at debug level only).
-struct Announcer<'a> {
-    tx: &'a watch::Sender<HandleStatus>,
-    said: String,
-}
-
-impl Announcer<'_> {
-    fn set(&mut self, status: HandleStatus) {
-        let line = status.to_string();
-        let failing = matches!(
-            status,
-            HandleStatus::DeterminingSwitchSlot {
-                last_error: Some(_),
-                ..
-            }
-        );
-        self.tx.send_replace(status);
-        if line == self.said {
-            tracing::debug!(task = "scrimlet-local", "{line} (again)");
-        } else if failing {
-            tracing::warn!(task = "scrimlet-local", "scrimlet-local: {line}");
-        } else {
-            tracing::info!(task = "scrimlet-local", "scrimlet-local: {line}");
-        }
-        self.said = line;
-    }
-}
-
 impl<C: Connector> Reconciler for ScrimletNatReconciler<C> {
     const NAME: &'static str = "scrimlet-local";
     /// `None` until the bootstore has delivered a config.
@@ -311,13 +283,10 @@ pub fn scrimlet_reconcilers<C: Connector>(
         nat_status: nat_rx,
     };
     let driver = async move {
-        let mut announcer = Announcer {
-            tx: &handle_tx,
-            said: String::new(),
-        };
+        let mut announcer = StatusLog::new(&handle_tx, "scrimlet-local", "scrimlet-local: ");
         // Bound first: the read guard must be gone before `set` writes.
         let initial = handle_tx.borrow().clone();
-        announcer.set(initial);
+        announcer.set(initial, false);
         let mgs = MgsClient::new(HttpClient::new(connector.clone(), services.mgs()));
         let Some(switch) = determine_switch_slot(&mgs, &mut announcer, &config, &scrimlet).await
         else {
@@ -327,7 +296,7 @@ pub fn scrimlet_reconcilers<C: Connector>(
             });
             return;
         };
-        announcer.set(HandleStatus::Running { switch });
+        announcer.set(HandleStatus::Running { switch }, false);
         let dpd = DpdClient::new(HttpClient::new(connector, services.dpd()));
         run_reconciler_task(
             ScrimletNatReconciler::new(dpd, switch),
@@ -345,7 +314,7 @@ pub fn scrimlet_reconcilers<C: Connector>(
 /// meanwhile (nobody is left to use the answer).
 async fn determine_switch_slot<C: Connector>(
     mgs: &MgsClient<C>,
-    status: &mut Announcer<'_>,
+    status: &mut StatusLog<'_, HandleStatus>,
     config: &watch::Receiver<Option<SystemNetworkingConfig>>,
     scrimlet: &watch::Receiver<ScrimletStatus>,
 ) -> Option<SwitchSlot> {
@@ -365,10 +334,13 @@ async fn determine_switch_slot<C: Connector>(
             Err(e) => e.to_string(),
         };
         attempts += 1;
-        status.set(HandleStatus::DeterminingSwitchSlot {
-            attempts,
-            last_error: Some(error),
-        });
+        status.set(
+            HandleStatus::DeterminingSwitchSlot {
+                attempts,
+                last_error: Some(error),
+            },
+            true,
+        );
         // `has_changed` errs only once the sender is gone; checked between
         // attempts rather than raced against them, so the future never
         // abandons a request half way.

@@ -124,6 +124,50 @@ impl<S> TaskStatus<S> {
     }
 }
 
+/// Publishes a status on its `watch` channel (when it changes) and logs
+/// each change of what it says — its `Display`, after `prefix`: failures as
+/// warnings, other changes at info level, repeats of the same line at debug
+/// level only (a path that retries forever would otherwise drown its log).
+pub(crate) struct StatusLog<'a, T> {
+    tx: &'a watch::Sender<T>,
+    task: &'static str,
+    prefix: &'static str,
+    said: String,
+}
+
+impl<'a, T: std::fmt::Display + PartialEq> StatusLog<'a, T> {
+    pub(crate) fn new(tx: &'a watch::Sender<T>, task: &'static str, prefix: &'static str) -> Self {
+        StatusLog {
+            tx,
+            task,
+            prefix,
+            said: String::new(),
+        }
+    }
+
+    /// Publish `next`; `failing` logs a change as a warning.
+    pub(crate) fn set(&mut self, next: T, failing: bool) {
+        let line = format!("{}{next}", self.prefix);
+        self.tx.send_if_modified(|current| {
+            if *current == next {
+                false
+            } else {
+                *current = next;
+                true
+            }
+        });
+        let task = self.task;
+        if line == self.said {
+            tracing::debug!(task, "{line} (again)");
+        } else if failing {
+            tracing::warn!(task, "{line}");
+        } else {
+            tracing::info!(task, "{line}");
+        }
+        self.said = line;
+    }
+}
+
 /// One kind of reconciliation.
 pub trait Reconciler: Send + 'static {
     /// The task's name in logs (`task` field of its `tracing` events).

@@ -188,7 +188,6 @@ impl Handler for MgsHandler {
 
 /// Inbound traffic from the uplink: NAT it to a sled or drop it.
 async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
-    let name = slot.to_string();
     let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, UPLINK_PORT)).await?;
     let mut buf = vec![0u8; 4096];
     loop {
@@ -207,20 +206,7 @@ async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
         match hit {
             Some(entry) => {
                 if was_dropping {
-                    world.lock().dropping.insert(slot, false);
-                    world.record(
-                        world
-                            .line(
-                                &name,
-                                Kind::Dataplane,
-                                format!(
-                                    "dataplane: forwarding inbound {}:{} again",
-                                    pkt.dst_ip, pkt.dst_port
-                                ),
-                            )
-                            .field("switch", slot)
-                            .field("dropping", false),
-                    );
+                    dropping_changed(&world, slot, false, &pkt);
                 }
                 let g = Geneve {
                     via: slot,
@@ -235,22 +221,32 @@ async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
             }
             None => {
                 if !was_dropping {
-                    world.lock().dropping.insert(slot, true);
-                    world.record(
-                        world
-                            .line(
-                                &name,
-                                Kind::Dataplane,
-                                format!(
-                                    "dataplane: dropping inbound {}:{}: no NAT entry",
-                                    pkt.dst_ip, pkt.dst_port
-                                ),
-                            )
-                            .field("switch", slot)
-                            .field("dropping", true),
-                    );
+                    dropping_changed(&world, slot, true, &pkt);
                 }
             }
         }
     }
+}
+
+/// The switch starts or stops dropping inbound traffic: recorded once per
+/// change, not per packet.
+fn dropping_changed(world: &World, slot: SwitchSlot, dropping: bool, pkt: &Inbound) {
+    world.lock().dropping.insert(slot, dropping);
+    let text = if dropping {
+        format!(
+            "dataplane: dropping inbound {}:{}: no NAT entry",
+            pkt.dst_ip, pkt.dst_port
+        )
+    } else {
+        format!(
+            "dataplane: forwarding inbound {}:{} again",
+            pkt.dst_ip, pkt.dst_port
+        )
+    };
+    world.record(
+        world
+            .line(&slot.to_string(), Kind::Dataplane, text)
+            .field("switch", slot)
+            .field("dropping", dropping),
+    );
 }
