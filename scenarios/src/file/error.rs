@@ -1,0 +1,97 @@
+//! Located errors: every rejection names the file, line and column of the
+//! offending value, shows the line and, where it helps, a hint.
+
+use std::{fmt, ops::Range};
+
+/// A scenario file error, located.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub origin: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+    pub source_line: String,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "error: {}:{}:{}: {}",
+            self.origin, self.line, self.column, self.message
+        )?;
+        let num = self.line.to_string();
+        let pad = " ".repeat(num.len());
+        writeln!(f, "{pad} |")?;
+        writeln!(f, "{num} | {}", self.source_line)?;
+        write!(f, "{pad} | {}^", " ".repeat(self.column.saturating_sub(1)))?;
+        if let Some(h) = &self.hint {
+            write!(f, "\n{pad} = hint: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Turns a byte span of the file into a located [`ScenarioError`].
+pub(super) struct Locator<'a> {
+    pub origin: &'a str,
+    pub text: &'a str,
+}
+
+impl Locator<'_> {
+    pub fn error(
+        &self,
+        span: Option<Range<usize>>,
+        message: String,
+        hint: Option<String>,
+    ) -> ScenarioError {
+        locate(
+            self.origin,
+            self.text,
+            span.map(|s| s.start).unwrap_or(0),
+            message,
+            hint,
+        )
+    }
+}
+
+pub(super) fn hint_for(message: &str) -> Option<String> {
+    if message.contains("unknown field") {
+        Some(
+            "check the spelling; the format is documented in scenarios/src/file/mod.rs and the README"
+                .into(),
+        )
+    } else if message.contains("missing field") {
+        Some(
+            "every scenario needs name, description, rack, ntp_return_switch and [expect.*]".into(),
+        )
+    } else {
+        None
+    }
+}
+
+fn locate(
+    origin: &str,
+    text: &str,
+    offset: usize,
+    message: String,
+    hint: Option<String>,
+) -> ScenarioError {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let column = text[line_start..offset].chars().count() + 1;
+    let source_line = text[line_start..].lines().next().unwrap_or("").to_string();
+    ScenarioError {
+        origin: origin.to_string(),
+        line,
+        column,
+        message,
+        source_line,
+        hint,
+    }
+}

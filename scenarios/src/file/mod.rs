@@ -1,0 +1,242 @@
+//! Scenario files: the TOML format, parsing and validation.
+//!
+//! A file is parsed and validated completely before anything runs. Every
+//! error points at the file, line and column of the offending value, shows
+//! the line, and where it helps, a hint. The format:
+//!
+//! ```toml
+//! name = "madrid-one-switch"
+//! description = "one line for `racksim list`"
+//! rack = "madrid"                 # a rack shape from sim::rack
+//! ntp_return_switch = "switch1"   # where upstream NTP replies come back in
+//! stability = "1m"                # optional; how long converged must hold
+//!
+//! [[step]]                         # timed plan steps, any order
+//! at = "0s"                        # or a window drawn from the seed: "5m..8m"
+//! action = "hide-switch"           # hide-switch | reveal-switch
+//! switch = "switch1"
+//!
+//! [expect.sled-task]               # one table per strategy
+//! outcome = "converges"
+//! within = "10m"
+//!
+//! [expect.legacy]
+//! outcome = "fails"
+//! deadline = "2h"
+//! verdict_mentions = ["switch1"]   # text the failed verdict must contain
+//! ```
+//!
+//! The data path inside this module: [`raw`] is the file's TOML shape (with
+//! spans); [`expect`] turns `[expect.*]` tables into [`Expectation`]s;
+//! [`steps`] turns each `[[step]]` into a plan [`Action`](racksim_sim::Action)
+//! against what the plan has done so far; [`order`] checks that steps on one
+//! piece of state happen in the same order in every draw of their windows;
+//! [`error`] locates every rejection at its line and column.
+
+mod error;
+mod expect;
+mod order;
+mod raw;
+mod steps;
+#[cfg(test)]
+mod tests;
+
+use std::{collections::BTreeMap, fmt, path::Path, time::Duration};
+
+use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+use racksim_sim::{rack::RackSpec, run::DEFAULT_STABILITY, InstanceSpec, Plan, Strategy};
+use toml::Spanned;
+
+pub use error::ScenarioError;
+pub use expect::{Expectation, Outcome, INVARIANTS};
+pub use raw::{parse_duration, DurationValue};
+
+use error::{hint_for, Locator};
+use raw::RawScenario;
+
+/// What a scenario compares: service-NAT strategies (`kind =
+/// "service-nat"`, the default) or instance start implementations (`kind =
+/// "instances"`). It is what `--strategy` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Variant {
+    Nat(Strategy),
+    Start(StartImpl),
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Variant::Nat(s) => write!(f, "{s}"),
+            Variant::Start(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// What a scenario is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    ServiceNat,
+    Instances,
+}
+
+/// A validated scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub kind: Kind,
+    /// The service-NAT strategy of an instances scenario (fixed).
+    pub service_nat: Strategy,
+    /// Instances the plan refers to.
+    pub instances: Vec<InstanceSpec>,
+    pub name: String,
+    pub description: String,
+    /// Where it came from: a path, or `catalogue:NAME`.
+    pub origin: String,
+    pub rack_name: String,
+    pub rack: RackSpec,
+    pub ntp_return_switch: SwitchSlot,
+    pub stability: Duration,
+    pub plan: Plan,
+    pub expectations: BTreeMap<Variant, Expectation>,
+}
+
+impl Scenario {
+    /// Parse a `--strategy` value for this scenario's kind.
+    pub fn variant(&self, name: &str) -> Result<Variant, String> {
+        parse_variant(self.kind, name)
+    }
+}
+
+fn parse_variant(kind: Kind, name: &str) -> Result<Variant, String> {
+    match kind {
+        Kind::ServiceNat => name.parse::<Strategy>().map(Variant::Nat),
+        Kind::Instances => name.parse::<StartImpl>().map(Variant::Start).map_err(|_| {
+            format!("unknown start implementation {name:?} (expected one of: legacy, naive, saga)")
+        }),
+    }
+}
+
+/// Parse and validate a scenario from its text. `origin` names it in errors.
+pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    let loc = Locator { origin, text };
+    let err = |span, message, hint| loc.error(span, message, hint);
+    let raw: RawScenario = toml::from_str(text).map_err(|e| {
+        let message = e.message().trim().to_string();
+        let hint = hint_for(&message);
+        err(e.span(), message, hint)
+    })?;
+
+    let Some(rack) = RackSpec::by_name(raw.rack.get_ref()) else {
+        return Err(err(
+            Some(raw.rack.span()),
+            format!("unknown rack {:?}", raw.rack.get_ref()),
+            Some(format!("known racks: {}", RackSpec::NAMES.join(", "))),
+        ));
+    };
+    let switch = |s: &Spanned<String>| -> Result<SwitchSlot, ScenarioError> {
+        let slot = match s.get_ref().as_str() {
+            "switch0" => Some(SwitchSlot::Switch0),
+            "switch1" => Some(SwitchSlot::Switch1),
+            _ => None,
+        };
+        slot.filter(|slot| rack.switch(*slot).is_some())
+            .ok_or_else(|| {
+                let known: Vec<String> = rack.switches.iter().map(|s| s.name()).collect();
+                err(
+                    Some(s.span()),
+                    format!("unknown switch {:?} in rack {}", s.get_ref(), rack.name),
+                    Some(format!("switches of this rack: {}", known.join(", "))),
+                )
+            })
+    };
+    let kind = match raw.kind.as_ref().map(|k| k.get_ref().as_str()) {
+        None | Some("service-nat") => Kind::ServiceNat,
+        Some("instances") => Kind::Instances,
+        Some(other) => {
+            return Err(err(
+                raw.kind.as_ref().map(|k| k.span()),
+                format!("unknown kind {other:?}"),
+                Some("expected \"service-nat\" (the default) or \"instances\"".into()),
+            ))
+        }
+    };
+    let service_nat = match &raw.service_nat {
+        None => Strategy::SledTask,
+        Some(s) => s
+            .get_ref()
+            .parse::<Strategy>()
+            .map_err(|e| err(Some(s.span()), e, None))?,
+    };
+    if kind == Kind::ServiceNat {
+        if let Some(s) = &raw.service_nat {
+            return Err(err(
+                Some(s.span()),
+                "`service_nat` only applies to kind = \"instances\"".into(),
+                Some(
+                    "a service-nat scenario compares the strategies in its [expect.*] tables"
+                        .into(),
+                ),
+            ));
+        }
+    }
+    let mut instances: Vec<InstanceSpec> = Vec::new();
+    for i in &raw.instances {
+        if instances.iter().any(|x| x.name == *i.name.get_ref()) {
+            return Err(err(
+                Some(i.name.span()),
+                format!("instance {:?} is declared twice", i.name.get_ref()),
+                None,
+            ));
+        }
+        instances.push(InstanceSpec {
+            name: i.name.get_ref().clone(),
+        });
+    }
+    if kind == Kind::ServiceNat {
+        if let Some(i) = raw.instances.first() {
+            return Err(err(
+                Some(i.name.span()),
+                "instances are declared only in kind = \"instances\" scenarios".into(),
+                None,
+            ));
+        }
+    }
+    let ntp_return_switch = switch(&raw.ntp_return_switch)?;
+    if !rack.switch(ntp_return_switch).is_some_and(|s| s.uplinked) {
+        return Err(err(
+            Some(raw.ntp_return_switch.span()),
+            format!("{ntp_return_switch} has no uplink, so no traffic can return through it"),
+            None,
+        ));
+    }
+
+    let stability = raw.stability.map(|d| d.0).unwrap_or(DEFAULT_STABILITY);
+    let expectations = expect::expectations(&raw, kind, stability, &loc)?;
+    let latest_deadline = expectations
+        .values()
+        .map(|e| e.deadline)
+        .max()
+        .unwrap_or_default();
+    let plan = order::plan(&raw.steps, &rack, &instances, latest_deadline, &loc)?;
+
+    Ok(Scenario {
+        kind,
+        service_nat,
+        instances,
+        name: raw.name,
+        description: raw.description,
+        origin: origin.to_string(),
+        rack_name: raw.rack.into_inner(),
+        rack,
+        ntp_return_switch,
+        stability,
+        plan,
+        expectations,
+    })
+}
+
+/// Read and parse a scenario file.
+pub fn load(path: &Path) -> Result<Scenario, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
+    parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
+}

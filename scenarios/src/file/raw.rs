@@ -1,0 +1,158 @@
+//! The file's TOML shape, with the spans errors point at.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use racksim_sim::At;
+use serde::{de, Deserialize, Deserializer};
+use toml::Spanned;
+
+use super::expect::RawExpect;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScenario {
+    pub name: String,
+    pub description: String,
+    #[serde(default)]
+    pub kind: Option<Spanned<String>>,
+    #[serde(default)]
+    pub service_nat: Option<Spanned<String>>,
+    #[serde(default, rename = "instance")]
+    pub instances: Vec<RawInstance>,
+    pub rack: Spanned<String>,
+    pub ntp_return_switch: Spanned<String>,
+    #[serde(default)]
+    pub stability: Option<DurationValue>,
+    #[serde(default, rename = "step")]
+    pub steps: Vec<RawStep>,
+    #[serde(default)]
+    pub expect: BTreeMap<Spanned<String>, RawExpect>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInstance {
+    pub name: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawStep {
+    pub at: Spanned<AtValue>,
+    pub action: Spanned<String>,
+    #[serde(default)]
+    pub switch: Option<Spanned<String>>,
+    #[serde(default)]
+    pub host: Option<Spanned<String>>,
+    #[serde(default)]
+    pub a: Option<Spanned<HostGroup>>,
+    #[serde(default)]
+    pub b: Option<Spanned<HostGroup>>,
+    #[serde(default)]
+    pub oneway: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub latency: Option<Spanned<DurationValue>>,
+    #[serde(default, rename = "for")]
+    pub window: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub zone: Option<Spanned<String>>,
+    #[serde(default)]
+    pub instance: Option<Spanned<String>>,
+    #[serde(default)]
+    pub sled: Option<Spanned<String>>,
+}
+
+/// One host or a list of hosts.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum HostGroup {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl HostGroup {
+    pub fn names(&self) -> Vec<String> {
+        match self {
+            HostGroup::One(h) => vec![h.clone()],
+            HostGroup::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// A duration written as `250ms`, `30s`, `5m`, `2h`, or a sum like `1h30m`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DurationValue(pub Duration);
+
+impl<'de> Deserialize<'de> for DurationValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s)
+            .map(DurationValue)
+            .map_err(de::Error::custom)
+    }
+}
+
+/// A step time: a duration, or a window `A..B` drawn from the seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct AtValue(pub At);
+
+impl<'de> Deserialize<'de> for AtValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.split_once("..") {
+            None => parse_duration(&s)
+                .map(|d| AtValue(At::Fixed(d)))
+                .map_err(de::Error::custom),
+            Some((a, b)) => {
+                let a = parse_duration(a).map_err(de::Error::custom)?;
+                let b = parse_duration(b).map_err(de::Error::custom)?;
+                if a > b {
+                    return Err(de::Error::custom(format!(
+                        "empty window {s:?}: its start is after its end"
+                    )));
+                }
+                Ok(AtValue(At::Window(a, b)))
+            }
+        }
+    }
+}
+
+/// Parse `250ms`, `30s`, `1.5s`, `5m`, `2h`, `1h30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "invalid duration {s:?}: expected e.g. \"50us\", \"250ms\", \"30s\", \"5m\", \"1h30m\""
+        )
+    };
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(bad());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        if num_len == 0 {
+            return Err(bad());
+        }
+        let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let us = match unit {
+            "us" | "µs" => value,
+            "ms" => value * 1e3,
+            "s" => value * 1e6,
+            "m" => value * 60e6,
+            "h" => value * 3600e6,
+            _ => return Err(bad()),
+        };
+        total += Duration::from_micros(us.round() as u64);
+    }
+    Ok(total)
+}

@@ -1,0 +1,353 @@
+//! The action vocabulary: each `[[step]]` becomes a plan action, checked
+//! against the rack and against what the plan has done so far.
+
+use std::{ops::Range, time::Duration};
+
+use racksim_reconciler::discovery::SwitchSlot;
+use racksim_sim::{
+    rack::{RackSpec, ZoneKind},
+    Action, InstanceSpec,
+};
+use toml::Spanned;
+
+use super::raw::{HostGroup, RawStep};
+
+type StepError = (Range<usize>, String, Option<String>);
+
+/// What the plan has done so far, to reject steps that make no sense
+/// (healing a partition never made, powering on a sidecar that is on).
+#[derive(Clone)]
+pub(super) struct PlanState {
+    hosts: Vec<String>,
+    switches: Vec<SwitchSlot>,
+    hidden: std::collections::BTreeSet<SwitchSlot>,
+    partitions: Vec<(Vec<String>, Vec<String>, bool)>,
+    sidecars_off: std::collections::BTreeSet<SwitchSlot>,
+    control_plane_down: bool,
+    powered_off: bool,
+    next_sled: usize,
+}
+
+impl PlanState {
+    pub fn new(rack: &RackSpec) -> Self {
+        PlanState {
+            hosts: rack.host_names(),
+            switches: rack.switches.iter().map(|s| s.slot).collect(),
+            hidden: Default::default(),
+            partitions: Vec::new(),
+            sidecars_off: Default::default(),
+            control_plane_down: false,
+            powered_off: false,
+            next_sled: rack.sleds.len(),
+        }
+    }
+}
+
+/// The fields each action takes (besides `at` and `action`).
+const ACTION_FIELDS: &[(&str, &[&str])] = &[
+    ("hide-switch", &["switch"]),
+    ("reveal-switch", &["switch"]),
+    ("crash", &["host"]),
+    ("restart", &["host"]),
+    ("dpd-restart", &["switch"]),
+    ("partition", &["a", "b", "oneway"]),
+    ("heal", &["a", "b", "oneway"]),
+    ("latency", &["a", "b", "latency"]),
+    ("dpd-errors", &["switch", "for"]),
+    ("dpd-hang", &["switch", "for"]),
+    ("sidecar-power-off", &["switch"]),
+    ("sidecar-power-on", &["switch"]),
+    ("replace-scrimlet", &["switch"]),
+    ("control-plane-down", &[]),
+    ("control-plane-up", &[]),
+    ("control-plane-crash", &[]),
+    ("power-off", &[]),
+    ("cold-boot", &[]),
+    ("stale-entry", &["switch", "zone"]),
+    ("instance-create", &["instance", "sled"]),
+    ("instance-start", &["instance", "sled"]),
+    ("instance-stop", &["instance"]),
+    ("instance-delete", &["instance"]),
+];
+
+pub(super) fn step_action(
+    s: &RawStep,
+    rack: &RackSpec,
+    instances: &[InstanceSpec],
+    st: &mut PlanState,
+) -> Result<Action, StepError> {
+    let name = s.action.get_ref().as_str();
+    let aspan = s.action.span();
+    let Some((_, allowed)) = ACTION_FIELDS.iter().find(|(n, _)| *n == name) else {
+        let known: Vec<&str> = ACTION_FIELDS.iter().map(|(n, _)| *n).collect();
+        return Err((
+            aspan,
+            format!("unknown action {name:?}"),
+            Some(format!("known actions: {}", known.join(", "))),
+        ));
+    };
+    let present: [(&str, Option<Range<usize>>); 7] = [
+        ("switch", s.switch.as_ref().map(|v| v.span())),
+        ("host", s.host.as_ref().map(|v| v.span())),
+        ("a", s.a.as_ref().map(|v| v.span())),
+        ("b", s.b.as_ref().map(|v| v.span())),
+        ("oneway", s.oneway.as_ref().map(|v| v.span())),
+        ("latency", s.latency.as_ref().map(|v| v.span())),
+        ("for", s.window.as_ref().map(|v| v.span())),
+    ];
+    let zone_present = [
+        ("zone", s.zone.as_ref().map(|v| v.span())),
+        ("instance", s.instance.as_ref().map(|v| v.span())),
+        ("sled", s.sled.as_ref().map(|v| v.span())),
+    ];
+    for (field, span) in present.iter().chain(zone_present.iter()) {
+        if let Some(span) = span {
+            if !allowed.contains(field) {
+                return Err((
+                    span.clone(),
+                    format!("action {name:?} does not take `{field}`"),
+                    Some(if allowed.is_empty() {
+                        format!("{name} takes no parameters")
+                    } else {
+                        format!("{name} takes: {}", allowed.join(", "))
+                    }),
+                ));
+            }
+        }
+    }
+    let missing = |field: &str| -> StepError {
+        (
+            aspan.clone(),
+            format!("action {name:?} needs `{field}`"),
+            Some(format!("{name} takes: {}", allowed.join(", "))),
+        )
+    };
+    let switch = || -> Result<SwitchSlot, StepError> {
+        let sw = s.switch.as_ref().ok_or_else(|| missing("switch"))?;
+        let slot: Option<SwitchSlot> = sw.get_ref().parse().ok();
+        slot.filter(|slot| st.switches.contains(slot))
+            .ok_or_else(|| {
+                let known: Vec<String> = st.switches.iter().map(|s| s.to_string()).collect();
+                (
+                    sw.span(),
+                    format!("unknown switch {:?} in rack {}", sw.get_ref(), rack.name),
+                    Some(format!("switches of this rack: {}", known.join(", "))),
+                )
+            })
+    };
+    let host_ok = |h: &str, span: Range<usize>, st: &PlanState| -> Result<(), StepError> {
+        let replacement = h
+            .strip_prefix("sled")
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| n < st.next_sled);
+        if st.hosts.iter().any(|k| k == h) || replacement {
+            Ok(())
+        } else {
+            Err((
+                span,
+                format!("unknown host {h:?} in rack {}", rack.name),
+                Some(format!("hosts of this rack: {}", st.hosts.join(", "))),
+            ))
+        }
+    };
+    let group = |g: &Option<Spanned<HostGroup>>,
+                 field: &str,
+                 st: &PlanState|
+     -> Result<Vec<String>, StepError> {
+        let g = g.as_ref().ok_or_else(|| missing(field))?;
+        let names = g.get_ref().names();
+        if names.is_empty() {
+            return Err((g.span(), format!("`{field}` names no host"), None));
+        }
+        for h in &names {
+            host_ok(h, g.span(), st)?;
+        }
+        Ok(names)
+    };
+    let window = || -> Result<Duration, StepError> {
+        Ok(s.window.as_ref().ok_or_else(|| missing("for"))?.get_ref().0)
+    };
+    let action = match name {
+        "hide-switch" => {
+            let sw = switch()?;
+            st.hidden.insert(sw);
+            Action::HideSwitch(sw)
+        }
+        "reveal-switch" => {
+            let sw = switch()?;
+            if !st.hidden.remove(&sw) {
+                return Err((
+                    aspan,
+                    format!("reveal-switch {sw}: {sw} is not hidden at that point of the plan"),
+                    Some("add a hide-switch step before it".into()),
+                ));
+            }
+            Action::RevealSwitch(sw)
+        }
+        "crash" | "restart" => {
+            let h = s.host.as_ref().ok_or_else(|| missing("host"))?;
+            host_ok(h.get_ref(), h.span(), st)?;
+            if name == "crash" {
+                Action::Crash(h.get_ref().clone())
+            } else {
+                Action::Restart(h.get_ref().clone())
+            }
+        }
+        "dpd-restart" => Action::DpdRestart(switch()?),
+        "partition" | "heal" => {
+            let (a, b) = (group(&s.a, "a", st)?, group(&s.b, "b", st)?);
+            let oneway = s.oneway.as_ref().map(|o| *o.get_ref()).unwrap_or(false);
+            let key = (a.clone(), b.clone(), oneway);
+            if name == "partition" {
+                st.partitions.push(key);
+                Action::Partition { a, b, oneway }
+            } else {
+                let Some(pos) = st.partitions.iter().position(|p| *p == key) else {
+                    return Err((aspan, "heal of a partition that was never made".into(), Some("a heal must name the same a, b and oneway as an earlier partition step".into())));
+                };
+                st.partitions.remove(pos);
+                Action::Heal { a, b, oneway }
+            }
+        }
+        "latency" => {
+            let (a, b) = (group(&s.a, "a", st)?, group(&s.b, "b", st)?);
+            let latency = s
+                .latency
+                .as_ref()
+                .ok_or_else(|| missing("latency"))?
+                .get_ref()
+                .0;
+            Action::Latency { a, b, latency }
+        }
+        "dpd-errors" => Action::DpdErrors {
+            switch: switch()?,
+            window: window()?,
+        },
+        "dpd-hang" => Action::DpdHang {
+            switch: switch()?,
+            window: window()?,
+        },
+        "sidecar-power-off" => {
+            let sw = switch()?;
+            if !st.sidecars_off.insert(sw) {
+                return Err((
+                    aspan,
+                    format!("sidecar {sw} is already off at that point of the plan"),
+                    None,
+                ));
+            }
+            Action::SidecarPowerOff(sw)
+        }
+        "sidecar-power-on" => {
+            let sw = switch()?;
+            if !st.sidecars_off.remove(&sw) {
+                return Err((
+                    aspan,
+                    format!("sidecar {sw} is not off at that point of the plan"),
+                    Some("add a sidecar-power-off step before it".into()),
+                ));
+            }
+            Action::SidecarPowerOn(sw)
+        }
+        "replace-scrimlet" => {
+            let sw = switch()?;
+            st.next_sled += 1;
+            Action::ReplaceScrimlet(sw)
+        }
+        "control-plane-down" | "control-plane-crash" => {
+            st.control_plane_down = true;
+            if name == "control-plane-crash" {
+                Action::ControlPlaneCrash
+            } else {
+                Action::ControlPlaneDown
+            }
+        }
+        "control-plane-up" => {
+            if !std::mem::replace(&mut st.control_plane_down, false) {
+                return Err((
+                    aspan,
+                    "control-plane-up, but the plan never took it down".into(),
+                    Some("add a control-plane-down step before it".into()),
+                ));
+            }
+            Action::ControlPlaneUp
+        }
+        "power-off" => {
+            st.powered_off = true;
+            Action::PowerOff
+        }
+        "cold-boot" => {
+            if !std::mem::replace(&mut st.powered_off, false) {
+                return Err((
+                    aspan,
+                    "cold-boot, but the rack was never powered off".into(),
+                    Some("add a power-off step before it".into()),
+                ));
+            }
+            Action::ColdBoot
+        }
+        "stale-entry" => {
+            let sw = switch()?;
+            let z = s.zone.as_ref().ok_or_else(|| missing("zone"))?;
+            let kinds = [
+                ZoneKind::BoundaryNtp,
+                ZoneKind::Nexus,
+                ZoneKind::ExternalDns,
+            ];
+            let Some(kind) = kinds.into_iter().find(|k| k.name() == z.get_ref()) else {
+                return Err((
+                    z.span(),
+                    format!("unknown zone {:?}", z.get_ref()),
+                    Some("zones: boundary-ntp, nexus, external-dns".into()),
+                ));
+            };
+            Action::StaleEntry {
+                switch: sw,
+                zone: kind,
+            }
+        }
+        "instance-create" | "instance-start" | "instance-stop" | "instance-delete" => {
+            let i = s.instance.as_ref().ok_or_else(|| missing("instance"))?;
+            if !instances.iter().any(|x| x.name == *i.get_ref()) {
+                let known: Vec<&str> = instances.iter().map(|x| x.name.as_str()).collect();
+                return Err((
+                    i.span(),
+                    format!("unknown instance {:?}", i.get_ref()),
+                    Some(if known.is_empty() {
+                        "declare it with [[instance]] name = \"...\" (kind = \"instances\")".into()
+                    } else {
+                        format!("declared instances: {}", known.join(", "))
+                    }),
+                ));
+            }
+            let instance = i.get_ref().clone();
+            let sled = || -> Result<String, StepError> {
+                let sl = s.sled.as_ref().ok_or_else(|| missing("sled"))?;
+                let known = rack.sleds.iter().any(|x| x.name == *sl.get_ref());
+                if !known {
+                    let names: Vec<&str> = rack.sleds.iter().map(|x| x.name.as_str()).collect();
+                    return Err((
+                        sl.span(),
+                        format!("unknown sled {:?} in rack {}", sl.get_ref(), rack.name),
+                        Some(format!("sleds of this rack: {}", names.join(", "))),
+                    ));
+                }
+                Ok(sl.get_ref().clone())
+            };
+            match name {
+                "instance-create" => Action::InstanceCreate {
+                    instance,
+                    sled: sled()?,
+                },
+                "instance-start" => Action::InstanceStart {
+                    instance,
+                    sled: sled()?,
+                },
+                "instance-stop" => Action::InstanceStop { instance },
+                _ => Action::InstanceDelete { instance },
+            }
+        }
+        _ => unreachable!("every action in ACTION_FIELDS is handled"),
+    };
+    Ok(action)
+}
