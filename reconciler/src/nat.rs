@@ -211,6 +211,36 @@ impl NatReconcileOutcome {
     }
 }
 
+/// An external address and an inclusive port range: what one zone owns.
+///
+/// Ownership is by range, not by address: boundary NTP zones share one
+/// source-NAT IP, each on its own chunk of ports, so "every entry on my IP
+/// is mine" would make two sleds delete each other's entries forever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ExternalRange {
+    pub ip: Ipv4Addr,
+    pub first_port: u16,
+    pub last_port: u16,
+}
+
+impl ExternalRange {
+    /// The range an entry occupies.
+    pub fn of(entry: &NatEntry) -> Self {
+        ExternalRange {
+            ip: entry.external_ip,
+            first_port: entry.first_port,
+            last_port: entry.last_port,
+        }
+    }
+
+    /// Whether `entry` is on this address and shares a port with the range.
+    pub fn overlaps(&self, entry: &NatEntry) -> bool {
+        entry.external_ip == self.ip
+            && entry.first_port <= self.last_port
+            && self.first_port <= entry.last_port
+    }
+}
+
 /// Scope of what a reconciler manages on a switch, used to read current state.
 ///
 /// A reconciler must only ever remove entries it owns; the scope is how it
@@ -218,10 +248,12 @@ impl NatReconcileOutcome {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
-    /// Only these external IPs (a sled's own zones): every entry on them is
-    /// ours, whatever its target, so a stale entry left by the zone's
-    /// previous sled is repaired.
-    ExternalIps(BTreeSet<Ipv4Addr>),
+    /// Entries overlapping these external ranges (a sled's own zones):
+    /// every such entry is ours whatever its target or exact range, so a
+    /// stale entry left by the zone's previous sled, or one with a wrong
+    /// range, is repaired; an entry on the same address but another range
+    /// belongs to another zone and is never touched.
+    ExternalRanges(BTreeSet<ExternalRange>),
     /// Every address, entries with this VNI (the rack-wide services config).
     Vni(u32),
 }
@@ -233,10 +265,14 @@ pub async fn read_current<C: Connector>(
 ) -> Result<Vec<NatEntry>, ClientError> {
     let mut current = BTreeSet::new();
     match scope {
-        Scope::ExternalIps(ips) => {
-            for &ip in ips {
+        Scope::ExternalRanges(ranges) => {
+            let ips: BTreeSet<Ipv4Addr> = ranges.iter().map(|r| r.ip).collect();
+            for ip in ips {
                 for e in dpd.nat_ipv4_list_all(ip, NAT_PAGE_SIZE).await? {
-                    current.insert(NatEntry::from_dpd(&e));
+                    let e = NatEntry::from_dpd(&e);
+                    if ranges.iter().any(|r| r.overlaps(&e)) {
+                        current.insert(e);
+                    }
                 }
             }
         }
@@ -520,7 +556,7 @@ mod tests {
     }
 
     fn scope_of(desired: &[NatEntry]) -> Scope {
-        Scope::ExternalIps(desired.iter().map(|e| e.external_ip).collect())
+        Scope::ExternalRanges(desired.iter().map(ExternalRange::of).collect())
     }
 
     /// The mutating requests, in order.
@@ -738,7 +774,17 @@ mod tests {
         // One stale entry at the very end of the listing must be found.
         let stale = entry(NTP, 5000, 5009, 2);
         net.insert_nat(zone, stale.to_dpd());
-        let outcome = reconcile_switch(&client(&net, zone), &desired, &scope_of(&desired)).await;
+        // The whole address is in scope (the paging is under test here).
+        let scope = Scope::ExternalRanges(
+            [ExternalRange {
+                ip: Ipv4Addr::from(NTP),
+                first_port: 0,
+                last_port: 65535,
+            }]
+            .into_iter()
+            .collect(),
+        );
+        let outcome = reconcile_switch(&client(&net, zone), &desired, &scope).await;
         assert_eq!(
             outcome,
             NatReconcileOutcome::Complete {
@@ -767,6 +813,39 @@ mod tests {
             mutations(&net, zone),
             vec!["DELETE /nat/ipv4/198.51.100.2/5000"]
         );
+    }
+
+    /// Two boundary NTP zones on two sleds share one source-NAT address on
+    /// disjoint port ranges. Each sled's reconciler owns its range, so each
+    /// repairs its own entry and never removes the other's — in either
+    /// order, and however often they run.
+    #[tokio::test(start_paused = true)]
+    async fn range_scope_leaves_the_other_zone_on_a_shared_address_alone() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 0);
+        let low = entry(NTP, 0, 16383, 1);
+        let high = entry(NTP, 16384, 32767, 2);
+        // A stale entry of the low zone (its previous sled, and a range
+        // overlapping its own) must go.
+        net.insert_nat(zone, entry(NTP, 0, 8191, 3).to_dpd());
+        for _ in 0..2 {
+            for desired in [[high], [low]] {
+                let outcome =
+                    reconcile_switch(&client(&net, zone), &desired, &scope_of(&desired)).await;
+                assert!(outcome.is_converged(), "{outcome:?}");
+            }
+        }
+        let mut expected = vec![low.to_dpd(), high.to_dpd()];
+        expected.sort();
+        assert_eq!(net.nat(zone), expected);
+        // Neither ever deleted the other's entry: the only delete is of the
+        // stale one.
+        let deletes: Vec<String> = mutations(&net, zone)
+            .into_iter()
+            .filter(|r| r.starts_with("DELETE"))
+            .collect();
+        assert_eq!(deletes, vec!["DELETE /nat/ipv4/198.51.100.2/0"]);
     }
 
     #[tokio::test(start_paused = true)]
@@ -814,10 +893,18 @@ mod tests {
 
     #[test]
     fn scope_serializes() {
-        let s = Scope::ExternalIps([Ipv4Addr::from(NTP)].into_iter().collect());
+        let s = Scope::ExternalRanges(
+            [ExternalRange {
+                ip: Ipv4Addr::from(NTP),
+                first_port: 0,
+                last_port: 16383,
+            }]
+            .into_iter()
+            .collect(),
+        );
         assert_eq!(
             serde_json::to_value(&s).unwrap(),
-            json!({"external_ips": ["198.51.100.2"]})
+            json!({"external_ranges": [{"ip": "198.51.100.2", "first_port": 0, "last_port": 16383}]})
         );
         assert_eq!(
             serde_json::to_value(Scope::Vni(100)).unwrap(),

@@ -14,10 +14,13 @@
 //! * the whole entry is compared (target, MAC, VNI, range), not just the
 //!   internal IP.
 //!
-//! The scope is [`Scope::ExternalIps`] of the desired entries: a sled owns
-//! the external IPs of its zones, so it removes any other entry on those
-//! addresses (e.g. one pointing at the zone's previous sled) but never
-//! touches another sled's addresses. An empty config therefore has nothing
+//! The scope is [`Scope::ExternalRanges`] of the desired entries: a sled
+//! owns the external (IP, port range) of each of its zones, so it removes
+//! any other entry overlapping them (e.g. one pointing at the zone's
+//! previous sled) but never touches another sled's entries — not even on
+//! a shared address: two boundary NTP zones on different sleds share one
+//! source-NAT IP on disjoint port ranges, and owning by IP alone would have
+//! each sled delete the other's entry on every activation. An empty config therefore has nothing
 //! to manage and reports [`SledNatStatus::NoNatEntriesConfig`].
 
 use std::{
@@ -31,7 +34,7 @@ use crate::{
     discovery::{DiscoveryError, SwitchSlot, SwitchZoneResolver},
     dpd::DpdClient,
     http::{Connector, HttpClient},
-    nat::{reconcile_switch, NatEntry, NatReconcileOutcome, Scope},
+    nat::{reconcile_switch, ExternalRange, NatEntry, NatReconcileOutcome, Scope},
     task::{ActivationReason, Reconciler},
     DPD_PORT,
 };
@@ -121,7 +124,7 @@ impl<C: Connector, Res: SwitchZoneResolver> Reconciler for SledNatReconciler<C, 
             Ok(zones) => zones.into_iter().collect(),
             Err(error) => return SledNatStatus::DiscoveryFailed { error },
         };
-        let scope = Scope::ExternalIps(config.iter().map(|e| e.external_ip).collect());
+        let scope = Scope::ExternalRanges(config.iter().map(ExternalRange::of).collect());
         let scope = &scope;
         // join_all, not spawn: the work stays inside this activation (and is
         // cancelled with it), and futures are polled in address order.

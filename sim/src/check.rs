@@ -42,20 +42,24 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
             ));
         }
     }
-    if !snap.ntp_synced {
-        let ntp = rack
-            .zones
-            .iter()
-            .find(|z| z.kind == ZoneKind::BoundaryNtp)
-            .map(|z| format!(" on {}", rack.sleds[z.sled].name))
-            .unwrap_or_default();
-        gaps.push(format!(
-            "NTP unsynchronised: boundary NTP{ntp} has had no reply from upstream"
-        ));
+    // Every running boundary NTP zone must have heard from upstream: each
+    // gets its replies through its own source-NAT port range, so this
+    // checks the data path of every range, shared IP or not.
+    for z in rack
+        .zones
+        .iter()
+        .filter(|z| z.kind == ZoneKind::BoundaryNtp)
+    {
+        if snap.sleds_up.contains(&z.sled) && !snap.ntp_synced.contains(&z.sled) {
+            gaps.push(format!(
+                "NTP unsynchronised: boundary NTP on {} has had no reply from upstream",
+                rack.sleds[z.sled].name
+            ));
+        }
     }
     // An operator who took the control plane down meant it; the rack must
     // converge without it.
-    if !snap.control_plane_up && world.nexus_is_enabled() {
+    if snap.nexus_up.is_empty() && world.nexus_is_enabled() {
         gaps.push(
             "control plane down: Nexus has not started (it waits for time to synchronise)"
                 .to_string(),
@@ -87,8 +91,9 @@ pub struct Snapshot {
     instances: Vec<racksim_reconciler::instances::InstanceRecord>,
     /// Every live switch's IPv4 entries, and whether it is uplinked.
     tables: Vec<(SwitchSlot, bool, Vec<racksim_reconciler::dpd::Ipv4Nat>)>,
-    ntp_synced: bool,
-    control_plane_up: bool,
+    ntp_synced: BTreeSet<usize>,
+    nexus_up: BTreeSet<usize>,
+    sleds_up: BTreeSet<usize>,
     /// Up sleds: (index, name, address, agent state).
     sleds: Vec<(
         usize,
@@ -104,8 +109,9 @@ pub fn observe(world: &World) -> Snapshot {
     let rack = world.rack();
     let st = world.lock();
     Snapshot {
-        ntp_synced: st.ntp_synced,
-        control_plane_up: st.control_plane_up,
+        ntp_synced: st.ntp_synced.clone(),
+        nexus_up: st.nexus_up.clone(),
+        sleds_up: st.sleds_up.clone(),
         instances: st.db.instances.values().cloned().collect(),
         tables: rack
             .switches

@@ -42,32 +42,65 @@ pub struct SrvAnswer {
     pub addresses: Vec<Ipv6Addr>,
 }
 
-/// Looks switch zones up in the simulated internal DNS zone.
+/// Looks switch zones up in the simulated internal DNS servers.
+///
+/// A rack runs several internal DNS servers with the same records; the
+/// resolver knows all their addresses and asks them in turn until one
+/// answers, starting with the one that answered last. (Omicron's resolver
+/// hands every server to its DNS library, which likewise fails over to the
+/// next name server; which one it prefers first is its own business, so
+/// only the failover is modelled.)
 #[derive(Clone, Debug)]
 pub struct InternalDnsResolver {
-    client: HttpClient<TurmoilConnector>,
+    servers: Vec<HttpClient<TurmoilConnector>>,
+    /// Index of the server that answered last: shared by the clones a host
+    /// hands its tasks, as one resolver's state would be.
+    preferred: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl InternalDnsResolver {
-    pub fn new(dns: Ipv6Addr) -> Self {
+    pub fn new(servers: Vec<Ipv6Addr>) -> Self {
         InternalDnsResolver {
-            client: HttpClient::new(
-                TurmoilConnector,
-                SocketAddr::new(dns.into(), INTERNAL_DNS_PORT),
-            ),
+            servers: servers
+                .into_iter()
+                .map(|dns| {
+                    HttpClient::new(
+                        TurmoilConnector,
+                        SocketAddr::new(dns.into(), INTERNAL_DNS_PORT),
+                    )
+                })
+                .collect(),
+            preferred: Default::default(),
         }
     }
 }
 
 impl SwitchZoneResolver for InternalDnsResolver {
     fn switch_zones(&self) -> impl Future<Output = Result<Vec<Ipv6Addr>, DiscoveryError>> + Send {
-        let client = self.client.clone();
+        let (servers, preferred) = (self.servers.clone(), self.preferred.clone());
         async move {
-            client
-                .get::<SrvAnswer>("/srv/dendrite")
-                .await
-                .map(|a| a.addresses)
-                .map_err(|e| DiscoveryError(format!("internal DNS lookup of dendrite failed: {e}")))
+            use std::sync::atomic::Ordering::Relaxed;
+            let n = servers.len();
+            let first = preferred.load(Relaxed);
+            let mut errors = Vec::new();
+            for k in 0..n {
+                let i = (first + k) % n;
+                match servers[i].get::<SrvAnswer>("/srv/dendrite").await {
+                    Ok(answer) => {
+                        preferred.store(i, Relaxed);
+                        return Ok(answer.addresses);
+                    }
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            Err(DiscoveryError(format!(
+                "internal DNS lookup of dendrite failed: {}",
+                if errors.is_empty() {
+                    "no internal DNS server configured".to_string()
+                } else {
+                    errors.join("; ")
+                }
+            )))
         }
     }
 }

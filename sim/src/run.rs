@@ -433,7 +433,7 @@ impl<'a> Driver<'a> {
     /// Hand a request to Nexus's API, as a client would; while the control
     /// plane is down there is no API to take it.
     fn instance_request(&self, now: Duration, req: InstanceRequest) {
-        if self.world.lock().control_plane_up {
+        if self.world.lock().control_plane_up() {
             self.world.request(req);
         } else {
             self.world.trace_at(

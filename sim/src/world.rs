@@ -84,6 +84,8 @@ pub struct Db {
     pub nat: BTreeMap<u32, Vec<NatEntry>>,
     pub nat_version: u64,
     pub sagas: BTreeMap<u64, SagaRecord>,
+    /// Which Nexus (by host name) executes each saga.
+    pub saga_sec: BTreeMap<u64, String>,
     pub next_id: u64,
 }
 
@@ -138,10 +140,12 @@ pub struct State {
     pub names: BTreeMap<Ipv6Addr, String>,
     /// Whether each scrimlet currently has its sidecar (by sled index).
     pub scrimlet_status: BTreeMap<usize, watch::Sender<ScrimletStatus>>,
-    /// Boundary NTP has received a reply from upstream.
-    pub ntp_synced: bool,
-    /// The control plane (Nexus) is up and running its background tasks.
-    pub control_plane_up: bool,
+    /// Sleds whose boundary NTP zone has had a reply from upstream (the
+    /// rack's time is synchronised once any has).
+    pub ntp_synced: BTreeSet<usize>,
+    /// Sleds whose Nexus is up and running its background tasks (the
+    /// control plane is up while any is).
+    pub nexus_up: BTreeSet<usize>,
     /// Times each host's software has started (derives per-boot RNG seeds).
     pub boots: BTreeMap<String, u64>,
     /// Per switch: whether it is currently dropping inbound traffic (the
@@ -165,6 +169,18 @@ pub struct World {
     bootstore: Arc<watch::Sender<Option<SystemNetworkingConfig>>>,
     /// Rung when an instance request is queued.
     doorbell: Arc<watch::Sender<u64>>,
+}
+
+impl State {
+    /// Some boundary NTP zone has synchronised with upstream.
+    pub fn time_synced(&self) -> bool {
+        !self.ntp_synced.is_empty()
+    }
+
+    /// Some Nexus is up.
+    pub fn control_plane_up(&self) -> bool {
+        !self.nexus_up.is_empty()
+    }
 }
 
 impl World {
@@ -214,8 +230,8 @@ impl World {
                 .collect(),
             names,
             scrimlet_status,
-            ntp_synced: false,
-            control_plane_up: false,
+            ntp_synced: BTreeSet::new(),
+            nexus_up: BTreeSet::new(),
             boots: BTreeMap::new(),
             dropping: BTreeMap::new(),
             zone_starts: Vec::new(),
@@ -380,13 +396,9 @@ impl World {
             HostKind::Sled(index) => {
                 st.sleds_up.remove(index);
                 st.sled_agents.remove(index);
-                for z in self.params.rack.zones.iter().filter(|z| z.sled == *index) {
-                    match z.kind {
-                        ZoneKind::BoundaryNtp => st.ntp_synced = false,
-                        ZoneKind::Nexus => st.control_plane_up = false,
-                        ZoneKind::ExternalDns => {}
-                    }
-                }
+                // Its zones go with it.
+                st.ntp_synced.remove(index);
+                st.nexus_up.remove(index);
             }
             HostKind::UpstreamNtp => {}
         }

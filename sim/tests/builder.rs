@@ -162,3 +162,102 @@ fn an_orderly_stop_finishes_the_saga_in_flight_and_a_crash_leaves_it_to_resume()
         crashed[resumed]
     );
 }
+
+/// Every preset is a rack Omicron could run, and `full` has the shape the
+/// README promises.
+#[test]
+fn presets_validate_and_full_has_redundant_services() {
+    for name in RackSpec::NAMES {
+        let rack = RackSpec::by_name(name).unwrap();
+        assert_eq!(rack.validate(), Ok(()), "{name}");
+    }
+    let full = RackSpec::full();
+    assert_eq!(full.sleds.len(), 32);
+    assert_eq!(full.internal_dns.len(), 3);
+    let count = |k: ZoneKind| full.zones.iter().filter(|z| z.kind == k).count();
+    assert_eq!(count(ZoneKind::Nexus), 3);
+    assert_eq!(count(ZoneKind::ExternalDns), 2);
+    assert_eq!(count(ZoneKind::BoundaryNtp), 2);
+    let ntp: Vec<_> = full
+        .zones
+        .iter()
+        .filter(|z| z.kind == ZoneKind::BoundaryNtp)
+        .map(|z| (z.external_ip, z.first_port, z.last_port))
+        .collect();
+    assert_eq!(ntp[0].0, ntp[1].0, "the NTP zones share one SNAT IP");
+    assert_eq!(
+        (ntp[0].1, ntp[0].2, ntp[1].1, ntp[1].2),
+        (0, 16383, 16384, 32767)
+    );
+    // No service on a scrimlet.
+    for z in &full.zones {
+        assert!(full.sleds[z.sled].scrimlet_of.is_none());
+    }
+}
+
+/// A bad rack names the part it is about.
+#[test]
+fn validation_rejects_what_omicron_would_not_run() {
+    use racksim_sim::rack::RackPart;
+    let base = || {
+        RackBuilder::new("t")
+            .scrimlet(SwitchSlot::Switch0)
+            .scrimlet(SwitchSlot::Switch1)
+            .sled()
+            .internal_dns_on(2)
+    };
+    let ntp = |b: RackBuilder, first: u16| {
+        b.zone(
+            ZoneKind::BoundaryNtp,
+            2,
+            std::net::Ipv4Addr::new(198, 51, 100, 1),
+            first,
+            first + 16383,
+        )
+    };
+    let nexus = |b: RackBuilder| {
+        b.zone(
+            ZoneKind::Nexus,
+            2,
+            std::net::Ipv4Addr::new(198, 51, 100, 2),
+            0,
+            65535,
+        )
+    };
+    assert_eq!(nexus(ntp(base(), 0)).build().validate(), Ok(()));
+    let part = |r: racksim_sim::RackSpec| r.validate().unwrap_err().part;
+    assert_eq!(part(nexus(base()).build()), RackPart::Whole);
+    assert_eq!(part(ntp(base(), 0).build()), RackPart::Whole);
+    assert_eq!(
+        part(nexus(ntp(ntp(base(), 0), 0)).build()),
+        RackPart::Zone(1)
+    );
+    assert_eq!(
+        part(
+            nexus(ntp(base(), 0))
+                .zone(
+                    ZoneKind::Nexus,
+                    9,
+                    std::net::Ipv4Addr::new(1, 1, 1, 1),
+                    0,
+                    1
+                )
+                .build()
+        ),
+        RackPart::Zone(2)
+    );
+    let no_dns = RackBuilder::new("t")
+        .scrimlet(SwitchSlot::Switch0)
+        .scrimlet(SwitchSlot::Switch1)
+        .sled();
+    assert_eq!(part(nexus(ntp(no_dns, 0)).build()), RackPart::InternalDns);
+    let one_scrimlet = RackBuilder::new("t")
+        .scrimlet(SwitchSlot::Switch0)
+        .sled()
+        .sled()
+        .internal_dns_on(2);
+    assert_eq!(
+        part(nexus(ntp(one_scrimlet, 0)).build()),
+        RackPart::Scrimlets
+    );
+}

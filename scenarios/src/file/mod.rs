@@ -36,6 +36,7 @@
 mod error;
 mod expect;
 mod order;
+mod rack;
 mod raw;
 mod steps;
 #[cfg(test)]
@@ -125,13 +126,7 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         err(e.span(), message, hint)
     })?;
 
-    let Some(rack) = RackSpec::by_name(raw.rack.get_ref()) else {
-        return Err(err(
-            Some(raw.rack.span()),
-            format!("unknown rack {:?}", raw.rack.get_ref()),
-            Some(format!("known racks: {}", RackSpec::NAMES.join(", "))),
-        ));
-    };
+    let rack = rack::rack(&raw.rack, &loc)?;
     let switch = |s: &Spanned<String>| -> Result<SwitchSlot, ScenarioError> {
         let slot = match s.get_ref().as_str() {
             "switch0" => Some(SwitchSlot::Switch0),
@@ -225,7 +220,7 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         name: raw.name,
         description: raw.description,
         origin: origin.to_string(),
-        rack_name: raw.rack.into_inner(),
+        rack_name: rack.name.clone(),
         rack,
         ntp_return_switch,
         stability,

@@ -6,7 +6,7 @@ use racksim_sim::At;
 use serde::{de, Deserialize, Deserializer};
 use toml::Spanned;
 
-use super::expect::RawExpect;
+use super::{expect::RawExpect, rack::RawRack};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,7 +19,7 @@ pub(super) struct RawScenario {
     pub service_nat: Option<Spanned<String>>,
     #[serde(default, rename = "instance")]
     pub instances: Vec<RawInstance>,
-    pub rack: Spanned<String>,
+    pub rack: Spanned<RawRack>,
     pub ntp_return_switch: Spanned<String>,
     #[serde(default)]
     pub stability: Option<DurationValue>,

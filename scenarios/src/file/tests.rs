@@ -414,3 +414,174 @@ fn error_display_shows_line_and_caret() {
     assert!(shown.starts_with("error: t.toml:7:6: "), "{shown}");
     assert!(shown.contains("7 | at = \"soon\"\n  |      ^"), "{shown}");
 }
+
+/// A scenario on a rack declared in its file.
+const DECLARED: &str = r#"name = "t"
+description = "d"
+ntp_return_switch = "switch0"
+
+[rack]
+name = "small"
+sleds = 4
+scrimlets = { switch0 = "sled0", switch1 = "sled1" }
+uplinked = ["switch0"]
+internal_dns = ["sled2", "sled3"]
+
+[[rack.zone]]
+kind = "boundary-ntp"
+sled = "sled2"
+external_ip = "198.51.100.1"
+first_port = 0
+last_port = 16383
+
+[[rack.zone]]
+kind = "boundary-ntp"
+sled = "sled3"
+external_ip = "198.51.100.1"
+first_port = 16384
+last_port = 32767
+
+[[rack.zone]]
+kind = "nexus"
+sled = "sled3"
+external_ip = "198.51.100.2"
+
+[expect.sled-task]
+outcome = "converges"
+within = "10m"
+"#;
+
+#[test]
+fn a_declared_rack_parses() {
+    let s = parse("t.toml", DECLARED).unwrap();
+    let rack = &s.rack;
+    assert_eq!(s.rack_name, "small");
+    assert_eq!(rack.sleds.len(), 4);
+    assert_eq!(rack.internal_dns, vec![2, 3]);
+    assert_eq!(rack.uplinked_switches(), vec![SwitchSlot::Switch0]);
+    assert_eq!(rack.zones.len(), 3);
+    assert_eq!(
+        (rack.zones[1].first_port, rack.zones[1].last_port),
+        (16384, 32767)
+    );
+    assert_eq!(
+        (rack.zones[2].first_port, rack.zones[2].last_port),
+        (0, 65535)
+    );
+    // The same rack named by its list of sleds.
+    let listed = DECLARED.replace(
+        "sleds = 4",
+        "sleds = [\"sled0\", \"sled1\", \"sled2\", \"sled3\"]",
+    );
+    assert_eq!(parse("t.toml", &listed).unwrap().rack, s.rack);
+}
+
+#[test]
+fn the_full_preset_parses_by_name() {
+    let s = parse(
+        "t.toml",
+        &GOOD.replace("rack = \"madrid\"", "rack = \"full\""),
+    )
+    .unwrap();
+    assert_eq!(s.rack.sleds.len(), 32);
+    assert_eq!(s.rack_name, "full");
+}
+
+/// Each bad rack is rejected at the offending value with a hint.
+#[test]
+fn bad_racks_are_located() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        // (replace, with, message fragment, text at the error's column)
+        (
+            "sled = \"sled3\"\nexternal_ip = \"198.51.100.2\"",
+            "sled = \"sled9\"\nexternal_ip = \"198.51.100.2\"",
+            "unknown sled \"sled9\"",
+            "\"sled9\"",
+        ),
+        (
+            "switch1 = \"sled1\" }",
+            "switch1 = \"sled0\" }",
+            "cabled to both switches",
+            "\"sled0\"",
+        ),
+        (
+            "scrimlets = { switch0 = \"sled0\", switch1 = \"sled1\" }",
+            "scrimlets = { switch0 = \"sled0\" }",
+            "exactly 2 scrimlets",
+            "{ switch0",
+        ),
+        (
+            "first_port = 16384",
+            "first_port = 8192",
+            "not an aligned chunk",
+            "8192",
+        ),
+        (
+            "external_ip = \"198.51.100.2\"",
+            "external_ip = \"198.51.100.1\"",
+            "overlaps zone boundary-ntp",
+            "\"198.51.100.1\"\n\n[expect",
+        ),
+        (
+            "kind = \"nexus\"",
+            "kind = \"nexxus\"",
+            "unknown zone kind",
+            "\"nexxus\"",
+        ),
+        (
+            "internal_dns = [\"sled2\", \"sled3\"]",
+            "internal_dns = []",
+            "no internal DNS server",
+            "[]",
+        ),
+        (
+            "uplinked = [\"switch0\"]",
+            "uplinked = []",
+            "no switch is uplinked",
+            "[]",
+        ),
+        ("sleds = 4", "sleds = 40", "1 to 32 sleds", "40"),
+        (
+            "sleds = 4",
+            "sleds = [\"sled0\", \"sled1\", \"b\", \"sled2\"]",
+            "is at position 3",
+            "[\"sled0\"",
+        ),
+        (
+            "external_ip = \"198.51.100.2\"",
+            "external_ip = \"198.51.100\"",
+            "invalid IPv4 address",
+            "\"198.51.100\"",
+        ),
+    ];
+    for (from, to, message, at) in cases {
+        assert!(DECLARED.contains(from), "{from}");
+        let text = DECLARED.replacen(from, to, 1);
+        let e = parse("t.toml", &text).expect_err(message);
+        assert!(e.message.contains(message), "{message}: {e}");
+        let line = text.lines().nth(e.line - 1).unwrap();
+        let rest: String = line.chars().skip(e.column - 1).collect();
+        let at_first_line = at.lines().next().unwrap();
+        assert!(
+            rest.starts_with(at_first_line),
+            "{message}: points at {rest:?}\n{e}"
+        );
+        assert!(e.hint.is_some() || !message.contains("unknown"), "{e}");
+    }
+    // A rack without a Nexus zone.
+    let no_nexus = DECLARED.replace(
+        "[[rack.zone]]\nkind = \"nexus\"\nsled = \"sled3\"\nexternal_ip = \"198.51.100.2\"\n",
+        "",
+    );
+    let e = parse("t.toml", &no_nexus).expect_err("no nexus");
+    assert!(e.message.contains("no nexus zone"), "{e}");
+    assert!(e.hint.as_deref().unwrap().contains("[[rack.zone]]"), "{e}");
+    // An unknown field in the table is a located error too.
+    let e = parse(
+        "t.toml",
+        &DECLARED.replace("name = \"small\"", "nmae = \"small\""),
+    )
+    .unwrap_err();
+    assert!(e.message.contains("unknown field"), "{e}");
+    assert_eq!(e.line, 6);
+}

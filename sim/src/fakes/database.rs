@@ -191,7 +191,12 @@ impl InstanceStore for SimStore {
 
     async fn saga_create(&self, saga: &SagaRecord) -> Result<(), StoreError> {
         self.round_trip().await;
-        self.world.lock().db.sagas.insert(saga.id, saga.clone());
+        {
+            let mut st = self.world.lock();
+            st.db.sagas.insert(saga.id, saga.clone());
+            // The saga's executor (its SEC), as upstream's `current_sec`.
+            st.db.saga_sec.insert(saga.id, self.host.clone());
+        }
         let (name, sled) = (
             self.world.instance_name(saga.instance),
             self.world.sled(saga.sled as usize).name,
@@ -236,14 +241,18 @@ impl InstanceStore for SimStore {
         Ok(())
     }
 
+    /// Only this Nexus's sagas: as upstream, a Nexus recovers the sagas
+    /// whose executor it is, so two Nexus never run one saga; a saga whose
+    /// Nexus is gone waits for it to return (upstream reassigns it only
+    /// when that Nexus is expunged, which the simulation does not model).
     async fn sagas_unfinished(&self) -> Result<Vec<SagaRecord>, StoreError> {
         self.round_trip().await;
-        Ok(self
-            .world
-            .lock()
+        let st = self.world.lock();
+        Ok(st
             .db
             .sagas
             .values()
+            .filter(|s| st.db.saga_sec.get(&s.id) == Some(&self.host))
             .filter(|s| {
                 matches!(
                     s.state,

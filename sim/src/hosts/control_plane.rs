@@ -58,7 +58,7 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
                 if r.is_err() {
                     return;
                 }
-                if world.lock().control_plane_up {
+                if world.lock().nexus_up.contains(&index) {
                     "control plane crashed; in-flight operations abandoned"
                 } else {
                     "control plane start cancelled (crash)"
@@ -77,7 +77,7 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
         };
         {
             let mut st = world.lock();
-            st.control_plane_up = false;
+            st.nexus_up.remove(&index);
             st.version += 1;
         }
         world.record(
@@ -123,7 +123,7 @@ async fn serve(
     }
     {
         let mut st = world.lock();
-        st.control_plane_up = true;
+        st.nexus_up.insert(index);
         st.version += 1;
     }
     world.record(
@@ -166,7 +166,7 @@ async fn serve(
     tokio::join!(
         service_nat,
         instance_rpws(world, host, &store, start, stop.clone()),
-        instance_api(world, host, &ops, stop.clone()),
+        instance_api(world, host, index, &ops, stop.clone()),
     );
     true
 }
@@ -190,6 +190,7 @@ fn fmt_op(outcome: &Result<InstanceRecord, OpError>) -> String {
 async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
     world: &World,
     host: &str,
+    index: usize,
     ops: &InstanceOps<TurmoilConnector, S>,
     mut stop: watch::Receiver<NexusCommand>,
 ) {
@@ -249,7 +250,7 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
             // refused), and the operations in flight run to completion.
             // Cancel-safe: observing a watch channel.
             () = stop_requested(&mut stop) => {
-                world.lock().control_plane_up = false;
+                world.lock().nexus_up.remove(&index);
                 let refused: Vec<InstanceRequest> = world.lock().requests.drain(..).collect();
                 for req in refused {
                     let (InstanceRequest::Create { instance, .. }

@@ -81,7 +81,7 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
             index,
         },
     );
-    if rack.internal_dns_sled == index {
+    if rack.internal_dns.contains(&index) {
         spawn_server(
             &world,
             &name,
@@ -99,7 +99,7 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     }
     tokio::task::spawn_local(opte(world.clone(), index));
 
-    let resolver = InternalDnsResolver::new(rack.sleds[rack.internal_dns_sled].address);
+    let resolver = InternalDnsResolver::new(rack.internal_dns_addresses());
     let entries: Vec<NatEntry> = zones.iter().map(|z| rack.nat_entry(z)).collect();
 
     // The reconcilers start with sled-agent, independently of zones. Their
@@ -167,7 +167,12 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         );
         match kind {
             ZoneKind::BoundaryNtp => {
-                tokio::task::spawn_local(ntp_client(world.clone(), name.clone(), zone.clone()));
+                tokio::task::spawn_local(ntp_client(
+                    world.clone(),
+                    index,
+                    name.clone(),
+                    zone.clone(),
+                ));
             }
             ZoneKind::Nexus => {
                 tokio::task::spawn_local(control_plane::run(
@@ -205,7 +210,7 @@ fn start_scrimlet_reconcilers(world: &World, index: usize) {
 }
 
 /// Boundary NTP: query upstream until a reply arrives (through NAT).
-async fn ntp_client(world: World, host: String, zone: ZoneSpec) {
+async fn ntp_client(world: World, index: usize, host: String, zone: ZoneSpec) {
     let sock = match turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).await {
         Ok(s) => s,
         Err(e) => {
@@ -223,7 +228,7 @@ async fn ntp_client(world: World, host: String, zone: ZoneSpec) {
     let bytes = serde_json::to_vec(&query).expect("packets serialize");
     let upstream = SocketAddr::new(UPSTREAM_NTP_ADDR.into(), NTP_PORT);
     loop {
-        if world.lock().ntp_synced {
+        if world.lock().ntp_synced.contains(&index) {
             return;
         }
         let _ = sock.send_to(&bytes, upstream).await;
@@ -250,8 +255,7 @@ async fn opte(world: World, index: usize) -> std::io::Result<()> {
                 if z.kind == ZoneKind::BoundaryNtp && g.inner.payload == NTP_REPLY {
                     let newly = {
                         let mut st = world.lock();
-                        let newly = !st.ntp_synced;
-                        st.ntp_synced = true;
+                        let newly = st.ntp_synced.insert(index);
                         st.version += 1;
                         newly
                     };
@@ -353,7 +357,7 @@ impl SledAgentApi {
             // stands for "this sled's clock is synchronised".
             (Method::GET, ["timesync"]) => Ok((
                 ApiResponse::json(&TimeSync {
-                    sync: w.lock().ntp_synced,
+                    sync: w.lock().time_synced(),
                 }),
                 None,
             )),
