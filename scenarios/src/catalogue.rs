@@ -22,6 +22,8 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("dpd-restart-control-plane-down"),
     entry!("sidecar-power-cycle"),
     entry!("stale-entry"),
+    entry!("shared-snat"),
+    entry!("dns-and-nexus-loss"),
     entry!("cold-boot"),
     entry!("network-faults"),
     entry!("cold-boot-restart"),

@@ -97,6 +97,11 @@ pub fn render(
         let _ = writeln!(w, "{line}");
     }
     let _ = writeln!(w);
+    let _ = writeln!(w, "timing:");
+    for line in judged.outcome.timing.lines() {
+        let _ = writeln!(w, "  {line}");
+    }
+    let _ = writeln!(w);
     match &judged.judgement {
         Ok(why) => {
             let _ = writeln!(w, "expectation for {strategy}: HOLDS ({why})");

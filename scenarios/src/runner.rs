@@ -66,6 +66,47 @@ pub fn judge(exp: &Expectation, outcome: &RunOutcome) -> Result<String, String> 
             fmt_duration(took)
         ));
     }
+    if let Some(by) = exp.converged_by {
+        match outcome.timing.first_converged {
+            Some(at) if at <= by => {
+                held.push(format!("first converged {} into the run", fmt_duration(at)))
+            }
+            Some(at) => {
+                return Err(format!(
+                    "expected to converge first within {} of the start, but took {}",
+                    fmt_duration(by),
+                    fmt_duration(at)
+                ))
+            }
+            None => return Err("expected to converge early, but never did".into()),
+        }
+    }
+    if let Some(within) = exp.repair_within {
+        if let Some(r) = outcome.timing.slowest_repair() {
+            match r.took() {
+                Some(took) if took <= within => held.push(format!(
+                    "slowest repair {} ({})",
+                    fmt_duration(took),
+                    r.step
+                )),
+                Some(took) => {
+                    return Err(format!(
+                        "expected every fault repaired within {}, but {} took {}",
+                        fmt_duration(within),
+                        r.step,
+                        fmt_duration(took)
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "expected every fault repaired within {}, but {} never was",
+                        fmt_duration(within),
+                        r.step
+                    ))
+                }
+            }
+        }
+    }
     let slowest = outcome
         .zone_starts
         .iter()
@@ -161,7 +202,31 @@ fn judge_verdict(exp: &Expectation, verdict: &Verdict) -> Result<String, String>
         }
         (Outcome::Violates(want), _) => Err(format!("expected to break {want}, but it did not")),
         (Outcome::Any, Verdict::HostFailed { .. }) => Err("a host failed".to_string()),
-        (Outcome::Any, _) => Ok("no requirement on a single run".to_string()),
+        (Outcome::Any, Verdict::InvariantViolated { invariant, .. }) => Ok(format!(
+            "broke {invariant} (the sweep judges what some seeds must break)"
+        )),
+        (Outcome::Any, Verdict::NotConverged { .. }) if !exp.verdict_mentions.is_empty() => {
+            let text = verdict.lines().join("\n");
+            if exp
+                .verdict_mentions
+                .iter()
+                .any(|m| text.contains(m.as_str()))
+            {
+                Ok(format!(
+                    "did not converge, for a reason the scenario allows ({:?})",
+                    exp.verdict_mentions
+                ))
+            } else {
+                Err(format!(
+                    "did not converge, and the verdict mentions none of {:?}",
+                    exp.verdict_mentions
+                ))
+            }
+        }
+        (Outcome::Any, Verdict::NotConverged { .. }) => {
+            Ok("did not converge (the sweep judges what some seeds must break)".to_string())
+        }
+        (Outcome::Any, Verdict::Converged { .. }) => Ok("converged".to_string()),
     }
 }
 

@@ -66,6 +66,8 @@ snapshots! {
     dpd_restart_control_plane_down => "dpd-restart-control-plane-down": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     sidecar_power_cycle => "sidecar-power-cycle": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     stale_entry => "stale-entry": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
+    shared_snat => "shared-snat": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
+    dns_and_nexus_loss => "dns-and-nexus-loss": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     cold_boot => "cold-boot": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     network_faults => "network-faults": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     cold_boot_restart => "cold-boot-restart": [legacy => "legacy", naive => "naive", saga => "saga"],

@@ -31,6 +31,8 @@
 //! * [`logging`] — the reconciler's `tracing` events as trace lines.
 //! * [`trace`], [`check`], [`mod@run`] — recording; safety invariants checked
 //!   after every step and convergence; the driver and its [`Verdict`].
+//! * [`timing`] — when the rack first converged and how long each fault
+//!   took to repair.
 //!
 //! ## Determinism
 //!
@@ -50,6 +52,7 @@ pub mod net;
 pub mod plan;
 pub mod rack;
 pub mod run;
+pub mod timing;
 pub mod trace;
 pub mod world;
 

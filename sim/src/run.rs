@@ -176,6 +176,8 @@ pub struct RunOutcome {
     pub events: u64,
     /// How long each zone start took: `(sled, zone, duration)`.
     pub zone_starts: Vec<(String, ZoneKind, Duration)>,
+    /// When the rack first converged, and each fault's repair time.
+    pub timing: crate::timing::Timing,
 }
 
 /// The fixed epoch of every run: wall-clock time never enters a simulation.
@@ -548,6 +550,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let mut checked_version = u64::MAX;
     let mut next_timed_check = Duration::ZERO;
     let mut events = 0u64;
+    let mut timeline = crate::timing::Timeline::default();
     let verdict = loop {
         let now = driver.sim.elapsed();
         while let Some(step) = pending.next_if(|s| s.at <= now) {
@@ -567,6 +570,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             if changed {
                 checked_version = version;
                 gaps = convergence_gaps(&world, &snapshot);
+                timeline.sample(now, gaps.is_empty());
             }
             next_timed_check = now + TIMED_CHECK_PERIOD;
             if let Some(v) = invariant_violation(&world, &snapshot, now) {
@@ -625,6 +629,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         world.trace_at(sim_time, "verdict", Kind::Verdict, line);
     }
     let zone_starts = world.lock().zone_starts.clone();
+    let timing = timeline.timing(&steps, cfg.stability, sim_time);
     RunOutcome {
         steps,
         trace: world.take_trace(),
@@ -632,5 +637,6 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         sim_time,
         events,
         zone_starts,
+        timing,
     }
 }

@@ -29,6 +29,12 @@ pub struct Expectation {
     /// A sweep over seeds must find this invariant violated in some runs
     /// (a race that only some timings expose).
     pub some_seeds_violate: Option<String>,
+    /// The rack first converged (and stayed so for the stability window) no
+    /// later than this from the start of the run — even while a fault
+    /// still lasts (scrimlet-local on madrid needs no DNS).
+    pub converged_by: Option<Duration>,
+    /// Every fault was repaired within this of its end (or of the change).
+    pub repair_within: Option<Duration>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +43,9 @@ pub enum Outcome {
     ConvergesWithin(Duration),
     /// Does not converge by the deadline: the scenario reproduces a bug.
     Fails,
-    /// No requirement on a single run (the run must not crash a host); see
+    /// A run may converge or not, but no host may fail, no invariant other
+    /// than `some_seeds_violate` may break, and a run that does not
+    /// converge must be missing what `verdict_mentions` says; see
     /// `some_seeds_violate` for what a sweep must find.
     Any,
     /// The run must end on this safety invariant breaking.
@@ -54,7 +62,7 @@ impl Expectation {
             (Outcome::Fails, _) => "fails".to_string(),
             (Outcome::Violates(inv), _) => format!("violates {inv}"),
             (Outcome::Any, Some(inv)) => format!("some seeds violate {inv}"),
-            (Outcome::Any, None) => "any".to_string(),
+            (Outcome::Any, None) => format!("converges or lacks {:?}", self.verdict_mentions),
         }
     }
 }
@@ -82,6 +90,10 @@ pub(super) struct RawExpect {
     pub some_seeds_violate: Option<String>,
     #[serde(default)]
     pub invariant: Option<Spanned<String>>,
+    #[serde(default)]
+    pub converged_by: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub repair_within: Option<Spanned<DurationValue>>,
 }
 
 /// The expectations of a scenario, by strategy.
@@ -96,6 +108,23 @@ pub(super) fn expectations(
     for (key, exp) in &raw.expect {
         let strategy: Variant =
             parse_variant(kind, key.get_ref()).map_err(|e| err(Some(key.span()), e, None))?;
+        let timing_bound = exp
+            .converged_by
+            .as_ref()
+            .map(|d| ("converged_by", d.span()))
+            .or(exp
+                .repair_within
+                .as_ref()
+                .map(|d| ("repair_within", d.span())));
+        if let Some((field, span)) = timing_bound {
+            if exp.outcome.get_ref() != "converges" {
+                return Err(err(
+                    Some(span),
+                    format!("expect.{strategy}: `{field}` only applies to outcome \"converges\""),
+                    None,
+                ));
+            }
+        }
         let expectation = match exp.outcome.get_ref().as_str() {
             "converges" => {
                 let Some(within) = exp.within else {
@@ -113,6 +142,8 @@ pub(super) fn expectations(
                     zone_start_at_most: exp.zone_start_at_most.map(|d| d.0),
                     zone_start_at_least: exp.zone_start_at_least.map(|d| d.0),
                     some_seeds_violate: exp.some_seeds_violate.clone(),
+                    converged_by: exp.converged_by.as_ref().map(|d| d.get_ref().0),
+                    repair_within: exp.repair_within.as_ref().map(|d| d.get_ref().0),
                 }
             }
             "violates" => {
@@ -145,9 +176,29 @@ pub(super) fn expectations(
                     zone_start_at_most: None,
                     zone_start_at_least: None,
                     some_seeds_violate: None,
+                    converged_by: None,
+                    repair_within: None,
                 }
             }
             "any" => {
+                // No vacuous cells: a single run of "any" asserts nothing but
+                // that no host failed, so it must come with what a sweep of
+                // seeds has to find.
+                if exp.some_seeds_violate.is_none() && exp.verdict_mentions.is_empty() {
+                    return Err(err(
+                        Some(exp.outcome.span()),
+                        format!(
+                            "expect.{strategy}: outcome \"any\" needs `some_seeds_violate` \
+                             or `verdict_mentions`"
+                        ),
+                        Some(
+                            "every scenario × strategy must assert something that could fail: \
+                             name the invariant a sweep must find broken, or what a run that \
+                             does not converge must be missing"
+                                .into(),
+                        ),
+                    ));
+                }
                 let Some(deadline) = exp.deadline else {
                     return Err(err(
                         Some(exp.outcome.span()),
@@ -163,6 +214,8 @@ pub(super) fn expectations(
                     zone_start_at_most: None,
                     zone_start_at_least: None,
                     some_seeds_violate: exp.some_seeds_violate.clone(),
+                    converged_by: None,
+                    repair_within: None,
                 }
             }
             "fails" => {
@@ -192,6 +245,8 @@ pub(super) fn expectations(
                     zone_start_at_most: exp.zone_start_at_most.map(|d| d.0),
                     zone_start_at_least: exp.zone_start_at_least.map(|d| d.0),
                     some_seeds_violate: exp.some_seeds_violate.clone(),
+                    converged_by: None,
+                    repair_within: None,
                 }
             }
             other => {

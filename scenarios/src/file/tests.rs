@@ -585,3 +585,42 @@ fn bad_racks_are_located() {
     assert!(e.message.contains("unknown field"), "{e}");
     assert_eq!(e.line, 6);
 }
+
+/// No vacuous cells: `any` must come with something that can fail, and
+/// timing bounds only apply to outcomes that converge.
+#[test]
+fn vacuous_and_misplaced_expectations_are_rejected() {
+    let any = GOOD.replace(
+        "outcome = \"fails\"\ndeadline = \"2h\"",
+        "outcome = \"any\"\ndeadline = \"2h\"",
+    );
+    let e = error_of(&any);
+    assert!(
+        e.message
+            .contains("needs `some_seeds_violate` or `verdict_mentions`"),
+        "{e}"
+    );
+    assert!(e.hint.as_deref().unwrap().contains("could fail"), "{e}");
+    let with_mentions = any.replace(
+        "deadline = \"2h\"",
+        "deadline = \"2h\"\nverdict_mentions = [\"switch1\"]",
+    );
+    assert!(parse("t.toml", &with_mentions).is_ok());
+
+    let misplaced = GOOD.replace(
+        "outcome = \"fails\"\ndeadline = \"2h\"",
+        "outcome = \"fails\"\ndeadline = \"2h\"\nrepair_within = \"5s\"",
+    );
+    let e = error_of(&misplaced);
+    assert!(e.message.contains("`repair_within` only applies"), "{e}");
+    assert_eq!(e.line, 23);
+
+    let bounds = GOOD.replace(
+        "within = \"10m\"",
+        "within = \"10m\"\nconverged_by = \"1m\"\nrepair_within = \"5s\"",
+    );
+    let s = parse("t.toml", &bounds).unwrap();
+    let exp = &s.expectations[&s.variant("sled-task").unwrap()];
+    assert_eq!(exp.converged_by, Some(Duration::from_secs(60)));
+    assert_eq!(exp.repair_within, Some(Duration::from_secs(5)));
+}

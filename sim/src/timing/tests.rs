@@ -1,0 +1,115 @@
+use super::*;
+use crate::plan::ResolvedStep;
+use racksim_reconciler::discovery::SwitchSlot;
+
+fn s(secs: u64) -> Duration {
+    Duration::from_secs(secs)
+}
+
+fn step(at: u64, action: Action) -> ResolvedStep {
+    ResolvedStep {
+        at: s(at),
+        action,
+        drawn_from: None,
+    }
+}
+
+#[test]
+fn first_converged_needs_the_stability_window() {
+    let mut t = Timeline::default();
+    t.sample(s(0), false);
+    t.sample(s(10), true); // a blip: 5 s only
+    t.sample(s(15), false);
+    t.sample(s(40), true);
+    t.sample(s(200), false);
+    let timing = t.timing(&[], s(60), s(300));
+    assert_eq!(timing.first_converged, Some(s(40)));
+    // A run that ends converged counts its last stretch, however short.
+    let mut t = Timeline::default();
+    t.sample(s(0), false);
+    t.sample(s(90), true);
+    assert_eq!(t.timing(&[], s(60), s(100)).first_converged, Some(s(90)));
+    let mut never = Timeline::default();
+    never.sample(s(0), false);
+    assert_eq!(never.timing(&[], s(60), s(100)).first_converged, None);
+}
+
+#[test]
+fn repairs_are_measured_from_the_end_of_each_fault() {
+    let mut t = Timeline::default();
+    t.sample(s(0), false);
+    t.sample(s(30), true);
+    // dpd restart at 100: broken at once, repaired at 103.
+    t.sample(s(100), false);
+    t.sample(s(103), true);
+    // hidden at 200 (no effect), errors 300..310, repaired at 340.
+    t.sample(s(305), false);
+    t.sample(s(340), true);
+    let steps = [
+        step(100, Action::DpdRestart(SwitchSlot::Switch1)),
+        step(200, Action::HideSwitch(SwitchSlot::Switch1)),
+        step(
+            300,
+            Action::DpdErrors {
+                switch: SwitchSlot::Switch0,
+                window: s(10),
+            },
+        ),
+        step(400, Action::RevealSwitch(SwitchSlot::Switch1)),
+    ];
+    let timing = t.timing(&steps, s(60), s(500));
+    let took: Vec<(String, Option<Duration>)> = timing
+        .repairs
+        .iter()
+        .map(|r| (r.step.clone(), r.took()))
+        .collect();
+    assert_eq!(
+        took,
+        vec![
+            (steps[0].action.to_string(), Some(s(3))),
+            (steps[2].action.to_string(), Some(s(30))),
+            (steps[3].action.to_string(), Some(s(0))),
+        ]
+    );
+    assert_eq!(timing.slowest_repair().unwrap().took(), Some(s(30)));
+}
+
+#[test]
+fn a_fault_never_repaired_says_so() {
+    let mut t = Timeline::default();
+    t.sample(s(0), true);
+    t.sample(s(50), false);
+    let timing = t.timing(
+        &[step(50, Action::DpdRestart(SwitchSlot::Switch0))],
+        s(10),
+        s(100),
+    );
+    assert_eq!(timing.repairs[0].converged_at, None);
+    assert!(
+        timing.lines()[1].ends_with("not repaired"),
+        "{:?}",
+        timing.lines()
+    );
+    assert_eq!(timing.first_converged, Some(s(0)));
+}
+
+/// A rack that looks converged for an instant after the fault ends (the
+/// switch zone not up yet) is not repaired until it is converged for good.
+#[test]
+fn a_momentary_convergence_is_not_a_repair() {
+    let mut t = Timeline::default();
+    t.sample(s(0), true);
+    t.sample(s(100), true); // sidecar back on at 100: nothing missing yet
+    t.sample(s(101), false); // its zone is up, with an empty table
+    t.sample(s(104), true);
+    let timing = t.timing(
+        &[
+            step(50, Action::SidecarPowerOff(SwitchSlot::Switch1)),
+            step(100, Action::SidecarPowerOn(SwitchSlot::Switch1)),
+        ],
+        s(60),
+        s(300),
+    );
+    assert_eq!(timing.repairs.len(), 1, "power-off starts a fault");
+    assert_eq!(timing.repairs[0].took(), Some(s(4)));
+}
