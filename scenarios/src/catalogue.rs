@@ -24,6 +24,7 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("stale-entry"),
     entry!("shared-snat"),
     entry!("dns-and-nexus-loss"),
+    entry!("full-rack-combined"),
     entry!("cold-boot"),
     entry!("network-faults"),
     entry!("cold-boot-restart"),

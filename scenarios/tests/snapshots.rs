@@ -68,6 +68,7 @@ snapshots! {
     stale_entry => "stale-entry": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     shared_snat => "shared-snat": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     dns_and_nexus_loss => "dns-and-nexus-loss": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
+    full_rack_combined => "full-rack-combined": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     cold_boot => "cold-boot": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     network_faults => "network-faults": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
     cold_boot_restart => "cold-boot-restart": [legacy => "legacy", naive => "naive", saga => "saga"],

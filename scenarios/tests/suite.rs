@@ -92,6 +92,7 @@ scenarios! {
     stale_entry => "stale-entry",
     shared_snat => "shared-snat",
     dns_and_nexus_loss => "dns-and-nexus-loss",
+    full_rack_combined => "full-rack-combined",
     cold_boot => "cold-boot",
     network_faults => "network-faults",
     cold_boot_restart => "cold-boot-restart",
