@@ -34,10 +34,14 @@
 //! rather than trusting an address is the same rule as in [`crate::mgs`]:
 //! only MGS knows which sidecar is behind it.
 //!
-//! MGS may be unreachable at that point — the sled can boot before its
-//! sidecar is powered, or while it is being updated — so the handle retries
-//! every [`MGS_RETRY_INTERVAL`] for as long as it takes, reporting every
-//! attempt in [`HandleStatus::DeterminingSwitchSlot`]. The NAT task's status
+//! Only a scrimlet has a switch zone to ask: while the sled is not one
+//! (sidecar off or being updated) the handle waits in
+//! [`HandleStatus::NotAScrimlet`] and asks nothing, as omicron's handle does.
+//! Once it is one, MGS may still be unreachable — the switch zone is still
+//! starting — so the handle retries every [`MGS_RETRY_INTERVAL`] for as long
+//! as it takes, reporting every attempt in
+//! [`HandleStatus::DeterminingSwitchSlot`], and checks the scrimlet status
+//! again before each attempt. The NAT task's status
 //! stays [`TaskStatus::NotYetRun`] meanwhile: nothing has been reconciled,
 //! and saying so is more honest than an inert state that implies a run.
 //!
@@ -66,8 +70,8 @@ use crate::{
     mgs::MgsClient,
     nat::{reconcile_switch, NatEntry, NatReconcileOutcome, Scope},
     task::{
-        run_reconciler_task, ActivationReason, InertReason, Reconciler, ScrimletStatus, StatusLog,
-        TaskStatus,
+        run_reconciler_task, wait_until_scrimlet, ActivationReason, InertReason, Reconciler,
+        ScrimletStatus, StatusLog, TaskStatus,
     },
     DPD_PORT, MGS_PORT, SERVICES_VNI,
 };
@@ -122,6 +126,10 @@ impl SwitchZoneServices {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum HandleStatus {
+    /// The sled is not a scrimlet (no sidecar, or it is powered off or being
+    /// updated): there is no switch zone whose MGS could answer, so nothing
+    /// is asked until it becomes one.
+    NotAScrimlet,
     /// Asking MGS which switch this scrimlet is attached to. `attempts`
     /// counts the failed attempts so far; `last_error` says why the last one
     /// failed (MGS unreachable, or an answer that names no switch).
@@ -188,6 +196,9 @@ impl fmt::Display for ScrimletNatStatus {
 impl fmt::Display for HandleStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            HandleStatus::NotAScrimlet => {
+                f.write_str("not a scrimlet (no sidecar); waiting to become one")
+            }
             HandleStatus::DeterminingSwitchSlot {
                 last_error: None, ..
             } => f.write_str("asking own MGS which switch this is"),
@@ -288,7 +299,10 @@ pub fn scrimlet_reconcilers<C: Connector>(
         let initial = handle_tx.borrow().clone();
         announcer.set(initial, false);
         let mgs = MgsClient::new(HttpClient::new(connector.clone(), services.mgs()));
-        let Some(switch) = determine_switch_slot(&mgs, &mut announcer, &config, &scrimlet).await
+        let mut scrimlet = scrimlet;
+        let mut config = config;
+        let Some(switch) =
+            determine_switch_slot(&mgs, &mut announcer, &mut config, &mut scrimlet).await
         else {
             nat_tx.send_replace(TaskStatus::Inert {
                 reason: InertReason::TaskExitedUnexpectedly,
@@ -310,16 +324,25 @@ pub fn scrimlet_reconcilers<C: Connector>(
     (handle, driver)
 }
 
-/// Asks MGS until it names a switch slot. `None` if an input channel closed
-/// meanwhile (nobody is left to use the answer).
+/// Asks MGS until it names a switch slot, but only while the sled is a
+/// scrimlet: as omicron's `ThisSledSwitchSlot::determine_retrying_forever`
+/// (`sled-agent/scrimlet-reconcilers/src/switch_zone_slot.rs`), it first
+/// waits for the scrimlet status, before every attempt — without a sidecar
+/// there is no switch zone to ask, and the attempts would only fill the log.
+/// `None` if an input channel closed meanwhile (nobody is left to use the
+/// answer).
 async fn determine_switch_slot<C: Connector>(
     mgs: &MgsClient<C>,
     status: &mut StatusLog<'_, HandleStatus>,
-    config: &watch::Receiver<Option<SystemNetworkingConfig>>,
-    scrimlet: &watch::Receiver<ScrimletStatus>,
+    config: &mut watch::Receiver<Option<SystemNetworkingConfig>>,
+    scrimlet: &mut watch::Receiver<ScrimletStatus>,
 ) -> Option<SwitchSlot> {
     let mut attempts: u64 = 0;
     loop {
+        if *scrimlet.borrow() == ScrimletStatus::NotScrimlet {
+            status.set(HandleStatus::NotAScrimlet, false);
+            wait_until_scrimlet(scrimlet, config).await.ok()?;
+        }
         let error = match mgs.local_switch_id().await {
             Ok(id) => match id.switch_slot() {
                 Some(slot) => return Some(slot),
@@ -878,6 +901,62 @@ mod tests {
         );
         assert_eq!(net.nat(zone), vec![ntp.to_dpd()]);
         h.driver.abort();
+    }
+
+    /// A sled that is not a scrimlet has no switch zone to ask: the handle
+    /// asks MGS nothing until it becomes one, then learns its slot at once.
+    #[tokio::test(start_paused = true)]
+    async fn slot_is_not_asked_for_until_the_sled_is_a_scrimlet() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 1);
+        let ntp = entry(NTP, 0, 16383, 1);
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            config(1, vec![ntp]),
+            ScrimletStatus::NotScrimlet,
+        );
+        tokio::time::sleep(10 * MGS_RETRY_INTERVAL).await;
+        assert_eq!(h.handle_status(), HandleStatus::NotAScrimlet);
+        assert!(net.requests(zone, MGS_PORT).is_empty());
+        assert_eq!(h.nat_status(), TaskStatus::NotYetRun);
+
+        h.scrimlet.send_replace(ScrimletStatus::Scrimlet);
+        sleep_ms(1).await;
+        assert_eq!(
+            h.handle_status(),
+            HandleStatus::Running {
+                switch: SwitchSlot::Switch1
+            }
+        );
+        assert_eq!(net.requests(zone, MGS_PORT).len(), 1);
+        assert_eq!(net.nat(zone), vec![ntp.to_dpd()]);
+
+        // Closing the scrimlet input while waiting ends the future too.
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            None,
+            ScrimletStatus::NotScrimlet,
+        );
+        sleep_ms(1).await;
+        let Harness {
+            handle,
+            config: _config,
+            scrimlet,
+            driver,
+        } = h;
+        drop(scrimlet);
+        sleep_ms(1).await;
+        assert!(driver.is_finished());
+        assert_eq!(
+            *handle.nat_status().borrow(),
+            TaskStatus::Inert {
+                reason: InertReason::TaskExitedUnexpectedly,
+                last_completion: None,
+            }
+        );
     }
 
     /// Closing an input ends the future, whether the slot is known yet or not.
