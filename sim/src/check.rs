@@ -14,8 +14,10 @@ use crate::{hosts::fmt_entry, rack::ZoneKind, world::World};
 
 /// Everything between the world and convergence, in a fixed order.
 pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
-    let rack = world.rack();
-    let desired: BTreeSet<NatEntry> = rack.desired_nat().into_iter().collect();
+    // The config as it is now: a run can add, move and remove zones.
+    let zones = world.zones();
+    let sleds = world.lock().sleds.clone();
+    let desired: BTreeSet<NatEntry> = world.desired_nat().into_iter().collect();
     let mut gaps = Vec::new();
     // A switch zone that is down cannot hold entries (it is absent from the
     // snapshot); it is not a gap until it is back.
@@ -26,9 +28,9 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
             .map(NatEntry::from_dpd)
             .collect();
         for e in desired.difference(&actual) {
-            let what = rack
+            let what = zones
                 .zone_for(e.external_ip, e.first_port)
-                .map(|z| format!("{} on {}", z.kind, rack.sleds[z.sled].name))
+                .map(|z| format!("{} on {}", z.id.kind, sleds[z.spec.sled].name))
                 .unwrap_or_else(|| "unknown zone".to_string());
             gaps.push(format!(
                 "{slot} lacks the NAT entry of {what}: {}",
@@ -43,11 +45,11 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
         }
     }
     if !snap.ntp_synced {
-        let ntp = rack
-            .zones
+        let ntp = zones
+            .zones()
             .iter()
-            .find(|z| z.kind == ZoneKind::BoundaryNtp)
-            .map(|z| format!(" on {}", rack.sleds[z.sled].name))
+            .find(|z| z.id.kind == ZoneKind::BoundaryNtp)
+            .map(|z| format!(" on {}", sleds[z.spec.sled].name))
             .unwrap_or_default();
         gaps.push(format!(
             "NTP unsynchronised: boundary NTP{ntp} has had no reply from upstream"

@@ -73,6 +73,15 @@ fn a_custom_rack_without_uplink_on_switch1_needs_no_entries_there() {
             0,
             65535,
         )
+        // One zone of each kind: scrimlet-local refuses a rack config
+        // without one (as omicron's ServiceZoneNatEntries does).
+        .zone(
+            ZoneKind::ExternalDns,
+            1,
+            "198.51.100.3".parse().unwrap(),
+            0,
+            65535,
+        )
         .internal_dns_on(1)
         .build();
     let plan = Plan::new().at(Duration::ZERO, Action::HideSwitch(SwitchSlot::Switch1));
