@@ -681,11 +681,8 @@ impl World {
         let sled = match change {
             ConfigChange::AddZone { sled, .. } | ConfigChange::MoveZone { sled, .. } => {
                 let st = self.lock();
-                let found = st
-                    .sleds
-                    .iter()
-                    .enumerate()
-                    .position(|(i, s)| s.name == *sled && !st.retired_sleds.contains(&i));
+                let found = (0..st.sleds.len())
+                    .find(|&i| st.sleds[i].name == *sled && !st.retired_sleds.contains(&i));
                 Some(found.ok_or_else(|| format!("refused: no sled {sled} in the rack"))?)
             }
             ConfigChange::RemoveZone { .. } => None,

@@ -151,8 +151,10 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
 }
 
 /// sled-task: the per-sled task's config is this sled's zones' entries. It
-/// starts with the sled's first zone and then follows the set, down to
-/// empty (its entries must then go).
+/// starts with the sled's first zone and then follows the set. The task
+/// owns the addresses of the zones in its config, so a zone moved here
+/// takes its address over, while a zone removed (or moved away) leaves
+/// an address nobody here owns: its entry is left for Nexus's task.
 fn follow_zones_in_sled_task(
     world: &World,
     resolver: &InternalDnsResolver,
