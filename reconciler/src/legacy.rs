@@ -9,7 +9,11 @@
 //!    every *expected* (uplinked) switch is found — or, if at least one was
 //!    found, until [`SWITCH_DISCOVERY_TIMEOUT`] (5 minutes) has passed since
 //!    the start, then proceed with what the last lookup found. With none
-//!    found, repeat forever.
+//!    found, repeat forever. A switch without an uplink is never waited for
+//!    nor programmed, even when it answers (omicron's
+//!    `lookup_uplinked_switch_zone_underlay_addrs` kept only the switches
+//!    with ports in the rack network config); with no uplinks at all there
+//!    is nothing to look up.
 //! 2. **Ensure the entry on each found switch,** in slot order, retrying
 //!    forever on *that address* until it succeeds: get the entry at
 //!    `(external_ip, first_port)`; if it exists with the same `internal_ip`,
@@ -172,9 +176,14 @@ impl std::fmt::Display for LegacyProgress {
 /// Some(t) if t.internal_ip == entry.target.internal_ip -> done (bug: mac/vni/range ignored);
 /// Some(_) -> delete then create; None -> create } with backoff between attempts.
 ///
-/// Returns the slots programmed (all those found by the last lookup, in slot
-/// order). Switches found that are not in `expected` are programmed too:
-/// `expected` only decides how long to wait.
+/// Returns the slots programmed (the expected switches found by the last
+/// lookup, in slot order). Only *expected* (uplinked) switches are ever
+/// programmed, as in omicron's sled-agent, whose zone start asked
+/// `EarlyNetworkSetup::lookup_uplinked_switch_zone_underlay_addrs`
+/// (`sled-agent/src/bootstrap/early_networking.rs`) for the switches with
+/// ports in the rack network config and dropped every other switch found.
+/// With no uplinked switch at all there is nothing to look up: the zone
+/// starts at once and no switch gets the entry.
 pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>(
     connector: &C,
     resolver: &Res,
@@ -246,17 +255,25 @@ async fn discover_switches<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>
     rng: &mut Rn,
     progress: &mut StatusLog<'_, LegacyProgress>,
 ) -> BTreeMap<SwitchSlot, Ipv6Addr> {
+    // No uplinks: upstream returned the empty set without a lookup.
+    if expected.is_empty() {
+        return BTreeMap::new();
+    }
     let start = Instant::now();
     let mut backoff = Backoff::new(rng);
     progress.set(LegacyProgress::LookingUpSwitches, false);
     loop {
-        let found = lookup_switches(connector, resolver).await;
+        // A switch without an uplink is not wanted, even when it answers:
+        // upstream kept only the switches it was asked to find, so "found"
+        // means "found and expected" (none of those: keep looking).
+        let mut found = lookup_switches(connector, resolver).await;
+        found.retain(|slot, _| expected.contains(slot));
         let missing: Vec<SwitchSlot> = expected
             .iter()
             .filter(|slot| !found.contains_key(slot))
             .copied()
             .collect();
-        if missing.is_empty() && (!found.is_empty() || expected.is_empty()) {
+        if missing.is_empty() {
             return found;
         }
         if !found.is_empty() && start.elapsed() >= SWITCH_DISCOVERY_TIMEOUT {
@@ -462,6 +479,55 @@ mod tests {
         for zone in [zone_ip(1), zone_ip(2)] {
             assert_eq!(net.nat(zone), vec![ntp_entry().to_dpd()]);
         }
+    }
+
+    /// Only uplinked switches are programmed: a switch without an uplink is
+    /// neither waited for nor given the entry, even when it answers; and
+    /// one that answers alone does not count as found.
+    #[tokio::test(start_paused = true)]
+    async fn only_uplinked_switches_are_programmed() {
+        let net = FakeNet::new();
+        net.add_switch_zone(zone_ip(1), 0);
+        net.add_switch_zone(zone_ip(2), 1);
+        let resolver = SharedResolver::default();
+        resolver.set(vec![zone_ip(1), zone_ip(2)]);
+        let switch0: BTreeSet<SwitchSlot> = [SwitchSlot::Switch0].into_iter().collect();
+        let run = start(&net, &resolver, switch0.clone(), 4);
+        let (programmed, elapsed) = run.task.await.unwrap();
+        assert_eq!(programmed, vec![SwitchSlot::Switch0]);
+        assert_eq!(elapsed, Duration::ZERO);
+        assert_eq!(net.nat(zone_ip(1)), vec![ntp_entry().to_dpd()]);
+        assert!(net.nat(zone_ip(2)).is_empty());
+        assert!(net.requests(zone_ip(2), DPD_PORT).is_empty());
+
+        // DNS shows only the switch without an uplink: nothing is found, so
+        // no five-minute give-up either; it keeps looking.
+        let net = FakeNet::new();
+        net.add_switch_zone(zone_ip(1), 0);
+        net.add_switch_zone(zone_ip(2), 1);
+        resolver.set(vec![zone_ip(2)]);
+        let run = start(&net, &resolver, switch0, 5);
+        tokio::time::sleep(2 * SWITCH_DISCOVERY_TIMEOUT).await;
+        assert!(!run.task.is_finished());
+        assert_eq!(*run.progress.borrow(), LegacyProgress::LookingUpSwitches);
+        assert!(net.requests(zone_ip(2), DPD_PORT).is_empty());
+        run.task.abort();
+    }
+
+    /// No uplinked switch at all: nothing to look up, the zone starts at
+    /// once and no switch is asked anything.
+    #[tokio::test(start_paused = true)]
+    async fn no_uplinks_programs_nothing_without_a_lookup() {
+        let net = FakeNet::new();
+        net.add_switch_zone(zone_ip(1), 0);
+        let resolver = SharedResolver::default();
+        resolver.set(vec![zone_ip(1)]);
+        let run = start(&net, &resolver, BTreeSet::new(), 6);
+        let (programmed, elapsed) = run.task.await.unwrap();
+        assert!(programmed.is_empty());
+        assert_eq!(elapsed, Duration::ZERO);
+        assert!(net.requests(zone_ip(1), MGS_PORT).is_empty());
+        assert!(net.requests(zone_ip(1), DPD_PORT).is_empty());
     }
 
     #[tokio::test(start_paused = true)]

@@ -34,10 +34,14 @@
 //! rather than trusting an address is the same rule as in [`crate::mgs`]:
 //! only MGS knows which sidecar is behind it.
 //!
-//! MGS may be unreachable at that point — the sled can boot before its
-//! sidecar is powered, or while it is being updated — so the handle retries
-//! every [`MGS_RETRY_INTERVAL`] for as long as it takes, reporting every
-//! attempt in [`HandleStatus::DeterminingSwitchSlot`]. The NAT task's status
+//! Only a scrimlet has a switch zone to ask: while the sled is not one
+//! (sidecar off or being updated) the handle waits in
+//! [`HandleStatus::NotAScrimlet`] and asks nothing, as omicron's handle does.
+//! Once it is one, MGS may still be unreachable — the switch zone is still
+//! starting — so the handle retries every [`MGS_RETRY_INTERVAL`] for as long
+//! as it takes, reporting every attempt in
+//! [`HandleStatus::DeterminingSwitchSlot`], and checks the scrimlet status
+//! again before each attempt. The NAT task's status
 //! stays [`TaskStatus::NotYetRun`] meanwhile: nothing has been reconciled,
 //! and saying so is more honest than an inert state that implies a run.
 //!
@@ -52,7 +56,7 @@
 use std::{
     fmt,
     future::Future,
-    net::{Ipv6Addr, SocketAddr},
+    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
     time::Duration,
 };
 
@@ -66,8 +70,8 @@ use crate::{
     mgs::MgsClient,
     nat::{reconcile_switch, NatEntry, NatReconcileOutcome, Scope},
     task::{
-        run_reconciler_task, ActivationReason, InertReason, Reconciler, ScrimletStatus, StatusLog,
-        TaskStatus,
+        run_reconciler_task, wait_until_scrimlet, ActivationReason, InertReason, Reconciler,
+        ScrimletStatus, StatusLog, TaskStatus,
     },
     DPD_PORT, MGS_PORT, SERVICES_VNI,
 };
@@ -75,15 +79,140 @@ use crate::{
 /// How long the handle waits between attempts to learn its switch slot from its own MGS.
 pub const MGS_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
+/// The kinds of service zone with external connectivity: the zones whose
+/// NAT entries the bootstore carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceZoneKind {
+    BoundaryNtp,
+    Nexus,
+    ExternalDns,
+}
+
+impl ServiceZoneKind {
+    pub const ALL: [ServiceZoneKind; 3] = [
+        ServiceZoneKind::BoundaryNtp,
+        ServiceZoneKind::Nexus,
+        ServiceZoneKind::ExternalDns,
+    ];
+}
+
+impl fmt::Display for ServiceZoneKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ServiceZoneKind::BoundaryNtp => "boundary-ntp",
+            ServiceZoneKind::Nexus => "nexus",
+            ServiceZoneKind::ExternalDns => "external-dns",
+        })
+    }
+}
+
+/// One service zone's NAT entry as the bootstore carries it: which zone
+/// wants it, of what kind, and the entry itself (with [`SERVICES_VNI`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ServiceZoneNat {
+    /// The zone's identity (omicron's zone UUID; a name such as `nexus.1`
+    /// here). It stays the same for the zone's whole life.
+    pub zone: String,
+    pub kind: ServiceZoneKind,
+    pub entry: NatEntry,
+}
+
 /// The rack-wide networking config the bootstore carries to every sled.
 ///
 /// The generation only ever grows; it is reported in the status so that an
 /// operator can tell which version each switch was last reconciled against.
+///
+/// Simplification: omicron's `SystemNetworkingConfig` also carries the rack
+/// network config (uplinks, BGP, ...); only the service zones' NAT entries
+/// matter here.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SystemNetworkingConfig {
     pub generation: u64,
-    /// Every service zone's NAT entry, rack-wide (all with [`SERVICES_VNI`]).
-    pub service_nat: Vec<NatEntry>,
+    /// Every service zone's NAT entry, rack-wide.
+    pub service_nat: Vec<ServiceZoneNat>,
+}
+
+impl SystemNetworkingConfig {
+    /// The NAT entries alone, sorted.
+    pub fn nat_entries(&self) -> Vec<NatEntry> {
+        let mut v: Vec<NatEntry> = self.service_nat.iter().map(|z| z.entry).collect();
+        v.sort();
+        v
+    }
+
+    /// What omicron refuses to hold as the rack's service NAT config
+    /// (`ServiceZoneNatEntries`, `sled-agent/types/versions/src/
+    /// bootstore_service_nat/system_networking.rs`): two entries of one zone
+    /// (its map is keyed by zone id), overlapping entries (same external IP,
+    /// intersecting port ranges: dpd cannot map one address and port to two
+    /// zones), and a config without at least one boundary NTP, one Nexus
+    /// and one external DNS entry (a rack without them cannot time-sync at
+    /// cold boot, or cannot be reached). Checked in that order; the first
+    /// problem found is reported.
+    ///
+    /// Upstream enforces it when the value is built or deserialised, so a
+    /// bad config never reaches the bootstore, and the reconciler checks
+    /// again ("in case that changes or is buggy"). This type is plain data,
+    /// so the writer and the reconciler both call this.
+    pub fn validate(&self) -> Result<(), InvalidSystemNetworkingConfig> {
+        for (i, a) in self.service_nat.iter().enumerate() {
+            for b in &self.service_nat[..i] {
+                if a.zone == b.zone {
+                    return Err(InvalidSystemNetworkingConfig::DuplicateZone {
+                        zone: a.zone.clone(),
+                    });
+                }
+                if a.entry.overlaps(&b.entry) {
+                    return Err(InvalidSystemNetworkingConfig::OverlappingEntries {
+                        external_ip: a.entry.external_ip,
+                        zone: b.zone.clone(),
+                        ports: (b.entry.first_port, b.entry.last_port),
+                        other_zone: a.zone.clone(),
+                        other_ports: (a.entry.first_port, a.entry.last_port),
+                    });
+                }
+            }
+        }
+        let missing: Vec<ServiceZoneKind> = ServiceZoneKind::ALL
+            .into_iter()
+            .filter(|k| !self.service_nat.iter().any(|z| z.kind == *k))
+            .collect();
+        if !missing.is_empty() {
+            return Err(InvalidSystemNetworkingConfig::MissingZoneKinds { missing });
+        }
+        Ok(())
+    }
+}
+
+/// Why a [`SystemNetworkingConfig`] is refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(tag = "problem", rename_all = "snake_case")]
+pub enum InvalidSystemNetworkingConfig {
+    #[error("zone {zone} has more than one NAT entry")]
+    DuplicateZone { zone: String },
+    #[error(
+        "overlapping NAT entries: zone {zone} ({external_ip} ports {}-{}) and zone {other_zone} \
+         ({external_ip} ports {}-{})",
+        ports.0, ports.1, other_ports.0, other_ports.1
+    )]
+    OverlappingEntries {
+        external_ip: Ipv4Addr,
+        zone: String,
+        ports: (u16, u16),
+        other_zone: String,
+        other_ports: (u16, u16),
+    },
+    #[error("no NAT entry for any zone of kind {}", list(missing))]
+    MissingZoneKinds { missing: Vec<ServiceZoneKind> },
+}
+
+fn list(kinds: &[ServiceZoneKind]) -> String {
+    kinds
+        .iter()
+        .map(|k| k.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Where this scrimlet's own switch zone services are.
@@ -122,6 +251,10 @@ impl SwitchZoneServices {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum HandleStatus {
+    /// The sled is not a scrimlet (no sidecar, or it is powered off or being
+    /// updated): there is no switch zone whose MGS could answer, so nothing
+    /// is asked until it becomes one.
+    NotAScrimlet,
     /// Asking MGS which switch this scrimlet is attached to. `attempts`
     /// counts the failed attempts so far; `last_error` says why the last one
     /// failed (MGS unreachable, or an answer that names no switch).
@@ -139,6 +272,15 @@ pub enum HandleStatus {
 pub enum ScrimletNatStatus {
     /// The bootstore has not delivered a config yet.
     NoNatEntriesConfig,
+    /// The config is one omicron would refuse to hold
+    /// ([`SystemNetworkingConfig::validate`]): nothing was changed, not
+    /// even a stale entry removed. Acting on it could remove every entry
+    /// of a kind the config forgot, cutting the rack off.
+    InvalidSystemNetworkingConfig {
+        switch: SwitchSlot,
+        generation: u64,
+        error: InvalidSystemNetworkingConfig,
+    },
     Reconciled {
         switch: SwitchSlot,
         generation: u64,
@@ -175,6 +317,15 @@ impl fmt::Display for ScrimletNatStatus {
             ScrimletNatStatus::NoNatEntriesConfig => {
                 f.write_str("no NAT config in the bootstore yet")
             }
+            ScrimletNatStatus::InvalidSystemNetworkingConfig {
+                switch,
+                generation,
+                error,
+            } => write!(
+                f,
+                "{switch} (config generation {generation}): bootstore config is INVALID, \
+                 nothing changed: {error}"
+            ),
             ScrimletNatStatus::Reconciled {
                 switch,
                 generation,
@@ -188,6 +339,9 @@ impl fmt::Display for ScrimletNatStatus {
 impl fmt::Display for HandleStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            HandleStatus::NotAScrimlet => {
+                f.write_str("not a scrimlet (no sidecar); waiting to become one")
+            }
             HandleStatus::DeterminingSwitchSlot {
                 last_error: None, ..
             } => f.write_str("asking own MGS which switch this is"),
@@ -222,8 +376,18 @@ impl<C: Connector> Reconciler for ScrimletNatReconciler<C> {
         let Some(config) = config else {
             return ScrimletNatStatus::NoNatEntriesConfig;
         };
+        // An invalid config is refused before dpd is touched. (Upstream
+        // reads dpd's entries first and refuses while planning; the read
+        // changes nothing, so skipping it is the same outcome.)
+        if let Err(error) = config.validate() {
+            return ScrimletNatStatus::InvalidSystemNetworkingConfig {
+                switch: self.switch,
+                generation: config.generation,
+                error,
+            };
+        }
         let outcome =
-            reconcile_switch(&self.dpd, &config.service_nat, &Scope::Vni(SERVICES_VNI)).await;
+            reconcile_switch(&self.dpd, &config.nat_entries(), &Scope::Vni(SERVICES_VNI)).await;
         ScrimletNatStatus::Reconciled {
             switch: self.switch,
             generation: config.generation,
@@ -288,7 +452,10 @@ pub fn scrimlet_reconcilers<C: Connector>(
         let initial = handle_tx.borrow().clone();
         announcer.set(initial, false);
         let mgs = MgsClient::new(HttpClient::new(connector.clone(), services.mgs()));
-        let Some(switch) = determine_switch_slot(&mgs, &mut announcer, &config, &scrimlet).await
+        let mut scrimlet = scrimlet;
+        let mut config = config;
+        let Some(switch) =
+            determine_switch_slot(&mgs, &mut announcer, &mut config, &mut scrimlet).await
         else {
             nat_tx.send_replace(TaskStatus::Inert {
                 reason: InertReason::TaskExitedUnexpectedly,
@@ -310,16 +477,25 @@ pub fn scrimlet_reconcilers<C: Connector>(
     (handle, driver)
 }
 
-/// Asks MGS until it names a switch slot. `None` if an input channel closed
-/// meanwhile (nobody is left to use the answer).
+/// Asks MGS until it names a switch slot, but only while the sled is a
+/// scrimlet: as omicron's `ThisSledSwitchSlot::determine_retrying_forever`
+/// (`sled-agent/scrimlet-reconcilers/src/switch_zone_slot.rs`), it first
+/// waits for the scrimlet status, before every attempt — without a sidecar
+/// there is no switch zone to ask, and the attempts would only fill the log.
+/// `None` if an input channel closed meanwhile (nobody is left to use the
+/// answer).
 async fn determine_switch_slot<C: Connector>(
     mgs: &MgsClient<C>,
     status: &mut StatusLog<'_, HandleStatus>,
-    config: &watch::Receiver<Option<SystemNetworkingConfig>>,
-    scrimlet: &watch::Receiver<ScrimletStatus>,
+    config: &mut watch::Receiver<Option<SystemNetworkingConfig>>,
+    scrimlet: &mut watch::Receiver<ScrimletStatus>,
 ) -> Option<SwitchSlot> {
     let mut attempts: u64 = 0;
     loop {
+        if *scrimlet.borrow() == ScrimletStatus::NotScrimlet {
+            status.set(HandleStatus::NotAScrimlet, false);
+            wait_until_scrimlet(scrimlet, config).await.ok()?;
+        }
         let error = match mgs.local_switch_id().await {
             Ok(id) => match id.switch_slot() {
                 Some(slot) => return Some(slot),
@@ -379,11 +555,38 @@ mod tests {
         crate::testing::service_entry(ip, first, last, sled)
     }
 
-    fn config(generation: u64, service_nat: Vec<NatEntry>) -> Option<SystemNetworkingConfig> {
+    /// A config of these entries, each named after its kind (told by its
+    /// address: [`NTP`], [`DNS`], anything else is a Nexus) and position.
+    fn config(generation: u64, entries: Vec<NatEntry>) -> Option<SystemNetworkingConfig> {
+        let service_nat = entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                let kind = match entry.external_ip.octets() {
+                    NTP => ServiceZoneKind::BoundaryNtp,
+                    DNS => ServiceZoneKind::ExternalDns,
+                    _ => ServiceZoneKind::Nexus,
+                };
+                ServiceZoneNat {
+                    zone: format!("{kind}.{i}"),
+                    kind,
+                    entry,
+                }
+            })
+            .collect();
         Some(SystemNetworkingConfig {
             generation,
             service_nat,
         })
+    }
+
+    /// One zone of each kind: boundary NTP on sled 3, Nexus on 4, DNS on 5.
+    fn full() -> Vec<NatEntry> {
+        vec![
+            entry(NTP, 0, 16383, 3),
+            entry(NEXUS, 0, 65535, 4),
+            entry(DNS, 0, 65535, 5),
+        ]
     }
 
     fn complete(unchanged: usize, removed: usize, created: usize) -> NatReconcileOutcome {
@@ -506,7 +709,11 @@ mod tests {
         assert_eq!(json["generation"], json!(3));
         assert_eq!(json["outcome"]["result"], json!("complete"));
         assert_eq!(json["outcome"]["created"], json!(2));
-        let cfg = config(7, vec![entry(NTP, 0, 16383, 1)]).unwrap();
+        let cfg = config(7, full()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&cfg).unwrap()["service_nat"][0]["kind"],
+            json!("boundary_ntp")
+        );
         let round: SystemNetworkingConfig =
             serde_json::from_value(serde_json::to_value(&cfg).unwrap()).unwrap();
         assert_eq!(round, cfg);
@@ -527,13 +734,7 @@ mod tests {
             dpd: SocketAddr::new(zone.into(), DPD_PORT),
             mgs,
         };
-        let ntp = entry(NTP, 0, 16383, 1);
-        let h = Harness::start(
-            &net,
-            services,
-            config(1, vec![ntp]),
-            ScrimletStatus::Scrimlet,
-        );
+        let h = Harness::start(&net, services, config(1, full()), ScrimletStatus::Scrimlet);
         assert_eq!(
             h.handle_status(),
             HandleStatus::DeterminingSwitchSlot {
@@ -589,13 +790,13 @@ mod tests {
                 switch: SwitchSlot::Switch1
             }
         );
-        assert_eq!(net.nat(zone), vec![ntp.to_dpd()]);
+        assert_eq!(net.nat(zone), sorted_dpd(&full()));
         assert_eq!(
             h.last().status,
             ScrimletNatStatus::Reconciled {
                 switch: SwitchSlot::Switch1,
                 generation: 1,
-                outcome: complete(0, 0, 1),
+                outcome: complete(0, 0, 3),
             }
         );
         assert_eq!(h.last().activation_reason, ActivationReason::Startup);
@@ -705,6 +906,7 @@ mod tests {
         let mut stale_ntp = ntp;
         stale_ntp.target.inner_mac = MacAddr::new([0xa8, 0x40, 0x25, 0xff, 0, 0x99]);
         let leftover_dns = entry(DNS, 0, 65535, 7);
+        let dns = entry(DNS, 0, 65535, 5);
         let mut instance = entry([203, 0, 113, 9], 0, 65535, 8);
         instance.target.vni = 4242;
         for e in [stale_ntp, nexus, leftover_dns, instance] {
@@ -714,7 +916,7 @@ mod tests {
         let h = Harness::start(
             &net,
             SwitchZoneServices::UnderlayIp(zone),
-            config(4, vec![ntp, nexus]),
+            config(4, vec![ntp, nexus, dns]),
             ScrimletStatus::Scrimlet,
         );
         sleep_ms(1_000).await;
@@ -725,15 +927,16 @@ mod tests {
                 "DELETE /nat/ipv4/198.51.100.2/0",
                 "DELETE /nat/ipv4/198.51.100.3/0",
                 "PUT /nat/ipv4/198.51.100.2/0/16383",
+                "PUT /nat/ipv4/198.51.100.3/0/65535",
             ]
         );
-        assert_eq!(net.nat(zone), sorted_dpd(&[ntp, nexus, instance]));
+        assert_eq!(net.nat(zone), sorted_dpd(&[ntp, nexus, dns, instance]));
         assert_eq!(
             h.last().status,
             ScrimletNatStatus::Reconciled {
                 switch: SwitchSlot::Switch1,
                 generation: 4,
-                outcome: complete(1, 2, 1),
+                outcome: complete(1, 2, 2),
             }
         );
         h.driver.abort();
@@ -746,20 +949,21 @@ mod tests {
         let net = FakeNet::new();
         let zone = zone_ip(1);
         net.add_switch_zone(zone, 0);
-        let ntp = entry(NTP, 0, 16383, 1);
-        let nexus = entry(NEXUS, 0, 65535, 2);
+        let [ntp, nexus, dns] = full().try_into().unwrap();
         let h = Harness::start(
             &net,
             SwitchZoneServices::UnderlayIp(zone),
-            config(1, vec![ntp]),
+            config(1, vec![ntp, nexus, dns]),
             ScrimletStatus::Scrimlet,
         );
         sleep_ms(1_000).await;
         assert_eq!(h.last().activation_count, 1);
 
-        // Nexus moves in, and NTP moves to sled 3.
-        let moved_ntp = entry(NTP, 0, 16383, 3);
-        h.config.send_replace(config(2, vec![moved_ntp, nexus]));
+        // A second Nexus is added, and NTP moves to sled 1.
+        let nexus2 = entry([198, 51, 100, 4], 0, 65535, 2);
+        let moved_ntp = entry(NTP, 0, 16383, 1);
+        h.config
+            .send_replace(config(2, vec![moved_ntp, nexus, dns, nexus2]));
         sleep_ms(1_000).await;
         let last = h.last();
         assert_eq!(
@@ -772,10 +976,152 @@ mod tests {
             ScrimletNatStatus::Reconciled {
                 switch: SwitchSlot::Switch0,
                 generation: 2,
-                outcome: complete(0, 1, 2),
+                outcome: complete(2, 1, 2),
             }
         );
-        assert_eq!(net.nat(zone), sorted_dpd(&[moved_ntp, nexus]));
+        assert_eq!(net.nat(zone), sorted_dpd(&[moved_ntp, nexus, dns, nexus2]));
+        h.driver.abort();
+    }
+
+    /// What omicron's `ServiceZoneNatEntries` refuses, this refuses: a
+    /// missing kind, overlapping entries, one zone twice.
+    #[test]
+    fn validate_refuses_what_omicron_refuses() {
+        assert_eq!(config(1, full()).unwrap().validate(), Ok(()));
+        // Two NTP zones sharing the SNAT address with disjoint ranges are
+        // fine (a real rack has exactly that).
+        let mut two_ntp = full();
+        two_ntp.push(entry(NTP, 16384, 32767, 6));
+        assert_eq!(config(1, two_ntp).unwrap().validate(), Ok(()));
+
+        let no_nexus = config(2, vec![entry(NTP, 0, 16383, 3), entry(DNS, 0, 65535, 5)]);
+        let err = no_nexus.unwrap().validate().unwrap_err();
+        assert_eq!(
+            err,
+            InvalidSystemNetworkingConfig::MissingZoneKinds {
+                missing: vec![ServiceZoneKind::Nexus]
+            }
+        );
+        assert_eq!(err.to_string(), "no NAT entry for any zone of kind nexus");
+        let empty = config(2, vec![]).unwrap().validate().unwrap_err();
+        assert_eq!(
+            empty,
+            InvalidSystemNetworkingConfig::MissingZoneKinds {
+                missing: ServiceZoneKind::ALL.to_vec()
+            }
+        );
+
+        let mut overlap = full();
+        overlap.push(entry(NTP, 16000, 20000, 6));
+        let err = config(3, overlap).unwrap().validate().unwrap_err();
+        assert_eq!(
+            err,
+            InvalidSystemNetworkingConfig::OverlappingEntries {
+                external_ip: NTP.into(),
+                zone: "boundary-ntp.0".into(),
+                ports: (0, 16383),
+                other_zone: "boundary-ntp.3".into(),
+                other_ports: (16000, 20000),
+            }
+        );
+        assert!(
+            err.to_string().contains("198.51.100.2 ports 0-16383"),
+            "{err}"
+        );
+
+        let mut twice = config(4, full()).unwrap();
+        let mut again = twice.service_nat[1].clone();
+        again.entry = entry([198, 51, 100, 9], 0, 65535, 4);
+        twice.service_nat.push(again);
+        assert_eq!(
+            twice.validate(),
+            Err(InvalidSystemNetworkingConfig::DuplicateZone {
+                zone: "nexus.1".into()
+            })
+        );
+    }
+
+    /// An invalid config is refused with a status and changes nothing: the
+    /// entries stay as they are — never "remove everything the config
+    /// lacks" — and dpd is not even asked. A valid generation after it is
+    /// applied at once.
+    #[tokio::test(start_paused = true)]
+    async fn an_invalid_config_is_refused_and_changes_nothing() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 0);
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            config(1, full()),
+            ScrimletStatus::Scrimlet,
+        );
+        sleep_ms(1_000).await;
+        assert_eq!(net.nat(zone), sorted_dpd(&full()));
+        net.clear_log();
+
+        // The only Nexus removed: a config that would cut the rack off.
+        let [ntp, _nexus, dns] = full().try_into().unwrap();
+        h.config.send_replace(config(2, vec![ntp, dns]));
+        sleep_ms(1_000).await;
+        let last = h.last();
+        assert_eq!(
+            last.activation_reason,
+            ActivationReason::SystemNetworkingConfigChanged
+        );
+        assert_eq!(
+            last.status,
+            ScrimletNatStatus::InvalidSystemNetworkingConfig {
+                switch: SwitchSlot::Switch0,
+                generation: 2,
+                error: InvalidSystemNetworkingConfig::MissingZoneKinds {
+                    missing: vec![ServiceZoneKind::Nexus]
+                },
+            }
+        );
+        assert!(
+            last.status.to_string().contains("INVALID, nothing changed"),
+            "{}",
+            last.status
+        );
+        // The periodic activations refuse it again, and still touch nothing.
+        tokio::time::sleep(2 * DEFAULT_PERIOD).await;
+        assert_eq!(h.last().activation_count, 4);
+        assert!(matches!(
+            h.last().status,
+            ScrimletNatStatus::InvalidSystemNetworkingConfig { .. }
+        ));
+        assert_eq!(net.nat(zone), sorted_dpd(&full()));
+        assert!(net.requests(zone, DPD_PORT).is_empty());
+
+        // Overlapping entries: refused the same way.
+        let mut overlap = full();
+        overlap.push(entry(DNS, 53, 53, 6));
+        h.config.send_replace(config(3, overlap));
+        sleep_ms(1_000).await;
+        assert!(matches!(
+            h.last().status,
+            ScrimletNatStatus::InvalidSystemNetworkingConfig {
+                generation: 3,
+                error: InvalidSystemNetworkingConfig::OverlappingEntries { .. },
+                ..
+            }
+        ));
+        assert!(net.requests(zone, DPD_PORT).is_empty());
+
+        // A valid config again (Nexus moved to sled 2): applied at once.
+        let moved = entry(NEXUS, 0, 65535, 2);
+        h.config.send_replace(config(4, vec![ntp, moved, dns]));
+        sleep_ms(1_000).await;
+        assert_eq!(
+            h.last().status,
+            ScrimletNatStatus::Reconciled {
+                switch: SwitchSlot::Switch0,
+                generation: 4,
+                outcome: complete(2, 1, 1),
+            }
+        );
+        assert_eq!(net.nat(zone), sorted_dpd(&[ntp, moved, dns]));
         h.driver.abort();
     }
 
@@ -787,7 +1133,7 @@ mod tests {
         let net = FakeNet::new();
         let zone = zone_ip(1);
         net.add_switch_zone(zone, 0);
-        let desired = vec![entry(NTP, 0, 16383, 1), entry(NEXUS, 0, 65535, 2)];
+        let desired = full();
         let h = Harness::start(
             &net,
             SwitchZoneServices::UnderlayIp(zone),
@@ -830,7 +1176,7 @@ mod tests {
             ScrimletNatStatus::Reconciled {
                 switch: SwitchSlot::Switch0,
                 generation: 1,
-                outcome: complete(0, 0, 2),
+                outcome: complete(0, 0, 3),
             }
         );
         assert_eq!(net.nat(zone), sorted_dpd(&desired));
@@ -861,8 +1207,7 @@ mod tests {
         assert!(net.requests(zone, DPD_PORT).is_empty());
         assert_eq!(net.nat(zone), vec![unknown.to_dpd()]);
 
-        let ntp = entry(NTP, 0, 16383, 1);
-        h.config.send_replace(config(1, vec![ntp]));
+        h.config.send_replace(config(1, full()));
         sleep_ms(1_000).await;
         assert_eq!(
             h.last().activation_reason,
@@ -873,11 +1218,66 @@ mod tests {
             ScrimletNatStatus::Reconciled {
                 switch: SwitchSlot::Switch0,
                 generation: 1,
-                outcome: complete(0, 1, 1),
+                outcome: complete(0, 1, 3),
             }
         );
-        assert_eq!(net.nat(zone), vec![ntp.to_dpd()]);
+        assert_eq!(net.nat(zone), sorted_dpd(&full()));
         h.driver.abort();
+    }
+
+    /// A sled that is not a scrimlet has no switch zone to ask: the handle
+    /// asks MGS nothing until it becomes one, then learns its slot at once.
+    #[tokio::test(start_paused = true)]
+    async fn slot_is_not_asked_for_until_the_sled_is_a_scrimlet() {
+        let net = FakeNet::new();
+        let zone = zone_ip(1);
+        net.add_switch_zone(zone, 1);
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            config(1, full()),
+            ScrimletStatus::NotScrimlet,
+        );
+        tokio::time::sleep(10 * MGS_RETRY_INTERVAL).await;
+        assert_eq!(h.handle_status(), HandleStatus::NotAScrimlet);
+        assert!(net.requests(zone, MGS_PORT).is_empty());
+        assert_eq!(h.nat_status(), TaskStatus::NotYetRun);
+
+        h.scrimlet.send_replace(ScrimletStatus::Scrimlet);
+        sleep_ms(1).await;
+        assert_eq!(
+            h.handle_status(),
+            HandleStatus::Running {
+                switch: SwitchSlot::Switch1
+            }
+        );
+        assert_eq!(net.requests(zone, MGS_PORT).len(), 1);
+        assert_eq!(net.nat(zone), sorted_dpd(&full()));
+
+        // Closing the scrimlet input while waiting ends the future too.
+        let h = Harness::start(
+            &net,
+            SwitchZoneServices::UnderlayIp(zone),
+            None,
+            ScrimletStatus::NotScrimlet,
+        );
+        sleep_ms(1).await;
+        let Harness {
+            handle,
+            config: _config,
+            scrimlet,
+            driver,
+        } = h;
+        drop(scrimlet);
+        sleep_ms(1).await;
+        assert!(driver.is_finished());
+        assert_eq!(
+            *handle.nat_status().borrow(),
+            TaskStatus::Inert {
+                reason: InertReason::TaskExitedUnexpectedly,
+                last_completion: None,
+            }
+        );
     }
 
     /// Closing an input ends the future, whether the slot is known yet or not.

@@ -184,7 +184,7 @@ pub trait Reconciler: Send + 'static {
 }
 
 /// An input channel closed.
-struct InputClosed;
+pub(crate) struct InputClosed;
 
 /// Runs until an input channel closes (then Inert(TaskExitedUnexpectedly)).
 /// `scrimlet: None` = not scrimlet-dependent (never inert for that reason).
@@ -291,7 +291,7 @@ pub async fn run_reconciler_task<R: Reconciler>(
 /// Waits until the scrimlet status is `Scrimlet`. Config changes while
 /// waiting are left unseen-or-seen as they come: the snapshot taken on resume
 /// is the latest anyway. Err if either channel closes.
-async fn wait_until_scrimlet<C>(
+pub(crate) async fn wait_until_scrimlet<C>(
     scrimlet: &mut watch::Receiver<ScrimletStatus>,
     config: &mut watch::Receiver<C>,
 ) -> Result<(), InputClosed> {

@@ -33,6 +33,8 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("concurrent-starts"),
     entry!("control-plane-crash-mid-saga"),
     entry!("instance-migrate-like-move"),
+    entry!("config-change"),
+    entry!("config-invalid"),
 ];
 
 /// Every catalogued scenario, parsed. They are validated by the test suite,

@@ -77,4 +77,6 @@ snapshots! {
     concurrent_starts => "concurrent-starts": [legacy => "legacy", naive => "naive", saga => "saga"],
     control_plane_crash_mid_saga => "control-plane-crash-mid-saga": [legacy => "legacy", naive => "naive", saga => "saga"],
     instance_migrate_like_move => "instance-migrate-like-move": [legacy => "legacy", naive => "naive", saga => "saga"],
+    config_change => "config-change": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
+    config_invalid => "config-invalid": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local"],
 }

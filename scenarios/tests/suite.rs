@@ -101,6 +101,8 @@ scenarios! {
     concurrent_starts => "concurrent-starts",
     control_plane_crash_mid_saga => "control-plane-crash-mid-saga",
     instance_migrate_like_move => "instance-migrate-like-move",
+    config_change => "config-change",
+    config_invalid => "config-invalid",
 }
 
 /// Regression, found by the event-driven time model: the control plane

@@ -14,8 +14,10 @@ use crate::{hosts::fmt_entry, rack::ZoneKind, world::World};
 
 /// Everything between the world and convergence, in a fixed order.
 pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
-    let rack = world.rack();
-    let desired: BTreeSet<NatEntry> = rack.desired_nat().into_iter().collect();
+    // The config as it is now: a run can add, move and remove zones.
+    let zones = world.zones();
+    let sleds = world.lock().sleds.clone();
+    let desired: BTreeSet<NatEntry> = world.desired_nat().into_iter().collect();
     let mut gaps = Vec::new();
     // A switch zone that is down cannot hold entries (it is absent from the
     // snapshot); it is not a gap until it is back.
@@ -26,9 +28,9 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
             .map(NatEntry::from_dpd)
             .collect();
         for e in desired.difference(&actual) {
-            let what = rack
+            let what = zones
                 .zone_for(e.external_ip, e.first_port)
-                .map(|z| format!("{} on {}", z.kind, rack.sleds[z.sled].name))
+                .map(|z| format!("{} on {}", z.id.kind, sleds[z.spec.sled].name))
                 .unwrap_or_else(|| "unknown zone".to_string());
             gaps.push(format!(
                 "{slot} lacks the NAT entry of {what}: {}",
@@ -45,15 +47,15 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
     // Every running boundary NTP zone must have heard from upstream: each
     // gets its replies through its own source-NAT port range, so this
     // checks the data path of every range, shared IP or not.
-    for z in rack
-        .zones
+    for z in zones
+        .zones()
         .iter()
-        .filter(|z| z.kind == ZoneKind::BoundaryNtp)
+        .filter(|z| z.id.kind == ZoneKind::BoundaryNtp)
     {
-        if snap.sleds_up.contains(&z.sled) && !snap.ntp_synced.contains(&z.sled) {
+        if snap.sleds_up.contains(&z.spec.sled) && !snap.ntp_synced.contains(&z.spec.sled) {
             gaps.push(format!(
                 "NTP unsynchronised: boundary NTP on {} has had no reply from upstream",
-                rack.sleds[z.sled].name
+                sleds[z.spec.sled].name
             ));
         }
     }

@@ -10,7 +10,7 @@ use std::{fmt, str::FromStr, time::Duration};
 use racksim_reconciler::discovery::SwitchSlot;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
-use crate::trace::fmt_duration;
+use crate::{rack::ZoneKind, trace::fmt_duration};
 
 /// Which service-NAT code the sleds run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -163,6 +163,110 @@ pub enum Action {
     InstanceStop { instance: String },
     /// Instance API: delete the instance.
     InstanceDelete { instance: String },
+    /// The rack's service zones change and the new system networking
+    /// config is written to the bootstore (what Nexus's blueprint execution
+    /// does). Refused as a whole if the new config is invalid.
+    ConfigChange(ConfigChange),
+}
+
+/// Every kind of zone with external connectivity.
+pub const ZONE_KINDS: [ZoneKind; 3] = [
+    ZoneKind::BoundaryNtp,
+    ZoneKind::Nexus,
+    ZoneKind::ExternalDns,
+];
+
+/// A zone as a plan refers to it: its kind and, when the rack has (or had)
+/// several of that kind, its ordinal (`nexus`, `nexus.1`). Ordinals are
+/// given in the order zones were declared or added, from 0, and never
+/// reused, so a reference keeps meaning the same zone after others are
+/// removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ZoneRef {
+    pub kind: ZoneKind,
+    pub ordinal: Option<u32>,
+}
+
+impl FromStr for ZoneRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (kind, ordinal) = match s.split_once('.') {
+            None => (s, None),
+            Some((k, n)) => (
+                k,
+                Some(
+                    n.parse::<u32>()
+                        .map_err(|_| format!("{n:?} is not a zone ordinal (0, 1, ...)"))?,
+                ),
+            ),
+        };
+        let kind = ZONE_KINDS
+            .into_iter()
+            .find(|k| k.name() == kind)
+            .ok_or_else(|| {
+                format!("unknown zone kind {kind:?} (expected boundary-ntp, nexus or external-dns)")
+            })?;
+        Ok(ZoneRef { kind, ordinal })
+    }
+}
+
+impl fmt::Display for ZoneRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ordinal {
+            None => write!(f, "{}", self.kind),
+            Some(n) => write!(f, "{}.{n}", self.kind),
+        }
+    }
+}
+
+/// A change of the rack's service zones (a move is a stop on one sled and
+/// a start on the other, keeping the zone's external address).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigChange {
+    /// A new zone of `kind` on `sled`, at `external_ip` if given (with its
+    /// kind's usual port range), else at an address nothing uses.
+    AddZone {
+        kind: ZoneKind,
+        sled: String,
+        external_ip: Option<std::net::Ipv4Addr>,
+    },
+    MoveZone {
+        zone: ZoneRef,
+        sled: String,
+    },
+    RemoveZone {
+        zone: ZoneRef,
+    },
+}
+
+impl ConfigChange {
+    /// The change's name as scenario files write it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ConfigChange::AddZone { .. } => "add-zone",
+            ConfigChange::MoveZone { .. } => "move-zone",
+            ConfigChange::RemoveZone { .. } => "remove-zone",
+        }
+    }
+}
+
+impl fmt::Display for ConfigChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigChange::AddZone {
+                kind,
+                sled,
+                external_ip: None,
+            } => write!(f, "add zone {kind} on {sled}"),
+            ConfigChange::AddZone {
+                kind,
+                sled,
+                external_ip: Some(ip),
+            } => write!(f, "add zone {kind} on {sled} at {ip}"),
+            ConfigChange::MoveZone { zone, sled } => write!(f, "move zone {zone} to {sled}"),
+            ConfigChange::RemoveZone { zone } => write!(f, "remove zone {zone}"),
+        }
+    }
 }
 
 impl Action {
@@ -192,6 +296,7 @@ impl Action {
             Action::InstanceStart { .. } => "instance-start",
             Action::InstanceStop { .. } => "instance-stop",
             Action::InstanceDelete { .. } => "instance-delete",
+            Action::ConfigChange(_) => "config-change",
         }
     }
 }
@@ -272,6 +377,7 @@ impl fmt::Display for Action {
             }
             Action::InstanceStop { instance } => write!(f, "API: stop instance {instance}"),
             Action::InstanceDelete { instance } => write!(f, "API: delete instance {instance}"),
+            Action::ConfigChange(c) => write!(f, "config change: {c}"),
         }
     }
 }

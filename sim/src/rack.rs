@@ -236,8 +236,8 @@ impl RackSpec {
     pub const NAMES: [&'static str; 3] = ["madrid", "standard", "full"];
 
     /// Check that this is a rack Omicron could run: two scrimlets, one per
-    /// switch; at least one uplinked switch; internal DNS, boundary NTP and
-    /// Nexus somewhere; every zone on a sled of the rack; no two zones'
+    /// switch; at least one uplinked switch; internal DNS, and boundary NTP,
+    /// Nexus and external DNS zones somewhere; every zone on a sled of the rack; no two zones'
     /// external (IP, port range) overlapping; boundary NTP on an aligned
     /// source-NAT chunk.
     pub fn validate(&self) -> Result<(), RackError> {
@@ -352,7 +352,13 @@ impl RackSpec {
                 );
             }
         }
-        for kind in [ZoneKind::BoundaryNtp, ZoneKind::Nexus] {
+        // Omicron's service NAT config refuses a rack without each kind
+        // (scrimlet-local would report InvalidSystemNetworkingConfig).
+        for kind in [
+            ZoneKind::BoundaryNtp,
+            ZoneKind::Nexus,
+            ZoneKind::ExternalDns,
+        ] {
             if !self.zones.iter().any(|z| z.kind == kind) {
                 return fail(
                     RackPart::Whole,

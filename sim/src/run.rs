@@ -398,10 +398,16 @@ impl<'a> Driver<'a> {
                     self.instance_request(now, InstanceRequest::Delete { instance: id });
                 }
             }
+            Action::ConfigChange(change) => {
+                let line = match world.change_config(change) {
+                    Ok(done) | Err(done) => format!("  {done}"),
+                };
+                world.trace_at(now, "plan", Kind::Plan, line);
+            }
             Action::StaleEntry { switch, zone } => {
-                let rack = world.rack();
-                if let Some(z) = rack.zones.iter().find(|z| z.kind == *zone) {
-                    let mut e = rack.nat_entry(z);
+                let zones = world.zones();
+                if let Some(z) = zones.zones().iter().find(|z| z.id.kind == *zone) {
+                    let mut e = world.zone_nat_entry(&z.spec);
                     e.target.inner_mac.a[5] ^= 0xff;
                     let mut st = world.lock();
                     if let Some(dpd) = st.dpd.get_mut(switch) {

@@ -8,11 +8,14 @@
 //!
 //! The rack's shape is fixed at the start ([`RunParams::rack`]), but a run
 //! can change it: a replaced scrimlet brings a new sled and moves its switch
-//! zone to a new address. What can change lives in [`State`].
+//! zone to a new address, and a config change adds, moves or removes service
+//! zones ([`ZoneSet`]; `RackSpec::zones` is only the initial set). What can
+//! change lives in [`State`] and in the world's watch channels.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    net::Ipv6Addr,
+    fmt,
+    net::{Ipv4Addr, Ipv6Addr},
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
@@ -25,15 +28,16 @@ use racksim_reconciler::{
         VirtualNetworkInterfaceHost, VmmInfo, GUEST_VNI,
     },
     nat::NatEntry,
-    scrimlet_local::SystemNetworkingConfig,
+    scrimlet_local::{ServiceZoneKind, ServiceZoneNat, SystemNetworkingConfig},
     task::ScrimletStatus,
+    SERVICES_VNI,
 };
 use tokio::sync::watch;
 
 use crate::{
     fakes::dpd::DpdState,
-    plan::Strategy,
-    rack::{RackSpec, SledSpec, ZoneKind, UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME},
+    plan::{ConfigChange, Strategy, ZoneRef},
+    rack::{RackSpec, SledSpec, ZoneKind, ZoneSpec, UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME},
     trace::{Kind, TraceLine},
 };
 
@@ -66,6 +70,277 @@ impl DpdFault {
         match self {
             DpdFault::Errors { until } | DpdFault::Hang { until } => until,
         }
+    }
+}
+
+/// A service zone's identity: its kind and its ordinal among the zones of
+/// that kind the rack has ever had (declared ones first, in rack order,
+/// then added ones). Shown as `nexus.0`; never reused, so a removed zone's
+/// name cannot come to mean another zone. (Omicron names zones by UUID.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ZoneId {
+    pub kind: ZoneKind,
+    pub ordinal: u32,
+}
+
+impl fmt::Display for ZoneId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.kind, self.ordinal)
+    }
+}
+
+/// A service zone as the rack has it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveZone {
+    pub id: ZoneId,
+    pub spec: ZoneSpec,
+}
+
+/// Where a new zone's external address comes from when the plan gives none.
+const SERVICE_IP_BASE: [u8; 3] = [198, 51, 100];
+/// Boundary NTP's source-NAT port blocks: zones share one address, each
+/// with its own quarter of the port space.
+const NTP_PORT_BLOCK: u16 = 16384;
+
+/// The rack's service zones, as the current config describes them.
+///
+/// Plain data with pure operations, so that the scenario-file checker can
+/// run a plan's changes on its own copy and know what later steps may
+/// refer to; the world holds the live copy in a watch channel that sleds
+/// follow (zones start and stop) and the checks read (desired state).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZoneSet {
+    zones: Vec<LiveZone>,
+    next_ordinal: BTreeMap<ZoneKind, u32>,
+    /// Zones ever created, for fresh MAC addresses.
+    created: usize,
+}
+
+impl ZoneSet {
+    /// The rack's declared zones, named in declaration order.
+    pub fn from_rack(rack: &RackSpec) -> Self {
+        let mut set = ZoneSet {
+            zones: Vec::new(),
+            next_ordinal: BTreeMap::new(),
+            created: 0,
+        };
+        for z in &rack.zones {
+            set.insert(z.clone());
+        }
+        set
+    }
+
+    fn insert(&mut self, spec: ZoneSpec) -> ZoneId {
+        let n = self.next_ordinal.entry(spec.kind).or_insert(0);
+        let id = ZoneId {
+            kind: spec.kind,
+            ordinal: *n,
+        };
+        *n += 1;
+        self.created += 1;
+        self.zones.push(LiveZone { id, spec });
+        self.zones.sort_by_key(|z| z.id);
+        id
+    }
+
+    /// Every zone, by id.
+    pub fn zones(&self) -> &[LiveZone] {
+        &self.zones
+    }
+
+    /// The zones on sled `index`, by id.
+    pub fn on_sled(&self, index: usize) -> Vec<LiveZone> {
+        self.zones
+            .iter()
+            .filter(|z| z.spec.sled == index)
+            .cloned()
+            .collect()
+    }
+
+    pub fn get(&self, id: ZoneId) -> Option<&LiveZone> {
+        self.zones.iter().find(|z| z.id == id)
+    }
+
+    /// The zone a plan means: `nexus.1` names one; `nexus` names the only
+    /// Nexus zone, and is an error when there are several.
+    pub fn resolve(&self, r: &ZoneRef) -> Result<ZoneId, String> {
+        let of_kind: Vec<ZoneId> = self
+            .zones
+            .iter()
+            .filter(|z| z.id.kind == r.kind)
+            .map(|z| z.id)
+            .collect();
+        let names = || {
+            if of_kind.is_empty() {
+                format!("the rack has no {} zone at that point", r.kind)
+            } else {
+                let v: Vec<String> = of_kind.iter().map(|id| id.to_string()).collect();
+                format!("{} zones at that point: {}", r.kind, v.join(", "))
+            }
+        };
+        match r.ordinal {
+            Some(n) => of_kind
+                .iter()
+                .find(|id| id.ordinal == n)
+                .copied()
+                .ok_or_else(|| format!("no zone {r} ({})", names())),
+            None if of_kind.len() == 1 => Ok(of_kind[0]),
+            None if of_kind.is_empty() => Err(names()),
+            None => Err(format!(
+                "{r} is ambiguous: {}; name one with its ordinal",
+                names()
+            )),
+        }
+    }
+
+    /// The set after `change`; `sled` is the index of the sled the change
+    /// names (add, move). Structural errors only (no such zone, a move to
+    /// where it already is); whether the result is a valid config is
+    /// [`SystemNetworkingConfig::validate`]'s business.
+    pub fn apply(&self, change: &ConfigChange, sled: Option<usize>) -> Result<ZoneSet, String> {
+        let mut next = self.clone();
+        match change {
+            ConfigChange::AddZone {
+                kind, external_ip, ..
+            } => {
+                let sled = sled.ok_or("add-zone needs a sled")?;
+                let (ip, first_port, last_port) = self.allocate(*kind, *external_ip);
+                // Oxide's OUI-based service MAC range, continuing the
+                // rack builder's numbering.
+                let n = (self.created + 1) as u8;
+                next.insert(ZoneSpec {
+                    kind: *kind,
+                    sled,
+                    external_ip: ip,
+                    first_port,
+                    last_port,
+                    mac: MacAddr {
+                        a: [0xa8, 0x40, 0x25, 0xff, 0x00, n],
+                    },
+                });
+            }
+            ConfigChange::MoveZone { zone, .. } => {
+                let sled = sled.ok_or("move-zone needs a sled")?;
+                let id = self.resolve(zone)?;
+                let z = next
+                    .zones
+                    .iter_mut()
+                    .find(|z| z.id == id)
+                    .expect("resolved");
+                if z.spec.sled == sled {
+                    return Err(format!("zone {id} is already on that sled"));
+                }
+                z.spec.sled = sled;
+            }
+            ConfigChange::RemoveZone { zone } => {
+                let id = self.resolve(zone)?;
+                next.zones.retain(|z| z.id != id);
+            }
+        }
+        Ok(next)
+    }
+
+    /// External address and ports for a new zone of `kind`. Given an
+    /// address, the kind's usual range there (a plan can make a clash on
+    /// purpose); otherwise Nexus and external DNS take the lowest address
+    /// no zone uses, and boundary NTP the lowest free port block at the
+    /// address the NTP zones share.
+    fn allocate(&self, kind: ZoneKind, ip: Option<Ipv4Addr>) -> (Ipv4Addr, u16, u16) {
+        let used = |ip: Ipv4Addr, lo: u16, hi: u16| {
+            self.zones.iter().any(|z| {
+                z.spec.external_ip == ip && z.spec.first_port <= hi && lo <= z.spec.last_port
+            })
+        };
+        let fresh = || {
+            (1..=254u8)
+                .map(|n| {
+                    Ipv4Addr::new(
+                        SERVICE_IP_BASE[0],
+                        SERVICE_IP_BASE[1],
+                        SERVICE_IP_BASE[2],
+                        n,
+                    )
+                })
+                .find(|ip| !self.zones.iter().any(|z| z.spec.external_ip == *ip))
+                .unwrap_or(Ipv4Addr::new(198, 51, 100, 255))
+        };
+        let ntp_default = (NTP_PORT_BLOCK, 2 * NTP_PORT_BLOCK - 1);
+        match (kind, ip) {
+            (ZoneKind::BoundaryNtp, Some(ip)) => (ip, ntp_default.0, ntp_default.1),
+            (_, Some(ip)) => (ip, 0, u16::MAX),
+            (ZoneKind::BoundaryNtp, None) => {
+                let shared = self
+                    .zones
+                    .iter()
+                    .find(|z| z.spec.kind == ZoneKind::BoundaryNtp)
+                    .map(|z| z.spec.external_ip);
+                shared
+                    .and_then(|ip| {
+                        (0..4u16)
+                            .map(|b| {
+                                (
+                                    b * NTP_PORT_BLOCK,
+                                    b * NTP_PORT_BLOCK + (NTP_PORT_BLOCK - 1),
+                                )
+                            })
+                            .find(|(lo, hi)| !used(ip, *lo, *hi))
+                            .map(|(lo, hi)| (ip, lo, hi))
+                    })
+                    .unwrap_or_else(|| (fresh(), ntp_default.0, ntp_default.1))
+            }
+            (_, None) => (fresh(), 0, u16::MAX),
+        }
+    }
+
+    /// The config the bootstore would carry for this set.
+    pub fn config(
+        &self,
+        generation: u64,
+        sled_address: impl Fn(usize) -> Ipv6Addr,
+    ) -> SystemNetworkingConfig {
+        SystemNetworkingConfig {
+            generation,
+            service_nat: self
+                .zones
+                .iter()
+                .map(|z| ServiceZoneNat {
+                    zone: z.id.to_string(),
+                    kind: service_kind(z.id.kind),
+                    entry: zone_nat_entry(&z.spec, sled_address(z.spec.sled)),
+                })
+                .collect(),
+        }
+    }
+
+    /// The zone, if any, whose external address and ports cover `(ip, port)`.
+    pub fn zone_for(&self, ip: Ipv4Addr, port: u16) -> Option<&LiveZone> {
+        self.zones.iter().find(|z| {
+            z.spec.external_ip == ip && (z.spec.first_port..=z.spec.last_port).contains(&port)
+        })
+    }
+}
+
+/// The reconciler crate's name for a zone kind.
+pub fn service_kind(kind: ZoneKind) -> ServiceZoneKind {
+    match kind {
+        ZoneKind::BoundaryNtp => ServiceZoneKind::BoundaryNtp,
+        ZoneKind::Nexus => ServiceZoneKind::Nexus,
+        ZoneKind::ExternalDns => ServiceZoneKind::ExternalDns,
+    }
+}
+
+/// A zone's desired NAT entry: its external address and ports, pointing at
+/// the sled at `sled_address`.
+pub fn zone_nat_entry(zone: &ZoneSpec, sled_address: Ipv6Addr) -> NatEntry {
+    NatEntry {
+        external_ip: zone.external_ip,
+        first_port: zone.first_port,
+        last_port: zone.last_port,
+        target: racksim_reconciler::dpd::NatTarget {
+            internal_ip: sled_address,
+            inner_mac: zone.mac,
+            vni: SERVICES_VNI,
+        },
     }
 }
 
@@ -167,6 +442,9 @@ pub struct World {
     nexus: Arc<watch::Sender<NexusCommand>>,
     /// The bootstore's copy of the rack-wide networking config.
     bootstore: Arc<watch::Sender<Option<SystemNetworkingConfig>>>,
+    /// The rack's service zones now (sleds start and stop theirs as it
+    /// changes; the checks derive the desired NAT state from it).
+    zones: Arc<watch::Sender<ZoneSet>>,
     /// Rung when an instance request is queued.
     doorbell: Arc<watch::Sender<u64>>,
 }
@@ -238,11 +516,10 @@ impl World {
             version: 0,
             trace: Vec::new(),
         };
-        let bootstore = SystemNetworkingConfig {
-            generation: 1,
-            service_nat: rack.desired_nat(),
-        };
+        let zones = ZoneSet::from_rack(rack);
+        let bootstore = zones.config(1, |i| rack.sleds[i].address);
         World {
+            zones: Arc::new(watch::Sender::new(zones)),
             state: Arc::new(Mutex::new(state)),
             nexus: Arc::new(watch::Sender::new(NexusCommand::Run)),
             doorbell: Arc::new(watch::Sender::new(0)),
@@ -385,6 +662,94 @@ impl World {
         self.bootstore.subscribe()
     }
 
+    /// The rack's service zones now.
+    pub fn zones(&self) -> ZoneSet {
+        self.zones.borrow().clone()
+    }
+
+    /// Follow the rack's service zones.
+    pub fn subscribe_zones(&self) -> watch::Receiver<ZoneSet> {
+        self.zones.subscribe()
+    }
+
+    /// Every current zone's desired NAT entry, sorted: what the checks
+    /// judge and what Nexus's database holds.
+    pub fn desired_nat(&self) -> Vec<NatEntry> {
+        let zones = self.zones();
+        let sleds = self.lock().sleds.clone();
+        zones.config(0, |i| sleds[i].address).nat_entries()
+    }
+
+    /// The desired NAT entry of one zone, pointing at its current sled.
+    pub fn zone_nat_entry(&self, zone: &ZoneSpec) -> NatEntry {
+        zone_nat_entry(zone, self.sled(zone.sled).address)
+    }
+
+    /// Apply a config change as Nexus's blueprint execution would: the
+    /// new zone set, and the new config written to the bootstore under the
+    /// next generation. An invalid config is refused as a whole — zones
+    /// and bootstore stay as they were (omicron's validated type cannot
+    /// even be built from it, so it never reaches the bootstore). Returns
+    /// what happened, for the trace.
+    pub fn change_config(&self, change: &ConfigChange) -> Result<String, String> {
+        let generation = self.bootstore.borrow().as_ref().map_or(0, |c| c.generation);
+        let sleds = self.lock().sleds.clone();
+        let sled = match change {
+            ConfigChange::AddZone { sled, .. } | ConfigChange::MoveZone { sled, .. } => {
+                let st = self.lock();
+                let found = (0..st.sleds.len())
+                    .find(|&i| st.sleds[i].name == *sled && !st.retired_sleds.contains(&i));
+                Some(found.ok_or_else(|| format!("refused: no sled {sled} in the rack"))?)
+            }
+            ConfigChange::RemoveZone { .. } => None,
+        };
+        let current = self.zones();
+        let next = current
+            .apply(change, sled)
+            .map_err(|e| format!("refused: {e}"))?;
+        let config = next.config(generation + 1, |i| sleds[i].address);
+        if let Err(e) = config.validate() {
+            return Err(format!(
+                "refused: invalid system networking config ({e}); zones unchanged, \
+                 the bootstore keeps generation {generation}"
+            ));
+        }
+        let what = match change {
+            ConfigChange::AddZone { .. } => {
+                let added = next
+                    .zones()
+                    .iter()
+                    .find(|z| current.get(z.id).is_none())
+                    .expect("an add adds a zone");
+                format!(
+                    "zone {} added on {} ({})",
+                    added.id,
+                    sleds[added.spec.sled].name,
+                    self.name_addrs(
+                        &zone_nat_entry(&added.spec, sleds[added.spec.sled].address).to_string()
+                    )
+                )
+            }
+            ConfigChange::MoveZone { zone, .. } | ConfigChange::RemoveZone { zone } => {
+                let id = current.resolve(zone).expect("applied");
+                let from = &sleds[current.get(id).expect("resolved").spec.sled].name;
+                match next.get(id) {
+                    Some(z) => {
+                        format!("zone {id} moves from {from} to {}", sleds[z.spec.sled].name)
+                    }
+                    None => format!("zone {id} removed from {from}"),
+                }
+            }
+        };
+        self.zones.send_replace(next);
+        self.bootstore.send_replace(Some(config));
+        self.lock().version += 1;
+        Ok(format!(
+            "{what}; the bootstore now holds generation {}",
+            generation + 1
+        ))
+    }
+
     /// A host's software stopped (crash, power loss): what lived in it is gone.
     pub fn host_down(&self, host: &HostKind) {
         let mut st = self.lock();
@@ -451,5 +816,147 @@ pub fn instance_record(id: u32, name: &str) -> InstanceRecord {
             },
             vni: GUEST_VNI,
         }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rack::sled_address;
+
+    fn add(kind: ZoneKind, ip: Option<Ipv4Addr>) -> ConfigChange {
+        ConfigChange::AddZone {
+            kind,
+            sled: String::new(),
+            external_ip: ip,
+        }
+    }
+
+    fn zone(s: &str) -> ZoneRef {
+        s.parse().unwrap()
+    }
+
+    /// The standard rack: boundary NTP on sled2 (198.51.100.1, ports
+    /// 16384-32767), Nexus (.2) and external DNS (.3) on sled3.
+    #[test]
+    fn zones_are_named_allocated_moved_and_removed() {
+        let set = ZoneSet::from_rack(&RackSpec::standard());
+        let names: Vec<String> = set.zones().iter().map(|z| z.id.to_string()).collect();
+        assert_eq!(names, ["boundary-ntp.0", "nexus.0", "external-dns.0"]);
+
+        // A second NTP zone shares the SNAT address, in the free port block.
+        let set = set
+            .apply(&add(ZoneKind::BoundaryNtp, None), Some(1))
+            .unwrap();
+        let ntp1 = set
+            .get(set.resolve(&zone("boundary-ntp.1")).unwrap())
+            .unwrap();
+        assert_eq!(
+            (
+                ntp1.spec.external_ip,
+                ntp1.spec.first_port,
+                ntp1.spec.last_port,
+                ntp1.spec.sled
+            ),
+            (Ipv4Addr::new(198, 51, 100, 1), 0, 16383, 1)
+        );
+        // A second Nexus takes the lowest unused address and a fresh MAC.
+        let set = set.apply(&add(ZoneKind::Nexus, None), Some(0)).unwrap();
+        let nexus1 = set
+            .get(set.resolve(&zone("nexus.1")).unwrap())
+            .unwrap()
+            .clone();
+        assert_eq!(nexus1.spec.external_ip, Ipv4Addr::new(198, 51, 100, 4));
+        assert!(
+            set.zones()
+                .iter()
+                .filter(|z| z.spec.mac == nexus1.spec.mac)
+                .count()
+                == 1
+        );
+        assert!(set
+            .resolve(&zone("nexus"))
+            .unwrap_err()
+            .contains("ambiguous"));
+        assert_eq!(set.config(2, sled_address).validate(), Ok(()));
+
+        // A move keeps the zone's address and repoints its entry.
+        let moved = set
+            .apply(
+                &ConfigChange::MoveZone {
+                    zone: zone("nexus.1"),
+                    sled: String::new(),
+                },
+                Some(3),
+            )
+            .unwrap();
+        let entry = |s: &ZoneSet| {
+            s.config(3, sled_address)
+                .service_nat
+                .into_iter()
+                .find(|z| z.zone == "nexus.1")
+                .unwrap()
+                .entry
+        };
+        assert_eq!(entry(&moved).external_ip, entry(&set).external_ip);
+        assert_eq!(entry(&moved).target.internal_ip, sled_address(3));
+        assert_eq!(entry(&set).target.internal_ip, sled_address(0));
+
+        // Ordinals are never reused: after removing nexus.0, `nexus` is
+        // nexus.1 and a new Nexus is nexus.2.
+        let set = moved
+            .apply(
+                &ConfigChange::RemoveZone {
+                    zone: zone("nexus.0"),
+                },
+                None,
+            )
+            .unwrap();
+        assert_eq!(set.resolve(&zone("nexus")).unwrap().ordinal, 1);
+        let set = set.apply(&add(ZoneKind::Nexus, None), Some(2)).unwrap();
+        assert!(set.resolve(&zone("nexus.2")).is_ok());
+        assert!(set
+            .resolve(&zone("nexus.0"))
+            .unwrap_err()
+            .contains("no zone nexus.0"));
+    }
+
+    /// What makes a config invalid is left to the reconciler crate's
+    /// validation; the set only builds it.
+    #[test]
+    fn invalid_sets_build_configs_that_validate_refuses() {
+        let set = ZoneSet::from_rack(&RackSpec::standard());
+        let no_dns = set
+            .apply(
+                &ConfigChange::RemoveZone {
+                    zone: zone("external-dns"),
+                },
+                None,
+            )
+            .unwrap();
+        assert!(matches!(
+            no_dns.config(2, sled_address).validate(),
+            Err(racksim_reconciler::scrimlet_local::InvalidSystemNetworkingConfig::MissingZoneKinds { .. })
+        ));
+        let clash = set
+            .apply(
+                &add(ZoneKind::Nexus, Some(Ipv4Addr::new(198, 51, 100, 3))),
+                Some(2),
+            )
+            .unwrap();
+        assert!(matches!(
+            clash.config(2, sled_address).validate(),
+            Err(racksim_reconciler::scrimlet_local::InvalidSystemNetworkingConfig::OverlappingEntries { .. })
+        ));
+        assert!(set
+            .apply(
+                &ConfigChange::MoveZone {
+                    zone: zone("nexus"),
+                    sled: String::new()
+                },
+                Some(3)
+            )
+            .unwrap_err()
+            .contains("already on that sled"));
     }
 }

@@ -73,6 +73,15 @@ fn a_custom_rack_without_uplink_on_switch1_needs_no_entries_there() {
             0,
             65535,
         )
+        // One zone of each kind: scrimlet-local refuses a rack config
+        // without one (as omicron's ServiceZoneNatEntries does).
+        .zone(
+            ZoneKind::ExternalDns,
+            1,
+            "198.51.100.3".parse().unwrap(),
+            0,
+            65535,
+        )
         .internal_dns_on(1)
         .build();
     let plan = Plan::new().at(Duration::ZERO, Action::HideSwitch(SwitchSlot::Switch1));
@@ -205,6 +214,13 @@ fn validation_rejects_what_omicron_would_not_run() {
             .scrimlet(SwitchSlot::Switch1)
             .sled()
             .internal_dns_on(2)
+            .zone(
+                ZoneKind::ExternalDns,
+                2,
+                std::net::Ipv4Addr::new(198, 51, 100, 3),
+                0,
+                65535,
+            )
     };
     let ntp = |b: RackBuilder, first: u16| {
         b.zone(
@@ -230,7 +246,7 @@ fn validation_rejects_what_omicron_would_not_run() {
     assert_eq!(part(ntp(base(), 0).build()), RackPart::Whole);
     assert_eq!(
         part(nexus(ntp(ntp(base(), 0), 0)).build()),
-        RackPart::Zone(1)
+        RackPart::Zone(2)
     );
     assert_eq!(
         part(
@@ -244,12 +260,19 @@ fn validation_rejects_what_omicron_would_not_run() {
                 )
                 .build()
         ),
-        RackPart::Zone(2)
+        RackPart::Zone(3)
     );
     let no_dns = RackBuilder::new("t")
         .scrimlet(SwitchSlot::Switch0)
         .scrimlet(SwitchSlot::Switch1)
-        .sled();
+        .sled()
+        .zone(
+            ZoneKind::ExternalDns,
+            2,
+            std::net::Ipv4Addr::new(198, 51, 100, 3),
+            0,
+            65535,
+        );
     assert_eq!(part(nexus(ntp(no_dns, 0)).build()), RackPart::InternalDns);
     let one_scrimlet = RackBuilder::new("t")
         .scrimlet(SwitchSlot::Switch0)

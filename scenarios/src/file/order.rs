@@ -122,6 +122,8 @@ fn ordered_resource(s: &RawStep) -> Option<String> {
             Some("control plane".into())
         }
         "power-off" | "cold-boot" => Some("rack power".into()),
+        // Each change is checked against the zones the earlier ones leave.
+        "config-change" => Some("system networking config".into()),
         _ => None,
     }
 }

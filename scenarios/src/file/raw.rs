@@ -60,6 +60,10 @@ pub(super) struct RawStep {
     pub instance: Option<Spanned<String>>,
     #[serde(default)]
     pub sled: Option<Spanned<String>>,
+    #[serde(default)]
+    pub change: Option<Spanned<String>>,
+    #[serde(default)]
+    pub external_ip: Option<Spanned<String>>,
 }
 
 /// One host or a list of hosts.

@@ -5,7 +5,9 @@ use std::{ops::Range, time::Duration};
 
 use racksim_reconciler::discovery::SwitchSlot;
 use racksim_sim::{
-    rack::{RackSpec, ZoneKind},
+    plan::{ConfigChange, ZoneRef, ZONE_KINDS},
+    rack::{sled_address, RackSpec, ZoneKind},
+    world::ZoneSet,
     Action, InstanceSpec,
 };
 use toml::Spanned;
@@ -26,6 +28,8 @@ pub(super) struct PlanState {
     control_plane_down: bool,
     powered_off: bool,
     next_sled: usize,
+    /// The service zones as the plan's config changes leave them.
+    zones: ZoneSet,
 }
 
 impl PlanState {
@@ -39,6 +43,7 @@ impl PlanState {
             control_plane_down: false,
             powered_off: false,
             next_sled: rack.sleds.len(),
+            zones: ZoneSet::from_rack(rack),
         }
     }
 }
@@ -68,6 +73,17 @@ const ACTION_FIELDS: &[(&str, &[&str])] = &[
     ("instance-start", &["instance", "sled"]),
     ("instance-stop", &["instance"]),
     ("instance-delete", &["instance"]),
+    // `zone`: a kind for add-zone; a zone (`nexus`, `nexus.1`) otherwise.
+    // `sled`: where the zone goes (add-zone, move-zone). `external_ip`:
+    // add-zone only, optional.
+    ("config-change", &["change", "zone", "sled", "external_ip"]),
+];
+
+/// The changes `config-change` takes, and the fields each needs.
+const CONFIG_CHANGES: &[(&str, &[&str])] = &[
+    ("add-zone", &["zone", "sled"]),
+    ("move-zone", &["zone", "sled"]),
+    ("remove-zone", &["zone"]),
 ];
 
 pub(super) fn step_action(
@@ -99,6 +115,8 @@ pub(super) fn step_action(
         ("zone", s.zone.as_ref().map(|v| v.span())),
         ("instance", s.instance.as_ref().map(|v| v.span())),
         ("sled", s.sled.as_ref().map(|v| v.span())),
+        ("change", s.change.as_ref().map(|v| v.span())),
+        ("external_ip", s.external_ip.as_ref().map(|v| v.span())),
     ];
     for (field, span) in present.iter().chain(zone_present.iter()) {
         if let Some(span) = span {
@@ -347,7 +365,166 @@ pub(super) fn step_action(
                 _ => Action::InstanceDelete { instance },
             }
         }
+        "config-change" => Action::ConfigChange(config_change(s, rack, st)?),
         _ => unreachable!("every action in ACTION_FIELDS is handled"),
     };
     Ok(action)
+}
+
+/// A `config-change` step. Zone references are resolved against the zones
+/// as the plan's earlier changes leave them. A change that leaves the
+/// config invalid (no boundary NTP, Nexus or external DNS left; an added
+/// zone overlapping another's address and ports) is accepted here — it
+/// exists to exercise the refusal — and, as the run will refuse it, it
+/// does not change the zones later steps see.
+fn config_change(
+    s: &RawStep,
+    rack: &RackSpec,
+    st: &mut PlanState,
+) -> Result<ConfigChange, StepError> {
+    let aspan = s.action.span();
+    let c = s.change.as_ref().ok_or_else(|| {
+        let names: Vec<&str> = CONFIG_CHANGES.iter().map(|(n, _)| *n).collect();
+        (
+            aspan.clone(),
+            "action \"config-change\" needs `change`".to_string(),
+            Some(format!("change is one of: {}", names.join(", "))),
+        )
+    })?;
+    let Some((change, needs)) = CONFIG_CHANGES.iter().find(|(n, _)| *n == c.get_ref()) else {
+        let names: Vec<&str> = CONFIG_CHANGES.iter().map(|(n, _)| *n).collect();
+        return Err((
+            c.span(),
+            format!("unknown config change {:?}", c.get_ref()),
+            Some(format!("change is one of: {}", names.join(", "))),
+        ));
+    };
+    let missing = |field: &str| -> StepError {
+        (
+            c.span(),
+            format!("config change {change:?} needs `{field}`"),
+            Some(format!("{change} takes: {}", needs.join(", "))),
+        )
+    };
+    if !needs.contains(&"sled") {
+        if let Some(sl) = &s.sled {
+            return Err((
+                sl.span(),
+                format!("config change {change:?} does not take `sled`"),
+                Some(format!("{change} takes: {}", needs.join(", "))),
+            ));
+        }
+    }
+    if *change != "add-zone" {
+        if let Some(ip) = &s.external_ip {
+            return Err((
+                ip.span(),
+                format!("config change {change:?} does not take `external_ip`"),
+                Some("only add-zone takes an address (a moved zone keeps its own)".into()),
+            ));
+        }
+    }
+    let z = s.zone.as_ref().ok_or_else(|| missing("zone"))?;
+    let sled = || -> Result<(String, usize), StepError> {
+        let sl = s.sled.as_ref().ok_or_else(|| missing("sled"))?;
+        let name = sl.get_ref();
+        let index = name
+            .strip_prefix("sled")
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| *n < st.next_sled && name == &format!("sled{n}"));
+        match index {
+            Some(i) => Ok((name.clone(), i)),
+            None => {
+                let names: Vec<&str> = rack.sleds.iter().map(|x| x.name.as_str()).collect();
+                Err((
+                    sl.span(),
+                    format!("unknown sled {name:?} in rack {}", rack.name),
+                    Some(format!(
+                        "sleds of this rack: {} (and sledN for each replacement so far)",
+                        names.join(", ")
+                    )),
+                ))
+            }
+        }
+    };
+    let kinds = || {
+        ZONE_KINDS
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (change, sled_index) = match *change {
+        "add-zone" => {
+            let Some(kind) = ZONE_KINDS.into_iter().find(|k| k.name() == z.get_ref()) else {
+                return Err((
+                    z.span(),
+                    format!("unknown zone kind {:?}", z.get_ref()),
+                    Some(format!("add-zone takes a kind: {}", kinds())),
+                ));
+            };
+            let external_ip = match &s.external_ip {
+                None => None,
+                Some(ip) => Some(ip.get_ref().parse().map_err(|_| {
+                    (
+                        ip.span(),
+                        format!("invalid IPv4 address {:?}", ip.get_ref()),
+                        Some("e.g. external_ip = \"198.51.100.9\"".into()),
+                    )
+                })?),
+            };
+            let (sled, i) = sled()?;
+            (
+                ConfigChange::AddZone {
+                    kind,
+                    sled,
+                    external_ip,
+                },
+                Some(i),
+            )
+        }
+        "move-zone" | "remove-zone" => {
+            let zone = zone_ref(z, &st.zones, &kinds())?;
+            if *change == "move-zone" {
+                let (sled, i) = sled()?;
+                (ConfigChange::MoveZone { zone, sled }, Some(i))
+            } else {
+                (ConfigChange::RemoveZone { zone }, None)
+            }
+        }
+        _ => unreachable!("every change in CONFIG_CHANGES is handled"),
+    };
+    match st.zones.apply(&change, sled_index) {
+        Ok(next) => {
+            // The run refuses an invalid config as a whole; later steps see
+            // the zones it leaves unchanged.
+            if next.config(0, sled_address).validate().is_ok() {
+                st.zones = next;
+            }
+        }
+        Err(e) => {
+            return Err((
+                s.sled
+                    .as_ref()
+                    .map(|v| v.span())
+                    .unwrap_or_else(|| z.span()),
+                format!("{change}: {e}"),
+                None,
+            ))
+        }
+    }
+    Ok(change)
+}
+
+/// `nexus` or `nexus.1`, naming a zone that exists at that point of the plan.
+fn zone_ref(z: &Spanned<String>, zones: &ZoneSet, kinds: &str) -> Result<ZoneRef, StepError> {
+    let r: ZoneRef = z.get_ref().parse().map_err(|e: String| {
+        (
+            z.span(),
+            e,
+            Some(format!("a zone is KIND or KIND.N, KIND one of: {kinds}")),
+        )
+    })?;
+    zones.resolve(&r).map_err(|e| (z.span(), e, None))?;
+    Ok(r)
 }

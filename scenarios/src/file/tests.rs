@@ -446,6 +446,11 @@ kind = "nexus"
 sled = "sled3"
 external_ip = "198.51.100.2"
 
+[[rack.zone]]
+kind = "external-dns"
+sled = "sled2"
+external_ip = "198.51.100.3"
+
 [expect.sled-task]
 outcome = "converges"
 within = "10m"
@@ -459,7 +464,7 @@ fn a_declared_rack_parses() {
     assert_eq!(rack.sleds.len(), 4);
     assert_eq!(rack.internal_dns, vec![2, 3]);
     assert_eq!(rack.uplinked_switches(), vec![SwitchSlot::Switch0]);
-    assert_eq!(rack.zones.len(), 3);
+    assert_eq!(rack.zones.len(), 4);
     assert_eq!(
         (rack.zones[1].first_port, rack.zones[1].last_port),
         (16384, 32767)
@@ -623,4 +628,126 @@ fn vacuous_and_misplaced_expectations_are_rejected() {
     let exp = &s.expectations[&s.variant("sled-task").unwrap()];
     assert_eq!(exp.converged_by, Some(Duration::from_secs(60)));
     assert_eq!(exp.repair_within, Some(Duration::from_secs(5)));
+}
+
+/// A config-change step on the standard rack (sled2: boundary NTP; sled3:
+/// Nexus and external DNS).
+fn config_steps(steps: &[(&str, &str)]) -> String {
+    let mut text = GOOD.replace("rack = \"madrid\"", "rack = \"standard\"");
+    for (at, rest) in steps {
+        text += &format!("\n[[step]]\nat = \"{at}\"\naction = \"config-change\"\n{rest}\n");
+    }
+    text
+}
+
+#[test]
+fn config_changes_parse_and_refer_to_zones_by_kind_and_ordinal() {
+    let text = config_steps(&[
+        ("1m", "change = \"add-zone\"\nzone = \"nexus\"\nsled = \"sled2\""),
+        ("2m", "change = \"move-zone\"\nzone = \"nexus.1\"\nsled = \"sled0\""),
+        ("3m", "change = \"remove-zone\"\nzone = \"nexus.0\""),
+        // Only nexus.1 is left: `nexus` names it.
+        ("4m", "change = \"move-zone\"\nzone = \"nexus\"\nsled = \"sled3\""),
+        (
+            "5m",
+            "change = \"add-zone\"\nzone = \"external-dns\"\nsled = \"sled1\"\nexternal_ip = \"198.51.100.9\"",
+        ),
+    ]);
+    let s = parse("t.toml", &text).unwrap();
+    let changes: Vec<String> = s
+        .plan
+        .steps
+        .iter()
+        .filter(|st| st.action.kind() == "config-change")
+        .map(|st| st.action.to_string())
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            "config change: add zone nexus on sled2",
+            "config change: move zone nexus.1 to sled0",
+            "config change: remove zone nexus.0",
+            "config change: move zone nexus to sled3",
+            "config change: add zone external-dns on sled1 at 198.51.100.9",
+        ]
+    );
+}
+
+#[test]
+fn bad_config_changes_get_located_errors() {
+    // An ambiguous kind once there are two Nexus zones.
+    let e = error_of(&config_steps(&[
+        (
+            "1m",
+            "change = \"add-zone\"\nzone = \"nexus\"\nsled = \"sled2\"",
+        ),
+        ("2m", "change = \"remove-zone\"\nzone = \"nexus\""),
+    ]));
+    assert!(e.message.contains("nexus is ambiguous"), "{e}");
+    assert!(e.message.contains("nexus.0, nexus.1"), "{e}");
+    assert!(e.source_line.contains("zone = \"nexus\""), "{e}");
+
+    for (step, message) in [
+        ("change = \"remove-zone\"\nzone = \"nexus.3\"", "no zone nexus.3"),
+        ("change = \"remove-zone\"\nzone = \"ntp\"", "unknown zone kind \"ntp\""),
+        ("change = \"remove-zone\"\nzone = \"nexus.x\"", "not a zone ordinal"),
+        ("change = \"add-zone\"\nzone = \"nexus\"\nsled = \"sled9\"", "unknown sled \"sled9\""),
+        ("change = \"add-zone\"\nzone = \"nexus\"", "needs `sled`"),
+        ("change = \"move-zone\"\nzone = \"nexus\"\nsled = \"sled3\"", "already on that sled"),
+        ("change = \"remove-zone\"\nzone = \"nexus\"\nsled = \"sled3\"", "does not take `sled`"),
+        (
+            "change = \"move-zone\"\nzone = \"nexus\"\nsled = \"sled2\"\nexternal_ip = \"198.51.100.9\"",
+            "does not take `external_ip`",
+        ),
+        (
+            "change = \"add-zone\"\nzone = \"nexus\"\nsled = \"sled2\"\nexternal_ip = \"nine\"",
+            "invalid IPv4 address",
+        ),
+        ("change = \"rename-zone\"\nzone = \"nexus\"", "unknown config change"),
+        ("zone = \"nexus\"", "needs `change`"),
+    ] {
+        let e = error_of(&config_steps(&[("1m", step)]));
+        assert!(e.message.contains(message), "{step}: {e}");
+        assert!(e.line > 20, "{step}: located in the step: {e}");
+    }
+}
+
+/// Removing the last zone of a kind is allowed in a file (it exercises the
+/// run's refusal), and since the run refuses it, later steps still see the
+/// zone.
+#[test]
+fn a_refused_config_change_leaves_the_zones_later_steps_see() {
+    let text = config_steps(&[
+        ("1m", "change = \"remove-zone\"\nzone = \"nexus\""),
+        (
+            "2m",
+            "change = \"move-zone\"\nzone = \"nexus\"\nsled = \"sled2\"",
+        ),
+    ]);
+    assert_eq!(parse("t.toml", &text).unwrap().plan.steps.len(), 4);
+    // A valid removal does change them.
+    let e = error_of(&config_steps(&[
+        (
+            "1m",
+            "change = \"add-zone\"\nzone = \"nexus\"\nsled = \"sled2\"",
+        ),
+        ("2m", "change = \"remove-zone\"\nzone = \"nexus.0\""),
+        (
+            "3m",
+            "change = \"move-zone\"\nzone = \"nexus.0\"\nsled = \"sled2\"",
+        ),
+    ]));
+    assert!(e.message.contains("no zone nexus.0"), "{e}");
+}
+
+#[test]
+fn config_changes_whose_windows_overlap_are_rejected() {
+    let e = error_of(&config_steps(&[
+        (
+            "1m..3m",
+            "change = \"add-zone\"\nzone = \"nexus\"\nsled = \"sled2\"",
+        ),
+        ("2m", "change = \"remove-zone\"\nzone = \"nexus.1\""),
+    ]));
+    assert!(e.message.contains("can happen before"), "{e}");
 }

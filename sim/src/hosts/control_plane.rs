@@ -375,7 +375,6 @@ async fn service_nat_rpw(
     resolver: &InternalDnsResolver,
     mut stop: watch::Receiver<NexusCommand>,
 ) {
-    let desired = world.rack().desired_nat();
     let mut activation = 0u64;
     let mut interval = tokio::time::interval(RPW_PERIOD);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -389,6 +388,8 @@ async fn service_nat_rpw(
             _ = interval.tick() => {}
         }
         activation += 1;
+        // Read each time, as Nexus reads its database: zones move.
+        let desired = world.desired_nat();
         let line = match resolver.switch_zones().await {
             Err(e) => format!("discovery failed: {}", world.name_addrs(&e.0)),
             Ok(mut zones) => {

@@ -5,9 +5,15 @@
 //! run's strategy: `legacy` blocks the zone's start on
 //! [`legacy::ensure_zone_nat`]; `sled-task` starts zones at once and runs
 //! [`SledNatReconciler`] as a periodic task beside them.
+//!
+//! The sled runs the zones the rack's current config puts on it
+//! ([`crate::world::ZoneSet`]): when a config change adds a zone here it
+//! starts (the same way as at boot, so under `legacy` its start blocks on
+//! the NAT ensure), and when one is removed or moved away it stops. Zones
+//! start one after another, as sled-agent's zone starts did.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     future::Future,
     net::{Ipv6Addr, SocketAddr},
     time::Duration,
@@ -24,7 +30,7 @@ use racksim_reconciler::{
 };
 use rand::{rngs::SmallRng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
 
 use super::{control_plane, spawn_server, upstream::NTP_REPLY};
@@ -41,7 +47,7 @@ use crate::{
     plan::Strategy,
     rack::{ZoneKind, ZoneSpec, UPSTREAM_NTP_ADDR},
     trace::{fmt_duration, Kind},
-    world::{SledAgentState, World},
+    world::{LiveZone, SledAgentState, World, ZoneId},
 };
 
 /// How often boundary NTP queries upstream while unsynchronised.
@@ -58,12 +64,10 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     let sled = world.sled(index);
     let name = sled.name.clone();
     let boot = world.boot(&name);
-    let zones: Vec<ZoneSpec> = rack
-        .zones
-        .iter()
-        .filter(|z| z.sled == index)
-        .cloned()
-        .collect();
+    // Subscribed before the first zones start, so that a change while they
+    // start (a legacy start can block for minutes) is seen afterwards.
+    let mut zone_set = world.subscribe_zones();
+    let zones: Vec<LiveZone> = zone_set.borrow_and_update().on_sled(index);
     {
         // sled-agent's instance and V2P state does not survive a restart.
         let mut st = world.lock();
@@ -100,13 +104,77 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     tokio::task::spawn_local(opte(world.clone(), index));
 
     let resolver = InternalDnsResolver::new(rack.internal_dns_addresses());
-    let entries: Vec<NatEntry> = zones.iter().map(|z| rack.nat_entry(z)).collect();
 
     // The reconcilers start with sled-agent, independently of zones. Their
     // input senders live as long as this host's software.
-    let _config_tx = match world.params.strategy {
-        Strategy::SledTask if !entries.is_empty() => {
-            let (config_tx, config_rx) = watch::channel(entries.clone());
+    let mut sled_task: Option<watch::Sender<Vec<NatEntry>>> = None;
+    match world.params.strategy {
+        Strategy::SledTask => follow_zones_in_sled_task(&world, &resolver, &mut sled_task, &zones),
+        Strategy::ScrimletLocal => start_scrimlet_reconcilers(&world, index),
+        Strategy::Legacy => {}
+    }
+
+    let mut rng = SmallRng::seed_from_u64(world.derive_seed(&name, boot));
+    let mut running: BTreeMap<ZoneId, Option<JoinHandle<()>>> = BTreeMap::new();
+    for zone in &zones {
+        let task = start_zone(&world, index, &name, &resolver, zone, &mut rng).await;
+        running.insert(zone.id, task);
+    }
+    // Then follow the config: stop what left this sled, start what came.
+    loop {
+        if zone_set.changed().await.is_err() {
+            return Ok(());
+        }
+        let now: Vec<LiveZone> = zone_set.borrow_and_update().on_sled(index);
+        let gone: Vec<ZoneId> = running
+            .keys()
+            .filter(|id| !now.iter().any(|z| z.id == **id))
+            .copied()
+            .collect();
+        for id in gone {
+            if let Some(Some(task)) = running.remove(&id) {
+                task.abort();
+            }
+            stop_zone(&world, index, &name, id);
+        }
+        if world.params.strategy == Strategy::SledTask {
+            follow_zones_in_sled_task(&world, &resolver, &mut sled_task, &now);
+        }
+        for zone in &now {
+            if running.contains_key(&zone.id) {
+                continue;
+            }
+            let task = start_zone(&world, index, &name, &resolver, zone, &mut rng).await;
+            running.insert(zone.id, task);
+        }
+    }
+}
+
+/// sled-task: the per-sled task's config is this sled's zones' entries. It
+/// starts with the sled's first zone and then follows the set. The task
+/// owns the addresses of the zones in its config, so a zone moved here
+/// takes its address over, while a zone removed (or moved away) leaves
+/// an address nobody here owns: its entry is left for Nexus's task.
+fn follow_zones_in_sled_task(
+    world: &World,
+    resolver: &InternalDnsResolver,
+    config: &mut Option<watch::Sender<Vec<NatEntry>>>,
+    zones: &[LiveZone],
+) {
+    let entries: Vec<NatEntry> = zones
+        .iter()
+        .map(|z| world.zone_nat_entry(&z.spec))
+        .collect();
+    match config {
+        Some(tx) => {
+            tx.send_if_modified(|current| {
+                let changed = *current != entries;
+                *current = entries;
+                changed
+            });
+        }
+        None if !entries.is_empty() => {
+            let (config_tx, config_rx) = watch::channel(entries);
             // The task logs its activations (`tracing`); the run's
             // subscriber turns them into trace lines (`crate::logging`).
             let status_tx = watch::Sender::new(TaskStatus::NotYetRun);
@@ -118,74 +186,106 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
                 DEFAULT_PERIOD,
                 status_tx,
             ));
-            Some(config_tx)
+            *config = Some(config_tx);
         }
-        Strategy::ScrimletLocal => {
-            start_scrimlet_reconcilers(&world, index);
-            None
-        }
-        _ => None,
-    };
+        None => {}
+    }
+}
 
-    let mut rng = SmallRng::seed_from_u64(world.derive_seed(&name, boot));
-    for zone in &zones {
-        let kind = zone.kind;
-        world.record(
-            world
-                .line(&name, Kind::Zone, format!("starting zone {kind}"))
-                .field("zone", kind),
-        );
-        let started = tokio::time::Instant::now();
-        if world.params.strategy == Strategy::Legacy {
-            let entry = rack.nat_entry(zone);
-            let expected: BTreeSet<_> = rack.uplinked_switches().into_iter().collect();
-            let progress = watch::Sender::new(LegacyProgress::LookingUpSwitches);
-            // The legacy path logs its phases; the `zone` span names the
-            // zone in those lines (`crate::logging`).
-            legacy::ensure_zone_nat(
-                &TurmoilConnector,
-                &resolver,
-                &expected,
-                &entry,
-                &mut rng,
-                &progress,
-            )
-            .instrument(tracing::info_span!("zone", zone = %kind))
-            .await;
-        }
-        let took = started.elapsed();
-        world.lock().zone_starts.push((name.clone(), kind, took));
+/// A zone stops (removed, or moved to another sled): what ran in it is gone.
+fn stop_zone(world: &World, index: usize, host: &str, id: ZoneId) {
+    let was_up = {
+        let mut st = world.lock();
+        // This sled's Nexus stops; others may still be up.
+        let was_up = id.kind == ZoneKind::Nexus && st.nexus_up.remove(&index);
+        st.version += 1;
+        was_up
+    };
+    // Simplification: a stopped boundary NTP zone leaves the rack's clocks
+    // synchronised (they hold time); a new one must still reach upstream.
+    world.record(
+        world
+            .line(host, Kind::Zone, format!("zone {} stopped", id.kind))
+            .field("zone", id.kind),
+    );
+    if was_up {
         world.record(
             world
                 .line(
-                    &name,
-                    Kind::Zone,
-                    format!("zone {kind} started (start took {})", fmt_duration(took)),
+                    host,
+                    Kind::ControlPlane,
+                    "nexus: zone stopped; this Nexus is down",
                 )
-                .field("zone", kind)
-                .field("took_us", took.as_micros()),
+                .field("state", "down"),
         );
-        match kind {
-            ZoneKind::BoundaryNtp => {
-                tokio::task::spawn_local(ntp_client(
-                    world.clone(),
-                    index,
-                    name.clone(),
-                    zone.clone(),
-                ));
-            }
-            ZoneKind::Nexus => {
-                tokio::task::spawn_local(control_plane::run(
-                    world.clone(),
-                    index,
-                    resolver.clone(),
-                ));
-            }
-            ZoneKind::ExternalDns => {}
-        }
     }
-    std::future::pending::<()>().await;
-    Ok(())
+}
+
+/// Start one zone: under `legacy` only once its NAT entry is ensured (the
+/// blocking path); then what runs in it. Returns that task, if any.
+async fn start_zone(
+    world: &World,
+    index: usize,
+    name: &str,
+    resolver: &InternalDnsResolver,
+    zone: &LiveZone,
+    rng: &mut SmallRng,
+) -> Option<JoinHandle<()>> {
+    let rack = world.params.rack.clone();
+    let zone = &zone.spec;
+    let kind = zone.kind;
+    world.record(
+        world
+            .line(name, Kind::Zone, format!("starting zone {kind}"))
+            .field("zone", kind),
+    );
+    let started = tokio::time::Instant::now();
+    if world.params.strategy == Strategy::Legacy {
+        let entry = world.zone_nat_entry(zone);
+        let expected: BTreeSet<_> = rack.uplinked_switches().into_iter().collect();
+        let progress = watch::Sender::new(LegacyProgress::LookingUpSwitches);
+        // The legacy path logs its phases; the `zone` span names the
+        // zone in those lines (`crate::logging`).
+        legacy::ensure_zone_nat(
+            &TurmoilConnector,
+            resolver,
+            &expected,
+            &entry,
+            rng,
+            &progress,
+        )
+        .instrument(tracing::info_span!("zone", zone = %kind))
+        .await;
+    }
+    let took = started.elapsed();
+    world
+        .lock()
+        .zone_starts
+        .push((name.to_string(), kind, took));
+    world.record(
+        world
+            .line(
+                name,
+                Kind::Zone,
+                format!("zone {kind} started (start took {})", fmt_duration(took)),
+            )
+            .field("zone", kind)
+            .field("took_us", took.as_micros()),
+    );
+    match kind {
+        ZoneKind::BoundaryNtp => Some(tokio::task::spawn_local(ntp_client(
+            world.clone(),
+            index,
+            name.to_string(),
+            zone.clone(),
+        ))),
+        ZoneKind::Nexus => Some(tokio::task::spawn_local(control_plane::run(
+            world.clone(),
+            index,
+            resolver.clone(),
+        ))),
+        ZoneKind::ExternalDns => None,
+    }
 }
 
 /// seed 003's design: a scrimlet reconciles its own switch zone from the
@@ -238,7 +338,6 @@ async fn ntp_client(world: World, index: usize, host: String, zone: ZoneSpec) {
 
 /// OPTE: deliver Geneve traffic to the zone it is for, if VNI and MAC match.
 async fn opte(world: World, index: usize) -> std::io::Result<()> {
-    let rack = world.params.rack.clone();
     let host = world.sled(index).name;
     let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, GENEVE_PORT)).await?;
     let mut buf = vec![0u8; 4096];
@@ -247,9 +346,12 @@ async fn opte(world: World, index: usize) -> std::io::Result<()> {
         let Ok(g) = serde_json::from_slice::<Geneve>(&buf[..n]) else {
             continue;
         };
-        let zone = rack
+        // The zones here now: a zone moved away no longer takes traffic.
+        let zone = world
+            .zones()
             .zone_for(g.inner.dst_ip, g.inner.dst_port)
-            .filter(|z| z.sled == index);
+            .filter(|z| z.spec.sled == index)
+            .map(|z| z.spec.clone());
         match zone {
             Some(z) if z.mac == g.inner_mac && g.vni == racksim_reconciler::SERVICES_VNI => {
                 if z.kind == ZoneKind::BoundaryNtp && g.inner.payload == NTP_REPLY {
