@@ -173,8 +173,10 @@ pub struct LiveSled {
 struct Inputs {
     rack: RackSpec,
     trace: LiveTrace,
-    switches: BTreeMap<SwitchSlot, (Ipv6Addr, DpdContext)>,
-    sleds: Vec<(String, SledAgentContext)>,
+    /// Each switch's dpd (address and state) and MGS address.
+    switches: BTreeMap<SwitchSlot, (SocketAddr, DpdContext, SocketAddr)>,
+    /// Each sled's name, sled-agent address and state.
+    sleds: Vec<(String, SocketAddr, SledAgentContext)>,
     /// Switch zones discovery does not see (`hide-switch`).
     hidden: Arc<Mutex<BTreeSet<SwitchSlot>>>,
     /// Each scrimlet's status, by switch.
@@ -418,11 +420,11 @@ pub fn start(rack: &RackSpec, opts: &LiveOptions, trace: LiveTrace) -> Result<Li
         trace: trace.clone(),
         switches: switches
             .iter()
-            .map(|s| (s.slot, (s.zone, s.dpd_state.clone())))
+            .map(|s| (s.slot, (s.dpd, s.dpd_state.clone(), s.mgs)))
             .collect(),
         sleds: sleds
             .iter()
-            .map(|s| (s.name.clone(), s.state.clone()))
+            .map(|s| (s.name.clone(), s.sled_agent, s.state.clone()))
             .collect(),
         hidden,
         scrimlet,
@@ -508,6 +510,9 @@ pub struct ActionRequest {
 #[derive(Serialize, JsonSchema)]
 pub struct SwitchDump {
     pub switch: String,
+    /// Where its dpd and MGS listen.
+    pub dpd: String,
+    pub mgs: String,
     pub hidden: bool,
     pub scrimlet: Option<String>,
     pub nat_generation: i64,
@@ -518,6 +523,8 @@ pub struct SwitchDump {
 #[derive(Serialize, JsonSchema)]
 pub struct SledDump {
     pub sled: String,
+    /// Where its sled-agent listens.
+    pub sled_agent: String,
     pub v2p: Vec<VirtualNetworkInterfaceHost>,
     pub vmms: Vec<VmmInfo>,
 }
@@ -675,10 +682,12 @@ impl ControlApi for ControlImpl {
         let switches = inputs
             .switches
             .iter()
-            .map(|(slot, (_, dpd))| {
+            .map(|(slot, (dpd_addr, dpd, mgs_addr))| {
                 let d = dpd.lock();
                 SwitchDump {
                     switch: slot.to_string(),
+                    dpd: dpd_addr.to_string(),
+                    mgs: mgs_addr.to_string(),
                     hidden: hidden.contains(slot),
                     scrimlet: inputs
                         .scrimlet
@@ -692,10 +701,11 @@ impl ControlApi for ControlImpl {
         let sleds = inputs
             .sleds
             .iter()
-            .map(|(name, agent)| {
+            .map(|(name, addr, agent)| {
                 let a = agent.lock();
                 SledDump {
                     sled: name.clone(),
+                    sled_agent: addr.to_string(),
                     v2p: a.v2p_list(),
                     vmms: a.instances(),
                 }
