@@ -40,3 +40,6 @@ impl InternalDns {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

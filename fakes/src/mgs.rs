@@ -39,3 +39,6 @@ impl MgsState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
