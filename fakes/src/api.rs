@@ -280,11 +280,24 @@ pub trait SledAgentApi {
 /// Something told of every change a server makes to its state.
 pub type Observer<C> = Arc<dyn Fn(&C) + Send + Sync>;
 
+/// A fault a server can be made to show, as the simulation's plan actions
+/// `dpd-errors` and `dpd-hang` do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Every request is answered with a 500.
+    Errors,
+    /// Every request is held until the window ends, then answered with a
+    /// 503 (a client with a shorter timeout sees a timeout).
+    Hang,
+}
+
 /// A fake's state shared between its server and whoever else looks at it
-/// (a control API, a test), and the observer of its changes.
+/// (a control API, a test), the observer of its changes, and the fault it
+/// shows, if any.
 pub struct Shared<S, C> {
     state: Arc<Mutex<S>>,
     observer: Option<Observer<C>>,
+    fault: Arc<Mutex<Option<(Fault, tokio::time::Instant)>>>,
 }
 
 impl<S, C> Clone for Shared<S, C> {
@@ -292,6 +305,7 @@ impl<S, C> Clone for Shared<S, C> {
         Shared {
             state: self.state.clone(),
             observer: self.observer.clone(),
+            fault: self.fault.clone(),
         }
     }
 }
@@ -301,6 +315,34 @@ impl<S, C> Shared<S, C> {
         Shared {
             state: Arc::new(Mutex::new(state)),
             observer: None,
+            fault: Arc::default(),
+        }
+    }
+
+    /// Every request meets `fault` for the next `window`.
+    pub fn inject(&self, fault: Fault, window: std::time::Duration) {
+        let until = tokio::time::Instant::now() + window;
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some((fault, until));
+    }
+
+    /// What a request meets before the state machine: nothing, or the
+    /// fault injected for now.
+    pub async fn meet_fault(&self) -> Result<(), HttpError> {
+        let fault = *self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        match fault {
+            Some((fault, until)) if tokio::time::Instant::now() < until => match fault {
+                Fault::Errors => Err(HttpError::for_internal_error(
+                    "injected fault: answering errors".to_string(),
+                )),
+                Fault::Hang => {
+                    tokio::time::sleep_until(until).await;
+                    Err(HttpError::for_unavail(
+                        None,
+                        "injected fault: was hung".to_string(),
+                    ))
+                }
+            },
+            _ => Ok(()),
         }
     }
 
@@ -377,6 +419,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         query: Query<PaginationParams<EmptyScanParams, Ipv4Token>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv4Addr>>, HttpError> {
+        rqctx.context().meet_fault().await?;
         let pag = query.into_inner();
         let n = limit(&rqctx, &pag)?;
         let items = rqctx
@@ -389,6 +432,7 @@ impl DpdApi for DpdImpl {
     async fn nat_ipv4_reset(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+        rqctx.context().meet_fault().await?;
         rqctx.context().change(|d| Ok(((), d.ipv4_reset())))?;
         Ok(HttpResponseUpdatedNoContent())
     }
@@ -398,6 +442,7 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv4Path>,
         query: Query<PaginationParams<EmptyScanParams, NatToken>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv4Nat>>, HttpError> {
+        rqctx.context().meet_fault().await?;
         let pag = query.into_inner();
         let n = limit(&rqctx, &pag)?;
         let ip = path.into_inner().ipv4;
@@ -412,6 +457,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv4PortPath>,
     ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
+        rqctx.context().meet_fault().await?;
         let p = path.into_inner();
         let entry = rqctx.context().lock().ipv4_get(p.ipv4, p.low);
         let entry = entry.ok_or_else(|| ApiError::from(crate::dpd::NatError::NotFound))?;
@@ -422,6 +468,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv4PortPath>,
     ) -> Result<HttpResponseDeleted, HttpError> {
+        rqctx.context().meet_fault().await?;
         let p = path.into_inner();
         rqctx
             .context()
@@ -434,6 +481,7 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv4RangePath>,
         target: TypedBody<NatTarget>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+        rqctx.context().meet_fault().await?;
         let p = path.into_inner();
         let target = target.into_inner();
         rqctx
@@ -446,6 +494,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         query: Query<PaginationParams<EmptyScanParams, Ipv6Token>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv6Addr>>, HttpError> {
+        rqctx.context().meet_fault().await?;
         let pag = query.into_inner();
         let n = limit(&rqctx, &pag)?;
         let items = rqctx
@@ -458,6 +507,7 @@ impl DpdApi for DpdImpl {
     async fn nat_ipv6_reset(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+        rqctx.context().meet_fault().await?;
         rqctx.context().change(|d| Ok(((), d.ipv6_reset())))?;
         Ok(HttpResponseUpdatedNoContent())
     }
@@ -467,6 +517,7 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv6Path>,
         query: Query<PaginationParams<EmptyScanParams, NatToken>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv6Nat>>, HttpError> {
+        rqctx.context().meet_fault().await?;
         let pag = query.into_inner();
         let n = limit(&rqctx, &pag)?;
         let ip = path.into_inner().ipv6;
@@ -481,6 +532,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv6PortPath>,
     ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
+        rqctx.context().meet_fault().await?;
         let p = path.into_inner();
         let entry = rqctx.context().lock().ipv6_get(p.ipv6, p.low);
         let entry = entry.ok_or_else(|| ApiError::from(crate::dpd::NatError::NotFound))?;
@@ -491,6 +543,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv6PortPath>,
     ) -> Result<HttpResponseDeleted, HttpError> {
+        rqctx.context().meet_fault().await?;
         let p = path.into_inner();
         rqctx
             .context()
@@ -503,6 +556,7 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv6RangePath>,
         target: TypedBody<NatTarget>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+        rqctx.context().meet_fault().await?;
         let p = path.into_inner();
         let target = target.into_inner();
         rqctx
@@ -514,12 +568,14 @@ impl DpdApi for DpdImpl {
     async fn nat_generation(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<i64>, HttpError> {
+        rqctx.context().meet_fault().await?;
         Ok(HttpResponseOk(rqctx.context().lock().generation()))
     }
 
     async fn nat_trigger_update(
-        _rqctx: RequestContext<DpdContext>,
+        rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<()>, HttpError> {
+        rqctx.context().meet_fault().await?;
         // Nothing to pull from: there is no Nexus in live mode.
         Ok(HttpResponseOk(()))
     }
@@ -527,6 +583,7 @@ impl DpdApi for DpdImpl {
     async fn switch_identifiers(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<SwitchIdentifiers>, HttpError> {
+        rqctx.context().meet_fault().await?;
         Ok(HttpResponseOk(rqctx.context().lock().identifiers()))
     }
 }
@@ -553,6 +610,7 @@ impl SledAgentApi for SledAgentImpl {
     async fn list_v2p(
         rqctx: RequestContext<SledAgentContext>,
     ) -> Result<HttpResponseOk<Vec<VirtualNetworkInterfaceHost>>, HttpError> {
+        rqctx.context().meet_fault().await?;
         Ok(HttpResponseOk(rqctx.context().lock().v2p_list()))
     }
 
@@ -560,6 +618,7 @@ impl SledAgentApi for SledAgentImpl {
         rqctx: RequestContext<SledAgentContext>,
         body: TypedBody<VirtualNetworkInterfaceHost>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+        rqctx.context().meet_fault().await?;
         let m = body.into_inner();
         rqctx.context().change(|a| Ok(((), a.v2p_set(m)?)))?;
         Ok(HttpResponseUpdatedNoContent())
@@ -569,6 +628,7 @@ impl SledAgentApi for SledAgentImpl {
         rqctx: RequestContext<SledAgentContext>,
         body: TypedBody<VirtualNetworkInterfaceHost>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+        rqctx.context().meet_fault().await?;
         let m = body.into_inner();
         rqctx.context().change(|a| Ok(((), a.v2p_del(&m)?)))?;
         Ok(HttpResponseUpdatedNoContent())
@@ -577,6 +637,7 @@ impl SledAgentApi for SledAgentImpl {
     async fn instances_list(
         rqctx: RequestContext<SledAgentContext>,
     ) -> Result<HttpResponseOk<Vec<VmmInfo>>, HttpError> {
+        rqctx.context().meet_fault().await?;
         Ok(HttpResponseOk(rqctx.context().lock().instances()))
     }
 
@@ -585,6 +646,7 @@ impl SledAgentApi for SledAgentImpl {
         path: Path<InstancePath>,
         body: TypedBody<VmmRegistration>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+        rqctx.context().meet_fault().await?;
         let id = path.into_inner().instance_id;
         let reg = body.into_inner();
         rqctx.context().change(|a| Ok(((), a.register(id, reg)?)))?;
@@ -596,6 +658,7 @@ impl SledAgentApi for SledAgentImpl {
         path: Path<InstancePath>,
         body: TypedBody<VmmStateRequest>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+        rqctx.context().meet_fault().await?;
         let id = path.into_inner().instance_id;
         let want = body.into_inner();
         rqctx

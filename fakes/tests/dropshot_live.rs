@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use racksim_fakes::{
-    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, SledAgentContext},
+    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, Fault, SledAgentContext},
     dpd::DpdState,
     memnet::service_target,
     mgs::MgsState,
@@ -266,4 +266,39 @@ async fn racksim_clients_work_against_the_dropshot_servers() {
     client.v2p_del(&m).await.unwrap();
     assert!(agent_ctx.lock().v2p_list().is_empty());
     agent.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn injected_faults_last_their_window() {
+    let (addr, ctx, server) = dpd().await;
+    ctx.inject(Fault::Errors, std::time::Duration::from_secs(60));
+    let (s, body) = call(
+        addr,
+        "PUT",
+        "/nat/ipv4/198.51.100.1/0/9",
+        V,
+        Some(&target_json(1)),
+    )
+    .await;
+    assert_eq!(s, 500, "{body}");
+    assert!(ctx.lock().ipv4_entries().is_empty());
+    // A hang holds the request for the window, then answers 503.
+    let hang = std::time::Duration::from_millis(150);
+    ctx.inject(Fault::Hang, hang);
+    let started = std::time::Instant::now();
+    let (s, _) = call(addr, "GET", "/rpw/nat/gen", V, None).await;
+    assert_eq!(s, 503);
+    assert!(started.elapsed() >= hang, "{:?}", started.elapsed());
+    // The window is over: served again.
+    let (s, _) = call(
+        addr,
+        "PUT",
+        "/nat/ipv4/198.51.100.1/0/9",
+        V,
+        Some(&target_json(1)),
+    )
+    .await;
+    assert_eq!(s, 204);
+    assert_eq!(ctx.lock().ipv4_entries().len(), 1);
+    server.close().await.unwrap();
 }

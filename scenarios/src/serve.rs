@@ -38,7 +38,7 @@ use dropshot::{
     HttpResponseUpdatedNoContent, HttpServer, RequestContext, ServerBuilder, TypedBody,
 };
 use racksim_fakes::{
-    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, SledAgentContext},
+    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, Fault, SledAgentContext},
     dpd::{DpdState, NatChange},
     mgs::MgsState,
     sled_agent::{SledAgentChange, SledAgentState},
@@ -63,6 +63,8 @@ use tracing::Instrument;
 /// The plan actions the control API applies.
 pub const ACTIONS: &[&str] = &[
     "dpd-restart",
+    "dpd-errors",
+    "dpd-hang",
     "hide-switch",
     "reveal-switch",
     "sidecar-power-off",
@@ -504,6 +506,9 @@ pub struct ActionRequest {
     /// The zone (`boundary-ntp`, `nexus`, `external-dns`), for `stale-entry`.
     #[serde(default)]
     pub zone: Option<String>,
+    /// How long, for `dpd-errors` and `dpd-hang` (`30s`, `2m`).
+    #[serde(default, rename = "for")]
+    pub window: Option<String>,
 }
 
 /// One switch in the state dump.
@@ -592,6 +597,23 @@ impl Inputs {
                 *d.lock() = DpdState::new(slot.index());
                 self.trace
                     .record(&slot.to_string(), "dpd restarted: NAT table empty");
+            }
+            "dpd-errors" | "dpd-hang" => {
+                let slot = self.slot(req)?;
+                let raw = req
+                    .window
+                    .as_deref()
+                    .ok_or_else(|| bad(format!("action {:?} takes `for`", req.action)))?;
+                let window =
+                    crate::file::parse_duration(raw).map_err(|e| bad(format!("`for`: {e}")))?;
+                let (fault, what) = if req.action == "dpd-errors" {
+                    (Fault::Errors, "answers 500s")
+                } else {
+                    (Fault::Hang, "hangs")
+                };
+                dpd(slot).inject(fault, window);
+                self.trace
+                    .record(&slot.to_string(), format!("dpd {what} for {raw}"));
             }
             "hide-switch" | "reveal-switch" => {
                 let slot = self.slot(req)?;

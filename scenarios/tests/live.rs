@@ -134,6 +134,26 @@ async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
     })
     .await;
 
+    // dpd answering errors for a while: its API says 500 meanwhile.
+    let (status, _) = call(
+        live.control,
+        "POST",
+        "/actions",
+        Some(json!({"action": "dpd-errors", "switch": "switch0", "for": "10m"})),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (status, _) = call(switch0.dpd, "GET", "/nat/ipv4", None).await;
+    assert_eq!(status, 500);
+    let (status, body) = call(
+        live.control,
+        "POST",
+        "/actions",
+        Some(json!({"action": "dpd-hang", "switch": "switch1", "for": "soon"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+
     // The control API: an action it does not apply is a 400 naming it; the
     // state and the trace are there.
     let (status, body) = call(
