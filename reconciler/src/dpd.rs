@@ -20,8 +20,113 @@ use serde::{Deserialize, Serialize};
 
 use crate::http::{ClientError, Connector, HttpClient};
 
-/// EUI-48 MAC address; on the wire `{"a":[u8;6]}`. Display as `aa:bb:cc:dd:ee:ff`.
+/// The version of dpd's API these types and paths are written against
+/// (`info.version` of `reference/dpd-13.0.0-nat-subset.json`), sent as the
+/// `api-version` header.
+pub const API_VERSION: &str = "13.0.0";
+
+/// The largest Geneve VNI: a VNI is a 24-bit value.
+pub const MAX_VNI: u32 = (1 << 24) - 1;
+
+/// JSON schemas of the wire types, for servers that publish them (the
+/// fakes): named as in the published documents. Off in production builds.
+#[cfg(feature = "schemars")]
+pub mod schema {
+    use schemars::{
+        gen::SchemaGenerator,
+        schema::{InstanceType, Metadata, NumberValidation, Schema, SchemaObject},
+        JsonSchema,
+    };
+
+    fn integer(format: &str, description: Option<&str>) -> Schema {
+        SchemaObject {
+            instance_type: Some(InstanceType::Integer.into()),
+            format: Some(format.to_string()),
+            number: Some(Box::new(NumberValidation {
+                minimum: Some(0.0),
+                ..Default::default()
+            })),
+            metadata: description.map(|d| {
+                Box::new(Metadata {
+                    description: Some(d.to_string()),
+                    ..Default::default()
+                })
+            }),
+            ..Default::default()
+        }
+        .into()
+    }
+
+    /// A Geneve VNI: `{"type":"integer","format":"uint32"}` under the name
+    /// `Vni`, as dpd and sled-agent publish it.
+    pub struct Vni;
+
+    impl JsonSchema for Vni {
+        fn schema_name() -> String {
+            "Vni".to_string()
+        }
+
+        fn json_schema(_: &mut SchemaGenerator) -> Schema {
+            integer("uint32", Some("A Geneve Virtual Network Identifier"))
+        }
+    }
+
+    /// A UUID as a string (dpd's `sidecar_id`).
+    pub struct Uuid;
+
+    impl JsonSchema for Uuid {
+        fn schema_name() -> String {
+            "Uuid".to_string()
+        }
+
+        fn is_referenceable() -> bool {
+            false
+        }
+
+        fn json_schema(_: &mut SchemaGenerator) -> Schema {
+            SchemaObject {
+                instance_type: Some(InstanceType::String.into()),
+                format: Some("uuid".to_string()),
+                ..Default::default()
+            }
+            .into()
+        }
+    }
+
+    /// sled-agent's `MacAddr`: a string `aa:bb:cc:dd:ee:ff`.
+    pub struct MacString;
+
+    impl JsonSchema for MacString {
+        fn schema_name() -> String {
+            "MacAddr".to_string()
+        }
+
+        fn json_schema(_: &mut SchemaGenerator) -> Schema {
+            SchemaObject {
+                instance_type: Some(InstanceType::String.into()),
+                metadata: Some(Box::new(Metadata {
+                    title: Some("A MAC address".to_string()),
+                    description: Some(
+                        "A Media Access Control address, in EUI-48 format".to_string(),
+                    ),
+                    ..Default::default()
+                })),
+                string: Some(Box::new(schemars::schema::StringValidation {
+                    max_length: Some(17),
+                    min_length: Some(5),
+                    pattern: Some("^([0-9a-fA-F]{0,2}:){5}[0-9a-fA-F]{0,2}$".to_string()),
+                })),
+                ..Default::default()
+            }
+            .into()
+        }
+    }
+}
+
+/// An EUI-48 MAC address, used for layer-2 addressing; on dpd's wire
+/// `{"a":[u8;6]}`. Display as `aa:bb:cc:dd:ee:ff`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct MacAddr {
     pub a: [u8; 6],
 }
@@ -72,14 +177,17 @@ impl fmt::Display for MacAddr {
 /// arrives for an external address and port range — the sled hosting the
 /// zone (its underlay IPv6), the zone's OPTE port MAC, and the Geneve VNI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct NatTarget {
     pub internal_ip: Ipv6Addr,
     pub inner_mac: MacAddr,
+    #[cfg_attr(feature = "schemars", schemars(with = "schema::Vni"))]
     pub vni: u32,
 }
 
 /// One IPv4 NAT entry as listed by dpd.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Ipv4Nat {
     pub external: Ipv4Addr,
     pub low: u16,
@@ -89,6 +197,7 @@ pub struct Ipv4Nat {
 
 /// One IPv6 NAT entry as listed by dpd (same shape under `/nat/ipv6`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Ipv6Nat {
     pub external: Ipv6Addr,
     pub low: u16,
@@ -106,11 +215,13 @@ pub struct ResultsPage<T> {
 
 /// `GET /switch/identifiers` (only the required fields we use; unknown fields ignored).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SwitchIdentifiers {
     pub asic_backend: String,
     pub model: String,
     pub revision: u32,
     pub serial: String,
+    #[cfg_attr(feature = "schemars", schemars(with = "schema::Uuid"))]
     pub sidecar_id: String,
     pub slot: u16,
 }
@@ -122,8 +233,11 @@ pub struct DpdClient<C> {
 }
 
 impl<C: Connector> DpdClient<C> {
+    /// A client sending dpd's [`API_VERSION`] with every request.
     pub fn new(http: HttpClient<C>) -> Self {
-        DpdClient { http }
+        DpdClient {
+            http: http.with_api_version(API_VERSION),
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -438,10 +552,8 @@ mod tests {
         assert_eq!(client.switch_identifiers().await.unwrap().slot, 0);
         client.nat_ipv4_delete(ip, 0).await.unwrap();
         assert_eq!(client.nat_ipv4_get(ip, 0).await.unwrap(), None);
-        assert_eq!(
-            client.nat_ipv4_delete(ip, 0).await.unwrap_err().status(),
-            Some(404)
-        );
+        // Nothing covers port 0 any more: dpd clears nothing and says 204.
+        client.nat_ipv4_delete(ip, 0).await.unwrap();
 
         assert_eq!(
             net.requests(zone, DPD_PORT),
@@ -454,9 +566,9 @@ mod tests {
                 "GET /nat/ipv4?limit=128",
                 // The fake, like dropshot, returns a token after every
                 // non-empty page; the final page is empty.
-                "GET /nat/ipv4?limit=128&page_token=after%3D198.51.100.1%26",
+                "GET /nat/ipv4?limit=128&page_token=198.51.100.1",
                 "GET /nat/ipv4/198.51.100.1?limit=128",
-                "GET /nat/ipv4/198.51.100.1?limit=128&page_token=after%3D0%26",
+                "GET /nat/ipv4/198.51.100.1?limit=128&page_token=0",
                 "GET /switch/identifiers",
                 "DELETE /nat/ipv4/198.51.100.1/0",
                 "GET /nat/ipv4/198.51.100.1/0",
@@ -507,6 +619,23 @@ mod tests {
             .filter(|r| r.starts_with("GET /nat/ipv4/198.51.100.9?limit=3"))
             .count();
         assert_eq!(pages, 2 + 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_request_names_dpds_api_version() {
+        let net = FakeNet::new();
+        let zone: Ipv6Addr = "fd00:1122:3344:101::2".parse().unwrap();
+        net.add_switch_zone(zone, 0);
+        let addr = SocketAddr::new(zone.into(), DPD_PORT);
+        // Like every Oxide internal API, dpd refuses a request that does
+        // not say which version of the API it is written against.
+        let raw = HttpClient::new(net.connector(), addr);
+        let err = raw.get::<i64>("/rpw/nat/gen").await.unwrap_err();
+        assert_eq!(err.status(), Some(400));
+        assert!(err.to_string().contains("api-version"), "{err}");
+        let client = dpd(&net, zone);
+        assert_eq!(client.http.api_version(), Some("13.0.0"));
+        assert_eq!(client.nat_generation().await.unwrap(), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -33,6 +33,13 @@ use hyper_util::rt::TokioIo;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+/// The header naming the version of the API a request is written against.
+/// Every Oxide internal API is versioned this way (dropshot's
+/// `ClientSpecifiesVersionInHeader`), and refuses a request without it
+/// with a 400. The typed clients ([`crate::dpd`], [`crate::mgs`],
+/// [`crate::instances`]) each send their API's version.
+pub const API_VERSION_HEADER: &str = "api-version";
+
 /// Default timeout of one whole request (connect, send, read the body).
 /// Matches the 15 s connect timeout of the production clients.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -124,6 +131,8 @@ pub struct HttpClient<C> {
     connector: C,
     addr: SocketAddr,
     timeout: Duration,
+    /// Sent as [`API_VERSION_HEADER`] when set.
+    api_version: Option<&'static str>,
 }
 
 /// What a completed exchange produced, before interpretation.
@@ -138,7 +147,22 @@ impl<C: Connector> HttpClient<C> {
             connector,
             addr,
             timeout: DEFAULT_REQUEST_TIMEOUT,
+            api_version: None,
         }
+    }
+
+    /// Sends `api-version: <version>` with every request: the version of
+    /// the server's API the caller's types are written against.
+    pub fn with_api_version(self, version: &'static str) -> Self {
+        HttpClient {
+            api_version: Some(version),
+            ..self
+        }
+    }
+
+    /// The API version this client announces, if any.
+    pub fn api_version(&self) -> Option<&'static str> {
+        self.api_version
     }
 
     pub fn with_timeout(self, timeout: Duration) -> Self {
@@ -273,6 +297,9 @@ impl<C: Connector> HttpClient<C> {
         if body.is_some() {
             builder = builder.header(header::CONTENT_TYPE, "application/json");
         }
+        if let Some(version) = self.api_version {
+            builder = builder.header(API_VERSION_HEADER, version);
+        }
         let request = builder
             .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| self.protocol_error(&method, path, format!("building request: {e}")))?;
@@ -389,6 +416,25 @@ mod tests {
             .header(header::CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
             .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_api_version_header_is_sent_when_set() {
+        let addr = loopback_server(|parts, _body| {
+            let version = parts
+                .headers
+                .get(API_VERSION_HEADER)
+                .map(|h| h.to_str().unwrap().to_string());
+            json_response(200, json!({ "version": version }))
+        })
+        .await;
+        let plain = HttpClient::new(TokioConnector, addr);
+        let seen: serde_json::Value = plain.get("/").await.unwrap();
+        assert_eq!(seen, json!({"version": null}));
+        let versioned = plain.with_api_version("13.0.0");
+        assert_eq!(versioned.api_version(), Some("13.0.0"));
+        let seen: serde_json::Value = versioned.get("/").await.unwrap();
+        assert_eq!(seen, json!({"version": "13.0.0"}));
     }
 
     #[tokio::test]

@@ -15,8 +15,13 @@ use crate::{
     http::{ClientError, Connector, HttpClient},
 };
 
+/// The version of MGS's API this client is written against (`info.version`
+/// of `reference/gateway-local-switch-id-subset.json`).
+pub const API_VERSION: &str = "3.0.0";
+
 /// Kind of service processor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SpType {
     Sled,
@@ -26,6 +31,7 @@ pub enum SpType {
 
 /// `{"type": "switch", "slot": 0}`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SpIdentifier {
     #[serde(rename = "type")]
     pub typ: SpType,
@@ -51,8 +57,11 @@ pub struct MgsClient<C> {
 }
 
 impl<C: Connector> MgsClient<C> {
+    /// A client sending MGS's [`API_VERSION`] with every request.
     pub fn new(http: HttpClient<C>) -> Self {
-        MgsClient { http }
+        MgsClient {
+            http: http.with_api_version(API_VERSION),
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {

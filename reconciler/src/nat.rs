@@ -764,7 +764,8 @@ mod tests {
         let net = FakeNet::new();
         let zone = zone_ip(1);
         net.add_switch_zone(zone, 0);
-        // 300 single-port entries on one address: 128 + 128 + 44 + empty.
+        // 300 single-port entries on one address, asked for in pages of 128;
+        // dpd caps a page at 64: 64 * 4 + 45 + empty.
         let desired: Vec<NatEntry> = (0..300u16)
             .map(|p| entry(NTP, p * 10, p * 10 + 9, 1))
             .collect();
@@ -804,9 +805,11 @@ mod tests {
             lists,
             vec![
                 "GET /nat/ipv4/198.51.100.2?limit=128",
-                "GET /nat/ipv4/198.51.100.2?limit=128&page_token=after%3D1270%26",
-                "GET /nat/ipv4/198.51.100.2?limit=128&page_token=after%3D2550%26",
-                "GET /nat/ipv4/198.51.100.2?limit=128&page_token=after%3D5000%26",
+                "GET /nat/ipv4/198.51.100.2?limit=128&page_token=630",
+                "GET /nat/ipv4/198.51.100.2?limit=128&page_token=1270",
+                "GET /nat/ipv4/198.51.100.2?limit=128&page_token=1910",
+                "GET /nat/ipv4/198.51.100.2?limit=128&page_token=2550",
+                "GET /nat/ipv4/198.51.100.2?limit=128&page_token=5000",
             ]
         );
         assert_eq!(
@@ -888,7 +891,8 @@ mod tests {
             .into_iter()
             .filter(|r| r.starts_with("GET /nat/ipv4?limit=128"))
             .count();
-        assert_eq!(address_pages, 3);
+        // dpd caps a page at 64: 64 + 64 + 2 + empty.
+        assert_eq!(address_pages, 4);
     }
 
     #[test]

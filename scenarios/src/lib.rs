@@ -17,3 +17,4 @@ pub mod html;
 pub mod matrix;
 pub mod report;
 pub mod runner;
+pub mod serve;

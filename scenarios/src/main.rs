@@ -160,6 +160,21 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         report: Option<std::path::PathBuf>,
     },
+    /// Live mode: the scenario's rack on loopback in real time — fake
+    /// switch zones (dpd, MGS) and sled-agents as dropshot servers, the
+    /// strategy's reconcilers against them on TCP, a control API — until
+    /// Ctrl-C. See the README's "Live mode".
+    Serve {
+        /// A catalogue name or a path to a scenario file (its rack is used).
+        #[arg(default_value = racksim::serve::DEFAULT_SCENARIO)]
+        scenario: String,
+        /// `scrimlet-local` (default) or `sled-task`.
+        #[arg(long)]
+        strategy: Option<String>,
+        /// Where the control API listens.
+        #[arg(long, default_value = "127.0.0.1:12280")]
+        bind: std::net::SocketAddr,
+    },
 }
 
 fn main() -> ExitCode {
@@ -226,6 +241,13 @@ fn main() -> ExitCode {
             only,
         } => bench(json, reps, quick, only),
         Command::BenchOne { workload, seeds } => bench_one(&workload, seeds),
+        Command::Serve {
+            scenario,
+            strategy,
+            bind,
+        } => {
+            resolve(&scenario).and_then(|s| racksim::serve::command(&s, strategy.as_deref(), bind))
+        }
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -23,10 +23,7 @@ use std::{
 use racksim_reconciler::{
     discovery::SwitchSlot,
     dpd::MacAddr,
-    instances::{
-        ExternalIp, InstanceRecord, InstanceState, Nic, SagaRecord, StartImpl,
-        VirtualNetworkInterfaceHost, VmmInfo, GUEST_VNI,
-    },
+    instances::{ExternalIp, InstanceRecord, InstanceState, Nic, SagaRecord, StartImpl, GUEST_VNI},
     nat::NatEntry,
     scrimlet_local::{ServiceZoneKind, ServiceZoneNat, SystemNetworkingConfig},
     task::ScrimletStatus,
@@ -364,13 +361,9 @@ pub struct Db {
     pub next_id: u64,
 }
 
-/// One sled-agent's volatile state: lost when the sled restarts.
-#[derive(Clone, Debug, Default)]
-pub struct SledAgentState {
-    /// VMMs by instance id.
-    pub vmms: BTreeMap<u32, VmmInfo>,
-    pub v2p: BTreeSet<VirtualNetworkInterfaceHost>,
-}
+/// One sled-agent's volatile state (lost when the sled restarts): the fake
+/// sled-agent's state machine.
+pub use racksim_fakes::sled_agent::SledAgentState;
 
 /// A request to the control plane's instance API, queued by the driver.
 #[derive(Clone, Debug, PartialEq, Eq)]

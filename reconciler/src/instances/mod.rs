@@ -86,7 +86,7 @@ pub use rpw::{
 };
 pub use sled_agent::{
     mac_string, SledAgentClient, VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState,
-    VmmStateRequest,
+    VmmStateRequest, API_VERSION as SLED_AGENT_API_VERSION,
 };
 pub use store::{InstanceStore, SagaNode, SagaRecord, SagaState, StoreError};
 

@@ -15,6 +15,10 @@ use crate::{
     http::{ClientError, Connector, HttpClient},
 };
 
+/// The version of sled-agent's API this client is written against
+/// (`info.version` of `reference/sled-agent-v2p-subset.json`).
+pub const API_VERSION: &str = "48.0.0";
+
 /// Serde `with` module: a [`MacAddr`] as sled-agent's `"aa:bb:cc:dd:ee:ff"`
 /// string.
 pub mod mac_string {
@@ -36,11 +40,14 @@ pub mod mac_string {
 /// `VirtualNetworkInterfaceHost`). Its identity on a sled is
 /// `(vni, virtual_ip)`: a sled holds at most one mapping per virtual IP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct VirtualNetworkInterfaceHost {
     pub virtual_ip: IpAddr,
     #[serde(with = "mac_string")]
+    #[cfg_attr(feature = "schemars", schemars(with = "crate::dpd::schema::MacString"))]
     pub virtual_mac: MacAddr,
     pub physical_host_ip: Ipv6Addr,
+    #[cfg_attr(feature = "schemars", schemars(with = "crate::dpd::schema::Vni"))]
     pub vni: u32,
 }
 
@@ -65,12 +72,14 @@ impl std::fmt::Display for VirtualNetworkInterfaceHost {
 
 /// `PUT /instances/{id}` body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct VmmRegistration {
     pub vmm_id: u64,
 }
 
 /// State of a VMM on a sled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum VmmState {
     Starting,
@@ -80,12 +89,14 @@ pub enum VmmState {
 
 /// `PUT /instances/{id}/state` body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct VmmStateRequest {
     pub state: VmmState,
 }
 
 /// One element of `GET /instances`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct VmmInfo {
     pub instance_id: u32,
     pub vmm_id: u64,
@@ -99,8 +110,11 @@ pub struct SledAgentClient<C> {
 }
 
 impl<C: Connector> SledAgentClient<C> {
+    /// A client sending sled-agent's [`API_VERSION`] with every request.
     pub fn new(http: HttpClient<C>) -> Self {
-        SledAgentClient { http }
+        SledAgentClient {
+            http: http.with_api_version(API_VERSION),
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {

@@ -1,30 +1,40 @@
-//! Fake internal DNS, reduced to what discovery needs: the switch zones
-//! (dendrite instances) it currently advertises. A plan step can hide a switch
-//! zone, as happened on madrid.
+//! Fake internal DNS on the simulated network: the records are the world's
+//! switch zones (dendrite instances) that discovery can currently see — a
+//! plan step can hide one, as happened on madrid — answered by the DNS
+//! state machine of `racksim-fakes`.
 
-use http::Method;
+use std::future::Future;
 
-use super::http::{ApiError, ApiRequest, ApiResponse};
-use crate::{net::SrvAnswer, world::World};
+use racksim_fakes::dns::InternalDns;
+
+use super::http::{ApiRequest, ApiResponse, Handler};
+use crate::world::World;
+
+/// The zone as the world has it now.
+pub fn zone(world: &World) -> InternalDns {
+    let st = world.lock();
+    let dendrite = st
+        .switch_zones
+        .iter()
+        .filter(|(slot, _)| !st.hidden.contains(slot))
+        .map(|(_, addr)| *addr)
+        .collect();
+    InternalDns {
+        services: [("dendrite".to_string(), dendrite)].into_iter().collect(),
+    }
+}
 
 pub fn handle(world: &World, req: &ApiRequest) -> ApiResponse {
-    match (req.method.clone(), req.segments().as_slice()) {
-        (Method::GET, ["srv", "dendrite"]) => {
-            let st = world.lock();
-            let addresses = st
-                .switch_zones
-                .iter()
-                .filter(|(slot, _)| !st.hidden.contains(slot))
-                .map(|(_, addr)| *addr)
-                .collect();
-            ApiResponse::json(&SrvAnswer { addresses })
-        }
-        (Method::GET, ["srv", service]) => ApiError::new(
-            http::StatusCode::NOT_FOUND,
-            "ObjectNotFound",
-            format!("no records for service {service:?}"),
-        )
-        .into_response(),
-        _ => ApiError::not_found_route(req).into_response(),
+    zone(world).handle(req)
+}
+
+/// The internal DNS server of the sled that hosts it.
+pub struct InternalDnsApi {
+    pub world: World,
+}
+
+impl Handler for InternalDnsApi {
+    fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
+        std::future::ready(handle(&self.world, &req))
     }
 }

@@ -1,13 +1,15 @@
-//! Framework-neutral HTTP plumbing for the fakes.
+//! The fakes on the simulated network: hyper on turmoil sockets.
 //!
-//! Each fake is a state machine with a `handle(&ApiRequest) -> ApiResponse`
-//! method. [`serve`] puts such a handler on a simulated (turmoil) TCP port with
-//! hyper; a live server can call the same handler. Errors use dropshot's body
-//! shape (`request_id`, `error_code`, `message`) because that is what the real
-//! services send and what real clients parse.
+//! Each fake is a state machine of `racksim-fakes` with a
+//! `handle(&ApiRequest) -> ApiResponse` router. [`serve`] puts such a
+//! handler on a simulated TCP port with hyper (dropshot needs real sockets,
+//! so live mode serves the same state machines with dropshot instead).
+//! Errors use dropshot's body shape (`request_id`, `error_code`, `message`),
+//! and the `api-version` header reaches the handler, which refuses a request
+//! without it as dropshot does.
 
+pub use racksim_fakes::http::{ApiError, ApiRequest, ApiResponse, API_VERSION_HEADER};
 use std::{
-    collections::BTreeMap,
     convert::Infallible,
     future::Future,
     net::{Ipv6Addr, SocketAddr},
@@ -15,126 +17,9 @@ use std::{
 };
 
 use bytes::Bytes;
-use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
-use serde::Serialize;
-
-/// A parsed request.
-#[derive(Clone, Debug)]
-pub struct ApiRequest {
-    pub method: Method,
-    pub path: String,
-    pub query: BTreeMap<String, String>,
-    pub body: Bytes,
-}
-
-impl ApiRequest {
-    pub fn new(method: Method, path_and_query: &str, body: impl Into<Bytes>) -> Self {
-        let (path, query) = match path_and_query.split_once('?') {
-            Some((p, q)) => (p, q),
-            None => (path_and_query, ""),
-        };
-        let query = query
-            .split('&')
-            .filter(|kv| !kv.is_empty())
-            .map(|kv| match kv.split_once('=') {
-                Some((k, v)) => (k.to_string(), v.to_string()),
-                None => (kv.to_string(), String::new()),
-            })
-            .collect();
-        ApiRequest {
-            method,
-            path: path.to_string(),
-            query,
-            body: body.into(),
-        }
-    }
-
-    /// Path segments without the empty ones (`/nat/ipv4/` == `/nat/ipv4`).
-    pub fn segments(&self) -> Vec<&str> {
-        self.path.split('/').filter(|s| !s.is_empty()).collect()
-    }
-
-    pub fn query(&self, key: &str) -> Option<&str> {
-        self.query.get(key).map(String::as_str)
-    }
-}
-
-/// A response: a status and an optional JSON body.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ApiResponse {
-    pub status: StatusCode,
-    pub body: Option<serde_json::Value>,
-}
-
-impl ApiResponse {
-    pub fn json<T: Serialize>(value: &T) -> Self {
-        ApiResponse {
-            status: StatusCode::OK,
-            body: Some(serde_json::to_value(value).expect("fake responses serialize")),
-        }
-    }
-
-    pub fn no_content() -> Self {
-        ApiResponse {
-            status: StatusCode::NO_CONTENT,
-            body: None,
-        }
-    }
-}
-
-/// An error response in dropshot's shape.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub error_code: &'static str,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, error_code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            error_code,
-            message: message.into(),
-        }
-    }
-
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "InvalidRequest", message)
-    }
-
-    pub fn not_found_route(req: &ApiRequest) -> Self {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!("no route for {} {}", req.method, req.path),
-        )
-    }
-
-    pub fn unavailable(message: impl Into<String>) -> Self {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            message,
-        )
-    }
-
-    pub fn into_response(self) -> ApiResponse {
-        ApiResponse {
-            status: self.status,
-            body: Some(serde_json::json!({
-                // Filled in by the server that sends it; a fixed value keeps
-                // the state machine pure.
-                "request_id": "",
-                "error_code": self.error_code,
-                "message": self.message,
-            })),
-        }
-    }
-}
 
 /// Something that answers requests. Async so a fake can hang or delay.
 pub trait Handler: 'static {
@@ -182,13 +67,13 @@ async fn dispatch<H: Handler>(
         .to_string();
     let response = match body.collect().await {
         Ok(body) => {
-            handler
-                .call(ApiRequest::new(
-                    parts.method,
-                    &path_and_query,
-                    body.to_bytes(),
-                ))
-                .await
+            let mut req = ApiRequest::new(parts.method, &path_and_query, body.to_bytes());
+            req.api_version = parts
+                .headers
+                .get(API_VERSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            handler.call(req).await
         }
         Err(e) => ApiError::bad_request(format!("reading request body: {e}")).into_response(),
     };
@@ -196,7 +81,7 @@ async fn dispatch<H: Handler>(
     let body = match response.body {
         Some(mut value) => {
             if let Some(obj) = value.as_object_mut() {
-                if obj.contains_key("request_id") && obj.contains_key("error_code") {
+                if obj.contains_key("request_id") && obj.contains_key("message") {
                     obj.insert("request_id".into(), request_id.to_string().into());
                 }
             }

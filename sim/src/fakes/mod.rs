@@ -1,5 +1,10 @@
-//! Fake rack services with real semantics. Each is a state machine plus a
-//! thin HTTP handler; [`http::serve`] puts a handler on a simulated port.
+//! Fake rack services with real semantics on the simulated network.
+//!
+//! The state machines of dpd, MGS, sled-agent and internal DNS are those of
+//! the `racksim-fakes` crate — the same ones live mode serves with dropshot
+//! and the reconciler's unit tests use. This module serves them on turmoil
+//! sockets ([`http::serve`]) and records their changes in the trace; the
+//! control plane's database and the data path are the simulation's own.
 
 pub mod database;
 pub mod dataplane;
@@ -7,3 +12,4 @@ pub mod dns;
 pub mod dpd;
 pub mod http;
 pub mod mgs;
+pub mod sled_agent;

@@ -90,7 +90,7 @@ impl Handler for DpdHandler {
                 Some(DpdFault::Errors { .. }) => {
                     return ApiError::new(
                         StatusCode::INTERNAL_SERVER_ERROR,
-                        "Internal",
+                        Some("Internal"),
                         "injected fault: dpd is answering errors",
                     )
                     .into_response();
@@ -113,6 +113,12 @@ impl Handler for DpdHandler {
                     Some(dpd) => {
                         let (resp, change) = dpd.handle(&req);
                         if change.is_some() {
+                            // The simulation has no dpd-side RPW pulling
+                            // NAT state from Nexus; it models the pull that
+                            // follows a change by advancing the generation,
+                            // so `/rpw/nat/gen` moves when the table does
+                            // (and drops to 0 on a restart).
+                            dpd.set_generation(dpd.generation() + 1);
                             st.version += 1;
                         }
                         (resp, change)

@@ -1,0 +1,240 @@
+//! Framework-neutral request, response and error types of the fakes.
+//!
+//! Each fake's state machine has a `handle(&ApiRequest) -> ApiResponse`
+//! router used by the servers that are not dropshot (the simulation's hyper
+//! server on turmoil sockets, and [`crate::memnet`]); [`crate::api`] serves the
+//! same state machines with dropshot. Both answer alike: errors use dropshot's
+//! body (`request_id`, optional `error_code`, `message`), query strings and
+//! path segments are percent-decoded, and a request without the
+//! [`API_VERSION_HEADER`] is a 400, as dropshot's
+//! `ClientSpecifiesVersionInHeader` policy has it for every Oxide internal API.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use http::{Method, StatusCode};
+pub use racksim_reconciler::http::API_VERSION_HEADER;
+use serde::{de::DeserializeOwned, Serialize};
+
+/// A parsed request.
+#[derive(Clone, Debug)]
+pub struct ApiRequest {
+    pub method: Method,
+    /// The path, percent-decoded.
+    pub path: String,
+    /// Query parameters, percent-decoded.
+    pub query: BTreeMap<String, String>,
+    /// The `api-version` header, if any.
+    pub api_version: Option<String>,
+    pub body: Bytes,
+}
+
+impl ApiRequest {
+    /// A request without an `api-version` header (see [`Self::versioned`]).
+    /// Malformed percent escapes are kept as they are: the route's own
+    /// parsing then rejects the value with a 400 naming it.
+    pub fn new(method: Method, path_and_query: &str, body: impl Into<Bytes>) -> Self {
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        let query = query
+            .split('&')
+            .filter(|kv| !kv.is_empty())
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                (percent_decode(k), percent_decode(v))
+            })
+            .collect();
+        ApiRequest {
+            method,
+            path: path.to_string(),
+            query,
+            api_version: None,
+            body: body.into(),
+        }
+    }
+
+    /// With an `api-version` header.
+    pub fn versioned(mut self, version: impl Into<String>) -> Self {
+        self.api_version = Some(version.into());
+        self
+    }
+
+    /// Path segments, percent-decoded, without the empty ones
+    /// (`/nat/ipv4/` == `/nat/ipv4`).
+    pub fn segments(&self) -> Vec<String> {
+        self.path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(percent_decode)
+            .collect()
+    }
+
+    pub fn query(&self, key: &str) -> Option<&str> {
+        self.query.get(key).map(String::as_str)
+    }
+
+    /// dropshot's `ClientSpecifiesVersionInHeader` with no default: the
+    /// header must be there, be a semantic version, and not be newer than
+    /// the server's `latest`.
+    pub fn check_version(&self, latest: &str) -> Result<(), ApiError> {
+        let latest: semver::Version = latest.parse().expect("servers name a valid version");
+        let Some(raw) = &self.api_version else {
+            return Err(ApiError::bad_request(format!(
+                "missing expected header {API_VERSION_HEADER:?}"
+            )));
+        };
+        let v: semver::Version = raw.parse().map_err(|e| {
+            ApiError::bad_request(format!(
+                "bad value for header {API_VERSION_HEADER:?}: {e}: {raw}"
+            ))
+        })?;
+        if v > latest {
+            return Err(ApiError::bad_request(format!(
+                "server does not support this API version: {v}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The JSON body as `T`, or a 400 saying why not.
+    pub fn json_body<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::bad_request(format!("unable to parse JSON body: {e}")))
+    }
+}
+
+/// A response: a status and an optional JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiResponse {
+    pub status: StatusCode,
+    pub body: Option<serde_json::Value>,
+}
+
+impl ApiResponse {
+    pub fn json<T: Serialize>(value: &T) -> Self {
+        ApiResponse {
+            status: StatusCode::OK,
+            body: Some(serde_json::to_value(value).expect("fake responses serialize")),
+        }
+    }
+
+    pub fn no_content() -> Self {
+        ApiResponse {
+            status: StatusCode::NO_CONTENT,
+            body: None,
+        }
+    }
+
+    /// The `error_code` of an error body, if any.
+    pub fn error_code(&self) -> Option<&str> {
+        self.body.as_ref()?.get("error_code")?.as_str()
+    }
+
+    /// The `message` of an error body, if any.
+    pub fn message(&self) -> Option<&str> {
+        self.body.as_ref()?.get("message")?.as_str()
+    }
+}
+
+/// An error in dropshot's terms: a status, an optional machine-readable
+/// code and a message. [`crate::api`] turns it into a `dropshot::HttpError`
+/// with the same fields, so both servers send the same body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub error_code: Option<String>,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, error_code: Option<&str>, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            error_code: error_code.map(str::to_string),
+            message: message.into(),
+        }
+    }
+
+    /// dropshot's `for_bad_request(None, message)`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, None, message)
+    }
+
+    /// dropshot's `for_client_error_with_status(code, status)`: the message
+    /// is the status' reason phrase, the detail is in `error_code`. dendrite
+    /// answers a conflicting NAT entry this way (`"conflicting mapping"`,
+    /// `"Conflict"`), and a missing one (`"no mapping"`, `"Not Found"`).
+    pub fn with_status(status: StatusCode, error_code: &str) -> Self {
+        ApiError::new(
+            status,
+            Some(error_code),
+            status.canonical_reason().unwrap_or("error"),
+        )
+    }
+
+    /// What dropshot answers for a path it has no route for.
+    pub fn not_found_route(req: &ApiRequest) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            None,
+            format!("no route for {} {}", req.method, req.path),
+        )
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, None, message)
+    }
+
+    pub fn into_response(self) -> ApiResponse {
+        let mut body = serde_json::Map::new();
+        // Filled in by the server that sends it; an empty value keeps the
+        // state machines pure.
+        body.insert("request_id".into(), "".into());
+        if let Some(code) = self.error_code {
+            body.insert("error_code".into(), code.into());
+        }
+        body.insert("message".into(), self.message.into());
+        ApiResponse {
+            status: self.status,
+            body: Some(serde_json::Value::Object(body)),
+        }
+    }
+}
+
+impl From<ApiError> for dropshot::HttpError {
+    fn from(e: ApiError) -> Self {
+        let status_code = dropshot::ErrorStatusCode::from_u16(e.status.as_u16())
+            .unwrap_or(dropshot::ErrorStatusCode::INTERNAL_SERVER_ERROR);
+        dropshot::HttpError {
+            status_code,
+            error_code: e.error_code,
+            internal_message: e.message.clone(),
+            external_message: e.message,
+            headers: None,
+        }
+    }
+}
+
+/// Decodes `%XX` escapes (and leaves a malformed one as it is).
+pub fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(u8::try_from(h * 16 + l).expect("two hex digits fit a byte"));
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,304 @@
+//! The dropshot servers of the fakes on real loopback sockets: the wire
+//! details as a client other than racksim's sees them (raw HTTP/1.1 here),
+//! and racksim's own clients against them.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use racksim_fakes::{
+    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, Fault, SledAgentContext},
+    dpd::DpdState,
+    memnet::service_target,
+    mgs::MgsState,
+    sled_agent::SledAgentState,
+};
+use racksim_reconciler::{
+    dpd::{DpdClient, Ipv4Nat, API_VERSION},
+    http::{HttpClient, TokioConnector},
+    instances::SledAgentClient,
+    mgs::MgsClient,
+};
+use serde_json::{json, Value};
+
+fn loopback() -> SocketAddr {
+    SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)
+}
+
+/// One request; `(status, JSON body or Null)`.
+async fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    version: Option<&str>,
+    body: Option<&str>,
+) -> (u16, Value) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string())
+        .header("content-type", "application/json");
+    if let Some(v) = version {
+        req = req.header("api-version", v);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.unwrap_or("").to_string())))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, value)
+}
+
+fn target_json(sled: u16) -> String {
+    serde_json::to_string(&service_target(sled)).unwrap()
+}
+
+async fn dpd() -> (SocketAddr, DpdContext, dropshot::HttpServer<DpdContext>) {
+    let ctx = DpdContext::new(DpdState::new(0));
+    let server = serve_dpd(loopback(), ctx.clone()).unwrap();
+    (server.local_addr(), ctx, server)
+}
+
+const V: Option<&str> = Some(API_VERSION);
+
+#[tokio::test]
+async fn dpd_answers_as_dendrite_does() {
+    let (addr, ctx, server) = dpd().await;
+    let t1 = target_json(1);
+    let (s, _) = call(addr, "PUT", "/nat/ipv4/198.51.100.1/0/16383", V, Some(&t1)).await;
+    assert_eq!(s, 204);
+    // Idempotent.
+    let (s, _) = call(addr, "PUT", "/nat/ipv4/198.51.100.1/0/16383", V, Some(&t1)).await;
+    assert_eq!(s, 204);
+    let before = ctx.lock().ipv4_entries();
+    assert_eq!(before.len(), 1);
+
+    // No api-version header: 400, and nothing changes.
+    let (s, body) = call(
+        addr,
+        "PUT",
+        "/nat/ipv4/198.51.100.1/20000/20001",
+        None,
+        Some(&t1),
+    )
+    .await;
+    assert_eq!(s, 400);
+    assert!(
+        body["message"].as_str().unwrap().contains("api-version"),
+        "{body}"
+    );
+    let (s, _) = call(addr, "GET", "/nat/ipv4", None, None).await;
+    assert_eq!(s, 400);
+
+    // A conflicting create: 409 with dendrite's error body.
+    let t2 = target_json(2);
+    let (s, body) = call(addr, "PUT", "/nat/ipv4/198.51.100.1/100/200", V, Some(&t2)).await;
+    assert_eq!(s, 409);
+    assert_eq!(body["error_code"], "conflicting mapping");
+    assert_eq!(body["message"], "Conflict");
+    assert!(body["request_id"].is_string());
+
+    // Malformed input: 400.
+    let mut big_vni: Value = serde_json::from_str(&t1).unwrap();
+    big_vni["vni"] = json!(1u32 << 24);
+    let big_vni = big_vni.to_string();
+    for (method, path, body) in [
+        ("PUT", "/nat/ipv4/198.51.100.300/0/1", Some(t1.as_str())),
+        ("PUT", "/nat/ipv4/198.51.100.2/10/5", Some(t1.as_str())),
+        ("PUT", "/nat/ipv4/198.51.100.2/0/70000", Some(t1.as_str())),
+        (
+            "PUT",
+            "/nat/ipv4/198.51.100.2/0/1",
+            Some("{\"internal_ip\": 1}"),
+        ),
+        ("PUT", "/nat/ipv4/198.51.100.2/0/1", Some("not json")),
+        ("PUT", "/nat/ipv4/198.51.100.2/0/1", Some(big_vni.as_str())),
+        ("GET", "/nat/ipv4?limit=0", None),
+        ("GET", "/nat/ipv4/198.51.100.1?page_token=garbage", None),
+        ("DELETE", "/nat/ipv4/198.51.100.1/x", None),
+    ] {
+        let (s, body) = call(addr, method, path, V, body).await;
+        assert_eq!(s, 400, "{method} {path}: {body}");
+    }
+    // Unknown: 404. Absent delete: 204.
+    let (s, body) = call(addr, "GET", "/nat/ipv4/198.51.100.1/20000", V, None).await;
+    assert_eq!((s, &body["error_code"]), (404, &json!("no mapping")));
+    let (s, _) = call(addr, "DELETE", "/nat/ipv4/198.51.100.9/0", V, None).await;
+    assert_eq!(s, 204);
+    assert_eq!(
+        ctx.lock().ipv4_entries(),
+        before,
+        "refused requests changed nothing"
+    );
+
+    let (s, body) = call(addr, "GET", "/rpw/nat/gen", V, None).await;
+    assert_eq!((s, body), (200, json!(0)));
+    let (s, body) = call(addr, "POST", "/rpw/nat/trigger", V, None).await;
+    assert_eq!((s, body), (200, Value::Null));
+    let (s, body) = call(addr, "GET", "/switch/identifiers", V, None).await;
+    assert_eq!((s, &body["slot"]), (200, &json!(0)));
+    server.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn dpd_pages_hold_64_and_ipv6_tokens_round_trip() {
+    let (addr, ctx, server) = dpd().await;
+    let addrs: Vec<Ipv6Addr> = (1..=70u16)
+        .map(|i| Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, i))
+        .collect();
+    for a in &addrs {
+        let (s, _) = call(
+            addr,
+            "PUT",
+            &format!("/nat/ipv6/{a}/0/65535"),
+            V,
+            Some(&target_json(1)),
+        )
+        .await;
+        assert_eq!(s, 204);
+    }
+    let mut seen = Vec::new();
+    let mut path = "/nat/ipv6?limit=1000".to_string();
+    let mut pages = Vec::new();
+    loop {
+        let (s, body) = call(addr, "GET", &path, V, None).await;
+        assert_eq!(s, 200, "{path}: {body}");
+        let items: Vec<Ipv6Addr> = serde_json::from_value(body["items"].clone()).unwrap();
+        pages.push(items.len());
+        seen.extend(items);
+        match body["next_page"].as_str() {
+            Some(token) => {
+                // dropshot's tokens are opaque: encode them as a query value.
+                let encoded: String = token
+                    .bytes()
+                    .map(|b| {
+                        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                            char::from(b).to_string()
+                        } else {
+                            format!("%{b:02X}")
+                        }
+                    })
+                    .collect();
+                path = format!("/nat/ipv6?limit=1000&page_token={encoded}");
+            }
+            None => break,
+        }
+    }
+    // At most 64 a page, a token after every non-empty page.
+    assert_eq!(pages, [64, 6, 0]);
+    assert_eq!(seen, addrs);
+    // And one address's entries, percent-encoded in the path.
+    let (s, body) = call(addr, "GET", "/nat/ipv6/fd00%3A%3A7", V, None).await;
+    assert_eq!((s, body["items"].as_array().unwrap().len()), (200, 1));
+    assert_eq!(ctx.lock().ipv6_entries().len(), 70);
+    server.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn racksim_clients_work_against_the_dropshot_servers() {
+    let (addr, ctx, server) = dpd().await;
+    let client = DpdClient::new(HttpClient::new(TokioConnector, addr));
+    let ip = Ipv4Addr::new(198, 51, 100, 1);
+    for i in 0..100u16 {
+        client
+            .nat_ipv4_create(ip, i * 10, i * 10 + 9, &service_target(1))
+            .await
+            .unwrap();
+    }
+    let all = client.nat_ipv4_list_all(ip, 128).await.unwrap();
+    assert_eq!(all.len(), 100);
+    assert_eq!(all, ctx.lock().ipv4_entries());
+    let page = client.nat_ipv4_list(ip, Some(128), None).await.unwrap();
+    assert_eq!(page.items.len(), 64);
+    let conflict = client
+        .nat_ipv4_create(ip, 5, 25, &service_target(2))
+        .await
+        .unwrap_err();
+    assert_eq!(conflict.status(), Some(409));
+    client.nat_ipv4_delete(ip, 5).await.unwrap();
+    client.nat_ipv4_delete(ip, 5).await.unwrap();
+    assert_eq!(client.nat_ipv4_get(ip, 5).await.unwrap(), None);
+    assert_eq!(
+        ctx.lock().ipv4_entries().first().copied(),
+        Some(Ipv4Nat {
+            external: ip,
+            low: 10,
+            high: 19,
+            target: service_target(1)
+        })
+    );
+    server.close().await.unwrap();
+
+    let mgs = serve_mgs(loopback(), MgsState { slot: 1 }).unwrap();
+    let id = MgsClient::new(HttpClient::new(TokioConnector, mgs.local_addr()))
+        .local_switch_id()
+        .await
+        .unwrap();
+    assert_eq!(id.slot, 1);
+    let (s, _) = call(mgs.local_addr(), "GET", "/local/switch-id", None, None).await;
+    assert_eq!(s, 400);
+    mgs.close().await.unwrap();
+
+    let agent_ctx = SledAgentContext::new(SledAgentState::default());
+    let agent = serve_sled_agent(loopback(), agent_ctx.clone()).unwrap();
+    let client = SledAgentClient::new(HttpClient::new(TokioConnector, agent.local_addr()));
+    let m = racksim_reconciler::instances::VirtualNetworkInterfaceHost {
+        virtual_ip: "172.30.0.5".parse().unwrap(),
+        virtual_mac: racksim_reconciler::dpd::MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 1]),
+        physical_host_ip: "fd00:1122:3344:102::1".parse().unwrap(),
+        vni: 1001,
+    };
+    client.v2p_set(&m).await.unwrap();
+    assert_eq!(client.v2p_list().await.unwrap(), vec![m]);
+    client.instance_register(7, 70).await.unwrap();
+    assert_eq!(
+        client.instance_register(7, 71).await.unwrap_err().status(),
+        Some(409)
+    );
+    client.v2p_del(&m).await.unwrap();
+    assert!(agent_ctx.lock().v2p_list().is_empty());
+    agent.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn injected_faults_last_their_window() {
+    let (addr, ctx, server) = dpd().await;
+    ctx.inject(Fault::Errors, std::time::Duration::from_secs(60));
+    let (s, body) = call(
+        addr,
+        "PUT",
+        "/nat/ipv4/198.51.100.1/0/9",
+        V,
+        Some(&target_json(1)),
+    )
+    .await;
+    assert_eq!(s, 500, "{body}");
+    assert!(ctx.lock().ipv4_entries().is_empty());
+    // A hang holds the request for the window, then answers 503.
+    let hang = std::time::Duration::from_millis(150);
+    ctx.inject(Fault::Hang, hang);
+    let started = std::time::Instant::now();
+    let (s, _) = call(addr, "GET", "/rpw/nat/gen", V, None).await;
+    assert_eq!(s, 503);
+    assert!(started.elapsed() >= hang, "{:?}", started.elapsed());
+    // The window is over: served again.
+    let (s, _) = call(
+        addr,
+        "PUT",
+        "/nat/ipv4/198.51.100.1/0/9",
+        V,
+        Some(&target_json(1)),
+    )
+    .await;
+    assert_eq!(s, 204);
+    assert_eq!(ctx.lock().ipv4_entries().len(), 1);
+    server.close().await.unwrap();
+}

@@ -1,0 +1,138 @@
+//! A sled: sled-agent, the zones it hosts, and its OPTE (the end of the
+//! data path that delivers NAT'd traffic to a zone). One module per concept:
+//!
+//! * this module — the sled host: it boots sled-agent (the fake of
+//!   `racksim-fakes`, served by [`crate::fakes::sled_agent`]), the internal
+//!   DNS server if the sled hosts it, OPTE, the strategy's reconcilers, and
+//!   then its zones;
+//! * [`reconcilers`] — the NAT reconcilers a strategy runs beside the zones
+//!   (`sled-task`: [`SledNatReconciler`]; `scrimlet-local`: the scrimlet's
+//!   reconcilers of its own switch zone);
+//! * [`zones`] — zone start and stop, per strategy: `legacy` blocks each
+//!   zone's start on `legacy::ensure_zone_nat`, the others start zones at
+//!   once;
+//! * [`opte`] — delivery of Geneve traffic to the zone it is for;
+//! * [`ntp`] — boundary NTP's client of the upstream server.
+//!
+//! The sled runs the zones the rack's current config puts on it
+//! ([`crate::world::ZoneSet`]): when a config change adds a zone here it
+//! starts (the same way as at boot, so under `legacy` its start blocks on
+//! the NAT ensure), and when one is removed or moved away it stops. Zones
+//! start one after another, as sled-agent's zone starts did.
+//!
+//! [`SledNatReconciler`]: racksim_reconciler::sled_task::SledNatReconciler
+
+mod ntp;
+mod opte;
+mod reconcilers;
+mod zones;
+
+use std::collections::BTreeMap;
+
+use racksim_reconciler::nat::NatEntry;
+use rand::{rngs::SmallRng, SeedableRng};
+use tokio::{sync::watch, task::JoinHandle};
+
+pub use self::ntp::NTP_POLL_INTERVAL;
+use super::spawn_server;
+pub use crate::fakes::sled_agent::TimeSync;
+use crate::{
+    fakes::{dns::InternalDnsApi, sled_agent::SledAgentApi},
+    net::{InternalDnsResolver, INTERNAL_DNS_PORT, SLED_AGENT_PORT},
+    plan::Strategy,
+    trace::Kind,
+    world::{LiveZone, SledAgentState, World, ZoneId},
+};
+
+pub async fn run(world: World, index: usize) -> turmoil::Result {
+    let rack = world.params.rack.clone();
+    let sled = world.sled(index);
+    let name = sled.name.clone();
+    let boot = world.boot(&name);
+    // Subscribed before the first zones start, so that a change while they
+    // start (a legacy start can block for minutes) is seen afterwards.
+    let mut zone_set = world.subscribe_zones();
+    let zones: Vec<LiveZone> = zone_set.borrow_and_update().on_sled(index);
+    {
+        // sled-agent's instance and V2P state does not survive a restart.
+        let mut st = world.lock();
+        st.sleds_up.insert(index);
+        st.sled_agents.insert(index, SledAgentState::default());
+        st.version += 1;
+    }
+    world.trace(&name, Kind::Boot, "sled-agent up");
+    spawn_server(
+        &world,
+        &name,
+        SLED_AGENT_PORT,
+        SledAgentApi {
+            world: world.clone(),
+            index,
+        },
+    );
+    if rack.internal_dns.contains(&index) {
+        spawn_server(
+            &world,
+            &name,
+            INTERNAL_DNS_PORT,
+            InternalDnsApi {
+                world: world.clone(),
+            },
+        );
+        world.record(
+            world
+                .line(&name, Kind::Zone, "zone internal-dns started")
+                .field("zone", "internal-dns")
+                .field("took_us", 0),
+        );
+    }
+    tokio::task::spawn_local(opte::opte(world.clone(), index));
+
+    let resolver = InternalDnsResolver::new(rack.internal_dns_addresses());
+
+    // The reconcilers start with sled-agent, independently of zones. Their
+    // input senders live as long as this host's software.
+    let mut sled_task: Option<watch::Sender<Vec<NatEntry>>> = None;
+    match world.params.strategy {
+        Strategy::SledTask => {
+            reconcilers::follow_zones_in_sled_task(&world, &resolver, &mut sled_task, &zones)
+        }
+        Strategy::ScrimletLocal => reconcilers::start_scrimlet_reconcilers(&world, index),
+        Strategy::Legacy => {}
+    }
+
+    let mut rng = SmallRng::seed_from_u64(world.derive_seed(&name, boot));
+    let mut running: BTreeMap<ZoneId, Option<JoinHandle<()>>> = BTreeMap::new();
+    for zone in &zones {
+        let task = zones::start_zone(&world, index, &name, &resolver, zone, &mut rng).await;
+        running.insert(zone.id, task);
+    }
+    // Then follow the config: stop what left this sled, start what came.
+    loop {
+        if zone_set.changed().await.is_err() {
+            return Ok(());
+        }
+        let now: Vec<LiveZone> = zone_set.borrow_and_update().on_sled(index);
+        let gone: Vec<ZoneId> = running
+            .keys()
+            .filter(|id| !now.iter().any(|z| z.id == **id))
+            .copied()
+            .collect();
+        for id in gone {
+            if let Some(Some(task)) = running.remove(&id) {
+                task.abort();
+            }
+            zones::stop_zone(&world, index, &name, id);
+        }
+        if world.params.strategy == Strategy::SledTask {
+            reconcilers::follow_zones_in_sled_task(&world, &resolver, &mut sled_task, &now);
+        }
+        for zone in &now {
+            if running.contains_key(&zone.id) {
+                continue;
+            }
+            let task = zones::start_zone(&world, index, &name, &resolver, zone, &mut rng).await;
+            running.insert(zone.id, task);
+        }
+    }
+}

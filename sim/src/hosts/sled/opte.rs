@@ -1,0 +1,60 @@
+//! OPTE: the end of the data path on a sled. It delivers Geneve traffic to
+//! the zone it is for when the VNI and MAC match, and records a boundary NTP
+//! reply as time being synchronised.
+
+use std::net::Ipv6Addr;
+
+use crate::{
+    fakes::dataplane::Geneve, hosts::upstream::NTP_REPLY, net::GENEVE_PORT, rack::ZoneKind,
+    trace::Kind, world::World,
+};
+
+/// OPTE: deliver Geneve traffic to the zone it is for, if VNI and MAC match.
+pub(super) async fn opte(world: World, index: usize) -> std::io::Result<()> {
+    let host = world.sled(index).name;
+    let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, GENEVE_PORT)).await?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let (n, _from) = sock.recv_from(&mut buf).await?;
+        let Ok(g) = serde_json::from_slice::<Geneve>(&buf[..n]) else {
+            continue;
+        };
+        // The zones here now: a zone moved away no longer takes traffic.
+        let zone = world
+            .zones()
+            .zone_for(g.inner.dst_ip, g.inner.dst_port)
+            .filter(|z| z.spec.sled == index)
+            .map(|z| z.spec.clone());
+        match zone {
+            Some(z) if z.mac == g.inner_mac && g.vni == racksim_reconciler::SERVICES_VNI => {
+                if z.kind == ZoneKind::BoundaryNtp && g.inner.payload == NTP_REPLY {
+                    let newly = {
+                        let mut st = world.lock();
+                        let newly = st.ntp_synced.insert(index);
+                        st.version += 1;
+                        newly
+                    };
+                    if newly {
+                        world.record(
+                            world
+                                .line(
+                                    &host,
+                                    Kind::Ntp,
+                                    format!("boundary-ntp: time synchronized (reply came via {})", g.via),
+                                )
+                                .field("via", g.via),
+                        );
+                    }
+                }
+            }
+            _ => world.trace(
+                &host,
+                Kind::Dataplane,
+                format!(
+                    "opte: dropped packet for {}:{} via {}: no zone here with that address, MAC and VNI",
+                    g.inner.dst_ip, g.inner.dst_port, g.via
+                ),
+            ),
+        }
+    }
+}

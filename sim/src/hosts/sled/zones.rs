@@ -1,0 +1,118 @@
+//! Zone start and stop, per strategy. `legacy` blocks each zone with
+//! external connectivity on `legacy::ensure_zone_nat` (the bug seed 000
+//! describes); the other strategies start every zone at once and leave NAT
+//! to their reconcilers. A started zone runs its software: boundary NTP's
+//! client, Nexus. A zone stops when the config removes it or moves it away.
+
+use std::collections::BTreeSet;
+
+use racksim_reconciler::legacy::{self, LegacyProgress};
+use rand::rngs::SmallRng;
+use tokio::{sync::watch, task::JoinHandle};
+use tracing::Instrument;
+
+use super::ntp::ntp_client;
+use crate::{
+    hosts::control_plane,
+    net::{InternalDnsResolver, TurmoilConnector},
+    plan::Strategy,
+    rack::ZoneKind,
+    trace::{fmt_duration, Kind},
+    world::{LiveZone, World, ZoneId},
+};
+
+/// A zone stops (removed, or moved to another sled): what ran in it is gone.
+pub(super) fn stop_zone(world: &World, index: usize, host: &str, id: ZoneId) {
+    let was_up = {
+        let mut st = world.lock();
+        // This sled's Nexus stops; others may still be up.
+        let was_up = id.kind == ZoneKind::Nexus && st.nexus_up.remove(&index);
+        st.version += 1;
+        was_up
+    };
+    // Simplification: a stopped boundary NTP zone leaves the rack's clocks
+    // synchronised (they hold time); a new one must still reach upstream.
+    world.record(
+        world
+            .line(host, Kind::Zone, format!("zone {} stopped", id.kind))
+            .field("zone", id.kind),
+    );
+    if was_up {
+        world.record(
+            world
+                .line(
+                    host,
+                    Kind::ControlPlane,
+                    "nexus: zone stopped; this Nexus is down",
+                )
+                .field("state", "down"),
+        );
+    }
+}
+
+/// Start one zone: under `legacy` only once its NAT entry is ensured (the
+/// blocking path); then what runs in it. Returns that task, if any.
+pub(super) async fn start_zone(
+    world: &World,
+    index: usize,
+    name: &str,
+    resolver: &InternalDnsResolver,
+    zone: &LiveZone,
+    rng: &mut SmallRng,
+) -> Option<JoinHandle<()>> {
+    let rack = world.params.rack.clone();
+    let zone = &zone.spec;
+    let kind = zone.kind;
+    world.record(
+        world
+            .line(name, Kind::Zone, format!("starting zone {kind}"))
+            .field("zone", kind),
+    );
+    let started = tokio::time::Instant::now();
+    if world.params.strategy == Strategy::Legacy {
+        let entry = world.zone_nat_entry(zone);
+        let expected: BTreeSet<_> = rack.uplinked_switches().into_iter().collect();
+        let progress = watch::Sender::new(LegacyProgress::LookingUpSwitches);
+        // The legacy path logs its phases; the `zone` span names the
+        // zone in those lines (`crate::logging`).
+        legacy::ensure_zone_nat(
+            &TurmoilConnector,
+            resolver,
+            &expected,
+            &entry,
+            rng,
+            &progress,
+        )
+        .instrument(tracing::info_span!("zone", zone = %kind))
+        .await;
+    }
+    let took = started.elapsed();
+    world
+        .lock()
+        .zone_starts
+        .push((name.to_string(), kind, took));
+    world.record(
+        world
+            .line(
+                name,
+                Kind::Zone,
+                format!("zone {kind} started (start took {})", fmt_duration(took)),
+            )
+            .field("zone", kind)
+            .field("took_us", took.as_micros()),
+    );
+    match kind {
+        ZoneKind::BoundaryNtp => Some(tokio::task::spawn_local(ntp_client(
+            world.clone(),
+            index,
+            name.to_string(),
+            zone.clone(),
+        ))),
+        ZoneKind::Nexus => Some(tokio::task::spawn_local(control_plane::run(
+            world.clone(),
+            index,
+            resolver.clone(),
+        ))),
+        ZoneKind::ExternalDns => None,
+    }
+}
