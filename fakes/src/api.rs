@@ -281,7 +281,9 @@ pub trait SledAgentApi {
 pub type Observer<C> = Arc<dyn Fn(&C) + Send + Sync>;
 
 /// A fault a server can be made to show, as the simulation's plan actions
-/// `dpd-errors` and `dpd-hang` do.
+/// `dpd-errors` and `dpd-hang` do. The simulation (on simulated time) and
+/// [`Shared`] (on tokio time) decide when a fault applies; what the faulted
+/// server answers is decided here, once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// Every request is answered with a 500.
@@ -289,6 +291,21 @@ pub enum Fault {
     /// Every request is held until the window ends, then answered with a
     /// 503 (a client with a shorter timeout sees a timeout).
     Hang,
+}
+
+impl Fault {
+    /// The answer of `service` showing this fault (after the hold, for a
+    /// hang).
+    pub fn error(self, service: &str) -> ApiError {
+        match self {
+            Fault::Errors => ApiError::new(
+                http::StatusCode::INTERNAL_SERVER_ERROR,
+                Some("Internal"),
+                format!("injected fault: {service} is answering errors"),
+            ),
+            Fault::Hang => ApiError::unavailable(format!("injected fault: {service} was hung")),
+        }
+    }
 }
 
 /// A fake's state shared between its server and whoever else looks at it
@@ -325,23 +342,17 @@ impl<S, C> Shared<S, C> {
         *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = Some((fault, until));
     }
 
-    /// What a request meets before the state machine: nothing, or the
-    /// fault injected for now.
-    pub async fn meet_fault(&self) -> Result<(), HttpError> {
+    /// What a request to `service` meets before the state machine:
+    /// nothing, or the fault injected for now.
+    pub async fn meet_fault(&self, service: &str) -> Result<(), HttpError> {
         let fault = *self.fault.lock().unwrap_or_else(|e| e.into_inner());
         match fault {
-            Some((fault, until)) if tokio::time::Instant::now() < until => match fault {
-                Fault::Errors => Err(HttpError::for_internal_error(
-                    "injected fault: answering errors".to_string(),
-                )),
-                Fault::Hang => {
+            Some((fault, until)) if tokio::time::Instant::now() < until => {
+                if fault == Fault::Hang {
                     tokio::time::sleep_until(until).await;
-                    Err(HttpError::for_unavail(
-                        None,
-                        "injected fault: was hung".to_string(),
-                    ))
                 }
-            },
+                Err(fault.error(service).into())
+            }
             _ => Ok(()),
         }
     }
@@ -419,7 +430,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         query: Query<PaginationParams<EmptyScanParams, Ipv4Token>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv4Addr>>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let pag = query.into_inner();
         let n = limit(&rqctx, &pag)?;
         let items = rqctx
@@ -432,7 +443,7 @@ impl DpdApi for DpdImpl {
     async fn nat_ipv4_reset(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         rqctx.context().change(|d| Ok(((), d.ipv4_reset())))?;
         Ok(HttpResponseUpdatedNoContent())
     }
@@ -442,7 +453,7 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv4Path>,
         query: Query<PaginationParams<EmptyScanParams, NatToken>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv4Nat>>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let pag = query.into_inner();
         let n = limit(&rqctx, &pag)?;
         let ip = path.into_inner().ipv4;
@@ -457,7 +468,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv4PortPath>,
     ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let p = path.into_inner();
         let entry = rqctx.context().lock().ipv4_get(p.ipv4, p.low);
         let entry = entry.ok_or_else(|| ApiError::from(crate::dpd::NatError::NotFound))?;
@@ -468,7 +479,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv4PortPath>,
     ) -> Result<HttpResponseDeleted, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let p = path.into_inner();
         rqctx
             .context()
@@ -481,7 +492,7 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv4RangePath>,
         target: TypedBody<NatTarget>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let p = path.into_inner();
         let target = target.into_inner();
         rqctx
@@ -494,7 +505,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         query: Query<PaginationParams<EmptyScanParams, Ipv6Token>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv6Addr>>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let pag = query.into_inner();
         let n = limit(&rqctx, &pag)?;
         let items = rqctx
@@ -507,7 +518,7 @@ impl DpdApi for DpdImpl {
     async fn nat_ipv6_reset(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         rqctx.context().change(|d| Ok(((), d.ipv6_reset())))?;
         Ok(HttpResponseUpdatedNoContent())
     }
@@ -517,7 +528,7 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv6Path>,
         query: Query<PaginationParams<EmptyScanParams, NatToken>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv6Nat>>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let pag = query.into_inner();
         let n = limit(&rqctx, &pag)?;
         let ip = path.into_inner().ipv6;
@@ -532,7 +543,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv6PortPath>,
     ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let p = path.into_inner();
         let entry = rqctx.context().lock().ipv6_get(p.ipv6, p.low);
         let entry = entry.ok_or_else(|| ApiError::from(crate::dpd::NatError::NotFound))?;
@@ -543,7 +554,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv6PortPath>,
     ) -> Result<HttpResponseDeleted, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let p = path.into_inner();
         rqctx
             .context()
@@ -556,7 +567,7 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv6RangePath>,
         target: TypedBody<NatTarget>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         let p = path.into_inner();
         let target = target.into_inner();
         rqctx
@@ -568,14 +579,14 @@ impl DpdApi for DpdImpl {
     async fn nat_generation(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<i64>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         Ok(HttpResponseOk(rqctx.context().lock().generation()))
     }
 
     async fn nat_trigger_update(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<()>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         // Nothing to pull from: there is no Nexus in live mode.
         Ok(HttpResponseOk(()))
     }
@@ -583,7 +594,7 @@ impl DpdApi for DpdImpl {
     async fn switch_identifiers(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<SwitchIdentifiers>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("dpd").await?;
         Ok(HttpResponseOk(rqctx.context().lock().identifiers()))
     }
 }
@@ -610,7 +621,7 @@ impl SledAgentApi for SledAgentImpl {
     async fn list_v2p(
         rqctx: RequestContext<SledAgentContext>,
     ) -> Result<HttpResponseOk<Vec<VirtualNetworkInterfaceHost>>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("sled-agent").await?;
         Ok(HttpResponseOk(rqctx.context().lock().v2p_list()))
     }
 
@@ -618,7 +629,7 @@ impl SledAgentApi for SledAgentImpl {
         rqctx: RequestContext<SledAgentContext>,
         body: TypedBody<VirtualNetworkInterfaceHost>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("sled-agent").await?;
         let m = body.into_inner();
         rqctx.context().change(|a| Ok(((), a.v2p_set(m)?)))?;
         Ok(HttpResponseUpdatedNoContent())
@@ -628,7 +639,7 @@ impl SledAgentApi for SledAgentImpl {
         rqctx: RequestContext<SledAgentContext>,
         body: TypedBody<VirtualNetworkInterfaceHost>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("sled-agent").await?;
         let m = body.into_inner();
         rqctx.context().change(|a| Ok(((), a.v2p_del(&m)?)))?;
         Ok(HttpResponseUpdatedNoContent())
@@ -637,7 +648,7 @@ impl SledAgentApi for SledAgentImpl {
     async fn instances_list(
         rqctx: RequestContext<SledAgentContext>,
     ) -> Result<HttpResponseOk<Vec<VmmInfo>>, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("sled-agent").await?;
         Ok(HttpResponseOk(rqctx.context().lock().instances()))
     }
 
@@ -646,7 +657,7 @@ impl SledAgentApi for SledAgentImpl {
         path: Path<InstancePath>,
         body: TypedBody<VmmRegistration>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("sled-agent").await?;
         let id = path.into_inner().instance_id;
         let reg = body.into_inner();
         rqctx.context().change(|a| Ok(((), a.register(id, reg)?)))?;
@@ -658,7 +669,7 @@ impl SledAgentApi for SledAgentImpl {
         path: Path<InstancePath>,
         body: TypedBody<VmmStateRequest>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault().await?;
+        rqctx.context().meet_fault("sled-agent").await?;
         let id = path.into_inner().instance_id;
         let want = body.into_inner();
         rqctx

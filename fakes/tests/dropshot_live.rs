@@ -281,6 +281,8 @@ async fn injected_faults_last_their_window() {
     )
     .await;
     assert_eq!(s, 500, "{body}");
+    // What the simulation's faulted dpd answers too (one `Fault::error`).
+    assert_eq!(body["message"], "injected fault: dpd is answering errors");
     assert!(ctx.lock().ipv4_entries().is_empty());
     // A hang holds the request for the window, then answers 503.
     let hang = std::time::Duration::from_millis(150);

@@ -6,8 +6,9 @@ use std::{
     net::{Ipv6Addr, SocketAddr},
 };
 
-use http::StatusCode;
 use racksim_reconciler::{discovery::SwitchSlot, nat::NatEntry, DPD_PORT, MGS_PORT};
+
+use racksim_fakes::api::Fault;
 
 use super::{fmt_entry, spawn_server};
 use crate::{
@@ -88,18 +89,13 @@ impl Handler for DpdHandler {
                 .filter(|f| now < f.until());
             match fault {
                 Some(DpdFault::Errors { .. }) => {
-                    return ApiError::new(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        Some("Internal"),
-                        "injected fault: dpd is answering errors",
-                    )
-                    .into_response();
+                    return Fault::Errors.error("dpd").into_response();
                 }
                 Some(DpdFault::Hang { until }) => {
                     // Hold the request for the rest of the window; the
                     // client's timeout decides what it sees.
                     tokio::time::sleep(until - now).await;
-                    return ApiError::unavailable("injected fault: dpd was hung").into_response();
+                    return Fault::Hang.error("dpd").into_response();
                 }
                 None => {}
             }
