@@ -121,6 +121,8 @@ impl<C: Connector, Res: SwitchZoneResolver> Reconciler for SledNatReconciler<C, 
             Ok(zones) => zones.into_iter().collect(),
             Err(error) => return SledNatStatus::DiscoveryFailed { error },
         };
+        #[cfg(feature = "mutants")]
+        let zones = crate::mutants::first_switch_only(zones);
         let scope = Scope::ExternalIps(config.iter().map(|e| e.external_ip).collect());
         let scope = &scope;
         // join_all, not spawn: the work stays inside this activation (and is

@@ -13,7 +13,10 @@
 pub mod bench;
 pub mod catalogue;
 pub mod file;
+pub mod fuzz;
 pub mod html;
 pub mod matrix;
+pub mod mutants;
 pub mod report;
 pub mod runner;
+pub mod shrink;

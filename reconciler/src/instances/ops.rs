@@ -39,6 +39,7 @@ use super::{
 use crate::{
     dpd::DpdClient,
     http::{ClientError, Connector, HttpClient},
+    mutants::Mutant,
 };
 
 /// Why an instance operation failed.
@@ -168,6 +169,11 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         match self.imp {
             StartImpl::Legacy => self.start_unprotected(id, sled, false).await,
             StartImpl::Naive => self.start_unprotected(id, sled, true).await,
+            StartImpl::Saga
+                if crate::mutants::active(Mutant::StartWithoutConditionalTransition) =>
+            {
+                self.start_unprotected(id, sled, true).await
+            }
             StartImpl::Saga => self.start_saga(id, sled).await,
         }
     }
@@ -274,7 +280,8 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         if !matches!(
             record.state,
             InstanceState::Stopped | InstanceState::Failed | InstanceState::Creating
-        ) {
+        ) && !crate::mutants::active(Mutant::DeleteWithoutStateCheck)
+        {
             return Err(refused(&record, "delete"));
         }
         let deleted = self
@@ -585,6 +592,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                     let Some(generation) = saga.starting_generation else {
                         continue;
                     };
+                    if crate::mutants::active(Mutant::SagaSkipsUndo) {
+                        continue;
+                    }
                     match self
                         .store
                         .update_if(saga.instance, generation, STOPPED)

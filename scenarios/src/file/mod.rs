@@ -40,6 +40,7 @@ mod raw;
 mod steps;
 #[cfg(test)]
 mod tests;
+pub mod write;
 
 use std::{collections::BTreeMap, fmt, path::Path, time::Duration};
 
