@@ -998,7 +998,20 @@ fn shrink(
     eprintln!();
     std::fs::create_dir_all(out).map_err(|e| format!("error: --out {}: {e}", out.display()))?;
     let path = out.join(format!("{name}.toml"));
-    let text = racksim::shrink::regression_toml(&shrunk, arg, &name, &path.display().to_string());
+    // A file's own header comments (a fuzz plan's origin) carry over.
+    let source_header: Vec<String> = std::fs::read_to_string(arg)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim().to_string())
+        .collect();
+    let text = racksim::shrink::regression_toml(
+        &shrunk,
+        arg,
+        &source_header,
+        &name,
+        &path.display().to_string(),
+    );
     std::fs::write(&path, &text).map_err(|e| format!("error: {}: {e}", path.display()))?;
     println!(
         "{} steps -> {} steps in {} runs ({:.1} s); still fails: {}",

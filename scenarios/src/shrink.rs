@@ -50,10 +50,27 @@ struct Runner<'a> {
 }
 
 impl Runner<'_> {
-    /// The scenario with `plan`, if the parser accepts it.
+    /// The scenario with `plan`, if the parser accepts it and it leaves no
+    /// fault open that the original plan closed (a power-off without its
+    /// cold boot fails for reasons of its own). Instances no step names any
+    /// more are dropped with their steps.
     fn candidate(&self, plan: &Plan) -> Option<Scenario> {
+        let open = open_faults(plan);
+        let was_open = open_faults(&self.base.plan);
+        if open.iter().any(|f| !was_open.contains(f)) {
+            return None;
+        }
         let mut s = self.base.clone();
         s.plan = plan.clone();
+        s.instances.retain(|i| {
+            plan.steps.iter().any(|st| match &st.action {
+                Action::InstanceCreate { instance, .. }
+                | Action::InstanceStart { instance, .. }
+                | Action::InstanceStop { instance }
+                | Action::InstanceDelete { instance } => *instance == i.name,
+                _ => false,
+            })
+        });
         let text = write::scenario_toml(&s, &[]);
         let parsed = file::parse(&self.base.origin, &text).ok()?;
         (parsed.plan == *plan).then_some(parsed)
@@ -124,8 +141,11 @@ pub fn shrink(
             break;
         }
     }
-    let mut reduced = scenario.clone();
-    reduced.plan = plan;
+    let reduced = r.candidate(&plan).unwrap_or_else(|| {
+        let mut s = scenario.clone();
+        s.plan = plan;
+        s
+    });
     Ok(Shrunk {
         scenario: reduced,
         variant,
@@ -188,6 +208,36 @@ fn undoes(earlier: &Action, later: &Action) -> bool {
         (Latency { a, b, .. }, Latency { a: a2, b: b2, .. }) => a == a2 && b == b2,
         _ => false,
     }
+}
+
+/// Faults the plan starts and never undoes.
+fn open_faults(plan: &Plan) -> Vec<Action> {
+    let mut open: Vec<Action> = Vec::new();
+    for s in &plan.steps {
+        match open.iter().position(|f| undoes(f, &s.action)) {
+            Some(i) => {
+                open.remove(i);
+            }
+            None if is_fault(&s.action) => open.push(s.action.clone()),
+            None => {}
+        }
+    }
+    open
+}
+
+/// A step some later step undoes.
+fn is_fault(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::HideSwitch(_)
+            | Action::Crash(_)
+            | Action::SidecarPowerOff(_)
+            | Action::ControlPlaneDown
+            | Action::ControlPlaneCrash
+            | Action::PowerOff
+            | Action::Partition { .. }
+            | Action::Latency { .. }
+    )
 }
 
 /// Hosts (and switches) a step names.
@@ -317,9 +367,19 @@ fn halfway(a: Duration, b: Duration) -> Duration {
 /// one, the failure is a defect of the code under test: the expectation
 /// records it (the run must fail this way) until it is fixed, when it
 /// becomes `converges` again.
-pub fn regression_toml(shrunk: &Shrunk, source_arg: &str, name: &str, path: &str) -> String {
+///
+/// `source_header` is the comment block at the top of the source file (a
+/// fuzz plan says which seed and options drew it), kept under the new one.
+pub fn regression_toml(
+    shrunk: &Shrunk,
+    source_arg: &str,
+    source_header: &[String],
+    name: &str,
+    path: &str,
+) -> String {
     let mut s = shrunk.scenario.clone();
     s.name = name.to_string();
+    s.description = format!("shrunk regression: {}", shrunk.failure);
     let exp = s
         .expectations
         .get(&shrunk.variant)
@@ -373,5 +433,10 @@ pub fn regression_toml(shrunk: &Shrunk, source_arg: &str, name: &str, path: &str
         "Replay: {}",
         runner::replay_command(path, shrunk.variant, shrunk.seed)
     ));
+    if !source_header.is_empty() {
+        header.push(String::new());
+        header.push(format!("The header of {source_arg}:"));
+        header.extend(source_header.iter().map(|l| format!("  {l}")));
+    }
     write::scenario_toml(&s, &header)
 }
