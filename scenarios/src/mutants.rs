@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::{
     catalogue,
     file::{Scenario, Variant},
-    fuzz, matrix, runner,
+    fuzz, matrix, runner, shrink,
 };
 
 /// The fuzz configurations of the kill table: every service-NAT strategy
@@ -74,7 +74,12 @@ pub struct Row {
 }
 
 enum Job<'a> {
+    /// A catalogued scenario: the suite proves the real reconciler meets
+    /// these expectations on every seed it runs.
     Catalogue(&'a Scenario, Variant, u64),
+    /// A regression file at a seed (counts only where the real code meets
+    /// its expectation at that seed).
+    Regression(&'a Scenario, Variant, u64),
     Fuzz(&'a fuzz::Options, u64),
 }
 
@@ -89,6 +94,14 @@ pub fn kill_table(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Row> {
     let scenarios = catalogue::all();
+    // A regressions directory that cannot be read leaves the table to the
+    // catalogue and the fuzz; the suite's own test fails on it anyway.
+    let regressions: Vec<Scenario> =
+        shrink::regressions(std::path::Path::new(shrink::REGRESSIONS_DIR))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.scenario)
+            .collect();
     let configs = fuzz_configs();
     let mut jobs: Vec<Job> = Vec::new();
     for s in &scenarios {
@@ -98,19 +111,24 @@ pub fn kill_table(
             }
         }
     }
+    for s in &regressions {
+        for &v in s.expectations.keys() {
+            for seed in 1..=seeds {
+                jobs.push(Job::Regression(s, v, seed));
+            }
+        }
+    }
     for c in &configs {
         for seed in 1..=fuzz_seeds {
             jobs.push(Job::Fuzz(c, seed));
         }
     }
-    // The real reconciler first: fuzz seeds it fails are not evidence.
-    let fuzz_jobs: Vec<(usize, &fuzz::Options, u64)> = jobs
+    // The real reconciler first: runs it fails are not evidence.
+    let fuzz_jobs: Vec<usize> = jobs
         .iter()
         .enumerate()
-        .filter_map(|(i, j)| match j {
-            Job::Fuzz(c, seed) => Some((i, *c, *seed)),
-            Job::Catalogue(..) => None,
-        })
+        .filter(|(_, j)| !matches!(j, Job::Catalogue(..)))
+        .map(|(i, _)| i)
         .collect();
     let total = fuzz_jobs.len() + mutants.len() * jobs.len();
     let done = std::sync::atomic::AtomicUsize::new(0);
@@ -121,55 +139,39 @@ pub fn kill_table(
         )
     };
     let real = matrix::parallel(fuzz_jobs.len(), threads, &tick, &|k| {
-        let (_, c, seed) = fuzz_jobs[k];
-        fuzz::run_seed(c, seed, None).failure.is_none()
+        run(&jobs[fuzz_jobs[k]], None).is_none()
     });
     let evidence = |i: usize| -> bool {
         fuzz_jobs
             .iter()
             .zip(&real)
-            .find(|((j, _, _), _)| *j == i)
+            .find(|(j, _)| **j == i)
             .is_none_or(|(_, ok)| *ok)
     };
-    let per_mutant = mutants.len().max(1);
     let all: Vec<(Mutant, usize)> = mutants
         .iter()
         .flat_map(|&m| (0..jobs.len()).map(move |i| (m, i)))
         .collect();
+    // The first kill (lowest job index) per mutant is what the table
+    // shows; a job after a kill already found cannot change that, so it is
+    // skipped. Which jobs get skipped depends on timing; the lowest kill
+    // index does not.
+    let first_kill: Vec<std::sync::atomic::AtomicUsize> = mutants
+        .iter()
+        .map(|_| std::sync::atomic::AtomicUsize::new(usize::MAX))
+        .collect();
     let outcomes = matrix::parallel(all.len(), threads, &tick, &|k| {
         let (m, i) = all[k];
-        if !evidence(i) {
+        let mi = k / jobs.len();
+        if !evidence(i) || first_kill[mi].load(std::sync::atomic::Ordering::Relaxed) < i {
             return None;
         }
-        match &jobs[i] {
-            Job::Catalogue(s, v, seed) => {
-                let mut cfg = runner::config(s, *v, *seed).expect("has the expectation");
-                cfg.mutant = Some(m);
-                let outcome = racksim_sim::run(&cfg);
-                let exp = &s.expectations[v];
-                runner::judge(exp, &outcome).err().map(|why| Kill {
-                    by: "catalogue".into(),
-                    scenario: s.name.clone(),
-                    strategy: v.to_string(),
-                    seed: *seed,
-                    how: why,
-                    replay: format!("racksim mutants --mutant {m}"),
-                })
-            }
-            Job::Fuzz(c, seed) => fuzz::run_seed(c, *seed, Some(m)).failure.map(|f| Kill {
-                by: "fuzz".into(),
-                scenario: format!("fuzz {}", c.flags()),
-                strategy: c.variant().to_string(),
-                seed: *seed,
-                how: f.to_string(),
-                replay: format!(
-                    "racksim fuzz --seeds {seed}..{seed} {} --mutant {m}",
-                    c.flags()
-                ),
-            }),
+        let kill = run(&jobs[i], Some(m));
+        if kill.is_some() {
+            first_kill[mi].fetch_min(i, std::sync::atomic::Ordering::Relaxed);
         }
+        kill
     });
-    let _ = per_mutant;
     mutants
         .iter()
         .enumerate()
@@ -187,6 +189,46 @@ pub fn kill_table(
             }
         })
         .collect()
+}
+
+/// Run one job (with `mutant`): how it missed its expectation, if it did.
+fn run(job: &Job, mutant: Option<Mutant>) -> Option<Kill> {
+    let replay = mutant
+        .map(|m| format!("racksim mutants --mutant {m}"))
+        .unwrap_or_default();
+    match job {
+        Job::Catalogue(s, v, seed) | Job::Regression(s, v, seed) => {
+            let mut cfg = runner::config(s, *v, *seed).expect("has the expectation");
+            cfg.mutant = mutant;
+            let outcome = racksim_sim::run(&cfg);
+            runner::judge(&s.expectations[v], &outcome)
+                .err()
+                .map(|why| Kill {
+                    by: if matches!(job, Job::Catalogue(..)) {
+                        "catalogue".into()
+                    } else {
+                        "regression".into()
+                    },
+                    scenario: s.name.clone(),
+                    strategy: v.to_string(),
+                    seed: *seed,
+                    how: why,
+                    replay,
+                })
+        }
+        Job::Fuzz(c, seed) => fuzz::run_seed(c, *seed, mutant).failure.map(|f| Kill {
+            by: "fuzz".into(),
+            scenario: format!("fuzz {}", c.flags()),
+            strategy: c.variant().to_string(),
+            seed: *seed,
+            how: f.to_string(),
+            replay: format!(
+                "racksim fuzz --seeds {seed}..{seed} {}{}",
+                c.flags(),
+                mutant.map(|m| format!(" --mutant {m}")).unwrap_or_default()
+            ),
+        }),
+    }
 }
 
 /// The kill table as text.

@@ -399,7 +399,8 @@ fn scrimlet_is_bare(rack: &RackSpec, slot: SwitchSlot) -> bool {
 
 /// An instance's life during the chaos: created on a sled, then a few of
 /// stop, start, move (stop, start elsewhere), concurrent starts on two
-/// sleds, a start racing a delete, or stop and delete.
+/// sleds, a start racing a delete, stop and delete, or a delete of what may
+/// be running.
 fn instance_ops(
     rng: &mut SmallRng,
     name: &str,
@@ -440,8 +441,16 @@ fn instance_ops(
             instance: instance.clone(),
             sled: sled(rng),
         };
-        match rng.random_range(0..6) {
+        match rng.random_range(0..7) {
             0 => steps.push((fixed(t), stop)),
+            // A client deleting an instance that may be running: the API
+            // must refuse it (delete is only allowed once stopped).
+            6 => steps.push((
+                fixed(t),
+                Action::InstanceDelete {
+                    instance: instance.clone(),
+                },
+            )),
             1 => steps.push((fixed(t), start(rng))),
             2 => {
                 // Move: stop, then start on another sled.
