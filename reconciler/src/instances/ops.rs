@@ -259,8 +259,24 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 Ok(stopped)
             }
             StartImpl::Saga => {
-                self.remove_v2p(&record).await?;
-                self.remove_nat(&record).await?;
+                // The VMM is gone: the record must say so whatever else
+                // fails. A switch or sled that cannot be reached now keeps
+                // a stale entry or mapping for the background tasks to
+                // remove (no record asks for it), as in a saga's unwind;
+                // returning early here left the instance Running with no
+                // VMM for ever (found by `racksim fuzz`: a stop while a
+                // sidecar is off, scenarios/regressions/).
+                let v2p = self.remove_v2p(&record).await;
+                let nat = self.remove_nat(&record).await;
+                for result in [v2p, nat] {
+                    match result {
+                        Ok(()) => {}
+                        Err(OpError::Client(e)) => {
+                            tracing::warn!(instance = id, error = %e, "stop: left for the background tasks")
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
                 Ok(self.store.update_if(id, record.generation, STOPPED).await?)
             }
         }

@@ -197,7 +197,14 @@ fn draw(opts: &Options, seed: u64) -> Scenario {
     for kind in order {
         let count = rng.random_range(1..=3);
         for _ in 0..count {
-            let from = Duration::from_millis(rng.random_range(0..ms(chaos) - 1000));
+            // One fault in five is there from the start: the rack's boot,
+            // when zones start and the legacy path looks for its switches,
+            // is where the madrid incident happened.
+            let from = if rng.random_bool(0.2) {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(rng.random_range(0..ms(chaos) - 1000))
+            };
             let to = (from + draw_duration(&mut rng)).min(chaos);
             let switch = switches[rng.random_range(0..switches.len())];
             let host = hosts[rng.random_range(0..hosts.len())].clone();
