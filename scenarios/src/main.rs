@@ -421,6 +421,26 @@ fn progress_bar() -> indicatif::ProgressBar {
     bar
 }
 
+/// `(done, total)` progress onto `bar`.
+fn progress_of(bar: &indicatif::ProgressBar) -> impl Fn(usize, usize) + Sync + '_ {
+    move |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    }
+}
+
+/// Print `value` as pretty JSON, or else `text()`.
+fn print_json_or(json: bool, value: &impl serde::Serialize, text: impl FnOnce() -> String) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).expect("results serialize")
+        );
+    } else {
+        print!("{}", text());
+    }
+}
+
 /// Summary of a sweep, for `--json`.
 #[derive(serde::Serialize)]
 struct SweepSummary<'a> {
@@ -692,19 +712,9 @@ fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Resul
     let seed_list: Vec<u64> = (1..=seeds).collect();
     let bar = progress_bar();
     let started = Instant::now();
-    let cells = racksim::matrix::matrix(&scenarios, &seed_list, threads, &|done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    });
+    let cells = racksim::matrix::matrix(&scenarios, &seed_list, threads, &progress_of(&bar));
     bar.finish_and_clear();
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&cells).expect("cells serialize")
-        );
-    } else {
-        print!("{}", racksim::matrix::table(&cells));
-    }
+    print_json_or(json, &cells, || racksim::matrix::table(&cells));
     let runs: usize = cells.iter().map(|c| c.runs).sum();
     eprintln!(
         "{runs} runs ({} scenarios, seeds 1..={seeds}) on {threads} threads in {:.1} s",
@@ -940,14 +950,7 @@ fn fuzz(
     });
     bar.finish_and_clear();
     let summary = fuzz::summarise(&opts, range, shard, mutant, &results);
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&summary).expect("summary serializes")
-        );
-    } else {
-        print!("{}", fuzz::text(&summary));
-    }
+    print_json_or(json, &summary, || fuzz::text(&summary));
     let wall = started.elapsed().as_secs_f64();
     eprintln!(
         "{} seeds on {threads} threads in {wall:.1} s ({:.0} seeds/s)",
@@ -1054,19 +1057,9 @@ fn mutants(
     let bar = progress_bar();
     let started = Instant::now();
     let table =
-        racksim::mutants::kill_table(&selected, seeds, fuzz_seeds, threads, &|done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        });
+        racksim::mutants::kill_table(&selected, seeds, fuzz_seeds, threads, &progress_of(&bar));
     bar.finish_and_clear();
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&table).expect("table serializes")
-        );
-    } else {
-        print!("{}", racksim::mutants::text(&table));
-    }
+    print_json_or(json, &table, || racksim::mutants::text(&table));
     eprintln!(
         "kill table: catalogue seeds 1..={seeds}, fuzz seeds 1..={fuzz_seeds}, on {threads} threads in {:.1} s",
         started.elapsed().as_secs_f64()

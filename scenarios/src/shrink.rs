@@ -60,6 +60,22 @@ impl Runner<'_> {
         if open.iter().any(|f| !was_open.contains(f)) {
             return None;
         }
+        // An instance whose every create was dropped stays `creating`: a
+        // gap of the plan, not of the code.
+        let created = |name: &str| {
+            plan.steps.iter().any(
+                |st| matches!(&st.action, Action::InstanceCreate { instance, .. } if instance == name),
+            )
+        };
+        let orphan = plan.steps.iter().any(|st| match &st.action {
+            Action::InstanceStart { instance, .. }
+            | Action::InstanceStop { instance }
+            | Action::InstanceDelete { instance } => !created(instance),
+            _ => false,
+        });
+        if orphan {
+            return None;
+        }
         let mut s = self.base.clone();
         s.plan = plan.clone();
         s.instances.retain(|i| {

@@ -194,6 +194,7 @@ fn draw(opts: &Options, seed: u64) -> Scenario {
         o
     };
     let mut instances: Vec<InstanceSpec> = Vec::new();
+    let mut replaced: Vec<usize> = Vec::new();
     for kind in order {
         let count = rng.random_range(1..=3);
         for _ in 0..count {
@@ -297,6 +298,7 @@ fn draw(opts: &Options, seed: u64) -> Scenario {
                         && busy.claim(&format!("replaced {switch}"), Duration::ZERO, chaos) =>
                 {
                     steps.push((fixed(from), Action::ReplaceScrimlet(switch)));
+                    replaced.push(rack.switch(switch).expect("a rack switch").scrimlet);
                 }
                 // Down for at least two minutes: the simulated Nexus loses a
                 // `control-plane-up` that arrives while an orderly stop is
@@ -324,8 +326,17 @@ fn draw(opts: &Options, seed: u64) -> Scenario {
                     }
                 }
                 "instances" => {
+                    // Not on a scrimlet the plan replaces: the API finds no
+                    // such sled afterwards (drawn after replace-scrimlet, in
+                    // KINDS order).
+                    let placeable: Vec<String> = sleds
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !replaced.contains(i))
+                        .map(|(_, s)| s.clone())
+                        .collect();
                     let name = format!("web{}", instances.len() + 1);
-                    instance_ops(&mut rng, &name, &sleds, chaos, &mut steps);
+                    instance_ops(&mut rng, &name, &placeable, chaos, &mut steps);
                     instances.push(InstanceSpec { name });
                 }
                 _ => {}
