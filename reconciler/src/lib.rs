@@ -83,6 +83,7 @@ pub mod http;
 pub mod instances;
 pub mod legacy;
 pub mod mgs;
+pub mod mutants;
 pub mod nat;
 pub mod scrimlet_local;
 pub mod sled_task;

@@ -127,6 +127,10 @@ impl NatPlan {
 /// function does not hide: both are planned, and dpd's 409 on the second shows
 /// up as a create failure.
 pub fn plan(desired: &[NatEntry], current: &[NatEntry]) -> NatPlan {
+    #[cfg(feature = "mutants")]
+    if crate::mutants::active(crate::mutants::Mutant::CompareOnlyInternalIp) {
+        return crate::mutants::plan_comparing_internal_ip(desired, current);
+    }
     let desired: BTreeSet<NatEntry> = desired.iter().copied().collect();
     let current: BTreeSet<NatEntry> = current.iter().copied().collect();
     NatPlan {
@@ -319,6 +323,10 @@ pub async fn reconcile_switch<C: Connector>(
         "NAT plan computed"
     );
 
+    #[cfg(feature = "mutants")]
+    if crate::mutants::active(crate::mutants::Mutant::CreateBeforeRemove) {
+        return crate::mutants::create_then_remove(dpd, plan).await;
+    }
     let mut removed = 0;
     let mut remove_failures = Vec::new();
     for entry in &plan.to_remove {

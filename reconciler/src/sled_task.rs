@@ -124,7 +124,11 @@ impl<C: Connector, Res: SwitchZoneResolver> Reconciler for SledNatReconciler<C, 
             Ok(zones) => zones.into_iter().collect(),
             Err(error) => return SledNatStatus::DiscoveryFailed { error },
         };
+        #[cfg(feature = "mutants")]
+        let zones = crate::mutants::first_switch_only(zones);
         let scope = Scope::ExternalRanges(config.iter().map(ExternalRange::of).collect());
+        #[cfg(feature = "mutants")]
+        let scope = crate::mutants::own_by_ip(scope);
         let scope = &scope;
         // join_all, not spawn: the work stays inside this activation (and is
         // cancelled with it), and futures are polled in address order.

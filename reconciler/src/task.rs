@@ -203,12 +203,15 @@ pub async fn run_reconciler_task<R: Reconciler>(
     let mut reason = ActivationReason::Startup;
     let mut activation_count: u64 = 0;
     let mut last_completion: Option<Completion<R::Status>> = None;
+    #[cfg(feature = "mutants")]
+    let mut first_config = None;
 
     loop {
         // Inert while not a scrimlet. `borrow_and_update` marks the current
         // value seen, so a change that arrived while we were reconciling is
         // acted on here and does not also fire `changed()` below.
-        if let Some(rx) = scrimlet.as_mut() {
+        let ignore_scrimlet = crate::mutants::active(crate::mutants::Mutant::IgnoreScrimletStatus);
+        if let Some(rx) = scrimlet.as_mut().filter(|_| !ignore_scrimlet) {
             if *rx.borrow_and_update() == ScrimletStatus::NotScrimlet {
                 let inert = InertReason::NoLongerAScrimlet;
                 tracing::info!(task = R::NAME, inert = ?inert, "{}: inert ({inert:?})", R::NAME);
@@ -227,6 +230,8 @@ pub async fn run_reconciler_task<R: Reconciler>(
         // Snapshot the config: the reconciler works on one consistent
         // version, and a change during the run re-activates us afterwards.
         let snapshot = config.borrow_and_update().clone();
+        #[cfg(feature = "mutants")]
+        let snapshot = crate::mutants::first_snapshot(&mut first_config, snapshot);
         activation_count += 1;
         status.send_replace(TaskStatus::Running {
             activation_reason: reason,
@@ -255,6 +260,10 @@ pub async fn run_reconciler_task<R: Reconciler>(
         status.send_replace(TaskStatus::Idle {
             last_completion: completion,
         });
+        #[cfg(feature = "mutants")]
+        if crate::mutants::stops_after(&last_completion.as_ref().expect("just set").status) {
+            return;
+        }
 
         // The period counts from the end of the activation, so a slow
         // reconcile (timeouts against a dead switch) never runs back to back.
@@ -265,7 +274,7 @@ pub async fn run_reconciler_task<R: Reconciler>(
             // seen when it completes; if another arm wins, the change is
             // still pending and is seen on the next wait (or absorbed by the
             // `borrow_and_update` snapshot above).
-            changed = config.changed() => match changed {
+            changed = config.changed(), if !crate::mutants::active(crate::mutants::Mutant::IgnoreConfigChanges) => match changed {
                 Ok(()) => ActivationReason::SystemNetworkingConfigChanged,
                 Err(_) => {
                     exit_unexpectedly::<R>(&status, last_completion);
@@ -274,7 +283,7 @@ pub async fn run_reconciler_task<R: Reconciler>(
             },
             // Cancel-safe for the same reason (`changed` again); with no
             // scrimlet channel this arm is a never-completing future.
-            changed = scrimlet_changed(&mut scrimlet) => match changed {
+            changed = scrimlet_changed(&mut scrimlet), if !ignore_scrimlet => match changed {
                 Ok(()) => ActivationReason::ScrimletStatusChanged,
                 Err(InputClosed) => {
                     exit_unexpectedly::<R>(&status, last_completion);
@@ -283,7 +292,7 @@ pub async fn run_reconciler_task<R: Reconciler>(
             },
             // Cancel-safe: a sleep holds no state but its deadline, and the
             // deadline is recomputed after every activation.
-            () = sleep_until(next_periodic) => ActivationReason::PeriodicTimer,
+            () = sleep_until(next_periodic), if !crate::mutants::active(crate::mutants::Mutant::NoPeriodicTimer) => ActivationReason::PeriodicTimer,
         };
     }
 }

@@ -13,8 +13,11 @@
 pub mod bench;
 pub mod catalogue;
 pub mod file;
+pub mod fuzz;
 pub mod html;
 pub mod matrix;
+pub mod mutants;
 pub mod report;
 pub mod runner;
 pub mod serve;
+pub mod shrink;

@@ -123,6 +123,91 @@ enum Command {
         #[arg(long)]
         only: Vec<String>,
     },
+    /// Swarm fuzzing: each seed draws a whole fault plan (which kinds of
+    /// fault at all, how many, when, how long, on which hosts; instance
+    /// operations included), a chaos phase after which everything heals and
+    /// the rack must converge within a liveness window, invariants holding
+    /// throughout. Prints every failing seed with its replay commands.
+    ///
+    /// Exit status: 0 when every seed passed, 1 when some failed, 2 for bad
+    /// input.
+    Fuzz {
+        /// Seeds as A..B (inclusive).
+        #[arg(long, value_parser = parse_seed_range, required_unless_present = "plan")]
+        seeds: Option<(u64, u64)>,
+        /// Print the plan of this seed as a scenario file and exit.
+        #[arg(long, value_name = "SEED", conflicts_with = "seeds")]
+        plan: Option<u64>,
+        /// Rack shape: madrid or standard.
+        #[arg(long, default_value = "madrid")]
+        rack: String,
+        /// Service-NAT strategy: legacy, sled-task or scrimlet-local.
+        #[arg(long, default_value = "sled-task")]
+        strategy: String,
+        /// Instance start implementation: legacy, naive or saga.
+        #[arg(long, default_value = "saga")]
+        start: String,
+        /// Worker threads (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Run only shard I of N (0-based): the seeds A+I, A+I+N, ...
+        #[arg(long, value_parser = parse_shard)]
+        shard: Option<(u64, u64)>,
+        /// Print JSON instead of text (shards' counts add up).
+        #[arg(long)]
+        json: bool,
+        /// Run against a deliberately broken reconciler (builds with
+        /// `--features mutants` only); see `racksim mutants`.
+        #[arg(long)]
+        mutant: Option<String>,
+    },
+    /// Reduce a failing plan while it still fails the same way (same
+    /// invariant, or not converging with the same item missing), and write
+    /// it as a regression scenario.
+    ///
+    /// Exit status: 0 when a reduced plan was written, 2 for bad input or a
+    /// plan that does not fail.
+    Shrink {
+        /// A catalogue name or a path to a scenario file (e.g. a fuzz plan).
+        scenario: String,
+        #[arg(long)]
+        seed: u64,
+        /// Strategy (or, for instance scenarios, start implementation);
+        /// required when the scenario has several.
+        #[arg(long)]
+        strategy: Option<String>,
+        /// Name of the regression (default: the scenario's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Directory to write NAME.toml into.
+        #[arg(long, default_value = "scenarios/regressions")]
+        out: std::path::PathBuf,
+        /// Shrink a failure of this mutant (builds with `--features mutants`).
+        #[arg(long)]
+        mutant: Option<String>,
+    },
+    /// The kill table: every mutant (a plausible reconciler bug, compiled in
+    /// with `--features mutants`) against the catalogue and a bounded fuzz;
+    /// prints, per mutant, the first scenario and seed that catches it.
+    ///
+    /// Exit status: 0 when every mutant was killed, 1 when one survived.
+    Mutants {
+        /// Catalogue seeds 1..=N per scenario and strategy.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        seeds: u64,
+        /// Fuzz seeds 1..=N per fuzzed strategy.
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+        fuzz_seeds: u64,
+        /// Only these mutants (repeatable).
+        #[arg(long = "mutant")]
+        only: Vec<String>,
+        /// Worker threads (default: the number of cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// One benchmark workload in this process; prints one JSON line (used by
     /// `racksim bench`).
     #[command(hide = true)]
@@ -248,6 +333,47 @@ fn main() -> ExitCode {
         } => {
             resolve(&scenario).and_then(|s| racksim::serve::command(&s, strategy.as_deref(), bind))
         }
+        Command::Fuzz {
+            seeds,
+            plan,
+            rack,
+            strategy,
+            start,
+            jobs,
+            shard,
+            json,
+            mutant,
+        } => fuzz(
+            seeds,
+            plan,
+            (&rack, &strategy, &start),
+            jobs,
+            shard,
+            json,
+            mutant.as_deref(),
+        ),
+        Command::Shrink {
+            scenario,
+            seed,
+            strategy,
+            name,
+            out,
+            mutant,
+        } => shrink(
+            &scenario,
+            seed,
+            strategy.as_deref(),
+            name.as_deref(),
+            &out,
+            mutant.as_deref(),
+        ),
+        Command::Mutants {
+            seeds,
+            fuzz_seeds,
+            only,
+            jobs,
+            json,
+        } => mutants(seeds, fuzz_seeds, &only, jobs, json),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -315,6 +441,26 @@ fn progress_bar() -> indicatif::ProgressBar {
         .expect("valid template"),
     );
     bar
+}
+
+/// `(done, total)` progress onto `bar`.
+fn progress_of(bar: &indicatif::ProgressBar) -> impl Fn(usize, usize) + Sync + '_ {
+    move |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    }
+}
+
+/// Print `value` as pretty JSON, or else `text()`.
+fn print_json_or(json: bool, value: &impl serde::Serialize, text: impl FnOnce() -> String) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).expect("results serialize")
+        );
+    } else {
+        print!("{}", text());
+    }
 }
 
 /// Summary of a sweep, for `--json`.
@@ -588,19 +734,9 @@ fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Resul
     let seed_list: Vec<u64> = (1..=seeds).collect();
     let bar = progress_bar();
     let started = Instant::now();
-    let cells = racksim::matrix::matrix(&scenarios, &seed_list, threads, &|done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    });
+    let cells = racksim::matrix::matrix(&scenarios, &seed_list, threads, &progress_of(&bar));
     bar.finish_and_clear();
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&cells).expect("cells serialize")
-        );
-    } else {
-        print!("{}", racksim::matrix::table(&cells));
-    }
+    print_json_or(json, &cells, || racksim::matrix::table(&cells));
     let runs: usize = cells.iter().map(|c| c.runs).sum();
     eprintln!(
         "{runs} runs ({} scenarios, seeds 1..={seeds}) on {threads} threads in {:.1} s",
@@ -786,4 +922,169 @@ fn random_seed() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(std::process::id() as u64);
     h.finish() % 1_000_000
+}
+
+/// A `--mutant` value, refused in a build without mutants.
+fn parse_mutant(m: Option<&str>) -> Result<Option<racksim_reconciler::mutants::Mutant>, String> {
+    let Some(m) = m else { return Ok(None) };
+    let m = m.parse().map_err(|e| format!("error: --mutant: {e}"))?;
+    if !racksim_reconciler::mutants::COMPILED {
+        return Err(
+            "error: --mutant: this racksim has no mutants; build it with --features mutants"
+                .to_string(),
+        );
+    }
+    Ok(Some(m))
+}
+
+fn fuzz(
+    seeds: Option<(u64, u64)>,
+    plan: Option<u64>,
+    (rack, strategy, start): (&str, &str, &str),
+    jobs: Option<usize>,
+    shard: Option<(u64, u64)>,
+    json: bool,
+    mutant: Option<&str>,
+) -> Result<bool, String> {
+    use racksim::fuzz;
+    let strategy = strategy
+        .parse()
+        .map_err(|e| format!("error: --strategy: {e}"))?;
+    let start = start.parse().map_err(|_| {
+        format!("error: --start: unknown start implementation {start:?} (expected one of: legacy, naive, saga)")
+    })?;
+    let opts =
+        fuzz::Options::new(rack, strategy, start).map_err(|e| format!("error: --rack: {e}"))?;
+    let mutant = parse_mutant(mutant)?;
+    if let Some(seed) = plan {
+        print!("{}", fuzz::plan_text(&opts, seed));
+        return Ok(true);
+    }
+    let range = seeds.expect("clap requires --seeds without --plan");
+    let shard = shard.unwrap_or((0, 1));
+    let seed_list = fuzz::shard_seeds(range, shard);
+    let threads = threads(jobs);
+    let bar = progress_bar();
+    bar.set_length(seed_list.len() as u64);
+    let started = Instant::now();
+    let results = fuzz::fuzz(&opts, &seed_list, mutant, threads, &|done| {
+        bar.set_position(done as u64)
+    });
+    bar.finish_and_clear();
+    let summary = fuzz::summarise(&opts, range, shard, mutant, &results);
+    print_json_or(json, &summary, || fuzz::text(&summary));
+    let wall = started.elapsed().as_secs_f64();
+    eprintln!(
+        "{} seeds on {threads} threads in {wall:.1} s ({:.0} seeds/s)",
+        summary.runs,
+        summary.runs as f64 / wall.max(1e-9)
+    );
+    Ok(summary.failed == 0)
+}
+
+fn shrink(
+    arg: &str,
+    seed: u64,
+    strategy: Option<&str>,
+    name: Option<&str>,
+    out: &Path,
+    mutant: Option<&str>,
+) -> Result<bool, String> {
+    let scenario = resolve(arg)?;
+    let variant = match strategy {
+        Some(s) => variant_of(&scenario, s, "--strategy")?,
+        None if scenario.expectations.len() == 1 => *scenario
+            .expectations
+            .keys()
+            .next()
+            .expect("one expectation"),
+        None => {
+            return Err(format!(
+                "error: scenario {} has several strategies; name one with --strategy",
+                scenario.name
+            ))
+        }
+    };
+    let mutant = parse_mutant(mutant)?;
+    let name = name.unwrap_or(&scenario.name).to_string();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "error: --name {name:?}: use letters, digits, - and _"
+        ));
+    }
+    let started = Instant::now();
+    let shrunk = racksim::shrink::shrink(&scenario, variant, seed, mutant, &|tries, steps| {
+        eprint!("\rshrinking: {tries} runs, {steps} steps   ");
+    })?;
+    eprintln!();
+    std::fs::create_dir_all(out).map_err(|e| format!("error: --out {}: {e}", out.display()))?;
+    let path = out.join(format!("{name}.toml"));
+    // A file's own header comments (a fuzz plan's origin) carry over.
+    let source_header: Vec<String> = std::fs::read_to_string(arg)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim().to_string())
+        .collect();
+    let text = racksim::shrink::regression_toml(
+        &shrunk,
+        arg,
+        &source_header,
+        &name,
+        &path.display().to_string(),
+    );
+    std::fs::write(&path, &text).map_err(|e| format!("error: {}: {e}", path.display()))?;
+    println!(
+        "{} steps -> {} steps in {} runs ({:.1} s); still fails: {}",
+        shrunk.original_steps,
+        shrunk.scenario.plan.steps.len(),
+        shrunk.runs,
+        started.elapsed().as_secs_f64(),
+        shrunk.failure
+    );
+    println!("wrote {}", path.display());
+    println!(
+        "replay: {}",
+        runner::replay_command(&path.display().to_string(), variant, seed)
+    );
+    Ok(true)
+}
+
+fn mutants(
+    seeds: u64,
+    fuzz_seeds: u64,
+    only: &[String],
+    jobs: Option<usize>,
+    json: bool,
+) -> Result<bool, String> {
+    use racksim_reconciler::mutants::Mutant;
+    if !racksim_reconciler::mutants::COMPILED {
+        return Err(
+            "error: this racksim has no mutants; run cargo run --release -p racksim --features mutants -- mutants"
+                .to_string(),
+        );
+    }
+    let selected: Vec<Mutant> = if only.is_empty() {
+        Mutant::ALL.to_vec()
+    } else {
+        only.iter()
+            .map(|m| m.parse().map_err(|e| format!("error: --mutant: {e}")))
+            .collect::<Result<_, String>>()?
+    };
+    let threads = threads(jobs);
+    let bar = progress_bar();
+    let started = Instant::now();
+    let table =
+        racksim::mutants::kill_table(&selected, seeds, fuzz_seeds, threads, &progress_of(&bar));
+    bar.finish_and_clear();
+    print_json_or(json, &table, || racksim::mutants::text(&table));
+    eprintln!(
+        "kill table: catalogue seeds 1..={seeds}, fuzz seeds 1..={fuzz_seeds}, on {threads} threads in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(table.iter().all(|row| row.killed.is_some()))
 }

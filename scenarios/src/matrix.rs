@@ -44,43 +44,54 @@ pub fn run_all(
     threads: usize,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Vec<RunSummary> {
+    parallel(jobs.len(), threads, progress, &|i| {
+        let (scenario, strategy, seed) = jobs[i];
+        let judged = runner::run(scenario, strategy, seed).expect("strategy has an expectation");
+        let converged_at = match judged.outcome.verdict {
+            racksim_sim::Verdict::Converged { at } => Some(at),
+            _ => None,
+        };
+        let last_step = judged
+            .outcome
+            .steps
+            .last()
+            .map(|s| s.at)
+            .unwrap_or_default();
+        RunSummary {
+            seed,
+            converged_at,
+            settled_after: converged_at.map(|at| at.saturating_sub(last_step)),
+            violated: match judged.outcome.verdict {
+                racksim_sim::Verdict::InvariantViolated { invariant, .. } => Some(invariant),
+                _ => None,
+            },
+            judgement: judged.judgement.map(|_| ()),
+            sim_time: judged.outcome.sim_time,
+            events: judged.outcome.events,
+        }
+    })
+}
+
+/// `f(0..n)` on `threads` threads, results in index order whatever order
+/// they finish in. `progress` is called after each with the number done.
+pub fn parallel<T: Send>(
+    n: usize,
+    threads: usize,
+    progress: &(dyn Fn(usize) + Sync),
+    f: &(dyn Fn(usize) -> T + Sync),
+) -> Vec<T> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<RunSummary>>> = Mutex::new(vec![None; jobs.len()]);
+    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(scenario, strategy, seed)) = jobs.get(i) else {
+                if i >= n {
                     return;
-                };
-                let judged =
-                    runner::run(scenario, strategy, seed).expect("strategy has an expectation");
-                let converged_at = match judged.outcome.verdict {
-                    racksim_sim::Verdict::Converged { at } => Some(at),
-                    _ => None,
-                };
-                let last_step = judged
-                    .outcome
-                    .steps
-                    .last()
-                    .map(|s| s.at)
-                    .unwrap_or_default();
-                let summary = RunSummary {
-                    seed,
-                    converged_at,
-                    settled_after: converged_at.map(|at| at.saturating_sub(last_step)),
-                    violated: match judged.outcome.verdict {
-                        racksim_sim::Verdict::InvariantViolated { invariant, .. } => {
-                            Some(invariant)
-                        }
-                        _ => None,
-                    },
-                    judgement: judged.judgement.map(|_| ()),
-                    sim_time: judged.outcome.sim_time,
-                    events: judged.outcome.events,
-                };
-                results.lock().expect("no worker panics holding it")[i] = Some(summary);
+                }
+                let result = f(i);
+                results.lock().expect("no worker panics holding it")[i] = Some(result);
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1);
             });
         }

@@ -32,6 +32,7 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
         deadline: exp.deadline,
         stability: scenario.stability,
         ntp_return_switch: scenario.ntp_return_switch,
+        mutant: None,
     })
 }
 

@@ -52,6 +52,9 @@ pub struct RunConfig {
     pub start: StartImpl,
     /// Instances the plan refers to.
     pub instances: Vec<InstanceSpec>,
+    /// A deliberate reconciler bug for this run (test builds only; see
+    /// `racksim_reconciler::mutants`).
+    pub mutant: Option<racksim_reconciler::mutants::Mutant>,
 }
 
 impl RunConfig {
@@ -74,6 +77,7 @@ impl RunConfig {
             ntp_return_switch,
             start: StartImpl::Saga,
             instances: Vec::new(),
+            mutant: None,
         }
     }
 
@@ -508,7 +512,13 @@ impl<'a> Driver<'a> {
 }
 
 /// Run one simulation to its verdict.
+///
+/// Panics if `cfg.mutant` names a mutant and this build has none: callers
+/// check `racksim_reconciler::mutants::COMPILED` first.
 pub fn run(cfg: &RunConfig) -> RunOutcome {
+    // Every host of this run executes on this thread, so the selection is
+    // this run's alone.
+    let _mutant = racksim_reconciler::mutants::select(cfg.mutant).unwrap_or_else(|e| panic!("{e}"));
     let steps = cfg.plan.resolve(cfg.seed);
     let world = World::new(RunParams {
         rack: Arc::new(cfg.rack.clone()),

@@ -39,6 +39,7 @@ use super::{
 use crate::{
     dpd::DpdClient,
     http::{ClientError, Connector, HttpClient},
+    mutants::Mutant,
 };
 
 /// Why an instance operation failed.
@@ -168,6 +169,11 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         match self.imp {
             StartImpl::Legacy => self.start_unprotected(id, sled, false).await,
             StartImpl::Naive => self.start_unprotected(id, sled, true).await,
+            StartImpl::Saga
+                if crate::mutants::active(Mutant::StartWithoutConditionalTransition) =>
+            {
+                self.start_unprotected(id, sled, true).await
+            }
             StartImpl::Saga => self.start_saga(id, sled).await,
         }
     }
@@ -253,8 +259,24 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 Ok(stopped)
             }
             StartImpl::Saga => {
-                self.remove_v2p(&record).await?;
-                self.remove_nat(&record).await?;
+                // The VMM is gone: the record must say so whatever else
+                // fails. A switch or sled that cannot be reached now keeps
+                // a stale entry or mapping for the background tasks to
+                // remove (no record asks for it), as in a saga's unwind;
+                // returning early here left the instance Running with no
+                // VMM for ever (found by `racksim fuzz`: a stop while a
+                // sidecar is off, scenarios/regressions/).
+                let v2p = self.remove_v2p(&record).await;
+                let nat = self.remove_nat(&record).await;
+                for result in [v2p, nat] {
+                    match result {
+                        Ok(()) => {}
+                        Err(OpError::Client(e)) => {
+                            tracing::warn!(instance = id, error = %e, "stop: left for the background tasks")
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
                 Ok(self.store.update_if(id, record.generation, STOPPED).await?)
             }
         }
@@ -274,7 +296,8 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         if !matches!(
             record.state,
             InstanceState::Stopped | InstanceState::Failed | InstanceState::Creating
-        ) {
+        ) && !crate::mutants::active(Mutant::DeleteWithoutStateCheck)
+        {
             return Err(refused(&record, "delete"));
         }
         let deleted = self
@@ -585,6 +608,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                     let Some(generation) = saga.starting_generation else {
                         continue;
                     };
+                    if crate::mutants::active(Mutant::SagaSkipsUndo) {
+                        continue;
+                    }
                     match self
                         .store
                         .update_if(saga.instance, generation, STOPPED)

@@ -891,6 +891,38 @@ async fn saga_stop_removes_mappings_and_start_restores_them_after_a_cold_boot() 
     assert_networking(&net, &store, Some(3));
 }
 
+/// A stop while a switch cannot remove the instance's NAT entry (its
+/// sidecar is off, its dpd failing) still stops the instance: the VMM is
+/// gone, so the record says Stopped, and the stale entry is the background
+/// task's to remove (the instance's NAT rows are cleared). Before the fix,
+/// the stop returned at the failure and the instance stayed Running with no
+/// VMM for ever (found by `racksim fuzz`).
+#[tokio::test(start_paused = true)]
+async fn saga_stop_with_an_unreachable_switch_still_stops() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Creating);
+    ops.create(ID, 2).await.unwrap();
+    let [up, failing] = zones();
+    net.fail(
+        failing,
+        DPD_PORT,
+        "DELETE",
+        &format!("/nat/ipv4/{EXT}/0"),
+        Some(FakeResponse::error(503, "switch unavailable")),
+    );
+    let stopped = ops.stop(ID).await.unwrap();
+    assert_eq!(stopped.state, InstanceState::Stopped);
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert_eq!(vmm_count(&net), 0);
+    assert_eq!(store.nat_rows().get(&ID), None);
+    assert_eq!(net.nat(up), vec![]);
+    // Left for the instance NAT background task.
+    assert_eq!(net.nat(failing), vec![nat_entry(2).to_dpd()]);
+    // And it starts again once the switch is back.
+    net.clear_failures();
+    ops.start(ID, 3).await.unwrap();
+    assert_networking(&net, &store, Some(3));
+}
+
 #[tokio::test(start_paused = true)]
 async fn stop_refused_unless_running() {
     let (_net, _store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);

@@ -41,6 +41,7 @@ mod raw;
 mod steps;
 #[cfg(test)]
 mod tests;
+pub mod write;
 
 use std::{collections::BTreeMap, fmt, path::Path, time::Duration};
 
@@ -122,6 +123,13 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
     let err = |span, message, hint| loc.error(span, message, hint);
     let raw: RawScenario = toml::from_str(text).map_err(|e| {
         let message = e.message().trim().to_string();
+        // toml says nothing for some bytes (a control character in a
+        // comment); found by the parser fuzz test (tests/parser_fuzz.rs).
+        let message = if message.is_empty() {
+            "invalid TOML: unexpected character (a control character, or a byte that starts no TOML item)".to_string()
+        } else {
+            message
+        };
         let hint = hint_for(&message);
         err(e.span(), message, hint)
     })?;

@@ -1,0 +1,105 @@
+use std::time::Duration;
+
+use crate::{catalogue, file};
+
+use super::*;
+
+/// Every catalogued scenario, written and parsed again, is the same
+/// scenario, and writing it again gives the same bytes.
+#[test]
+fn catalogue_round_trips() {
+    for s in catalogue::all() {
+        let text = scenario_toml(&s, &["from the catalogue".into()]);
+        let again = file::parse("written", &text).unwrap_or_else(|e| {
+            panic!("{}: the written file does not parse:\n{e}\n{text}", s.name)
+        });
+        assert_eq!(again.plan, s.plan, "{}", s.name);
+        assert_eq!(again.expectations, s.expectations, "{}", s.name);
+        assert_eq!(again.instances, s.instances, "{}", s.name);
+        assert_eq!(
+            (
+                again.kind,
+                again.service_nat,
+                again.stability,
+                again.ntp_return_switch
+            ),
+            (s.kind, s.service_nat, s.stability, s.ntp_return_switch),
+            "{}",
+            s.name
+        );
+        assert_eq!(
+            (&again.name, &again.description, &again.rack_name),
+            (&s.name, &s.description, &s.rack_name)
+        );
+        assert_eq!(again.rack, s.rack, "{}", s.name);
+        assert_eq!(scenario_toml(&again, &["from the catalogue".into()]), text);
+    }
+}
+
+/// A rack declared in a `[rack]` table is written back as one, and parses
+/// to the same rack.
+#[test]
+fn a_declared_rack_round_trips() {
+    let text = r#"name = "t"
+description = "d"
+ntp_return_switch = "switch0"
+
+[rack]
+name = "small"
+sleds = 5
+scrimlets = { switch0 = "sled0", switch1 = "sled1" }
+uplinked = ["switch0"]
+internal_dns = ["sled2", "sled3"]
+
+[[rack.zone]]
+kind = "boundary-ntp"
+sled = "sled2"
+external_ip = "198.51.100.1"
+first_port = 0
+last_port = 16383
+
+[[rack.zone]]
+kind = "nexus"
+sled = "sled3"
+external_ip = "198.51.100.2"
+
+[[rack.zone]]
+kind = "external-dns"
+sled = "sled4"
+external_ip = "198.51.100.3"
+
+[expect.sled-task]
+outcome = "converges"
+within = "10m"
+converged_by = "2m"
+repair_within = "30s"
+"#;
+    let s = file::parse("t.toml", text).unwrap();
+    let written = scenario_toml(&s, &[]);
+    assert!(written.contains("\n[rack]\n"), "{written}");
+    assert!(!written.contains("rack = "), "{written}");
+    let again = file::parse("written", &written).unwrap_or_else(|e| panic!("{e}\n{written}"));
+    assert_eq!(again.rack, s.rack);
+    assert_eq!(again.expectations, s.expectations);
+    assert_eq!(scenario_toml(&again, &[]), written);
+}
+
+#[test]
+fn durations_are_written_exactly() {
+    for us in [
+        0u64,
+        1,
+        999,
+        1_000,
+        1_001,
+        59_999_999,
+        3_600_000_001,
+        7_384_005_006,
+    ] {
+        let d = Duration::from_micros(us);
+        let text = duration(d);
+        assert_eq!(file::parse_duration(&text), Ok(d), "{text}");
+    }
+    assert_eq!(duration(Duration::from_millis(90_250)), "1m30s250ms");
+    assert_eq!(duration(Duration::ZERO), "0s");
+}

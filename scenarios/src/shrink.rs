@@ -1,0 +1,525 @@
+//! Shrinking a failing plan: delta debugging over the plan's steps.
+//!
+//! Starting from a plan that fails under a strategy and seed, try smaller
+//! plans — without a step (or a fault with the step that undoes it),
+//! without every step naming one host, with a fault's window shortened,
+//! with a step moved earlier — and keep each one that still fails *the same
+//! way* ([`Failure::matches`]: the same invariant, or not converging with
+//! the same item missing), until none of them does. Every candidate is a
+//! valid scenario (it goes through the parser), candidates are tried in a
+//! fixed order, and each run is a function of the plan and seed: the same
+//! input shrinks to the same plan every time.
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use racksim_reconciler::mutants::Mutant;
+use racksim_sim::{Action, At, Plan, Step};
+
+use crate::{
+    file::{self, write, Expectation, Outcome, Scenario, Variant},
+    fuzz::{failure, Failure},
+    runner,
+};
+
+/// Runs the shrinker spends at most (each one simulation).
+pub const MAX_RUNS: usize = 2_000;
+
+/// A reduced plan that still fails.
+#[derive(Clone, Debug)]
+pub struct Shrunk {
+    /// The scenario with the reduced plan.
+    pub scenario: Scenario,
+    pub variant: Variant,
+    pub seed: u64,
+    pub mutant: Option<Mutant>,
+    pub failure: Failure,
+    pub original_steps: usize,
+    /// Simulations run while shrinking.
+    pub runs: usize,
+}
+
+struct Runner<'a> {
+    base: &'a Scenario,
+    variant: Variant,
+    seed: u64,
+    mutant: Option<Mutant>,
+    runs: usize,
+}
+
+impl Runner<'_> {
+    /// The scenario with `plan`, if the parser accepts it and it leaves no
+    /// fault open that the original plan closed (a power-off without its
+    /// cold boot fails for reasons of its own). Instances no step names any
+    /// more are dropped with their steps.
+    fn candidate(&self, plan: &Plan) -> Option<Scenario> {
+        let open = open_faults(plan);
+        let was_open = open_faults(&self.base.plan);
+        if open.iter().any(|f| !was_open.contains(f)) {
+            return None;
+        }
+        // An instance whose every create was dropped stays `creating`: a
+        // gap of the plan, not of the code.
+        let created = |name: &str| {
+            plan.steps.iter().any(
+                |st| matches!(&st.action, Action::InstanceCreate { instance, .. } if instance == name),
+            )
+        };
+        let orphan = plan.steps.iter().any(|st| match &st.action {
+            Action::InstanceStart { instance, .. }
+            | Action::InstanceStop { instance }
+            | Action::InstanceDelete { instance } => !created(instance),
+            _ => false,
+        });
+        if orphan {
+            return None;
+        }
+        let mut s = self.base.clone();
+        s.plan = plan.clone();
+        s.instances.retain(|i| {
+            plan.steps.iter().any(|st| match &st.action {
+                Action::InstanceCreate { instance, .. }
+                | Action::InstanceStart { instance, .. }
+                | Action::InstanceStop { instance }
+                | Action::InstanceDelete { instance } => *instance == i.name,
+                _ => false,
+            })
+        });
+        let text = write::scenario_toml(&s, &[]);
+        let parsed = file::parse(&self.base.origin, &text).ok()?;
+        (parsed.plan == *plan).then_some(parsed)
+    }
+
+    fn outcome(&mut self, s: &Scenario) -> racksim_sim::RunOutcome {
+        self.runs += 1;
+        let mut cfg = runner::config(s, self.variant, self.seed).expect("has the expectation");
+        cfg.mutant = self.mutant;
+        racksim_sim::run(&cfg)
+    }
+
+    fn fails_as(&mut self, plan: &Plan, want: &Failure) -> bool {
+        if self.runs >= MAX_RUNS {
+            return false;
+        }
+        let Some(s) = self.candidate(plan) else {
+            return false;
+        };
+        let exp = &self.base.expectations[&self.variant];
+        let outcome = self.outcome(&s);
+        want.matches(exp, &outcome)
+    }
+}
+
+/// Shrink `scenario`'s plan under `variant` and `seed` (and `mutant`).
+/// `progress(runs, steps)` after every accepted reduction. `Err` when the
+/// plan does not fail to begin with.
+pub fn shrink(
+    scenario: &Scenario,
+    variant: Variant,
+    seed: u64,
+    mutant: Option<Mutant>,
+    progress: &dyn Fn(usize, usize),
+) -> Result<Shrunk, String> {
+    let exp: &Expectation = scenario
+        .expectations
+        .get(&variant)
+        .ok_or_else(|| format!("error: {} has no expectation for {variant}", scenario.name))?;
+    let mut r = Runner {
+        base: scenario,
+        variant,
+        seed,
+        mutant,
+        runs: 0,
+    };
+    let first = r.outcome(scenario);
+    let Some(want) = failure(exp, &first) else {
+        return Err(format!(
+            "error: {} --strategy {variant} --seed {seed} does not fail (it meets its expectation or converged): nothing to shrink",
+            scenario.name
+        ));
+    };
+    let mut plan = scenario.plan.clone();
+    // Windows become the times this seed drew, so every later candidate is
+    // a plan of fixed times.
+    let fixed = fix_windows(&plan, &first.steps);
+    if fixed != plan && r.fails_as(&fixed, &want) {
+        plan = fixed;
+    }
+    loop {
+        progress(r.runs, plan.steps.len());
+        let Some(next) = candidates(&plan).into_iter().find(|c| r.fails_as(c, &want)) else {
+            break;
+        };
+        plan = next;
+        if r.runs >= MAX_RUNS {
+            break;
+        }
+    }
+    let reduced = r.candidate(&plan).unwrap_or_else(|| {
+        let mut s = scenario.clone();
+        s.plan = plan;
+        s
+    });
+    Ok(Shrunk {
+        scenario: reduced,
+        variant,
+        seed,
+        mutant,
+        failure: want,
+        original_steps: scenario.plan.steps.len(),
+        runs: r.runs,
+    })
+}
+
+/// `plan` with each window replaced by the time drawn for it
+/// (`resolved` is `Plan::resolve`'s output: time order, ties in plan order).
+fn fix_windows(plan: &Plan, resolved: &[racksim_sim::plan::ResolvedStep]) -> Plan {
+    let mut used = vec![false; resolved.len()];
+    let steps =
+        plan.steps
+            .iter()
+            .map(|s| match s.at {
+                At::Fixed(_) => s.clone(),
+                At::Window(..) => {
+                    let found = resolved.iter().enumerate().find(|(i, r)| {
+                        !used[*i] && r.drawn_from == Some(s.at) && r.action == s.action
+                    });
+                    match found {
+                        Some((i, r)) => {
+                            used[i] = true;
+                            Step {
+                                at: At::Fixed(r.at),
+                                action: s.action.clone(),
+                            }
+                        }
+                        None => s.clone(),
+                    }
+                }
+            })
+            .collect();
+    let mut p = Plan { steps };
+    p.steps.sort_by_key(|s| s.at.latest());
+    p
+}
+
+/// Does `later` undo `earlier`?
+fn undoes(earlier: &Action, later: &Action) -> bool {
+    use Action::*;
+    match (earlier, later) {
+        (HideSwitch(a), RevealSwitch(b)) => a == b,
+        (Crash(a), Restart(b)) => a == b,
+        (SidecarPowerOff(a), SidecarPowerOn(b)) => a == b,
+        (ControlPlaneDown | ControlPlaneCrash, ControlPlaneUp) => true,
+        (PowerOff, ColdBoot) => true,
+        (
+            Partition { a, b, oneway },
+            Heal {
+                a: a2,
+                b: b2,
+                oneway: o2,
+            },
+        ) => a == a2 && b == b2 && oneway == o2,
+        (Latency { a, b, .. }, Latency { a: a2, b: b2, .. }) => a == a2 && b == b2,
+        _ => false,
+    }
+}
+
+/// Faults the plan starts and never undoes.
+fn open_faults(plan: &Plan) -> Vec<Action> {
+    let mut open: Vec<Action> = Vec::new();
+    for s in &plan.steps {
+        match open.iter().position(|f| undoes(f, &s.action)) {
+            Some(i) => {
+                open.remove(i);
+            }
+            None if is_fault(&s.action) => open.push(s.action.clone()),
+            None => {}
+        }
+    }
+    open
+}
+
+/// A step some later step undoes.
+fn is_fault(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::HideSwitch(_)
+            | Action::Crash(_)
+            | Action::SidecarPowerOff(_)
+            | Action::ControlPlaneDown
+            | Action::ControlPlaneCrash
+            | Action::PowerOff
+            | Action::Partition { .. }
+            | Action::Latency { .. }
+    )
+}
+
+/// Hosts (and switches) a step names.
+fn names(a: &Action) -> Vec<String> {
+    use Action::*;
+    match a {
+        HideSwitch(s) | RevealSwitch(s) | DpdRestart(s) | SidecarPowerOff(s)
+        | SidecarPowerOn(s) | ReplaceScrimlet(s) => vec![s.to_string()],
+        DpdErrors { switch, .. } | DpdHang { switch, .. } | StaleEntry { switch, .. } => {
+            vec![switch.to_string()]
+        }
+        Crash(h) | Restart(h) => vec![h.clone()],
+        Partition { a, b, .. } | Heal { a, b, .. } | Latency { a, b, .. } => {
+            a.iter().chain(b).cloned().collect()
+        }
+        InstanceCreate { sled, .. } | InstanceStart { sled, .. } => vec![sled.clone()],
+        _ => vec![],
+    }
+}
+
+fn without(plan: &Plan, drop: &[usize]) -> Plan {
+    Plan {
+        steps: plan
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !drop.contains(i))
+            .map(|(_, s)| s.clone())
+            .collect(),
+    }
+}
+
+fn with_time(plan: &Plan, i: usize, t: Duration) -> Plan {
+    let mut p = plan.clone();
+    p.steps[i].at = At::Fixed(t);
+    p.steps.sort_by_key(|s| s.at.latest());
+    p
+}
+
+/// Smaller plans to try, biggest reductions first, in a fixed order.
+fn candidates(plan: &Plan) -> Vec<Plan> {
+    let n = plan.steps.len();
+    let mut out = Vec::new();
+    // Halves, then quarters... of the steps (delta debugging's chunks).
+    let mut chunk = n / 2;
+    while chunk >= 2 {
+        for start in (0..n).step_by(chunk) {
+            let drop: Vec<usize> = (start..(start + chunk).min(n)).collect();
+            out.push(without(plan, &drop));
+        }
+        chunk /= 2;
+    }
+    // One host's steps at a time.
+    let mut hosts: Vec<String> = plan.steps.iter().flat_map(|s| names(&s.action)).collect();
+    hosts.sort();
+    hosts.dedup();
+    for h in &hosts {
+        let drop: Vec<usize> = (0..n)
+            .filter(|&i| names(&plan.steps[i].action).contains(h))
+            .collect();
+        if drop.len() < n {
+            out.push(without(plan, &drop));
+        }
+    }
+    // A fault with the step that undoes it; then single steps.
+    for i in 0..n {
+        if let Some(j) = (i + 1..n).find(|&j| undoes(&plan.steps[i].action, &plan.steps[j].action))
+        {
+            out.push(without(plan, &[i, j]));
+        }
+    }
+    for i in 0..n {
+        out.push(without(plan, &[i]));
+    }
+    // Shorter windows of dpd faults.
+    for i in 0..n {
+        if let Action::DpdErrors { window, .. } | Action::DpdHang { window, .. } =
+            &plan.steps[i].action
+        {
+            if *window > Duration::from_secs(1) {
+                let mut p = plan.clone();
+                let half = Duration::from_millis((window.as_millis() / 2) as u64);
+                match &mut p.steps[i].action {
+                    Action::DpdErrors { window, .. } | Action::DpdHang { window, .. } => {
+                        *window = half
+                    }
+                    _ => unreachable!(),
+                }
+                out.push(p);
+            }
+        }
+    }
+    // Undo steps earlier (a shorter fault), then any step earlier.
+    for i in 0..n {
+        if let Some(j) = (i + 1..n).find(|&j| undoes(&plan.steps[i].action, &plan.steps[j].action))
+        {
+            let (a, b) = (plan.steps[i].at.latest(), plan.steps[j].at.latest());
+            if b > a + Duration::from_secs(1) {
+                out.push(with_time(plan, j, halfway(a, b)));
+            }
+        }
+    }
+    for i in 0..n {
+        let t = plan.steps[i].at.latest();
+        let before = if i == 0 {
+            Duration::ZERO
+        } else {
+            plan.steps[i - 1].at.latest()
+        };
+        if t > before + Duration::from_secs(1) {
+            out.push(with_time(plan, i, halfway(before, t)));
+        }
+    }
+    out
+}
+
+/// Halfway between, to the millisecond.
+fn halfway(a: Duration, b: Duration) -> Duration {
+    Duration::from_millis(((a.as_millis() + b.as_millis()) / 2) as u64)
+}
+
+/// The regression file for `shrunk`: the reduced plan, where it came from
+/// and how to replay it.
+///
+/// With a mutant, the expectation stays the scenario's own (the real
+/// reconciler meets it; the file then guards against that bug). Without
+/// one, the failure is a defect of the code under test: the expectation
+/// records it (the run must fail this way) until it is fixed, when it
+/// becomes `converges` again.
+///
+/// `source_header` is the comment block at the top of the source file (a
+/// fuzz plan says which seed and options drew it), kept under the new one.
+pub fn regression_toml(
+    shrunk: &Shrunk,
+    source_arg: &str,
+    source_header: &[String],
+    name: &str,
+    path: &str,
+) -> String {
+    let mut s = shrunk.scenario.clone();
+    s.name = name.to_string();
+    s.description = format!("shrunk regression: {}", shrunk.failure);
+    let exp = s
+        .expectations
+        .get(&shrunk.variant)
+        .cloned()
+        .expect("has the expectation");
+    let recorded = match (&shrunk.mutant, &shrunk.failure) {
+        (Some(_), _) | (None, Failure::TooSlow | Failure::HostFailed) => exp,
+        (None, Failure::Invariant(inv)) => Expectation {
+            outcome: Outcome::Violates(inv),
+            settle: None,
+            zone_start_at_most: None,
+            zone_start_at_least: None,
+            some_seeds_violate: None,
+            ..exp
+        },
+        (None, Failure::NotConverged(gap)) => Expectation {
+            outcome: Outcome::Fails,
+            verdict_mentions: vec![gap.clone()],
+            settle: None,
+            some_seeds_violate: None,
+            ..exp
+        },
+    };
+    s.expectations = [(shrunk.variant, recorded)].into_iter().collect();
+    let mutant = shrunk
+        .mutant
+        .map(|m| format!(" --mutant {m}"))
+        .unwrap_or_default();
+    let mut header = vec![
+        format!(
+            "Regression: shrunk by `racksim shrink {source_arg} --seed {} --strategy {}{mutant}`",
+            shrunk.seed, shrunk.variant
+        ),
+        format!(
+            "from {} ({} steps -> {} steps). It failed: {}.",
+            shrunk.scenario.origin,
+            shrunk.original_steps,
+            shrunk.scenario.plan.steps.len(),
+            shrunk.failure
+        ),
+    ];
+    match shrunk.mutant {
+        Some(m) => header.push(format!(
+            "Found with mutant {m}; the real reconciler meets the expectation below."
+        )),
+        None => header.push(
+            "The expectation records the defect; make it `converges` when it is fixed.".into(),
+        ),
+    }
+    header.push(format!(
+        "Replay: {}",
+        runner::replay_command(path, shrunk.variant, shrunk.seed)
+    ));
+    if !source_header.is_empty() {
+        header.push(String::new());
+        header.push(format!("The header of {source_arg}:"));
+        header.extend(source_header.iter().map(|l| format!("  {l}")));
+    }
+    write::scenario_toml(&s, &header)
+}
+
+/// Where regression files live (the suite runs every one of them).
+pub const REGRESSIONS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/regressions");
+
+/// A regression file: the scenario and the run its `# Replay:` comment
+/// names.
+#[derive(Clone, Debug)]
+pub struct Regression {
+    pub path: std::path::PathBuf,
+    pub scenario: Scenario,
+    pub seed: u64,
+    pub variant: Variant,
+}
+
+/// Every `*.toml` in `dir`, by file name. A file that does not parse, or
+/// lacks its `# Replay: racksim run FILE --seed N --strategy S` comment, is
+/// an error.
+pub fn regressions(dir: &std::path::Path) -> Result<Vec<Regression>, String> {
+    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("error: {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("error: {}: {e}", path.display()))?;
+            let scenario =
+                file::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())?;
+            let (seed, strategy) = replay_of(&text).ok_or_else(|| {
+                format!(
+                    "error: {}: no `# Replay: racksim run FILE --seed N --strategy S` comment",
+                    path.display()
+                )
+            })?;
+            let variant = scenario
+                .variant(&strategy)
+                .map_err(|e| format!("error: {}: {e}", path.display()))?;
+            Ok(Regression {
+                path,
+                scenario,
+                seed,
+                variant,
+            })
+        })
+        .collect()
+}
+
+/// `(seed, strategy)` from a file's `# Replay: racksim run FILE --seed N
+/// --strategy S` comment (in the comment block at its top).
+pub fn replay_of(text: &str) -> Option<(u64, String)> {
+    let line = text
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .find(|l| l.starts_with("# Replay: racksim run "))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |flag: &str| {
+        let i = words.iter().position(|w| *w == flag)?;
+        words.get(i + 1).copied()
+    };
+    Some((
+        after("--seed")?.parse().ok()?,
+        after("--strategy")?.to_string(),
+    ))
+}
