@@ -80,9 +80,8 @@ pub struct InstanceSpec {
 #[derive(Clone, Debug, Default)]
 pub struct Db {
     pub instances: BTreeMap<u32, InstanceRecord>,
-    /// Instance NAT rows by instance, and the table version.
-    pub nat: BTreeMap<u32, Vec<NatEntry>>,
-    pub nat_version: u64,
+    /// The instance NAT table (versioned; dpd pulls its changes).
+    pub nat: NatTable,
     pub sagas: BTreeMap<u64, SagaRecord>,
     /// Which Nexus (by host name) executes each saga.
     pub saga_sec: BTreeMap<u64, String>,
