@@ -21,10 +21,9 @@ use racksim_reconciler::{
     discovery::SwitchSlot,
     dpd::MacAddr,
     instances::{
-        ExternalIp, InstanceRecord, InstanceState, Nic, SagaRecord, StartImpl,
+        ExternalIp, InstanceRecord, InstanceState, NatTable, Nic, SagaRecord, StartImpl,
         VirtualNetworkInterfaceHost, VmmInfo, GUEST_VNI,
     },
-    nat::NatEntry,
     scrimlet_local::SystemNetworkingConfig,
     task::ScrimletStatus,
 };

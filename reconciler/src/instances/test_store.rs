@@ -69,8 +69,9 @@ impl MemStore {
         self.lock().sagas[&id].clone()
     }
 
-    pub fn nat_rows(&self) -> BTreeMap<u32, Vec<NatEntry>> {
-        self.lock().nat.clone()
+    /// The live rows of the instance NAT table, sorted.
+    pub fn nat_rows(&self) -> Vec<NatEntry> {
+        self.lock().nat.live()
     }
 
     /// Holds the first operation that reaches `point` until `release` is

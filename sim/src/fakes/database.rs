@@ -9,8 +9,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use racksim_reconciler::{
     instances::{
-        InstanceRecord, InstanceState, InstanceStore, RuntimeUpdate, SagaRecord, SledRef,
-        StoreError,
+        InstanceRecord, InstanceState, InstanceStore, NatEntryView, RuntimeUpdate, SagaRecord,
+        SledRef, StoreError,
     },
     nat::NatEntry,
     DPD_PORT,

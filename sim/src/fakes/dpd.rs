@@ -119,7 +119,10 @@ pub struct DpdState {
     slot: u16,
     v4: Table<Ipv4Addr>,
     v6: Table<Ipv6Addr>,
-    /// Bumped on every change; `GET /rpw/nat/gen`.
+    /// The generation of the instance NAT changes this dpd has pulled
+    /// from Nexus and applied (`GET /rpw/nat/gen`): set by its NAT RPW
+    /// ([`DpdState::set_generation`]), not by changes made through the
+    /// API. A restarted dpd starts again from 0.
     generation: i64,
 }
 
@@ -140,6 +143,11 @@ impl DpdState {
 
     pub fn generation(&self) -> i64 {
         self.generation
+    }
+
+    /// Records that the NAT RPW has applied every change up to `generation`.
+    pub fn set_generation(&mut self, generation: i64) {
+        self.generation = generation;
     }
 
     /// Every IPv4 entry, in key order.
@@ -178,7 +186,6 @@ impl DpdState {
     ) -> Result<Option<NatChange>, NatError> {
         let created = self.v4.create(ip, low, high, target)?;
         Ok(created.then(|| {
-            self.generation += 1;
             NatChange::Created(Ipv4Nat {
                 external: ip,
                 low,
@@ -190,7 +197,6 @@ impl DpdState {
 
     pub fn ipv4_delete(&mut self, ip: Ipv4Addr, port: u16) -> Result<NatChange, NatError> {
         let (low, high, target) = self.v4.delete(ip, port)?;
-        self.generation += 1;
         Ok(NatChange::Deleted(Ipv4Nat {
             external: ip,
             low,
@@ -208,7 +214,6 @@ impl DpdState {
     ) -> Result<Option<NatChange>, NatError> {
         let created = self.v6.create(ip, low, high, target)?;
         Ok(created.then(|| {
-            self.generation += 1;
             NatChange::Created6(Ipv6Nat {
                 external: ip,
                 low,
@@ -220,7 +225,6 @@ impl DpdState {
 
     pub fn ipv6_delete(&mut self, ip: Ipv6Addr, port: u16) -> Result<NatChange, NatError> {
         let (low, high, target) = self.v6.delete(ip, port)?;
-        self.generation += 1;
         Ok(NatChange::Deleted6(Ipv6Nat {
             external: ip,
             low,
@@ -232,19 +236,13 @@ impl DpdState {
     fn reset_v4(&mut self) -> Option<NatChange> {
         let removed = self.v4.len();
         self.v4 = Table::new();
-        (removed > 0).then(|| {
-            self.generation += 1;
-            NatChange::Reset { removed }
-        })
+        (removed > 0).then_some(NatChange::Reset { removed })
     }
 
     fn reset_v6(&mut self) -> Option<NatChange> {
         let removed = self.v6.len();
         self.v6 = Table::new();
-        (removed > 0).then(|| {
-            self.generation += 1;
-            NatChange::Reset { removed }
-        })
+        (removed > 0).then_some(NatChange::Reset { removed })
     }
 
     /// Serve one HTTP request of dpd's NAT API. Returns the response and the
@@ -452,11 +450,9 @@ mod tests {
         let (r, change) = put(&mut dpd, "/nat/ipv4/198.51.100.1/100/199", target(1));
         assert_eq!(r.status, StatusCode::NO_CONTENT);
         assert!(matches!(change, Some(NatChange::Created(_))));
-        let generation = dpd.generation();
-        // The same entry again: success, no change, no generation bump.
+        // The same entry again: success, no change.
         let (r, change) = put(&mut dpd, "/nat/ipv4/198.51.100.1/100/199", target(1));
         assert_eq!((r.status, change), (StatusCode::NO_CONTENT, None));
-        assert_eq!(dpd.generation(), generation);
         // Overlapping range, or the same range with another target: 409.
         for (path, t) in [
             ("/nat/ipv4/198.51.100.1/150/300", target(1)),
@@ -566,7 +562,26 @@ mod tests {
         assert!(dpd.ipv4_entries().is_empty());
         let (r, _) = dpd.handle(&req(Method::GET, "/switch/identifiers", ""));
         assert_eq!(r.body.unwrap()["slot"], 1);
-        let (r, _) = dpd.handle(&req(Method::GET, "/rpw/nat/gen", ""));
-        assert_eq!(r.body.unwrap(), serde_json::json!(dpd.generation()));
+    }
+
+    #[test]
+    fn nat_generation_is_what_the_rpw_applied_not_a_change_counter() {
+        let gen = |dpd: &mut DpdState| dpd.handle(&req(Method::GET, "/rpw/nat/gen", "")).0;
+        let mut dpd = DpdState::new(0);
+        assert_eq!(gen(&mut dpd).body.unwrap(), serde_json::json!(0));
+        // Changes through the API do not move it.
+        put(&mut dpd, "/nat/ipv4/198.51.100.1/0/65535", target(1));
+        dpd.handle(&req(Method::DELETE, "/nat/ipv4/198.51.100.1/0", ""));
+        assert_eq!(gen(&mut dpd).body.unwrap(), serde_json::json!(0));
+        // The NAT RPW sets it after applying a changeset.
+        dpd.set_generation(7);
+        let r = gen(&mut dpd);
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.body.unwrap(), serde_json::json!(7));
+        // A restarted dpd (a new state) starts again from 0.
+        assert_eq!(DpdState::new(0).generation(), 0);
+        // The trigger answers `null`.
+        let (r, change) = dpd.handle(&req(Method::POST, "/rpw/nat/trigger", ""));
+        assert_eq!((r.status, r.body, change), (StatusCode::OK, Some(serde_json::Value::Null), None));
     }
 }

@@ -1,26 +1,41 @@
-//! A switch zone: fake dpd and MGS, and the switch's data path (uplink
-//! ingress through the NAT table).
+//! A switch zone: fake dpd (with its instance NAT RPW) and MGS, and the
+//! switch's data path (uplink ingress through the NAT table).
 
 use std::{
     future::Future,
     net::{Ipv6Addr, SocketAddr},
+    sync::Arc,
+    time::Duration,
 };
 
-use http::StatusCode;
-use racksim_reconciler::{discovery::SwitchSlot, nat::NatEntry, DPD_PORT, MGS_PORT};
+use http::{Method, StatusCode};
+use racksim_reconciler::{
+    discovery::SwitchSlot,
+    http::HttpClient,
+    instances::{NatEntryView, StartImpl},
+    nat::NatEntry,
+    DPD_PORT, MGS_PORT,
+};
+use tokio::sync::Notify;
 
-use super::{fmt_entry, spawn_server};
+use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server};
 use crate::{
     fakes::{
         dataplane::{Geneve, Inbound},
-        dpd::{DpdState, NatChange},
+        dpd::{DpdState, NatChange, NatError},
         http::{ApiError, ApiRequest, ApiResponse, Handler},
         mgs::MgsState,
     },
-    net::{GENEVE_PORT, UPLINK_PORT},
+    net::{TurmoilConnector, GENEVE_PORT, UPLINK_PORT},
+    rack::ZoneKind,
     trace::{Kind, TraceLine},
     world::{DpdFault, World},
 };
+
+/// Period of dpd's instance NAT RPW (dendrite: 30 s).
+pub const NAT_RPW_PERIOD: Duration = Duration::from_secs(30);
+/// Changes asked for per changeset request (dendrite asks for 100).
+pub const NAT_CHANGESET_LIMIT: u32 = 100;
 
 /// The software of a switch zone host.
 pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
@@ -52,6 +67,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
         Kind::Boot,
         format!("switch zone up (dpd :12224, MGS :12225); {table}"),
     );
+    let trigger = Arc::new(Notify::new());
     spawn_server(
         &world,
         &name,
@@ -59,8 +75,14 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
         DpdHandler {
             world: world.clone(),
             slot,
+            trigger: trigger.clone(),
         },
     );
+    // dendrite of seed 002's time (what `legacy` models) had no NAT RPW:
+    // Nexus pushed instance NAT to it.
+    if world.params.start != StartImpl::Legacy {
+        tokio::task::spawn_local(nat_rpw(world.clone(), slot, trigger));
+    }
     spawn_server(
         &world,
         &name,
@@ -73,11 +95,13 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
 struct DpdHandler {
     world: World,
     slot: SwitchSlot,
+    /// Wakes this dpd's NAT RPW (`POST /rpw/nat/trigger`).
+    trigger: Arc<Notify>,
 }
 
 impl Handler for DpdHandler {
     fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
-        let (world, slot) = (self.world.clone(), self.slot);
+        let (world, slot, trigger) = (self.world.clone(), self.slot, self.trigger.clone());
         async move {
             let now = turmoil::sim_elapsed().unwrap_or_default();
             let fault = world
@@ -122,9 +146,173 @@ impl Handler for DpdHandler {
             if let Some(change) = change {
                 world.record(nat_change_line(&world, slot, &change));
             }
+            if response.status.is_success()
+                && req.method == Method::POST
+                && req.segments() == ["rpw", "nat", "trigger"]
+            {
+                // At most one pending wake-up (a permit): triggers that
+                // arrive while a pull runs cause one more pull, not many.
+                trigger.notify_one();
+            }
             response
         }
     }
+}
+
+/// dpd's instance NAT RPW: at start (from generation 0: a restarted dpd has
+/// an empty table), every [`NAT_RPW_PERIOD`] and whenever
+/// `POST /rpw/nat/trigger` is called, pull the changes since this dpd's
+/// generation from Nexus and apply them. It runs as long as the switch zone
+/// does (turmoil drops its tasks when the zone goes down).
+async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<Notify>) {
+    let mut interval = tokio::time::interval(NAT_RPW_PERIOD);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The last failure traced, so that a Nexus that stays down is recorded
+    // once, not every 30 s.
+    let mut last_failure: Option<String> = None;
+    loop {
+        // Cancel-safe: an interval's tick (a missed tick is delayed, not
+        // lost), and `Notify::notified`, which hands a notification it got
+        // on to the next waiter when dropped (and `notify_one` with no
+        // waiter leaves a permit), so no trigger is lost.
+        tokio::select! {
+            biased;
+            () = trigger.notified() => {}
+            _ = interval.tick() => {}
+        }
+        let failure = pull_nat(&world, slot).await.err();
+        if failure != last_failure {
+            if let Some(e) = &failure {
+                world.record(
+                    world
+                        .line(
+                            &slot.to_string(),
+                            Kind::Reconciler,
+                            format!("dpd NAT RPW: {}", world.name_addrs(e)),
+                        )
+                        .field("task", "dpd-nat-rpw"),
+                );
+            }
+            last_failure = failure;
+        }
+    }
+}
+
+/// One pull: fetch changesets from this dpd's generation until one is
+/// empty, applying each and advancing the generation to the last change
+/// applied. Fails if no Nexus answers.
+async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
+    loop {
+        let Some(from_gen) = world.lock().dpd.get(&slot).map(DpdState::generation) else {
+            return Ok(());
+        };
+        let changes = fetch_changeset(world, from_gen).await?;
+        let Some(last) = changes.last().map(|c| c.gen) else {
+            return Ok(());
+        };
+        let mut lines = Vec::new();
+        {
+            let mut st = world.lock();
+            // The zone went down while the request was out.
+            let Some(dpd) = st.dpd.get_mut(&slot) else {
+                return Ok(());
+            };
+            for change in &changes {
+                lines.extend(apply_change(dpd, change));
+            }
+            dpd.set_generation(last);
+            st.version += 1;
+        }
+        let applied = lines.iter().filter(|l| l.is_ok()).count();
+        for line in lines {
+            world.record(match line {
+                Ok(change) => nat_change_line(world, slot, &change),
+                Err(e) => world
+                    .line(
+                        &slot.to_string(),
+                        Kind::Reconciler,
+                        format!("dpd NAT RPW: {}", world.name_addrs(&e)),
+                    )
+                    .field("task", "dpd-nat-rpw"),
+            });
+        }
+        world.record(
+            world
+                .line(
+                    &slot.to_string(),
+                    Kind::Reconciler,
+                    format!(
+                        "dpd NAT RPW: applied {} change(s) from generation {from_gen} to {last} ({applied} table operation(s))",
+                        changes.len()
+                    ),
+                )
+                .field("task", "dpd-nat-rpw")
+                .field("generation", last),
+        );
+    }
+}
+
+/// `GET /nat/ipv4/changeset/{from_gen}` from the first Nexus that answers,
+/// trying the rack's Nexus zones in order. Real dpd finds Nexus through
+/// internal DNS; the simulation takes the rack's zone list instead.
+async fn fetch_changeset(world: &World, from_gen: i64) -> Result<Vec<NatEntryView>, String> {
+    let nexus_sleds: Vec<usize> = world
+        .rack()
+        .zones
+        .iter()
+        .filter(|z| z.kind == ZoneKind::Nexus)
+        .map(|z| z.sled)
+        .collect();
+    let mut errors = Vec::new();
+    for sled in nexus_sleds {
+        let addr = SocketAddr::new(world.sled(sled).address.into(), NEXUS_INTERNAL_PORT);
+        let nexus = HttpClient::new(TurmoilConnector, addr);
+        match nexus
+            .get::<Vec<NatEntryView>>(&format!(
+                "/nat/ipv4/changeset/{from_gen}?limit={NAT_CHANGESET_LIMIT}"
+            ))
+            .await
+        {
+            Ok(changes) => return Ok(changes),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    Err(format!("no Nexus answered: {}", errors.join("; ")))
+}
+
+/// Applies one change as dendrite does: a removal clears the entry at
+/// `(external address, first port)` if there is one; an addition sets the
+/// entry, replacing a different one at that key. A change that cannot be
+/// applied (its range overlaps another entry) is reported and skipped, as
+/// dendrite logs it and moves on. Returns the table operations made.
+fn apply_change(dpd: &mut DpdState, c: &NatEntryView) -> Vec<Result<NatChange, String>> {
+    let entry = c.entry();
+    let mut done = Vec::new();
+    let at_key = dpd
+        .ipv4_get(c.external_address, c.first_port)
+        .filter(|e| e.low == c.first_port);
+    if c.deleted {
+        if at_key.is_some() {
+            done.extend(dpd.ipv4_delete(c.external_address, c.first_port).ok().map(Ok));
+        }
+        return done;
+    }
+    let wanted = entry.to_dpd();
+    match at_key {
+        Some(e) if e == wanted => return done,
+        Some(_) => done.extend(dpd.ipv4_delete(c.external_address, c.first_port).ok().map(Ok)),
+        None => {}
+    }
+    match dpd.ipv4_create(c.external_address, c.first_port, c.last_port, entry.target) {
+        Ok(change) => done.extend(change.map(Ok)),
+        Err(NatError::Conflict(m) | NatError::NotFound(m) | NatError::BadRequest(m)) => {
+            done.push(Err(format!(
+                "cannot apply the change of generation {}: {m}",
+                c.gen
+            )))
+        }
+    }
+    done
 }
 
 /// A NAT table change as a trace line with its entry's fields.
