@@ -430,7 +430,8 @@ async fn naive_start_programs_nat_and_v2p() {
 
 #[tokio::test(start_paused = true)]
 async fn saga_start_records_every_node_in_order() {
-    let (net, store, ops, v2p_task) = fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
+    let (net, store, ops, v2p_task) =
+        fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
     let record = ops.start(ID, 2).await.unwrap();
     assert_eq!(record.state, InstanceState::Running);
     // MARK_AS_STARTING and RUN each bumped the generation.
@@ -679,7 +680,8 @@ async fn delete_removes_nat_before_v2p_and_marks_deleted() {
 
 #[tokio::test(start_paused = true)]
 async fn saga_delete_marks_clears_rows_triggers_and_activates_v2p() {
-    let (net, store, ops, v2p_task) = fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
+    let (net, store, ops, v2p_task) =
+        fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
     // A stopped saga instance has no networking; give it some as a leak
     // would (the rows, pulled by the switches; stray mappings).
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
@@ -744,7 +746,10 @@ async fn saga_unwinds_when_register_fails() {
     // entry) and triggered every dpd again.
     assert_eq!(store.nat_rows(), vec![]);
     let last = store.nat_changeset(0, 100).await.unwrap();
-    assert_eq!(last.iter().map(|c| c.deleted).collect::<Vec<_>>(), [false, true]);
+    assert_eq!(
+        last.iter().map(|c| c.deleted).collect::<Vec<_>>(),
+        [false, true]
+    );
     for zone in zones() {
         assert_eq!(
             net.requests(zone, DPD_PORT),
@@ -799,7 +804,10 @@ async fn failed_triggers_do_not_fail_the_saga() {
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!(store.saga(1).state, SagaState::Done);
     assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
-    assert_eq!(net.requests(zone_ip(1), DPD_PORT), vec!["POST /rpw/nat/trigger"]);
+    assert_eq!(
+        net.requests(zone_ip(1), DPD_PORT),
+        vec!["POST /rpw/nat/trigger"]
+    );
 
     // The live dpd pulls the rows on its own (periodically); the switch
     // zone that comes back starts from generation 0 and pulls them too.
@@ -1285,7 +1293,12 @@ fn nat_entry_view_carries_the_entry_and_its_wire_names() {
     let view = table.changeset(0, 1)[0];
     assert_eq!(view.entry(), nat_entry(2));
     let wire = serde_json::to_value(view).unwrap();
-    let mut keys: Vec<&str> = wire.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = wire
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort();
     assert_eq!(
         keys,

@@ -185,14 +185,12 @@ impl DpdState {
         target: NatTarget,
     ) -> Result<Option<NatChange>, NatError> {
         let created = self.v4.create(ip, low, high, target)?;
-        Ok(created.then(|| {
-            NatChange::Created(Ipv4Nat {
-                external: ip,
-                low,
-                high,
-                target,
-            })
-        }))
+        Ok(created.then_some(NatChange::Created(Ipv4Nat {
+            external: ip,
+            low,
+            high,
+            target,
+        })))
     }
 
     pub fn ipv4_delete(&mut self, ip: Ipv4Addr, port: u16) -> Result<NatChange, NatError> {
@@ -213,14 +211,12 @@ impl DpdState {
         target: NatTarget,
     ) -> Result<Option<NatChange>, NatError> {
         let created = self.v6.create(ip, low, high, target)?;
-        Ok(created.then(|| {
-            NatChange::Created6(Ipv6Nat {
-                external: ip,
-                low,
-                high,
-                target,
-            })
-        }))
+        Ok(created.then_some(NatChange::Created6(Ipv6Nat {
+            external: ip,
+            low,
+            high,
+            target,
+        })))
     }
 
     pub fn ipv6_delete(&mut self, ip: Ipv6Addr, port: u16) -> Result<NatChange, NatError> {
@@ -582,6 +578,9 @@ mod tests {
         assert_eq!(DpdState::new(0).generation(), 0);
         // The trigger answers `null`.
         let (r, change) = dpd.handle(&req(Method::POST, "/rpw/nat/trigger", ""));
-        assert_eq!((r.status, r.body, change), (StatusCode::OK, Some(serde_json::Value::Null), None));
+        assert_eq!(
+            (r.status, r.body, change),
+            (StatusCode::OK, Some(serde_json::Value::Null), None)
+        );
     }
 }
