@@ -23,7 +23,9 @@ use std::{
 use racksim_reconciler::{
     discovery::SwitchSlot,
     dpd::MacAddr,
-    instances::{ExternalIp, InstanceRecord, InstanceState, Nic, SagaRecord, StartImpl, GUEST_VNI},
+    instances::{
+        ExternalIp, InstanceRecord, InstanceState, NatTable, Nic, SagaRecord, StartImpl, GUEST_VNI,
+    },
     nat::NatEntry,
     scrimlet_local::{ServiceZoneKind, ServiceZoneNat, SystemNetworkingConfig},
     task::ScrimletStatus,
@@ -352,9 +354,8 @@ pub struct InstanceSpec {
 #[derive(Clone, Debug, Default)]
 pub struct Db {
     pub instances: BTreeMap<u32, InstanceRecord>,
-    /// Instance NAT rows by instance, and the table version.
-    pub nat: BTreeMap<u32, Vec<NatEntry>>,
-    pub nat_version: u64,
+    /// The instance NAT table (versioned; dpd pulls its changes).
+    pub nat: NatTable,
     pub sagas: BTreeMap<u64, SagaRecord>,
     /// Which Nexus (by host name) executes each saga.
     pub saga_sec: BTreeMap<u64, String>,

@@ -50,10 +50,19 @@
 //!
 //! ## Background tasks (RPWs)
 //!
-//! [`InstanceNatSync`] and [`v2p_sync`] are one activation each of the
-//! reconcilers that make the database, not the last request, the source of
-//! truth: they repair a switch or sled that lost its state (cold boot, dpd
-//! restart) whatever the start implementation did.
+//! The database, not the last request, is the source of truth, as upstream:
+//!
+//! * instance NAT: operations write versioned rows ([`NatTable`]) and
+//!   trigger every boundary dpd (`POST /rpw/nat/trigger`; a failed trigger
+//!   is logged, never fatal); each dpd pulls the changes since its own
+//!   generation, every 30 s and on trigger, and a restarted dpd pulls from
+//!   generation 0 — so a cold-booted or restarted switch repairs itself;
+//! * V2P: [`v2p_sync`] is one activation of the V2P background task, run
+//!   periodically and activated by V2P_ENSURE and its undo (and by the
+//!   naive start and stop), which no longer push to every sled inline.
+//!
+//! The legacy implementation models seed 002's time, before either: it
+//! programs switches and sleds inline and nothing repairs them.
 //!
 //! ## Ordering and determinism
 //!
@@ -81,14 +90,14 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::dpd::MacAddr;
 pub use ops::{InstanceOps, OpError, ResumedSaga};
-pub use rpw::{
-    v2p_sync, InstanceNatSync, SwitchSyncOutcome, V2pSledOutcome, NAT_FULL_RESYNC_INTERVAL,
-};
+pub use rpw::{v2p_sync, V2pSledOutcome};
 pub use sled_agent::{
     mac_string, SledAgentClient, VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState,
     VmmStateRequest, API_VERSION as SLED_AGENT_API_VERSION,
 };
-pub use store::{InstanceStore, SagaNode, SagaRecord, SagaState, StoreError};
+pub use store::{
+    InstanceStore, NatEntryView, NatTable, SagaNode, SagaRecord, SagaState, StoreError,
+};
 
 /// The VNI of the one VPC the simulated rack's instances live in.
 pub const GUEST_VNI: u32 = 1001;

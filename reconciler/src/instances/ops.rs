@@ -7,29 +7,54 @@
 //!
 //! ## Ensure and remove
 //!
-//! * *ensure NAT*: write the instance's rows to the NAT table (intent
-//!   first: if programming a switch then fails, the NAT background task
-//!   finishes the job instead of undoing it), then on every boundary switch,
-//!   for each entry, `GET` the entry at `(ip, first_port)`: identical target
-//!   → nothing; another target → `DELETE` then `PUT`; none → `PUT`.
+//! Naive and saga propagate through the background tasks, as Omicron does:
+//!
+//! * *ensure NAT*: write the instance's rows to the versioned NAT table
+//!   ([`super::NatTable`]), then trigger every boundary switch's dpd
+//!   (`POST /rpw/nat/trigger`) so that it pulls the change now rather than
+//!   at its next periodic run. A trigger that fails is logged, not returned:
+//!   the rows are the intent, and dpd pulls them within 30 s anyway.
+//! * *remove NAT*: clear the rows (soft-deleted at new versions, so a dpd
+//!   pulling from an older generation learns of the removal), then trigger
+//!   every boundary dpd likewise.
+//! * *ensure V2P* and *remove V2P*: activate the V2P background task
+//!   ([`super::v2p_sync`]) through the handle given with
+//!   [`InstanceOps::with_v2p_task`]. It derives every sled's mappings from
+//!   the instance records, so an activation must follow the record change
+//!   it is about (stop and unwind activate after writing the record).
+//!   Without a handle nothing is activated and the task's periodic run
+//!   picks the change up.
+//!
+//! Only the database write can fail one of these steps; a switch or sled
+//! that cannot be reached is the background tasks' to repair.
+//!
+//! Legacy models seed 002's time, before either task, and pushes inline:
+//!
+//! * *ensure NAT*: write the rows, then on every boundary switch, for each
+//!   entry, `GET` the entry at `(ip, first_port)`: identical target →
+//!   nothing; another target → `DELETE` then `PUT`; none → `PUT`.
 //! * *ensure V2P*: `PUT` each NIC's mapping on every sled other than the
 //!   target; on the target itself, delete any mapping of those NICs (an
 //!   instance never maps itself, and after a move its new sled must lose the
 //!   mapping to its old one).
-//! * *remove NAT*: clear the rows (intent first again), then `DELETE`
-//!   `(ip, first_port)` on every boundary switch; 404 is success.
+//! * *remove NAT*: clear the rows, then `DELETE` `(ip, first_port)` on every
+//!   boundary switch; 404 is success.
 //! * *remove V2P*: on every sled, delete every mapping of the instance's
 //!   NICs, whatever physical host it names. The mappings are listed first
 //!   because the instance's sled is not always known (a legacy instance is
 //!   stopped with its mappings kept and its sled cleared) and sled-agent
 //!   deletes by the whole mapping.
 //!
-//! Ensure and remove visit every switch and sled even after a failure (the
-//! others should not be left behind), then fail with every error seen.
+//! The rows legacy writes are never pulled in a rack of its time (dpd had
+//! no NAT RPW then); they keep the database the same in every
+//! implementation. Legacy's inline steps visit every switch and sled even
+//! after a failure (the others should not be left behind), then fail with
+//! every error seen.
 
-use std::{collections::BTreeSet, net::SocketAddr};
+use std::{collections::BTreeSet, net::SocketAddr, sync::Arc};
 
 use serde::Serialize;
+use tokio::sync::Notify;
 
 use super::{
     instance_nat_entries, instance_v2p_mappings, InstanceRecord, InstanceState, InstanceStore,
@@ -114,15 +139,30 @@ pub struct InstanceOps<C, S> {
     connector: C,
     store: S,
     imp: StartImpl,
+    /// Activates the V2P background task (naive and saga).
+    v2p_task: Option<Arc<Notify>>,
 }
 
 impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
+    /// Operations with no V2P task to activate: naive and saga then rely
+    /// on the task's periodic run to propagate V2P changes.
     pub fn new(connector: C, store: S, imp: StartImpl) -> Self {
         InstanceOps {
             connector,
             store,
             imp,
+            v2p_task: None,
         }
+    }
+
+    /// Ensure and remove V2P (naive and saga) call `notify_one` on
+    /// `activate`; whoever runs the V2P task runs an activation when it is
+    /// notified. A notification while an activation is in progress is
+    /// kept (one permit), so a change made during a run is seen by the
+    /// next one.
+    pub fn with_v2p_task(mut self, activate: Arc<Notify>) -> Self {
+        self.v2p_task = Some(activate);
+        self
     }
 
     pub fn start_impl(&self) -> StartImpl {
@@ -231,7 +271,8 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     ///   Propolis-generation-change handler did — ensure NAT and V2P for the
     ///   sled the instance ran on. That is why seed 002's start/stop/start
     ///   workaround works; the mappings are kept while stopped.
-    /// * saga: destroy the VMM, remove V2P and NAT, then mark Stopped: a
+    /// * saga: destroy the VMM, remove NAT, mark Stopped, then activate the
+    ///   V2P task (after the record says Stopped, which is what it reads): a
     ///   stopped instance holds no networking state, and start puts it back.
     pub async fn stop(&self, id: u32) -> Result<InstanceRecord, OpError> {
         let record = self.store.fetch(id).await?;
@@ -259,38 +300,31 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 Ok(stopped)
             }
             StartImpl::Saga => {
-                // The VMM is gone: the record must say so whatever else
-                // fails. A switch or sled that cannot be reached now keeps
-                // a stale entry or mapping for the background tasks to
-                // remove (no record asks for it), as in a saga's unwind;
-                // returning early here left the instance Running with no
-                // VMM for ever (found by `racksim fuzz`: a stop while a
-                // sidecar is off, scenarios/regressions/).
-                let v2p = self.remove_v2p(&record).await;
-                let nat = self.remove_nat(&record).await;
-                for result in [v2p, nat] {
-                    match result {
-                        Ok(()) => {}
-                        Err(OpError::Client(e)) => {
-                            tracing::warn!(instance = id, error = %e, "stop: left for the background tasks")
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(self.store.update_if(id, record.generation, STOPPED).await?)
+                // The VMM is gone: the record must say so whatever a switch
+                // or sled does. Removing NAT only clears the rows and
+                // triggers the dpds (a failed trigger is logged), and V2P
+                // is the task's: nothing here can leave the instance
+                // Running without its VMM (a stop that returned early on an
+                // unreachable switch once did; found by `racksim fuzz`).
+                self.remove_nat(&record).await?;
+                let stopped = self.store.update_if(id, record.generation, STOPPED).await?;
+                self.remove_v2p(&record).await?;
+                Ok(stopped)
             }
         }
     }
 
     /// Delete an instance that is Stopped, Failed or Creating: mark it
-    /// Deleted (conditional on the generation read), then remove NAT (rows
-    /// and every boundary switch) and then V2P (every sled).
+    /// Deleted (conditional on the generation read), then remove NAT and
+    /// then V2P (see "Ensure and remove" in the module documentation).
     ///
     /// Marking first makes the conditional update the single point where a
     /// delete and a start saga are ordered (see the module documentation).
-    /// If a removal fails the instance is still Deleted and the error is
-    /// returned; the background tasks remove what is left, since a deleted
-    /// instance has no desired state.
+    /// If a removal fails (the NAT rows cannot be cleared; for legacy, a
+    /// switch or sled too) the instance is still Deleted and the error is
+    /// returned; with naive and saga the background tasks remove what is
+    /// left once the rows are cleared, since a deleted instance has no
+    /// desired state.
     pub async fn delete(&self, id: u32) -> Result<InstanceRecord, OpError> {
         let record = self.store.fetch(id).await?;
         if !matches!(
@@ -570,18 +604,27 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// them. NAT and V2P removals are complete once the intent is durable
     /// (the instance's NAT rows cleared, the record back to Stopped): a
     /// switch or sled that cannot be reached now is repaired by the
-    /// background tasks, which remove guest state no record asks for — so
-    /// those failures are returned as leftovers, and a dead switch does not
-    /// wedge every failed start in Starting. A VMM that cannot be destroyed
-    /// and a store that cannot be written have no such safety net: they stop
-    /// the unwind, leaving the instance Starting — which keeps delete
-    /// refused while the VMM may be live — for a later resume.
+    /// background tasks (dpd's pull, the V2P task), which remove guest
+    /// state no record asks for. Their removals cannot fail on a switch or
+    /// sled at all (a failed trigger is only logged), so a dead switch does
+    /// not wedge a failed start in Starting; a removal that does report
+    /// one (`OpError::Client`) is kept as a leftover rather than stopping
+    /// the unwind. A VMM that cannot be destroyed and a store that cannot
+    /// be written have no such safety net: they stop the unwind, leaving
+    /// the instance Starting — which keeps delete refused while the VMM may
+    /// be live — for a later resume.
+    ///
+    /// V2P_ENSURE's undo activates the V2P task once MARK_AS_STARTING's
+    /// undo has put the record back to Stopped: the task reads the record,
+    /// and one activated while it still says Starting would keep the
+    /// mappings until its next periodic run.
     async fn undo(&self, saga: &SagaRecord) -> Result<Vec<String>, OpError> {
         let mut leftovers = Vec::new();
         let mut attempted = saga.done.clone();
         attempted.extend(saga.next_node());
         attempted.sort();
         let record = self.store.fetch(saga.instance).await?;
+        let mut activate_v2p = false;
         for node in attempted.into_iter().rev() {
             tracing::debug!(saga = saga.id, instance = saga.instance, node = %node, "saga node undone");
             match node {
@@ -594,11 +637,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                         self.destroy_vmm_if(&sled, saga.instance, vmm).await?;
                     }
                 }
-                SagaNode::V2pEnsure => match self.remove_v2p(&record).await {
-                    Ok(()) => {}
-                    Err(OpError::Client(e)) => leftovers.push(format!("V2P: {e}")),
-                    Err(e) => return Err(e),
-                },
+                SagaNode::V2pEnsure => activate_v2p = true,
                 SagaNode::DpdEnsure => match self.remove_nat(&record).await {
                     Ok(()) => {}
                     Err(OpError::Client(e)) => leftovers.push(format!("NAT: {e}")),
@@ -624,6 +663,13 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                         Err(e) => return Err(e.into()),
                     }
                 }
+            }
+        }
+        if activate_v2p {
+            match self.remove_v2p(&record).await {
+                Ok(()) => {}
+                Err(OpError::Client(e)) => leftovers.push(format!("V2P: {e}")),
+                Err(e) => return Err(e),
             }
         }
         Ok(leftovers)
@@ -656,6 +702,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         self.store
             .nat_set_instance(record.id, entries.clone())
             .await?;
+        if self.imp != StartImpl::Legacy {
+            return self.trigger_dpds(record.id).await;
+        }
         let mut failures = Vec::new();
         for addr in self.switches().await? {
             let dpd = self.dpd(addr);
@@ -670,6 +719,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
 
     async fn remove_nat(&self, record: &InstanceRecord) -> Result<(), OpError> {
         self.store.nat_clear_instance(record.id).await?;
+        if self.imp != StartImpl::Legacy {
+            return self.trigger_dpds(record.id).await;
+        }
         let keys: BTreeSet<_> = record
             .external_ips
             .iter()
@@ -689,7 +741,32 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         client_failures(failures)
     }
 
+    /// Asks every boundary switch's dpd to pull the NAT changes now. As in
+    /// Nexus, a dpd that cannot be told is logged and skipped: the rows are
+    /// already written, and its periodic pull (or, after a restart, its
+    /// pull from generation 0) catches up. Only the database lookup of the
+    /// switches can fail this.
+    async fn trigger_dpds(&self, instance: u32) -> Result<(), OpError> {
+        for addr in self.switches().await? {
+            if let Err(e) = self.dpd(addr).nat_trigger_update().await {
+                tracing::warn!(
+                    instance,
+                    dpd = %addr,
+                    error = %e,
+                    "failed to notify dpd of instance NAT changes; it will pull them on its own"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Naive and saga: activate the V2P task (it reads the record, so call
+    /// this after the record change it should see). Legacy: push inline.
     async fn ensure_v2p(&self, record: &InstanceRecord, target: &SledRef) -> Result<(), OpError> {
+        if self.imp != StartImpl::Legacy {
+            self.activate_v2p_task();
+            return Ok(());
+        }
         let mappings = instance_v2p_mappings(record, target.address);
         let mut failures = Vec::new();
         for sled in self.sleds().await? {
@@ -709,7 +786,13 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         client_failures(failures)
     }
 
+    /// As [`Self::ensure_v2p`]: naive and saga activate the V2P task,
+    /// legacy removes inline.
     async fn remove_v2p(&self, record: &InstanceRecord) -> Result<(), OpError> {
+        if self.imp != StartImpl::Legacy {
+            self.activate_v2p_task();
+            return Ok(());
+        }
         let mut failures = Vec::new();
         for sled in self.sleds().await? {
             if let Err(e) = remove_nic_mappings(&self.sled_agent(&sled), record).await {
@@ -717,6 +800,12 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             }
         }
         client_failures(failures)
+    }
+
+    fn activate_v2p_task(&self) {
+        if let Some(task) = &self.v2p_task {
+            task.notify_one();
+        }
     }
 
     async fn register_and_run(&self, sled: &SledRef, id: u32, vmm: u64) -> Result<(), OpError> {

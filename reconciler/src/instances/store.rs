@@ -1,12 +1,19 @@
 //! What instance operations need from the control plane's database, and the
 //! saga log they keep in it.
 
-use std::{fmt, future::Future, net::SocketAddr};
+use std::{
+    fmt,
+    future::Future,
+    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
+};
 
 use serde::{Deserialize, Serialize};
 
 use super::{InstanceRecord, RuntimeUpdate, SledRef};
-use crate::nat::NatEntry;
+use crate::{
+    dpd::{MacAddr, NatTarget},
+    nat::NatEntry,
+};
 
 /// Why a store operation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
@@ -52,20 +59,26 @@ pub trait InstanceStore: Clone + Send + Sync + 'static {
         self.next_id()
     }
 
-    /// The instance NAT table (what the NAT RPW serves): replace this
-    /// instance's rows. Each change bumps the table version.
+    /// The instance NAT table (a [`NatTable`], whose changes dpd pulls):
+    /// replace this instance's rows. Each row added or removed takes the
+    /// next table version.
     fn nat_set_instance(
         &self,
         id: u32,
         entries: Vec<NatEntry>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Remove this instance's rows from the NAT table (bumping the version
-    /// if there were any).
+    /// Remove this instance's rows from the NAT table (soft-deleted at the
+    /// next versions, so a dpd pulling changes learns of the removal).
     fn nat_clear_instance(&self, id: u32) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// (table version, every current row)
-    fn nat_all(&self) -> impl Future<Output = Result<(u64, Vec<NatEntry>), StoreError>> + Send;
+    /// The changes after version `from_gen`, oldest first, at most `limit`
+    /// ([`NatTable::changeset`]): Nexus's `GET /nat/ipv4/changeset/{from_gen}`.
+    fn nat_changeset(
+        &self,
+        from_gen: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<NatEntryView>, StoreError>> + Send;
 
     /// Every instance (for the V2P manager).
     fn instances(&self) -> impl Future<Output = Result<Vec<InstanceRecord>, StoreError>> + Send;
@@ -169,5 +182,150 @@ impl SagaRecord {
 
     pub fn is_done(&self, node: SagaNode) -> bool {
         self.done.contains(&node)
+    }
+}
+
+/// One change of the instance NAT table as Nexus serves it to dpd
+/// (`GET /nat/ipv4/changeset/{from_gen}`): the entry, and the table version
+/// at which it was added — or, if `deleted`, removed — as `gen`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NatEntryView {
+    pub external_address: Ipv4Addr,
+    pub first_port: u16,
+    pub last_port: u16,
+    pub sled_address: Ipv6Addr,
+    pub vni: u32,
+    pub mac: MacAddr,
+    pub gen: i64,
+    pub deleted: bool,
+}
+
+impl NatEntryView {
+    pub fn entry(&self) -> NatEntry {
+        NatEntry {
+            external_ip: self.external_address,
+            first_port: self.first_port,
+            last_port: self.last_port,
+            target: NatTarget {
+                internal_ip: self.sled_address,
+                inner_mac: self.mac,
+                vni: self.vni,
+            },
+        }
+    }
+}
+
+/// One row of the instance NAT table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct NatRow {
+    instance: u32,
+    entry: NatEntry,
+    version_added: i64,
+    version_removed: Option<i64>,
+}
+
+/// The instance NAT table of the control plane's database, versioned as
+/// Omicron's `ipv4_nat_entry`: every row added takes the next version as
+/// `version_added`; a removed row is kept with `version_removed`, so a dpd
+/// that asks "what changed since version N" learns of removals too.
+/// (Omicron garbage-collects old removed rows; the simulation keeps them.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NatTable {
+    rows: Vec<NatRow>,
+    version: i64,
+}
+
+impl NatTable {
+    /// The latest version (0 for a table that never changed).
+    pub fn version(&self) -> i64 {
+        self.version
+    }
+
+    /// Replace `instance`'s live rows by `entries`: rows not wanted are
+    /// removed, wanted rows not present are added; identical rows stay as
+    /// they are (no version is spent). Returns whether anything changed.
+    pub fn set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> bool {
+        let mut changed = false;
+        for i in 0..self.rows.len() {
+            let row = self.rows[i];
+            if row.instance == instance
+                && row.version_removed.is_none()
+                && !entries.contains(&row.entry)
+            {
+                self.version += 1;
+                self.rows[i].version_removed = Some(self.version);
+                changed = true;
+            }
+        }
+        for e in entries {
+            let live = self
+                .rows
+                .iter()
+                .any(|r| r.instance == instance && r.version_removed.is_none() && r.entry == *e);
+            if !live {
+                self.version += 1;
+                self.rows.push(NatRow {
+                    instance,
+                    entry: *e,
+                    version_added: self.version,
+                    version_removed: None,
+                });
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Remove every live row of `instance`.
+    pub fn clear_instance(&mut self, instance: u32) -> bool {
+        self.set_instance(instance, &[])
+    }
+
+    /// Every live entry, sorted.
+    pub fn live(&self) -> Vec<NatEntry> {
+        let mut v: Vec<NatEntry> = self
+            .rows
+            .iter()
+            .filter(|r| r.version_removed.is_none())
+            .map(|r| r.entry)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The rows added or removed after version `from_gen`, ordered by the
+    /// version of that change, at most `limit`: what a dpd at generation
+    /// `from_gen` has not applied yet. A restarted dpd asks from 0 and gets
+    /// the whole history, removals included (removing an absent entry is
+    /// harmless).
+    pub fn changeset(&self, from_gen: i64, limit: u32) -> Vec<NatEntryView> {
+        let mut changes: Vec<NatEntryView> = self
+            .rows
+            .iter()
+            .flat_map(|r| {
+                let view = |gen, deleted| NatEntryView {
+                    external_address: r.entry.external_ip,
+                    first_port: r.entry.first_port,
+                    last_port: r.entry.last_port,
+                    sled_address: r.entry.target.internal_ip,
+                    vni: r.entry.target.vni,
+                    mac: r.entry.target.inner_mac,
+                    gen,
+                    deleted,
+                };
+                // A row removed after `from_gen` but added before it is one
+                // change (its removal); added and removed after it, the
+                // dpd sees both, in order.
+                let added = (r.version_added > from_gen).then(|| view(r.version_added, false));
+                let removed = r
+                    .version_removed
+                    .filter(|&v| v > from_gen)
+                    .map(|v| view(v, true));
+                added.into_iter().chain(removed)
+            })
+            .collect();
+        changes.sort_by_key(|c| c.gen);
+        changes.truncate(limit as usize);
+        changes
     }
 }

@@ -14,7 +14,8 @@ use std::{
 use tokio::sync::Notify;
 
 use super::{
-    InstanceRecord, InstanceStore, RuntimeUpdate, SagaRecord, SagaState, SledRef, StoreError,
+    InstanceRecord, InstanceStore, NatEntryView, NatTable, RuntimeUpdate, SagaRecord, SagaState,
+    SledRef, StoreError,
 };
 use crate::nat::NatEntry;
 
@@ -39,8 +40,7 @@ pub(super) struct MemState {
     pub sleds: Vec<SledRef>,
     pub switches: Vec<SocketAddr>,
     pub last_id: u64,
-    pub nat: BTreeMap<u32, Vec<NatEntry>>,
-    pub nat_version: u64,
+    pub nat: NatTable,
     pub sagas: BTreeMap<u64, SagaRecord>,
     /// Every saga record written, in order.
     pub saga_history: Vec<SagaRecord>,
@@ -69,8 +69,9 @@ impl MemStore {
         self.lock().sagas[&id].clone()
     }
 
-    pub fn nat_rows(&self) -> BTreeMap<u32, Vec<NatEntry>> {
-        self.lock().nat.clone()
+    /// The live rows of the instance NAT table, sorted.
+    pub fn nat_rows(&self) -> Vec<NatEntry> {
+        self.lock().nat.live()
     }
 
     /// Holds the first operation that reaches `point` until `release` is
@@ -157,30 +158,23 @@ impl InstanceStore for MemStore {
 
     async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
         self.enter(Some(HoldPoint::NatSet)).await;
-        let mut state = self.lock();
-        if state.nat.get(&id) != Some(&entries) {
-            state.nat.insert(id, entries);
-            state.nat_version += 1;
-        }
+        self.lock().nat.set_instance(id, &entries);
         Ok(())
     }
 
     async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
         self.enter(None).await;
-        let mut state = self.lock();
-        if state.nat.remove(&id).is_some() {
-            state.nat_version += 1;
-        }
+        self.lock().nat.clear_instance(id);
         Ok(())
     }
 
-    async fn nat_all(&self) -> Result<(u64, Vec<NatEntry>), StoreError> {
+    async fn nat_changeset(
+        &self,
+        from_gen: i64,
+        limit: u32,
+    ) -> Result<Vec<NatEntryView>, StoreError> {
         self.enter(None).await;
-        let state = self.lock();
-        Ok((
-            state.nat_version,
-            state.nat.values().flatten().copied().collect(),
-        ))
+        Ok(self.lock().nat.changeset(from_gen, limit))
     }
 
     async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {

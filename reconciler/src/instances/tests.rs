@@ -1,18 +1,24 @@
 //! Tests of instance operations and background tasks against a fake dpd, a
 //! fake sled-agent and an in-memory store.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::{
+    collections::BTreeMap,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
 use serde_json::json;
+use tokio::sync::Notify;
 
 use super::{
     test_store::{HoldPoint, MemStore},
     *,
 };
 use crate::{
-    dpd::{Ipv4Nat, NatTarget},
+    dpd::{DpdClient, Ipv4Nat, NatTarget},
     http::HttpClient,
-    nat::{NatEntry, NatReconcileOutcome},
+    nat::NatEntry,
     testing::{zone_ip, FakeConnector, FakeNet, FakeResponse},
     DPD_PORT, SERVICES_VNI,
 };
@@ -70,6 +76,7 @@ fn fixture(
     let store = MemStore::default();
     for (slot, zone) in zones().into_iter().enumerate() {
         net.add_switch_zone(zone, slot as u16);
+        accept_triggers(&net, zone);
     }
     for n in 1..=3 {
         net.add_sled_agent(sled_ip(n));
@@ -89,6 +96,86 @@ fn fixture(
     store.insert(instance(ID, state));
     let ops = InstanceOps::new(net.connector(), store.clone(), imp);
     (net, store, ops)
+}
+
+/// [`fixture`], with a V2P task activation handle given to the operations.
+fn fixture_with_v2p_task(
+    imp: StartImpl,
+    state: InstanceState,
+) -> (
+    FakeNet,
+    MemStore,
+    InstanceOps<FakeConnector, MemStore>,
+    Arc<Notify>,
+) {
+    let (net, store, ops) = fixture(imp, state);
+    let v2p_task = Arc::new(Notify::new());
+    (net, store, ops.with_v2p_task(v2p_task.clone()), v2p_task)
+}
+
+/// The fake dpd does not serve `POST /rpw/nat/trigger`; answer it as dpd
+/// does (200, `null`).
+fn accept_triggers(net: &FakeNet, zone: Ipv6Addr) {
+    net.fail(
+        zone,
+        DPD_PORT,
+        "POST",
+        "/rpw/nat/trigger",
+        Some(FakeResponse::json(200, json!(null))),
+    );
+}
+
+/// Whether the V2P task has been activated since the last call (consumes
+/// the activation).
+async fn activated(v2p_task: &Notify) -> bool {
+    tokio::time::timeout(Duration::from_millis(1), v2p_task.notified())
+        .await
+        .is_ok()
+}
+
+/// Plays dendrite's NAT RPW on the fake dpd in `zone`: from the generation
+/// it reports, fetch changesets (100 at a time) until one is empty; apply
+/// each change (deleted: clear the entry at `(ip, first_port)` if any;
+/// else set it, replacing whatever was at that key); record the last
+/// generation applied. The fake's table is rewritten through its test API,
+/// so the request log shows only the generation read.
+async fn dpd_pull(net: &FakeNet, store: &MemStore, zone: Ipv6Addr) {
+    let dpd = DpdClient::new(HttpClient::new(net.connector(), dpd_addr(zone)));
+    let mut gen = dpd.nat_generation().await.unwrap();
+    let mut table: BTreeMap<(Ipv4Addr, u16), Ipv4Nat> = net
+        .nat(zone)
+        .into_iter()
+        .map(|e| ((e.external, e.low), e))
+        .collect();
+    loop {
+        let changes = store.nat_changeset(gen, 100).await.unwrap();
+        let Some(last) = changes.last() else {
+            break;
+        };
+        gen = last.gen;
+        for change in &changes {
+            let key = (change.external_address, change.first_port);
+            if change.deleted {
+                table.remove(&key);
+            } else {
+                table.insert(key, change.entry().to_dpd());
+            }
+        }
+    }
+    net.restart_dpd(zone);
+    for entry in table.into_values() {
+        net.insert_nat(zone, entry);
+    }
+    net.set_nat_gen(zone, gen);
+}
+
+/// What the background tasks do after an operation: every switch's dpd
+/// pulls the NAT changes, and the V2P task runs once.
+async fn background(net: &FakeNet, store: &MemStore) {
+    for zone in zones() {
+        dpd_pull(net, store, zone).await;
+    }
+    v2p_sync(&net.connector(), store).await.unwrap();
 }
 
 fn nat_entry(sled: u32) -> NatEntry {
@@ -120,11 +207,8 @@ fn assert_networking(net: &FakeNet, store: &MemStore, sled: Option<u32>) {
         let expected: Vec<Ipv4Nat> = sled.map(|s| nat_entry(s).to_dpd()).into_iter().collect();
         assert_eq!(net.nat(zone), expected, "NAT on {zone}");
     }
-    let rows = store.nat_rows();
-    match sled {
-        Some(s) => assert_eq!(rows.get(&ID), Some(&vec![nat_entry(s)])),
-        None => assert_eq!(rows.get(&ID), None),
-    }
+    let expected: Vec<NatEntry> = sled.map(nat_entry).into_iter().collect();
+    assert_eq!(store.nat_rows(), expected, "NAT rows");
     for n in 1..=3 {
         let expected: Vec<_> = match sled {
             Some(s) if s != n => vec![mapping(s)],
@@ -330,34 +414,31 @@ async fn naive_start_programs_nat_and_v2p() {
         (record.state, record.sled),
         (InstanceState::Running, Some(2))
     );
-    assert_networking(&net, &store, Some(2));
-    assert_eq!(
-        net.requests(zone_ip(1), DPD_PORT),
-        vec![
-            "GET /nat/ipv4/203.0.113.10/0",
-            "DELETE /nat/ipv4/203.0.113.10/0",
-            "PUT /nat/ipv4/203.0.113.10/0/16383",
-        ]
-    );
-    assert_eq!(
-        net.requests(zone_ip(2), DPD_PORT),
-        vec![
-            "GET /nat/ipv4/203.0.113.10/0",
-            "PUT /nat/ipv4/203.0.113.10/0/16383"
-        ]
-    );
+    assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
+    // The operation only writes the rows and triggers each dpd; it neither
+    // reads nor writes a switch's table, nor touches a sled's V2P.
+    for zone in zones() {
+        assert_eq!(net.requests(zone, DPD_PORT), vec!["POST /rpw/nat/trigger"]);
+    }
+    assert_eq!(net.nat(zone_ip(1)), vec![nat_entry(3).to_dpd()]);
+    assert_eq!(net.v2p(sled_ip(2)), vec![mapping(3)]);
     assert_eq!(vmm_count(&net), 1);
+    // The dpds pull the rows and the V2P task runs: converged.
+    background(&net, &store).await;
+    assert_networking(&net, &store, Some(2));
 }
 
 #[tokio::test(start_paused = true)]
 async fn saga_start_records_every_node_in_order() {
-    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let (net, store, ops, v2p_task) =
+        fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
     let record = ops.start(ID, 2).await.unwrap();
     assert_eq!(record.state, InstanceState::Running);
     // MARK_AS_STARTING and RUN each bumped the generation.
     assert_eq!(record.generation, 3);
-    assert_networking(&net, &store, Some(2));
     assert_eq!(vmm_count(&net), 1);
+    // V2P_ENSURE activated the V2P task.
+    assert!(activated(&v2p_task).await);
 
     let history = store.lock().saga_history.clone();
     let steps: Vec<_> = history
@@ -391,22 +472,19 @@ async fn saga_start_records_every_node_in_order() {
     assert_eq!(last.vmm_id, record.vmm);
     assert_eq!((last.instance, last.sled), (ID, 2));
 
-    // Requests: NAT on the switches (sorted), then V2P on the sleds
-    // (sorted), then the VMM.
-    let order: Vec<SocketAddr> = net.all_requests().into_iter().map(|(a, _)| a).collect();
-    let mut firsts = order.clone();
-    firsts.dedup();
+    // Requests: a NAT trigger to each switch (sorted), then the VMM. V2P
+    // is the task's to push.
     assert_eq!(
-        firsts,
+        net.all_requests(),
         vec![
-            dpd_addr(zone_ip(1)),
-            dpd_addr(zone_ip(2)),
-            sled_addr(1),
-            sled_addr(2),
-            sled_addr(3),
-            sled_addr(2),
+            (dpd_addr(zone_ip(1)), "POST /rpw/nat/trigger".to_string()),
+            (dpd_addr(zone_ip(2)), "POST /rpw/nat/trigger".to_string()),
+            (sled_addr(2), "PUT /instances/7".to_string()),
+            (sled_addr(2), "PUT /instances/7/state".to_string()),
         ]
     );
+    background(&net, &store).await;
+    assert_networking(&net, &store, Some(2));
 }
 
 #[tokio::test(start_paused = true)]
@@ -428,6 +506,7 @@ async fn saga_concurrent_starts_exactly_one_wins() {
     assert_eq!(winner.sled, Some(sled));
     assert_eq!(store.get(ID).state, InstanceState::Running);
     assert_eq!(vmm_count(&net), 1);
+    background(&net, &store).await;
     assert_networking(&net, &store, Some(sled));
     // Both sagas are finished: one Done, one Unwound having done nothing.
     let sagas = store.lock().sagas.clone();
@@ -467,8 +546,18 @@ async fn naive_start_racing_delete_leaks_mappings() {
         "{started:?}"
     );
     assert_eq!(store.get(ID).state, InstanceState::Deleted);
-    // The leak: a deleted instance's NAT (switches and table) and V2P.
-    assert_networking(&net, &store, Some(2));
+    // The leak: a deleted instance's NAT rows, which every dpd pulls, and
+    // its VMM. (Its V2P mappings no longer leak: the V2P task derives them
+    // from the records, and a deleted instance has none.)
+    assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
+    assert_eq!(vmm_count(&net), 1);
+    background(&net, &store).await;
+    for zone in zones() {
+        assert_eq!(net.nat(zone), vec![nat_entry(2).to_dpd()], "NAT on {zone}");
+    }
+    for n in 1..=3 {
+        assert_eq!(net.v2p(sled_ip(n)), vec![], "V2P on sled {n}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -493,6 +582,7 @@ async fn saga_start_racing_delete_leaks_nothing() {
         }
     );
     assert_eq!(started.unwrap().state, InstanceState::Running);
+    background(&net, &store).await;
     assert_networking(&net, &store, Some(2));
 }
 
@@ -516,6 +606,7 @@ async fn delete_that_loses_to_a_saga_start_removes_nothing() {
         "{deleted:?}"
     );
     assert_eq!(started.unwrap().state, InstanceState::Running);
+    background(&net, &store).await;
     assert_networking(&net, &store, Some(2));
 }
 
@@ -588,6 +679,34 @@ async fn delete_removes_nat_before_v2p_and_marks_deleted() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn saga_delete_marks_clears_rows_triggers_and_activates_v2p() {
+    let (net, store, ops, v2p_task) =
+        fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
+    // A stopped saga instance has no networking; give it some as a leak
+    // would (the rows, pulled by the switches; stray mappings).
+    store.lock().nat.set_instance(ID, &[nat_entry(2)]);
+    background(&net, &store).await;
+    net.insert_v2p(sled_ip(1), mapping(2));
+    net.insert_v2p(sled_ip(3), mapping(2));
+    assert_networking(&net, &store, Some(2));
+    net.clear_log();
+
+    let deleted = ops.delete(ID).await.unwrap();
+    assert_eq!(deleted.state, InstanceState::Deleted);
+    assert_eq!(store.nat_rows(), vec![]);
+    assert!(activated(&v2p_task).await);
+    // Only triggers: the switches and sleds are the tasks' to clean.
+    assert_eq!(
+        net.all_requests(),
+        zones()
+            .map(|z| (dpd_addr(z), "POST /rpw/nat/trigger".to_string()))
+            .to_vec()
+    );
+    background(&net, &store).await;
+    assert_networking(&net, &store, None);
+}
+
+#[tokio::test(start_paused = true)]
 async fn delete_refused_while_running() {
     let (_net, store, ops) = fixture(StartImpl::Naive, InstanceState::Stopped);
     ops.start(ID, 1).await.unwrap();
@@ -622,6 +741,22 @@ async fn saga_unwinds_when_register_fails() {
         }
         other => panic!("expected an unwound saga, got {other:?}"),
     }
+    // DPD_ENSURE's undo cleared the rows (the removals come after the
+    // additions, so a dpd that pulls from any generation ends without the
+    // entry) and triggered every dpd again.
+    assert_eq!(store.nat_rows(), vec![]);
+    let last = store.nat_changeset(0, 100).await.unwrap();
+    assert_eq!(
+        last.iter().map(|c| c.deleted).collect::<Vec<_>>(),
+        [false, true]
+    );
+    for zone in zones() {
+        assert_eq!(
+            net.requests(zone, DPD_PORT),
+            vec!["POST /rpw/nat/trigger", "POST /rpw/nat/trigger"]
+        );
+    }
+    background(&net, &store).await;
     assert_networking(&net, &store, None);
     let record = store.get(ID);
     assert_eq!(
@@ -643,35 +778,46 @@ async fn saga_unwinds_when_register_fails() {
 
     // Once the sled behaves, the instance starts normally.
     net.clear_failures();
+    for zone in zones() {
+        accept_triggers(&net, zone);
+    }
     ops.start(ID, 2).await.unwrap();
+    background(&net, &store).await;
     assert_networking(&net, &store, Some(2));
 }
 
 #[tokio::test(start_paused = true)]
-async fn saga_unwinds_when_a_switch_is_down() {
+async fn failed_triggers_do_not_fail_the_saga() {
+    // One switch zone is gone (connection refused), the other's dpd
+    // answers the trigger with an error: DPD_ENSURE only writes rows and
+    // notifies, so neither is the saga's failure.
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     net.remove_switch_zone(zone_ip(2));
-    let err = ops.start(ID, 2).await.unwrap_err();
-    // The dead switch cannot be cleaned now; the NAT background task will
-    // (the rows are cleared), so the unwind completes and says so.
-    assert!(
-        matches!(&err, OpError::Unwound(m) if m.starts_with("DPD_ENSURE failed: ")
-            && m.contains("left for the background tasks: NAT: ")),
-        "{err:?}"
+    net.fail(
+        zone_ip(1),
+        DPD_PORT,
+        "POST",
+        "/rpw/nat/trigger",
+        Some(FakeResponse::error(500, "busy")),
     );
-    assert_eq!(store.saga(1).state, SagaState::Unwound);
-    // The switch that took the entry lost it again.
-    assert_eq!(net.nat(zone_ip(1)), vec![]);
-    assert_eq!(store.nat_rows().get(&ID), None);
-    assert_eq!(store.get(ID).state, InstanceState::Stopped);
-    assert_eq!(vmm_count(&net), 0);
-    // V2P was never attempted.
-    for n in 1..=3 {
-        assert_eq!(
-            net.requests(sled_ip(n), SLED_AGENT_PORT),
-            Vec::<String>::new()
-        );
-    }
+    let record = ops.start(ID, 2).await.unwrap();
+    assert_eq!(record.state, InstanceState::Running);
+    assert_eq!(store.saga(1).state, SagaState::Done);
+    assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
+    assert_eq!(
+        net.requests(zone_ip(1), DPD_PORT),
+        vec!["POST /rpw/nat/trigger"]
+    );
+
+    // The live dpd pulls the rows on its own (periodically); the switch
+    // zone that comes back starts from generation 0 and pulls them too.
+    dpd_pull(&net, &store, zone_ip(1)).await;
+    assert_eq!(net.nat(zone_ip(1)), vec![nat_entry(2).to_dpd()]);
+    net.add_switch_zone(zone_ip(2), 1);
+    dpd_pull(&net, &store, zone_ip(2)).await;
+    assert_eq!(net.nat(zone_ip(2)), vec![nat_entry(2).to_dpd()]);
+    v2p_sync(&net.connector(), &store).await.unwrap();
+    assert_networking(&net, &store, Some(2));
 }
 
 #[tokio::test(start_paused = true)]
@@ -691,10 +837,12 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
         )
         .await
         .unwrap();
+    // The dpds pulled the rows before the crash.
+    store.lock().nat.set_instance(ID, &[nat_entry(2)]);
     for zone in zones() {
-        net.insert_nat(zone, nat_entry(2).to_dpd());
+        dpd_pull(&net, &store, zone).await;
     }
-    store.lock().nat.insert(ID, vec![nat_entry(2)]);
+    net.clear_log();
     store.lock().last_id = 40;
     let saga = SagaRecord {
         id: 40,
@@ -716,15 +864,16 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
     let record = outcome.as_ref().unwrap();
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!(record.vmm, Some(41));
-    assert_networking(&net, &store, Some(2));
     assert_eq!(net.vmms(sled_ip(2)).len(), 1);
     let saga = store.saga(40);
     assert_eq!(saga.state, SagaState::Done);
     assert_eq!(saga.done, SagaNode::ALL.to_vec());
-    // DPD_ENSURE was not re-run.
+    // DPD_ENSURE was not re-run (it would have triggered the dpds).
     for zone in zones() {
         assert_eq!(net.requests(zone, DPD_PORT), Vec::<String>::new());
     }
+    background(&net, &store).await;
+    assert_networking(&net, &store, Some(2));
     // Nothing left to resume.
     assert!(restarted.resume_sagas().await.is_empty());
 }
@@ -763,6 +912,7 @@ async fn resume_re_runs_mark_as_starting_whose_write_missed_its_log_entry() {
     };
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!((record.sled, record.vmm), (Some(2), Some(41)));
+    background(&net, &store).await;
     assert_networking(&net, &store, Some(2));
     assert_eq!(net.vmms(sled_ip(2)).len(), 1);
     assert_eq!(store.saga(40).state, SagaState::Done);
@@ -818,12 +968,11 @@ async fn resume_sagas_finishes_an_unwind() {
         )
         .await
         .unwrap();
-    for zone in zones() {
-        net.insert_nat(zone, nat_entry(2).to_dpd());
-    }
-    store.lock().nat.insert(ID, vec![nat_entry(2)]);
-    net.insert_v2p(sled_ip(1), mapping(2));
-    net.insert_v2p(sled_ip(3), mapping(2));
+    // Before the crash the dpds had pulled the rows and the V2P task had
+    // mapped the Starting instance.
+    store.lock().nat.set_instance(ID, &[nat_entry(2)]);
+    background(&net, &store).await;
+    assert_networking(&net, &store, Some(2));
     let saga = SagaRecord {
         id: 9,
         instance: ID,
@@ -843,6 +992,7 @@ async fn resume_sagas_finishes_an_unwind() {
         matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
         "{resumed:?}"
     );
+    background(&net, &store).await;
     assert_networking(&net, &store, None);
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
     assert_eq!(store.saga(9).state, SagaState::Unwound);
@@ -880,47 +1030,120 @@ async fn legacy_stop_reensures_nat_and_v2p() {
 async fn saga_stop_removes_mappings_and_start_restores_them_after_a_cold_boot() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Creating);
     ops.create(ID, 2).await.unwrap();
+    background(&net, &store).await;
     assert_networking(&net, &store, Some(2));
     let stopped = ops.stop(ID).await.unwrap();
     assert_eq!(stopped.state, InstanceState::Stopped);
     assert_eq!(vmm_count(&net), 0);
+    background(&net, &store).await;
     assert_networking(&net, &store, None);
 
     cold_boot(&net);
     ops.start(ID, 3).await.unwrap();
+    background(&net, &store).await;
     assert_networking(&net, &store, Some(3));
 }
 
-/// A stop while a switch cannot remove the instance's NAT entry (its
-/// sidecar is off, its dpd failing) still stops the instance: the VMM is
-/// gone, so the record says Stopped, and the stale entry is the background
-/// task's to remove (the instance's NAT rows are cleared). Before the fix,
-/// the stop returned at the failure and the instance stayed Running with no
-/// VMM for ever (found by `racksim fuzz`).
+/// A stop while a switch cannot be reached (its sidecar off, its dpd
+/// failing) still stops the instance: the VMM is gone, so the record says
+/// Stopped. Under the pull model the stop only clears the rows and triggers
+/// each dpd; a trigger that fails is logged, and that switch removes the
+/// entry on its next periodic pull. Before the fix, a stop that failed to
+/// remove NAT on one switch returned early and left the instance Running
+/// with no VMM for ever (found by `racksim fuzz`, scenarios/regressions/).
 #[tokio::test(start_paused = true)]
 async fn saga_stop_with_an_unreachable_switch_still_stops() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Creating);
     ops.create(ID, 2).await.unwrap();
+    background(&net, &store).await;
     let [up, failing] = zones();
     net.fail(
         failing,
         DPD_PORT,
-        "DELETE",
-        &format!("/nat/ipv4/{EXT}/0"),
+        "POST",
+        "/rpw/nat/trigger",
         Some(FakeResponse::error(503, "switch unavailable")),
     );
     let stopped = ops.stop(ID).await.unwrap();
     assert_eq!(stopped.state, InstanceState::Stopped);
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
     assert_eq!(vmm_count(&net), 0);
-    assert_eq!(store.nat_rows().get(&ID), None);
+    dpd_pull(&net, &store, up).await;
     assert_eq!(net.nat(up), vec![]);
-    // Left for the instance NAT background task.
+    // Until its own pull, the unreachable switch keeps the entry.
     assert_eq!(net.nat(failing), vec![nat_entry(2).to_dpd()]);
+    dpd_pull(&net, &store, failing).await;
+    assert_eq!(net.nat(failing), vec![]);
     // And it starts again once the switch is back.
     net.clear_failures();
+    accept_triggers(&net, failing);
     ops.start(ID, 3).await.unwrap();
+    background(&net, &store).await;
     assert_networking(&net, &store, Some(3));
+}
+
+/// Plays the V2P task's read of the record: on each activation, records
+/// the state instance 7's record is in when the task gets to run (the
+/// operation runs on until its next store call, which yields first).
+fn observe_v2p_activations(
+    store: &MemStore,
+    v2p_task: Arc<Notify>,
+) -> Arc<std::sync::Mutex<Vec<InstanceState>>> {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (store, log) = (store.clone(), seen.clone());
+    tokio::spawn(async move {
+        loop {
+            v2p_task.notified().await;
+            log.lock().unwrap().push(store.get(ID).state);
+        }
+    });
+    seen
+}
+
+/// Lets the observer see an activation made by the last step.
+async fn settle() {
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The V2P task reads the records, so stop must activate it only once the
+/// record says Stopped: activated earlier, it would keep the mappings of a
+/// Running instance until its next periodic run.
+#[tokio::test(start_paused = true)]
+async fn saga_stop_activates_v2p_after_marking_stopped() {
+    let (_net, store, ops, v2p_task) =
+        fixture_with_v2p_task(StartImpl::Saga, InstanceState::Running);
+    store.lock().instances.get_mut(&ID).unwrap().sled = Some(2);
+    let seen = observe_v2p_activations(&store, v2p_task);
+    assert_eq!(ops.stop(ID).await.unwrap().state, InstanceState::Stopped);
+    settle().await;
+    assert_eq!(*seen.lock().unwrap(), vec![InstanceState::Stopped]);
+}
+
+/// Likewise V2P_ENSURE's undo activates the task after MARK_AS_STARTING's
+/// undo has put the record back to Stopped.
+#[tokio::test(start_paused = true)]
+async fn saga_unwind_activates_v2p_after_restoring_stopped() {
+    let (net, store, ops, v2p_task) =
+        fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
+    net.fail(
+        sled_ip(2),
+        SLED_AGENT_PORT,
+        "PUT",
+        "/instances/7",
+        Some(FakeResponse::error(500, "out of memory")),
+    );
+    let seen = observe_v2p_activations(&store, v2p_task);
+    let started = ops.start(ID, 2).await;
+    assert!(matches!(started, Err(OpError::Unwound(_))), "{started:?}");
+    settle().await;
+    // V2P_ENSURE's activation (the instance Starting on sled 2), then the
+    // undo's.
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![InstanceState::Starting, InstanceState::Stopped]
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -1012,103 +1235,120 @@ async fn v2p_sync_removes_extras_and_adds_missing_per_sled() {
         .all(|(_, r)| r.starts_with("GET ")));
 }
 
-#[tokio::test(start_paused = true)]
-async fn instance_nat_sync_skips_when_unchanged_and_reconciles_after_a_dpd_reset() {
-    let (net, store, _ops) = fixture(StartImpl::Saga, InstanceState::Running);
-    store
-        .nat_set_instance(ID, vec![nat_entry(2)])
-        .await
-        .unwrap();
-    // A stale guest entry (a deleted instance) and a services entry.
-    let stale = NatEntry {
-        external_ip: Ipv4Addr::new(203, 0, 113, 99),
-        ..nat_entry(1)
-    };
-    let service = NatEntry {
-        external_ip: Ipv4Addr::new(198, 51, 100, 1),
-        target: NatTarget {
-            vni: SERVICES_VNI,
-            ..nat_entry(1).target
-        },
-        ..nat_entry(1)
-    };
-    for zone in zones() {
-        net.insert_nat(zone, stale.to_dpd());
-        net.insert_nat(zone, service.to_dpd());
-        net.set_nat_gen(zone, 3);
+// ---- the versioned NAT table ----
+
+fn nat_at(ip: u8, sled: u32) -> NatEntry {
+    NatEntry {
+        external_ip: Ipv4Addr::new(203, 0, 113, ip),
+        ..nat_entry(sled)
     }
-    let connector = net.connector();
-    let mut sync = InstanceNatSync::new();
-    let reconciled = |unchanged, removed, created| {
-        SwitchSyncOutcome::Reconciled(NatReconcileOutcome::Complete {
-            unchanged,
-            removed,
-            remove_failures: vec![],
-            created,
-            create_failures: vec![],
+}
+
+/// `(gen, deleted, external IP's last octet, target sled)` of each change.
+fn changes(table: &NatTable, from_gen: i64, limit: u32) -> Vec<(i64, bool, u8, u16)> {
+    table
+        .changeset(from_gen, limit)
+        .iter()
+        .map(|c| {
+            (
+                c.gen,
+                c.deleted,
+                c.external_address.octets()[3],
+                c.sled_address.segments()[3] - 0x100,
+            )
         })
-    };
-    let outcomes = sync.activate(&connector, &store).await.unwrap();
+        .collect()
+}
+
+#[test]
+fn nat_table_versions_every_change_and_serves_changesets() {
+    let mut table = NatTable::default();
+    assert_eq!(table.version(), 0);
+    assert!(table.changeset(0, 100).is_empty());
+
+    // Instance 7 gets two entries (versions 1, 2), instance 8 one (3).
+    assert!(table.set_instance(7, &[nat_at(10, 2), nat_at(11, 2)]));
+    assert!(table.set_instance(8, &[nat_at(12, 1)]));
+    assert_eq!(table.version(), 3);
+    // Setting identical rows changes nothing and spends no version.
+    assert!(!table.set_instance(7, &[nat_at(11, 2), nat_at(10, 2)]));
+    assert_eq!(table.version(), 3);
+
+    // Instance 7 moves to sled 3: its old rows are removed (4, 5), the new
+    // ones added (6, 7). Instance 8 is cleared (8).
+    assert!(table.set_instance(7, &[nat_at(10, 3), nat_at(11, 3)]));
+    assert!(table.clear_instance(8));
+    assert!(!table.clear_instance(8));
+    assert_eq!(table.version(), 8);
+    let mut live = vec![nat_at(10, 3), nat_at(11, 3)];
+    live.sort();
+    assert_eq!(table.live(), live);
+
+    // From 0 (a restarted dpd): the whole history in version order, each
+    // removed row once as added and once as removed.
     assert_eq!(
-        outcomes,
-        zones()
-            .map(|z| (dpd_addr(z), reconciled(0, 1, 1)))
-            .into_iter()
-            .collect()
+        changes(&table, 0, 100),
+        vec![
+            (1, false, 10, 2),
+            (2, false, 11, 2),
+            (3, false, 12, 1),
+            (4, true, 10, 2),
+            (5, true, 11, 2),
+            (6, false, 10, 3),
+            (7, false, 11, 3),
+            (8, true, 12, 1),
+        ]
     );
-    for zone in zones() {
-        let mut expected = vec![nat_entry(2).to_dpd(), service.to_dpd()];
-        expected.sort();
-        assert_eq!(net.nat(zone), expected);
-    }
-
-    // Nothing changed: only the generation is read.
-    net.clear_log();
-    let outcomes = sync.activate(&connector, &store).await.unwrap();
-    assert!(outcomes.values().all(|o| *o == SwitchSyncOutcome::UpToDate));
-    for zone in zones() {
-        assert_eq!(net.requests(zone, DPD_PORT), vec!["GET /rpw/nat/gen"]);
-    }
-
-    // switch 1's dpd restarts with an empty table: generation 3 -> 0.
-    net.restart_dpd(zone_ip(1));
-    let outcomes = sync.activate(&connector, &store).await.unwrap();
-    assert_eq!(outcomes[&dpd_addr(zone_ip(1))], reconciled(0, 0, 1));
-    assert_eq!(outcomes[&dpd_addr(zone_ip(2))], SwitchSyncOutcome::UpToDate);
-    assert_eq!(net.nat(zone_ip(1)), vec![nat_entry(2).to_dpd()]);
-
-    // The table changes (the instance moved): both switches reconcile.
-    store
-        .nat_set_instance(ID, vec![nat_entry(3)])
-        .await
-        .unwrap();
-    let outcomes = sync.activate(&connector, &store).await.unwrap();
-    assert!(outcomes.values().all(|o| *o == reconciled(0, 1, 1)));
-
-    // A switch that cannot be asked fails alone and is not memoised.
-    net.fail(
-        zone_ip(2),
-        DPD_PORT,
-        "GET",
-        "/rpw/nat/gen",
-        Some(FakeResponse::error(503, "restarting")),
+    // From the middle: a row added before and removed after `from_gen` is
+    // only its removal.
+    assert_eq!(
+        changes(&table, 3, 100),
+        vec![
+            (4, true, 10, 2),
+            (5, true, 11, 2),
+            (6, false, 10, 3),
+            (7, false, 11, 3),
+            (8, true, 12, 1),
+        ]
     );
-    let outcomes = sync.activate(&connector, &store).await.unwrap();
-    assert_eq!(outcomes[&dpd_addr(zone_ip(1))], SwitchSyncOutcome::UpToDate);
-    assert!(matches!(
-        &outcomes[&dpd_addr(zone_ip(2))],
-        SwitchSyncOutcome::Failed(m) if m.contains("restarting")
-    ));
-    net.clear_failures();
-    let outcomes = sync.activate(&connector, &store).await.unwrap();
-    assert_eq!(outcomes[&dpd_addr(zone_ip(2))], reconciled(1, 0, 0));
+    assert_eq!(changes(&table, 7, 100), vec![(8, true, 12, 1)]);
+    assert!(table.changeset(8, 100).is_empty());
+    // The limit keeps the oldest changes; a dpd asks again from the last.
+    assert_eq!(
+        changes(&table, 2, 2),
+        vec![(3, false, 12, 1), (4, true, 10, 2)]
+    );
+    assert_eq!(
+        changes(&table, 4, 2),
+        vec![(5, true, 11, 2), (6, false, 10, 3)]
+    );
+}
 
-    // A table lost without a generation change is found by the periodic
-    // full resync.
-    net.insert_nat(zone_ip(1), stale.to_dpd());
-    let outcomes = sync.activate(&connector, &store).await.unwrap();
-    assert_eq!(outcomes[&dpd_addr(zone_ip(1))], SwitchSyncOutcome::UpToDate);
-    tokio::time::advance(NAT_FULL_RESYNC_INTERVAL).await;
-    let outcomes = sync.activate(&connector, &store).await.unwrap();
-    assert_eq!(outcomes[&dpd_addr(zone_ip(1))], reconciled(1, 1, 0));
+#[test]
+fn nat_entry_view_carries_the_entry_and_its_wire_names() {
+    let mut table = NatTable::default();
+    table.set_instance(7, &[nat_entry(2)]);
+    let view = table.changeset(0, 1)[0];
+    assert_eq!(view.entry(), nat_entry(2));
+    let wire = serde_json::to_value(view).unwrap();
+    let mut keys: Vec<&str> = wire
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "deleted",
+            "external_address",
+            "first_port",
+            "gen",
+            "last_port",
+            "mac",
+            "sled_address",
+            "vni"
+        ]
+    );
 }

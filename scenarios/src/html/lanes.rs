@@ -221,6 +221,11 @@ pub fn build(input: &RunInput<'_>) -> Block {
                 let host = field(line, "sled").unwrap_or(&line.host);
                 match sled_state.get_mut(host) {
                     Some(rows) => rows.record(line, end),
+                    // A reconciler off the sleds (dpd's NAT RPW in a switch
+                    // zone) is still drawn as one.
+                    None if line.kind == Kind::Reconciler => {
+                        other.items.push(Item::mark(line, "reconciler", "info"))
+                    }
                     None => other.items.push(Item::mark(line, "other", "info")),
                 }
             }

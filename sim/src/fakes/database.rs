@@ -9,8 +9,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use racksim_reconciler::{
     instances::{
-        InstanceRecord, InstanceState, InstanceStore, RuntimeUpdate, SagaRecord, SledRef,
-        StoreError,
+        InstanceRecord, InstanceState, InstanceStore, NatEntryView, RuntimeUpdate, SagaRecord,
+        SledRef, StoreError,
     },
     nat::NatEntry,
     DPD_PORT,
@@ -159,29 +159,23 @@ impl InstanceStore for SimStore {
 
     async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
         self.round_trip().await;
-        let mut st = self.world.lock();
-        if st.db.nat.get(&id) != Some(&entries) {
-            st.db.nat.insert(id, entries);
-            st.db.nat_version += 1;
-        }
+        self.world.lock().db.nat.set_instance(id, &entries);
         Ok(())
     }
 
     async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
         self.round_trip().await;
-        let mut st = self.world.lock();
-        if st.db.nat.remove(&id).is_some() {
-            st.db.nat_version += 1;
-        }
+        self.world.lock().db.nat.clear_instance(id);
         Ok(())
     }
 
-    async fn nat_all(&self) -> Result<(u64, Vec<NatEntry>), StoreError> {
+    async fn nat_changeset(
+        &self,
+        from_gen: i64,
+        limit: u32,
+    ) -> Result<Vec<NatEntryView>, StoreError> {
         self.round_trip().await;
-        let st = self.world.lock();
-        let mut rows: Vec<NatEntry> = st.db.nat.values().flatten().copied().collect();
-        rows.sort();
-        Ok((st.db.nat_version, rows))
+        Ok(self.world.lock().db.nat.changeset(from_gen, limit))
     }
 
     async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {

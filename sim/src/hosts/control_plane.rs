@@ -1,10 +1,13 @@
-//! The control plane (Nexus), reduced to what service NAT needs: it comes up
-//! only once time is synchronised, then runs its background task (an RPW)
-//! that makes every dpd's service NAT entries match the database. An
-//! operator (a plan step) can take it down and bring it back.
+//! The control plane (Nexus), reduced to what service and instance
+//! networking need: it comes up only once time is synchronised, then runs
+//! its background tasks (RPWs), the instance API and its internal API
+//! (the instance NAT changesets dpd pulls). An operator (a plan step) can
+//! take it down and bring it back.
 
 use std::{
+    future::Future,
     net::{SocketAddr, SocketAddrV6},
+    sync::Arc,
     time::Duration,
 };
 
@@ -17,23 +20,31 @@ use racksim_reconciler::{
 };
 
 use racksim_reconciler::instances::{
-    v2p_sync, InstanceNatSync, InstanceOps, InstanceRecord, OpError, StartImpl, SwitchSyncOutcome,
+    v2p_sync, InstanceOps, InstanceRecord, InstanceStore, OpError, StartImpl,
 };
 
 use super::sled::TimeSync;
 use crate::{
-    fakes::database::SimStore,
+    fakes::{
+        database::SimStore,
+        http::{serve as serve_http, ApiError, ApiRequest, ApiResponse, Handler},
+    },
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
     plan::Strategy,
     trace::Kind,
     world::{InstanceRequest, NexusCommand, World},
 };
-use tokio::sync::watch;
+use http::Method;
+use tokio::sync::{watch, Notify};
 
 /// How often Nexus checks whether time has synchronised before it starts.
 pub const TIMESYNC_POLL: Duration = Duration::from_secs(5);
-/// Period of Nexus's service NAT background task.
+/// Period of Nexus's background tasks (service NAT, V2P).
 pub const RPW_PERIOD: Duration = Duration::from_secs(30);
+/// Port of Nexus's internal API on its zone's address (Omicron's
+/// `NEXUS_INTERNAL_PORT`). The simulation puts a Nexus zone on its sled's
+/// address.
+pub const NEXUS_INTERNAL_PORT: u16 = 12221;
 
 /// Runs inside the Nexus zone on sled `index`, for as long as the zone runs.
 ///
@@ -138,7 +149,9 @@ async fn serve(
 
     let store = SimStore::new(world.clone(), host);
     let start = world.params.start;
-    let ops = InstanceOps::new(TurmoilConnector, store.clone(), start);
+    let v2p_task = Arc::new(Notify::new());
+    let ops =
+        InstanceOps::new(TurmoilConnector, store.clone(), start).with_v2p_task(v2p_task.clone());
     if start == StartImpl::Saga {
         // What a previous incarnation left half done is finished first.
         for (saga, instance, outcome) in ops.resume_sagas().await {
@@ -165,10 +178,94 @@ async fn serve(
     };
     tokio::join!(
         service_nat,
-        instance_rpws(world, host, &store, start, stop.clone()),
+        v2p_rpw(world, host, &store, start, &v2p_task, stop.clone()),
         instance_api(world, host, index, &ops, stop.clone()),
+        internal_api(world, host, &store, stop.clone()),
     );
     true
+}
+
+/// Nexus's internal API, for as long as this Nexus is up: the server is
+/// part of [`serve`]'s future, so a crash (which drops that future) or an
+/// orderly stop closes its listener and new requests are refused. (A
+/// request already accepted finishes in its connection's task.)
+async fn internal_api(
+    world: &World,
+    host: &str,
+    store: &SimStore,
+    mut stop: watch::Receiver<NexusCommand>,
+) {
+    let handler = NexusInternalApi {
+        store: store.clone(),
+    };
+    tokio::select! {
+        biased;
+        // Cancel-safe: observing a watch channel.
+        () = stop_requested(&mut stop) => {}
+        // Dropping the server drops its listener: that is the point.
+        r = serve_http(NEXUS_INTERNAL_PORT, handler) => {
+            if let Err(e) = r {
+                world.trace(
+                    host,
+                    Kind::Bug,
+                    format!("BUG: Nexus internal API on port {NEXUS_INTERNAL_PORT} stopped: {e}"),
+                );
+            }
+        }
+    }
+}
+
+/// The part of Nexus's internal API the simulation needs:
+/// `GET /nat/ipv4/changeset/{from_gen}?limit=N`, the instance NAT changes
+/// after generation `from_gen` (at most `limit`, oldest first), which each
+/// dpd's NAT RPW pulls.
+struct NexusInternalApi<S> {
+    store: S,
+}
+
+impl<S: InstanceStore> Handler for NexusInternalApi<S> {
+    fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
+        let store = self.store.clone();
+        async move {
+            let (from_gen, limit) = match changeset_request(&req) {
+                Ok(params) => params,
+                Err(e) => return e.into_response(),
+            };
+            match store.nat_changeset(from_gen, limit).await {
+                Ok(changes) => ApiResponse::json(&changes),
+                Err(e) => ApiError::unavailable(format!("database: {e}")).into_response(),
+            }
+        }
+    }
+}
+
+/// Parses `GET /nat/ipv4/changeset/{from_gen}?limit=N` strictly, as
+/// dropshot would: `from_gen` an `i64`, `limit` a `u32`, both required.
+fn changeset_request(req: &ApiRequest) -> Result<(i64, u32), ApiError> {
+    let segments = req.segments();
+    let [nat, ipv4, changeset, from_gen] = &segments[..] else {
+        return Err(ApiError::not_found_route(req));
+    };
+    if (nat.as_str(), ipv4.as_str(), changeset.as_str()) != ("nat", "ipv4", "changeset") {
+        return Err(ApiError::not_found_route(req));
+    }
+    if req.method != Method::GET {
+        return Err(ApiError::new(
+            http::StatusCode::METHOD_NOT_ALLOWED,
+            Some("MethodNotAllowed"),
+            format!("{} not allowed on {}", req.method, req.path),
+        ));
+    }
+    let from_gen: i64 = from_gen.parse().map_err(|e| {
+        ApiError::bad_request(format!("bad path parameter from_gen {from_gen:?}: {e}"))
+    })?;
+    let limit = req
+        .query("limit")
+        .ok_or_else(|| ApiError::bad_request("missing query parameter limit"))?;
+    let limit: u32 = limit
+        .parse()
+        .map_err(|e| ApiError::bad_request(format!("bad query parameter limit {limit:?}: {e}")))?;
+    Ok((from_gen, limit))
 }
 
 fn fmt_op(outcome: &Result<InstanceRecord, OpError>) -> String {
@@ -281,62 +378,47 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
     }
 }
 
-/// The instance NAT and V2P background tasks (seed 002's fix propagates
-/// instance networking through them). `legacy` models the control plane of
-/// seed 002's time, which had neither.
-async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
+/// The V2P background task: every [`RPW_PERIOD`] and whenever an instance
+/// operation activates it (`v2p_task`). Instance NAT has no Nexus-side
+/// task: operations write versioned rows and trigger dpd, and each switch
+/// zone's dpd pulls them (`switch_zone::nat_rpw`). `legacy` models the
+/// control plane of seed 002's time, which had neither.
+async fn v2p_rpw<S: InstanceStore>(
     world: &World,
     host: &str,
     store: &S,
     start: StartImpl,
+    v2p_task: &Notify,
     mut stop: watch::Receiver<NexusCommand>,
 ) {
     if start == StartImpl::Legacy {
         return;
     }
-    let mut nat = InstanceNatSync::new();
     let mut interval = tokio::time::interval(RPW_PERIOD);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // An orderly stop waits for the activation in progress, never
-        // interrupts it. Cancel-safe: observing a watch channel, and an
-        // interval's tick (a missed tick is delayed, not lost).
+        // interrupts it. Cancel-safe: observing a watch channel; an
+        // interval's tick (a missed tick is delayed, not lost); and
+        // `Notify::notified`, whose notification, if one reached it, is
+        // handed on when it is dropped (and `notify_one` with no waiter
+        // leaves a permit), so an activation is never lost.
         tokio::select! {
             biased;
             () = stop_requested(&mut stop) => return,
+            () = v2p_task.notified() => {}
             _ = interval.tick() => {}
         }
         let mut parts = Vec::new();
-        match nat.activate(&TurmoilConnector, store).await {
-            Err(e) => parts.push(format!("instance NAT: database: {e}")),
-            Ok(switches) => {
-                for (addr, outcome) in switches {
-                    let line = match outcome {
-                        SwitchSyncOutcome::UpToDate => continue,
-                        SwitchSyncOutcome::Reconciled(o) if o.is_noop() => continue,
-                        SwitchSyncOutcome::Reconciled(o) => world.name_addrs(&o.to_string()),
-                        SwitchSyncOutcome::Failed(e) => format!("failed: {e}"),
-                    };
-                    parts.push(format!(
-                        "instance NAT {}: {}",
-                        world.name_of(match addr.ip() {
-                            std::net::IpAddr::V6(a) => a,
-                            std::net::IpAddr::V4(a) => a.to_ipv6_mapped(),
-                        }),
-                        world.name_addrs(&line)
-                    ));
-                }
-            }
-        }
         match v2p_sync(&TurmoilConnector, store).await {
-            Err(e) => parts.push(format!("V2P: database: {e}")),
+            Err(e) => parts.push(format!("database: {e}")),
             Ok(sleds) => {
                 for (sled, outcome) in sleds {
                     let name = world.sled(sled as usize).name;
                     match outcome {
                         Ok(o) if o.removed == 0 && o.added == 0 && o.failures.is_empty() => {}
                         Ok(o) => parts.push(format!(
-                            "V2P {name}: unchanged {}, removed {}, added {}{}",
+                            "{name}: unchanged {}, removed {}, added {}{}",
                             o.unchanged,
                             o.removed,
                             o.added,
@@ -346,9 +428,7 @@ async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
                                 format!(", failures: {}", world.name_addrs(&o.failures.join("; ")))
                             }
                         )),
-                        Err(e) => {
-                            parts.push(format!("V2P {name}: failed: {}", world.name_addrs(&e)))
-                        }
+                        Err(e) => parts.push(format!("{name}: failed: {}", world.name_addrs(&e))),
                     }
                 }
             }
@@ -360,9 +440,9 @@ async fn instance_rpws<S: racksim_reconciler::instances::InstanceStore>(
                     .line(
                         host,
                         Kind::Reconciler,
-                        format!("nexus instance RPWs: {}", parts.join("; ")),
+                        format!("nexus V2P RPW: {}", parts.join("; ")),
                     )
-                    .field("task", "nexus-instance-rpws"),
+                    .field("task", "nexus-v2p"),
             );
         }
     }
@@ -419,6 +499,52 @@ async fn service_nat_rpw(
                 )
                 .field("task", "nexus-service-nat")
                 .field("activation", activation),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{Method, StatusCode};
+
+    use super::changeset_request;
+    use crate::fakes::http::ApiRequest;
+
+    fn parse(method: Method, path: &str) -> Result<(i64, u32), StatusCode> {
+        changeset_request(&ApiRequest::new(method, path, "")).map_err(|e| e.status)
+    }
+
+    #[test]
+    fn changeset_requests_are_parsed_strictly() {
+        assert_eq!(
+            parse(Method::GET, "/nat/ipv4/changeset/0?limit=100"),
+            Ok((0, 100))
+        );
+        assert_eq!(
+            parse(Method::GET, "/nat/ipv4/changeset/42/?limit=7"),
+            Ok((42, 7))
+        );
+        for bad in [
+            "/nat/ipv4/changeset/x?limit=100",
+            "/nat/ipv4/changeset/1.5?limit=100",
+            "/nat/ipv4/changeset/1",
+            "/nat/ipv4/changeset/1?limit=",
+            "/nat/ipv4/changeset/1?limit=-1",
+            "/nat/ipv4/changeset/1?limit=4294967296",
+        ] {
+            assert_eq!(
+                parse(Method::GET, bad),
+                Err(StatusCode::BAD_REQUEST),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            parse(Method::POST, "/nat/ipv4/changeset/0?limit=1"),
+            Err(StatusCode::METHOD_NOT_ALLOWED)
+        );
+        assert_eq!(
+            parse(Method::GET, "/nat/ipv4/changes/0?limit=1"),
+            Err(StatusCode::NOT_FOUND)
         );
     }
 }

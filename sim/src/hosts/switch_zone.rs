@@ -1,27 +1,42 @@
-//! A switch zone: fake dpd and MGS, and the switch's data path (uplink
-//! ingress through the NAT table).
+//! A switch zone: fake dpd (with its instance NAT RPW) and MGS, and the
+//! switch's data path (uplink ingress through the NAT table).
 
 use std::{
     future::Future,
     net::{Ipv6Addr, SocketAddr},
+    sync::Arc,
+    time::Duration,
 };
 
-use racksim_reconciler::{discovery::SwitchSlot, nat::NatEntry, DPD_PORT, MGS_PORT};
-
+use http::Method;
 use racksim_fakes::api::Fault;
+use racksim_reconciler::{
+    discovery::SwitchSlot,
+    http::HttpClient,
+    instances::{NatEntryView, StartImpl},
+    nat::NatEntry,
+    DPD_PORT, MGS_PORT,
+};
+use tokio::sync::Notify;
 
-use super::{fmt_entry, spawn_server};
+use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server};
 use crate::{
     fakes::{
         dataplane::{Geneve, Inbound},
-        dpd::{DpdState, NatChange},
+        dpd::{DpdState, NatChange, NatError},
         http::{ApiError, ApiRequest, ApiResponse, Handler},
         mgs::MgsState,
     },
-    net::{GENEVE_PORT, UPLINK_PORT},
+    net::{TurmoilConnector, GENEVE_PORT, UPLINK_PORT},
+    rack::ZoneKind,
     trace::{Kind, TraceLine},
     world::{DpdFault, World},
 };
+
+/// Period of dpd's instance NAT RPW (dendrite: 30 s).
+pub const NAT_RPW_PERIOD: Duration = Duration::from_secs(30);
+/// Changes asked for per changeset request (dendrite asks for 100).
+pub const NAT_CHANGESET_LIMIT: u32 = 100;
 
 /// The software of a switch zone host.
 pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
@@ -53,6 +68,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
         Kind::Boot,
         format!("switch zone up (dpd :12224, MGS :12225); {table}"),
     );
+    let trigger = Arc::new(Notify::new());
     spawn_server(
         &world,
         &name,
@@ -60,8 +76,14 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
         DpdHandler {
             world: world.clone(),
             slot,
+            trigger: trigger.clone(),
         },
     );
+    // dendrite of seed 002's time (what `legacy` models) had no NAT RPW:
+    // Nexus pushed instance NAT to it.
+    if world.params.start != StartImpl::Legacy {
+        tokio::task::spawn_local(nat_rpw(world.clone(), slot, trigger));
+    }
     spawn_server(
         &world,
         &name,
@@ -74,11 +96,13 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
 struct DpdHandler {
     world: World,
     slot: SwitchSlot,
+    /// Wakes this dpd's NAT RPW (`POST /rpw/nat/trigger`).
+    trigger: Arc<Notify>,
 }
 
 impl Handler for DpdHandler {
     fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
-        let (world, slot) = (self.world.clone(), self.slot);
+        let (world, slot, trigger) = (self.world.clone(), self.slot, self.trigger.clone());
         async move {
             let now = turmoil::sim_elapsed().unwrap_or_default();
             let fault = world
@@ -108,13 +132,10 @@ impl Handler for DpdHandler {
                     ),
                     Some(dpd) => {
                         let (resp, change) = dpd.handle(&req);
+                        // `/rpw/nat/gen` is the generation this dpd's NAT
+                        // RPW last pulled (`nat_rpw` below); API changes
+                        // do not move it, as in dendrite.
                         if change.is_some() {
-                            // The simulation has no dpd-side RPW pulling
-                            // NAT state from Nexus; it models the pull that
-                            // follows a change by advancing the generation,
-                            // so `/rpw/nat/gen` moves when the table does
-                            // (and drops to 0 on a restart).
-                            dpd.set_generation(dpd.generation() + 1);
                             st.version += 1;
                         }
                         (resp, change)
@@ -124,9 +145,179 @@ impl Handler for DpdHandler {
             if let Some(change) = change {
                 world.record(nat_change_line(&world, slot, &change));
             }
+            if response.status.is_success()
+                && req.method == Method::POST
+                && req.segments() == ["rpw", "nat", "trigger"]
+            {
+                // At most one pending wake-up (a permit): triggers that
+                // arrive while a pull runs cause one more pull, not many.
+                trigger.notify_one();
+            }
             response
         }
     }
+}
+
+/// dpd's instance NAT RPW: at start (from generation 0: a restarted dpd has
+/// an empty table), every [`NAT_RPW_PERIOD`] and whenever
+/// `POST /rpw/nat/trigger` is called, pull the changes since this dpd's
+/// generation from Nexus and apply them. It runs as long as the switch zone
+/// does (turmoil drops its tasks when the zone goes down).
+async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<Notify>) {
+    let mut interval = tokio::time::interval(NAT_RPW_PERIOD);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The last failure traced, so that a Nexus that stays down is recorded
+    // once, not every 30 s.
+    let mut last_failure: Option<String> = None;
+    loop {
+        // Cancel-safe: an interval's tick (a missed tick is delayed, not
+        // lost), and `Notify::notified`, which hands a notification it got
+        // on to the next waiter when dropped (and `notify_one` with no
+        // waiter leaves a permit), so no trigger is lost.
+        tokio::select! {
+            biased;
+            () = trigger.notified() => {}
+            _ = interval.tick() => {}
+        }
+        let failure = pull_nat(&world, slot).await.err();
+        if failure != last_failure {
+            if let Some(e) = &failure {
+                world.record(
+                    world
+                        .line(
+                            &slot.to_string(),
+                            Kind::Reconciler,
+                            format!("dpd NAT RPW: {}", world.name_addrs(e)),
+                        )
+                        .field("task", "dpd-nat-rpw"),
+                );
+            }
+            last_failure = failure;
+        }
+    }
+}
+
+/// One pull: fetch changesets from this dpd's generation until one is
+/// empty, applying each and advancing the generation to the last change
+/// applied. Fails if no Nexus answers.
+async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
+    loop {
+        let Some(from_gen) = world.lock().dpd.get(&slot).map(DpdState::generation) else {
+            return Ok(());
+        };
+        let changes = fetch_changeset(world, from_gen).await?;
+        let Some(last) = changes.last().map(|c| c.gen) else {
+            return Ok(());
+        };
+        let mut lines = Vec::new();
+        {
+            let mut st = world.lock();
+            // The zone went down while the request was out.
+            let Some(dpd) = st.dpd.get_mut(&slot) else {
+                return Ok(());
+            };
+            for change in &changes {
+                lines.extend(apply_change(dpd, change));
+            }
+            dpd.set_generation(last);
+            st.version += 1;
+        }
+        let applied = lines.iter().filter(|l| l.is_ok()).count();
+        for line in lines {
+            world.record(match line {
+                Ok(change) => nat_change_line(world, slot, &change),
+                Err(e) => world
+                    .line(
+                        &slot.to_string(),
+                        Kind::Reconciler,
+                        format!("dpd NAT RPW: {}", world.name_addrs(&e)),
+                    )
+                    .field("task", "dpd-nat-rpw"),
+            });
+        }
+        world.record(
+            world
+                .line(
+                    &slot.to_string(),
+                    Kind::Reconciler,
+                    format!(
+                        "dpd NAT RPW: applied {} change(s) from generation {from_gen} to {last} ({applied} table operation(s))",
+                        changes.len()
+                    ),
+                )
+                .field("task", "dpd-nat-rpw")
+                .field("generation", last),
+        );
+    }
+}
+
+/// `GET /nat/ipv4/changeset/{from_gen}` from the first Nexus that answers,
+/// trying the rack's Nexus zones in order. Real dpd finds Nexus through
+/// internal DNS; the simulation takes the rack's zone list instead.
+async fn fetch_changeset(world: &World, from_gen: i64) -> Result<Vec<NatEntryView>, String> {
+    // The Nexus zones of the current config (a config change may move one).
+    let nexus_sleds: Vec<usize> = world
+        .zones()
+        .zones()
+        .iter()
+        .filter(|z| z.spec.kind == ZoneKind::Nexus)
+        .map(|z| z.spec.sled)
+        .collect();
+    let mut errors = Vec::new();
+    for sled in nexus_sleds {
+        let addr = SocketAddr::new(world.sled(sled).address.into(), NEXUS_INTERNAL_PORT);
+        let nexus = HttpClient::new(TurmoilConnector, addr);
+        match nexus
+            .get::<Vec<NatEntryView>>(&format!(
+                "/nat/ipv4/changeset/{from_gen}?limit={NAT_CHANGESET_LIMIT}"
+            ))
+            .await
+        {
+            Ok(changes) => return Ok(changes),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    Err(format!("no Nexus answered: {}", errors.join("; ")))
+}
+
+/// Applies one change as dendrite does: a removal clears the entry at
+/// `(external address, first port)` if there is one; an addition sets the
+/// entry, replacing a different one at that key. A change that cannot be
+/// applied (its range overlaps another entry) is reported and skipped, as
+/// dendrite logs it and moves on. Returns the table operations made.
+fn apply_change(dpd: &mut DpdState, c: &NatEntryView) -> Vec<Result<NatChange, String>> {
+    let entry = c.entry();
+    let mut done = Vec::new();
+    let at_key = dpd
+        .ipv4_get(c.external_address, c.first_port)
+        .filter(|e| e.low == c.first_port);
+    if c.deleted {
+        if at_key.is_some() {
+            done.extend(dpd.ipv4_delete(c.external_address, c.first_port).map(Ok));
+        }
+        return done;
+    }
+    let wanted = entry.to_dpd();
+    match at_key {
+        Some(e) if e == wanted => return done,
+        Some(_) => done.extend(dpd.ipv4_delete(c.external_address, c.first_port).map(Ok)),
+        None => {}
+    }
+    match dpd.ipv4_create(c.external_address, c.first_port, c.last_port, entry.target) {
+        Ok(change) => done.extend(change.map(Ok)),
+        Err(e) => {
+            let m = match e {
+                NatError::Conflict => "its range overlaps another entry".to_string(),
+                NatError::NotFound => "no such entry".to_string(),
+                NatError::BadRequest(m) => m,
+            };
+            done.push(Err(format!(
+                "cannot apply the change of generation {}: {m}",
+                c.gen
+            )))
+        }
+    }
+    done
 }
 
 /// A NAT table change as a trace line with its entry's fields.
@@ -251,4 +442,63 @@ fn dropping_changed(world: &World, slot: SwitchSlot, dropping: bool, pkt: &Inbou
             .field("switch", slot)
             .field("dropping", dropping),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    use racksim_reconciler::{dpd::MacAddr, instances::NatEntryView};
+
+    use super::apply_change;
+    use crate::fakes::dpd::{DpdState, NatChange};
+
+    fn change(first_port: u16, last_port: u16, sled: u16, gen: i64, deleted: bool) -> NatEntryView {
+        NatEntryView {
+            external_address: Ipv4Addr::new(203, 0, 113, 10),
+            first_port,
+            last_port,
+            sled_address: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x100 + sled, 0, 0, 0, 1),
+            vni: 1001,
+            mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 5]),
+            gen,
+            deleted,
+        }
+    }
+
+    #[test]
+    fn changes_are_applied_as_dendrite_does() {
+        let mut dpd = DpdState::new(0);
+        // Removing an absent entry does nothing.
+        assert!(apply_change(&mut dpd, &change(0, 99, 1, 1, true)).is_empty());
+        // Set: created; the same again: nothing.
+        let ops = apply_change(&mut dpd, &change(0, 99, 1, 2, false));
+        assert!(matches!(ops[..], [Ok(NatChange::Created(_))]), "{ops:?}");
+        assert!(apply_change(&mut dpd, &change(0, 99, 1, 2, false)).is_empty());
+        // Set another target at the same key: replaced.
+        let ops = apply_change(&mut dpd, &change(0, 99, 2, 3, false));
+        assert!(
+            matches!(
+                ops[..],
+                [Ok(NatChange::Deleted(_)), Ok(NatChange::Created(_))]
+            ),
+            "{ops:?}"
+        );
+        assert_eq!(
+            dpd.ipv4_entries()[0].target,
+            change(0, 99, 2, 3, false).entry().target
+        );
+        // An overlapping range at another key cannot be applied: reported.
+        let ops = apply_change(&mut dpd, &change(50, 150, 3, 4, false));
+        assert!(
+            matches!(&ops[..], [Err(m)] if m.contains("generation 4")),
+            "{ops:?}"
+        );
+        // A removal clears the entry at its key, whatever its target.
+        let ops = apply_change(&mut dpd, &change(0, 99, 1, 5, true));
+        assert!(matches!(ops[..], [Ok(NatChange::Deleted(_))]), "{ops:?}");
+        assert!(dpd.ipv4_entries().is_empty());
+        // Applying does not move the generation: the RPW sets it.
+        assert_eq!(dpd.generation(), 0);
+    }
 }
