@@ -16,7 +16,7 @@ use crate::{hosts::fmt_entry, rack::ZoneKind, world::World};
 pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
     // The config as it is now: a run can add, move and remove zones.
     let zones = world.zones();
-    let sleds = world.lock().sleds.clone();
+    let sleds = world.lock().sleds.specs.clone();
     let desired: BTreeSet<NatEntry> = world.desired_nat().into_iter().collect();
     let mut gaps = Vec::new();
     // A switch zone that is down cannot hold entries (it is absent from the
@@ -111,33 +111,35 @@ pub fn observe(world: &World) -> Snapshot {
     let rack = world.rack();
     let st = world.lock();
     Snapshot {
-        ntp_synced: st.ntp_synced.clone(),
-        nexus_up: st.nexus_up.clone(),
-        sleds_up: st.sleds_up.clone(),
-        instances: st.db.instances.values().cloned().collect(),
+        ntp_synced: st.sleds.ntp_synced.clone(),
+        nexus_up: st.control_plane.nexus_up.clone(),
+        sleds_up: st.sleds.up.clone(),
+        instances: st.control_plane.db.instances.values().cloned().collect(),
         tables: rack
             .switches
             .iter()
             .filter_map(|s| {
-                st.dpd
+                st.switches
+                    .dpd
                     .get(&s.slot)
                     .map(|d| (s.slot, s.uplinked, d.ipv4_entries()))
             })
             .collect(),
         sleds: st
-            .sleds_up
+            .sleds
+            .up
             .iter()
             .map(|&i| {
                 (
                     i,
-                    st.sleds[i].name.clone(),
-                    st.sleds[i].address,
-                    st.sled_agents.get(&i).cloned().unwrap_or_default(),
+                    st.sleds.specs[i].name.clone(),
+                    st.sleds.specs[i].address,
+                    st.sleds.agents.get(&i).cloned().unwrap_or_default(),
                 )
             })
             .collect(),
-        running_since: st.running_since.clone(),
-        deletes_completed: st.deletes_completed.clone(),
+        running_since: st.control_plane.running_since.clone(),
+        deletes_completed: st.control_plane.deletes_completed.clone(),
     }
 }
 

@@ -255,7 +255,7 @@ impl<'a> Driver<'a> {
     }
 
     fn scrimlet_of(&self, slot: SwitchSlot) -> Option<HostEntry> {
-        let sleds = self.world.lock().sleds.clone();
+        let sleds = self.world.lock().sleds.specs.clone();
         self.hosts
             .iter()
             .find(|h| {
@@ -271,7 +271,7 @@ impl<'a> Driver<'a> {
             ..
         }) = self.scrimlet_of(slot)
         {
-            if let Some(tx) = self.world.lock().scrimlet_status.get(&index) {
+            if let Some(tx) = self.world.lock().sleds.scrimlet_status.get(&index) {
                 tx.send_replace(status);
             }
         }
@@ -290,10 +290,10 @@ impl<'a> Driver<'a> {
         let world = self.world.clone();
         match action {
             Action::HideSwitch(s) => {
-                world.lock().hidden.insert(*s);
+                world.lock().dns.hidden.insert(*s);
             }
             Action::RevealSwitch(s) => {
-                world.lock().hidden.remove(s);
+                world.lock().dns.hidden.remove(s);
             }
             Action::Crash(name) => {
                 if let Some(h) = self.live(name) {
@@ -307,8 +307,8 @@ impl<'a> Driver<'a> {
             }
             Action::DpdRestart(slot) => {
                 let mut st = world.lock();
-                if st.dpd.contains_key(slot) {
-                    st.dpd.insert(*slot, DpdState::new(slot.index()));
+                if st.switches.dpd.contains_key(slot) {
+                    st.switches.dpd.insert(*slot, DpdState::new(slot.index()));
                 }
             }
             Action::Partition { a, b, oneway } | Action::Heal { a, b, oneway } => {
@@ -332,7 +332,7 @@ impl<'a> Driver<'a> {
                 }
             }
             Action::DpdErrors { switch, window } => {
-                world.lock().dpd_faults.insert(
+                world.lock().switches.faults.insert(
                     *switch,
                     DpdFault::Errors {
                         until: now + *window,
@@ -340,7 +340,7 @@ impl<'a> Driver<'a> {
                 );
             }
             Action::DpdHang { switch, window } => {
-                world.lock().dpd_faults.insert(
+                world.lock().switches.faults.insert(
                     *switch,
                     DpdFault::Hang {
                         until: now + *window,
@@ -414,7 +414,7 @@ impl<'a> Driver<'a> {
                     let mut e = world.zone_nat_entry(&z.spec);
                     e.target.inner_mac.a[5] ^= 0xff;
                     let mut st = world.lock();
-                    if let Some(dpd) = st.dpd.get_mut(switch) {
+                    if let Some(dpd) = st.switches.dpd.get_mut(switch) {
                         let _ = dpd.ipv4_delete(e.external_ip, e.first_port);
                         let _ = dpd.ipv4_create(e.external_ip, e.first_port, e.last_port, e.target);
                     }
@@ -436,9 +436,10 @@ impl<'a> Driver<'a> {
     fn sled_index(&self, name: &str) -> Option<u32> {
         let st = self.world.lock();
         st.sleds
+            .specs
             .iter()
             .enumerate()
-            .find(|(i, s)| s.name == name && !st.retired_sleds.contains(i))
+            .find(|(i, s)| s.name == name && !st.sleds.retired.contains(i))
             .map(|(i, _)| i as u32)
     }
 
@@ -469,7 +470,7 @@ impl<'a> Driver<'a> {
         }
         let (index, sled_addr, zone_addr) = {
             let mut st = world.lock();
-            let index = st.sleds.len();
+            let index = st.sleds.specs.len();
             let sled = SledSpec {
                 name: format!("sled{index}"),
                 address: sled_address(index),
@@ -481,19 +482,20 @@ impl<'a> Driver<'a> {
             }
             st.names.insert(sled.address, sled.name.clone());
             st.names.insert(zone_addr, slot.to_string());
-            st.switch_zones.insert(slot, zone_addr);
+            st.switches.addresses.insert(slot, zone_addr);
             // New hardware: faults injected into the old dpd do not follow.
-            st.dpd_faults.remove(&slot);
-            st.scrimlet_status
+            st.switches.faults.remove(&slot);
+            st.sleds
+                .scrimlet_status
                 .insert(index, watch::Sender::new(ScrimletStatus::Scrimlet));
             let addr = sled.address;
-            st.sleds.push(sled);
+            st.sleds.specs.push(sled);
             if let Some(HostEntry {
                 kind: HostKind::Sled(old),
                 ..
             }) = &old_sled
             {
-                st.retired_sleds.insert(*old);
+                st.sleds.retired.insert(*old);
             }
             (index, addr, zone_addr)
         };
@@ -644,7 +646,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     for line in verdict.lines() {
         world.trace_at(sim_time, "verdict", Kind::Verdict, line);
     }
-    let zone_starts = world.lock().zone_starts.clone();
+    let zone_starts = world.lock().sleds.zone_starts.clone();
     let timing = timeline.timing(&steps, cfg.stability, sim_time);
     RunOutcome {
         steps,

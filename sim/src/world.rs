@@ -375,56 +375,87 @@ pub enum InstanceRequest {
     Delete { instance: u32 },
 }
 
-/// Mutable state of the world.
+/// Mutable state of the world, grouped by who owns it: the control plane,
+/// the switches, the sleds and internal DNS each own their part (the fake
+/// services' state machines — dpd, sled-agent — come from `racksim-fakes`);
+/// the rest is the run's bookkeeping.
 #[derive(Debug)]
 pub struct State {
+    pub control_plane: ControlPlaneState,
+    pub switches: SwitchesState,
+    pub sleds: SledsState,
+    pub dns: DnsState,
+    /// Names of every address ever in the rack, for traces.
+    pub names: BTreeMap<Ipv6Addr, String>,
+    /// Times each host's software has started (derives per-boot RNG seeds).
+    pub boots: BTreeMap<String, u64>,
+    /// Bumped whenever something the checks read changes.
+    pub version: u64,
+    pub trace: Vec<TraceLine>,
+}
+
+/// What the control plane owns: its database (which outlives Nexus), the
+/// requests waiting for its API, which Nexus zones are up, and the facts it
+/// reports about instance operations for the checks.
+#[derive(Debug, Default)]
+pub struct ControlPlaneState {
     /// The control plane's database.
     pub db: Db,
-    /// Volatile state of each running sled-agent, by sled index.
-    pub sled_agents: BTreeMap<usize, SledAgentState>,
-    /// Sleds whose software is running.
-    pub sleds_up: BTreeSet<usize>,
-    /// Sleds gone for good (replaced scrimlets).
-    pub retired_sleds: BTreeSet<usize>,
     /// Instance API requests waiting for Nexus.
     pub requests: std::collections::VecDeque<InstanceRequest>,
+    /// Sleds whose Nexus is up and running its background tasks (the
+    /// control plane is up while any is).
+    pub nexus_up: BTreeSet<usize>,
     /// When each instance's record last became Running (for invariants
     /// that apply once a running instance has had time to converge).
     pub running_since: BTreeMap<u32, Duration>,
     /// Instances whose delete operation has completed (returned success),
     /// and when: from then on nothing may remain of them.
     pub deletes_completed: BTreeMap<u32, Duration>,
+}
+
+/// What the switches own: each running dpd's state machine, the faults
+/// injected into them, their data path's drop state, and where each switch
+/// zone is.
+#[derive(Debug, Default)]
+pub struct SwitchesState {
     /// The NAT table of each running switch zone; absent while it is down.
     pub dpd: BTreeMap<SwitchSlot, DpdState>,
     /// Faults injected into dpds.
-    pub dpd_faults: BTreeMap<SwitchSlot, DpdFault>,
-    /// Switch zones internal DNS does not advertise.
-    pub hidden: BTreeSet<SwitchSlot>,
-    /// Every sled: the rack's, then replacements, by index.
-    pub sleds: Vec<SledSpec>,
+    pub faults: BTreeMap<SwitchSlot, DpdFault>,
+    /// Per switch: whether it is currently dropping inbound traffic (the
+    /// trace records changes, not every packet).
+    pub dropping: BTreeMap<SwitchSlot, bool>,
     /// Current underlay address of each switch zone (it moves when its
     /// scrimlet is replaced).
-    pub switch_zones: BTreeMap<SwitchSlot, Ipv6Addr>,
-    /// Names of every address ever in the rack, for traces.
-    pub names: BTreeMap<Ipv6Addr, String>,
+    pub addresses: BTreeMap<SwitchSlot, Ipv6Addr>,
+}
+
+/// What the sleds own: which exist and run, each sled-agent's state
+/// machine, scrimlet status, boundary NTP sync and zone start times.
+#[derive(Debug, Default)]
+pub struct SledsState {
+    /// Every sled: the rack's, then replacements, by index.
+    pub specs: Vec<SledSpec>,
+    /// Sleds whose software is running.
+    pub up: BTreeSet<usize>,
+    /// Sleds gone for good (replaced scrimlets).
+    pub retired: BTreeSet<usize>,
+    /// Volatile state of each running sled-agent, by sled index.
+    pub agents: BTreeMap<usize, SledAgentState>,
     /// Whether each scrimlet currently has its sidecar (by sled index).
     pub scrimlet_status: BTreeMap<usize, watch::Sender<ScrimletStatus>>,
     /// Sleds whose boundary NTP zone has had a reply from upstream (the
     /// rack's time is synchronised once any has).
     pub ntp_synced: BTreeSet<usize>,
-    /// Sleds whose Nexus is up and running its background tasks (the
-    /// control plane is up while any is).
-    pub nexus_up: BTreeSet<usize>,
-    /// Times each host's software has started (derives per-boot RNG seeds).
-    pub boots: BTreeMap<String, u64>,
-    /// Per switch: whether it is currently dropping inbound traffic (the
-    /// trace records changes, not every packet).
-    pub dropping: BTreeMap<SwitchSlot, bool>,
     /// How long each zone start took: `(sled, zone, duration)`.
     pub zone_starts: Vec<(String, ZoneKind, Duration)>,
-    /// Bumped whenever something the checks read changes.
-    pub version: u64,
-    pub trace: Vec<TraceLine>,
+}
+
+/// What internal DNS owns: the switch zones it does not advertise.
+#[derive(Debug, Default)]
+pub struct DnsState {
+    pub hidden: BTreeSet<SwitchSlot>,
 }
 
 /// Handle to the world, cloned into every host.
@@ -446,12 +477,12 @@ pub struct World {
 impl State {
     /// Some boundary NTP zone has synchronised with upstream.
     pub fn time_synced(&self) -> bool {
-        !self.ntp_synced.is_empty()
+        !self.sleds.ntp_synced.is_empty()
     }
 
     /// Some Nexus is up.
     pub fn control_plane_up(&self) -> bool {
-        !self.nexus_up.is_empty()
+        !self.control_plane.nexus_up.is_empty()
     }
 }
 
@@ -478,35 +509,33 @@ impl World {
             db.instances.insert(id, instance_record(id, &spec.name));
         }
         let state = State {
-            db,
-            sled_agents: BTreeMap::new(),
-            sleds_up: BTreeSet::new(),
-            retired_sleds: BTreeSet::new(),
-            requests: Default::default(),
-            running_since: BTreeMap::new(),
-            deletes_completed: BTreeMap::new(),
-            // Each switch's ASIC table exists before its zone boots, so a
-            // plan step at 0s can leave an entry from before the run.
-            dpd: rack
-                .switches
-                .iter()
-                .map(|s| (s.slot, DpdState::new(s.slot.index())))
-                .collect(),
-            dpd_faults: BTreeMap::new(),
-            hidden: BTreeSet::new(),
-            sleds: rack.sleds.clone(),
-            switch_zones: rack
-                .switches
-                .iter()
-                .map(|s| (s.slot, s.zone_address))
-                .collect(),
+            control_plane: ControlPlaneState {
+                db,
+                ..Default::default()
+            },
+            switches: SwitchesState {
+                // Each switch's ASIC table exists before its zone boots, so
+                // a plan step at 0s can leave an entry from before the run.
+                dpd: rack
+                    .switches
+                    .iter()
+                    .map(|s| (s.slot, DpdState::new(s.slot.index())))
+                    .collect(),
+                addresses: rack
+                    .switches
+                    .iter()
+                    .map(|s| (s.slot, s.zone_address))
+                    .collect(),
+                ..Default::default()
+            },
+            sleds: SledsState {
+                specs: rack.sleds.clone(),
+                scrimlet_status,
+                ..Default::default()
+            },
+            dns: DnsState::default(),
             names,
-            scrimlet_status,
-            ntp_synced: BTreeSet::new(),
-            nexus_up: BTreeSet::new(),
             boots: BTreeMap::new(),
-            dropping: BTreeMap::new(),
-            zone_starts: Vec::new(),
             version: 0,
             trace: Vec::new(),
         };
@@ -580,12 +609,12 @@ impl World {
 
     /// A sled by index (the rack's or a replacement).
     pub fn sled(&self, index: usize) -> SledSpec {
-        self.lock().sleds[index].clone()
+        self.lock().sleds.specs[index].clone()
     }
 
     /// Where a switch zone is now.
     pub fn switch_zone_address(&self, slot: SwitchSlot) -> Option<Ipv6Addr> {
-        self.lock().switch_zones.get(&slot).copied()
+        self.lock().switches.addresses.get(&slot).copied()
     }
 
     /// The name of an underlay address, for traces.
@@ -613,6 +642,7 @@ impl World {
     /// Scrimlet status of a sled, if it is a scrimlet.
     pub fn scrimlet_status(&self, sled: usize) -> Option<watch::Receiver<ScrimletStatus>> {
         self.lock()
+            .sleds
             .scrimlet_status
             .get(&sled)
             .map(|tx| tx.subscribe())
@@ -635,7 +665,7 @@ impl World {
 
     /// Queue an instance API request for Nexus.
     pub fn request(&self, req: InstanceRequest) {
-        self.lock().requests.push_back(req);
+        self.lock().control_plane.requests.push_back(req);
         self.doorbell.send_modify(|n| *n += 1);
     }
 
@@ -670,7 +700,7 @@ impl World {
     /// judge and what Nexus's database holds.
     pub fn desired_nat(&self) -> Vec<NatEntry> {
         let zones = self.zones();
-        let sleds = self.lock().sleds.clone();
+        let sleds = self.lock().sleds.specs.clone();
         zones.config(0, |i| sleds[i].address).nat_entries()
     }
 
@@ -687,12 +717,12 @@ impl World {
     /// what happened, for the trace.
     pub fn change_config(&self, change: &ConfigChange) -> Result<String, String> {
         let generation = self.bootstore.borrow().as_ref().map_or(0, |c| c.generation);
-        let sleds = self.lock().sleds.clone();
+        let sleds = self.lock().sleds.specs.clone();
         let sled = match change {
             ConfigChange::AddZone { sled, .. } | ConfigChange::MoveZone { sled, .. } => {
                 let st = self.lock();
-                let found = (0..st.sleds.len())
-                    .find(|&i| st.sleds[i].name == *sled && !st.retired_sleds.contains(&i));
+                let found = (0..st.sleds.specs.len())
+                    .find(|&i| st.sleds.specs[i].name == *sled && !st.sleds.retired.contains(&i));
                 Some(found.ok_or_else(|| format!("refused: no sled {sled} in the rack"))?)
             }
             ConfigChange::RemoveZone { .. } => None,
@@ -749,15 +779,15 @@ impl World {
         let mut st = self.lock();
         match host {
             HostKind::SwitchZone(slot) => {
-                st.dpd.remove(slot);
-                st.dropping.remove(slot);
+                st.switches.dpd.remove(slot);
+                st.switches.dropping.remove(slot);
             }
             HostKind::Sled(index) => {
-                st.sleds_up.remove(index);
-                st.sled_agents.remove(index);
+                st.sleds.up.remove(index);
+                st.sleds.agents.remove(index);
                 // Its zones go with it.
-                st.ntp_synced.remove(index);
-                st.nexus_up.remove(index);
+                st.sleds.ntp_synced.remove(index);
+                st.control_plane.nexus_up.remove(index);
             }
             HostKind::UpstreamNtp => {}
         }

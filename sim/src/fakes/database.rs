@@ -54,6 +54,7 @@ impl InstanceStore for SimStore {
         self.round_trip().await;
         self.world
             .lock()
+            .control_plane
             .db
             .instances
             .get(&id)
@@ -72,6 +73,7 @@ impl InstanceStore for SimStore {
         let (before, after) = {
             let mut st = self.world.lock();
             let rec = st
+                .control_plane
                 .db
                 .instances
                 .get_mut(&id)
@@ -90,10 +92,10 @@ impl InstanceStore for SimStore {
             let after = rec.clone();
             if after.state == InstanceState::Running {
                 if before != InstanceState::Running {
-                    st.running_since.insert(id, now);
+                    st.control_plane.running_since.insert(id, now);
                 }
             } else {
-                st.running_since.remove(&id);
+                st.control_plane.running_since.remove(&id);
             }
             st.version += 1;
             (before, after)
@@ -126,9 +128,10 @@ impl InstanceStore for SimStore {
         let st = self.world.lock();
         Ok(st
             .sleds
+            .specs
             .iter()
             .enumerate()
-            .filter(|(i, _)| !st.retired_sleds.contains(i))
+            .filter(|(i, _)| !st.sleds.retired.contains(i))
             .map(|(i, s)| SledRef {
                 id: i as u32,
                 address: s.address,
@@ -145,7 +148,7 @@ impl InstanceStore for SimStore {
             .switches
             .iter()
             .filter(|s| s.uplinked)
-            .filter_map(|s| st.switch_zones.get(&s.slot))
+            .filter_map(|s| st.switches.addresses.get(&s.slot))
             .map(|addr| SocketAddr::new((*addr).into(), DPD_PORT))
             .collect())
     }
@@ -153,19 +156,24 @@ impl InstanceStore for SimStore {
     async fn next_id(&self) -> Result<u64, StoreError> {
         self.round_trip().await;
         let mut st = self.world.lock();
-        st.db.next_id += 1;
-        Ok(st.db.next_id)
+        st.control_plane.db.next_id += 1;
+        Ok(st.control_plane.db.next_id)
     }
 
     async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
         self.round_trip().await;
-        self.world.lock().db.nat.set_instance(id, &entries);
+        self.world
+            .lock()
+            .control_plane
+            .db
+            .nat
+            .set_instance(id, &entries);
         Ok(())
     }
 
     async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
         self.round_trip().await;
-        self.world.lock().db.nat.clear_instance(id);
+        self.world.lock().control_plane.db.nat.clear_instance(id);
         Ok(())
     }
 
@@ -175,21 +183,38 @@ impl InstanceStore for SimStore {
         limit: u32,
     ) -> Result<Vec<NatEntryView>, StoreError> {
         self.round_trip().await;
-        Ok(self.world.lock().db.nat.changeset(from_gen, limit))
+        Ok(self
+            .world
+            .lock()
+            .control_plane
+            .db
+            .nat
+            .changeset(from_gen, limit))
     }
 
     async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
         self.round_trip().await;
-        Ok(self.world.lock().db.instances.values().cloned().collect())
+        Ok(self
+            .world
+            .lock()
+            .control_plane
+            .db
+            .instances
+            .values()
+            .cloned()
+            .collect())
     }
 
     async fn saga_create(&self, saga: &SagaRecord) -> Result<(), StoreError> {
         self.round_trip().await;
         {
             let mut st = self.world.lock();
-            st.db.sagas.insert(saga.id, saga.clone());
+            st.control_plane.db.sagas.insert(saga.id, saga.clone());
             // The saga's executor (its SEC), as upstream's `current_sec`.
-            st.db.saga_sec.insert(saga.id, self.host.clone());
+            st.control_plane
+                .db
+                .saga_sec
+                .insert(saga.id, self.host.clone());
         }
         let (name, sled) = (
             self.world.instance_name(saga.instance),
@@ -210,7 +235,13 @@ impl InstanceStore for SimStore {
 
     async fn saga_update(&self, saga: &SagaRecord) -> Result<(), StoreError> {
         self.round_trip().await;
-        let before = self.world.lock().db.sagas.insert(saga.id, saga.clone());
+        let before = self
+            .world
+            .lock()
+            .control_plane
+            .db
+            .sagas
+            .insert(saga.id, saga.clone());
         let mut news: Vec<String> = saga
             .done
             .iter()
@@ -243,10 +274,11 @@ impl InstanceStore for SimStore {
         self.round_trip().await;
         let st = self.world.lock();
         Ok(st
+            .control_plane
             .db
             .sagas
             .values()
-            .filter(|s| st.db.saga_sec.get(&s.id) == Some(&self.host))
+            .filter(|s| st.control_plane.db.saga_sec.get(&s.id) == Some(&self.host))
             .filter(|s| {
                 matches!(
                     s.state,

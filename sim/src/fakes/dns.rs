@@ -14,9 +14,10 @@ use crate::world::World;
 pub fn zone(world: &World) -> InternalDns {
     let st = world.lock();
     let dendrite = st
-        .switch_zones
+        .switches
+        .addresses
         .iter()
-        .filter(|(slot, _)| !st.hidden.contains(slot))
+        .filter(|(slot, _)| !st.dns.hidden.contains(slot))
         .map(|(_, addr)| *addr)
         .collect();
     InternalDns {

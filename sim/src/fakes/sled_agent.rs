@@ -47,7 +47,7 @@ impl SledAgentApi {
         }
         let (response, change) = {
             let mut st = w.lock();
-            let (response, change) = st.sled_agents.entry(self.index).or_default().handle(req);
+            let (response, change) = st.sleds.agents.entry(self.index).or_default().handle(req);
             if change.is_some() {
                 st.version += 1;
             }

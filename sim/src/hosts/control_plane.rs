@@ -69,7 +69,7 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
                 if r.is_err() {
                     return;
                 }
-                if world.lock().nexus_up.contains(&index) {
+                if world.lock().control_plane.nexus_up.contains(&index) {
                     "control plane crashed; in-flight operations abandoned"
                 } else {
                     "control plane start cancelled (crash)"
@@ -88,7 +88,7 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
         };
         {
             let mut st = world.lock();
-            st.nexus_up.remove(&index);
+            st.control_plane.nexus_up.remove(&index);
             st.version += 1;
         }
         world.record(
@@ -134,7 +134,7 @@ async fn serve(
     }
     {
         let mut st = world.lock();
-        st.nexus_up.insert(index);
+        st.control_plane.nexus_up.insert(index);
         st.version += 1;
     }
     world.record(
@@ -294,7 +294,7 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
     let mut bell = world.doorbell();
     let mut running = tokio::task::JoinSet::new();
     loop {
-        let queued: Vec<InstanceRequest> = world.lock().requests.drain(..).collect();
+        let queued: Vec<InstanceRequest> = world.lock().control_plane.requests.drain(..).collect();
         for req in queued {
             let (ops, world, host) = (ops.clone(), world.clone(), host.to_string());
             running.spawn_local(async move {
@@ -323,7 +323,7 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
                         if outcome.is_ok() {
                             let now = turmoil::sim_elapsed().unwrap_or_default();
                             let mut st = world.lock();
-                            st.deletes_completed.insert(instance, now);
+                            st.control_plane.deletes_completed.insert(instance, now);
                             st.version += 1;
                         }
                         (format!("delete {}", name(instance)), outcome)
@@ -347,8 +347,8 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
             // refused), and the operations in flight run to completion.
             // Cancel-safe: observing a watch channel.
             () = stop_requested(&mut stop) => {
-                world.lock().nexus_up.remove(&index);
-                let refused: Vec<InstanceRequest> = world.lock().requests.drain(..).collect();
+                world.lock().control_plane.nexus_up.remove(&index);
+                let refused: Vec<InstanceRequest> = world.lock().control_plane.requests.drain(..).collect();
                 for req in refused {
                     let (InstanceRequest::Create { instance, .. }
                     | InstanceRequest::Start { instance, .. }

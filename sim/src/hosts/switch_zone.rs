@@ -49,12 +49,13 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
         // starts empty. Only at the very start of a run may the ASIC hold
         // entries from before it (a plan step at 0s planted them).
         let held = st
+            .switches
             .dpd
             .entry(slot)
             .or_insert_with(|| DpdState::new(slot.index()))
             .ipv4_entries()
             .len();
-        st.dropping.remove(&slot);
+        st.switches.dropping.remove(&slot);
         st.version += 1;
         held
     };
@@ -107,7 +108,8 @@ impl Handler for DpdHandler {
             let now = turmoil::sim_elapsed().unwrap_or_default();
             let fault = world
                 .lock()
-                .dpd_faults
+                .switches
+                .faults
                 .get(&slot)
                 .copied()
                 .filter(|f| now < f.until());
@@ -125,7 +127,7 @@ impl Handler for DpdHandler {
             }
             let (response, change) = {
                 let mut st = world.lock();
-                match st.dpd.get_mut(&slot) {
+                match st.switches.dpd.get_mut(&slot) {
                     None => (
                         ApiError::unavailable("dpd is not running").into_response(),
                         None,
@@ -202,7 +204,13 @@ async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<Notify>) {
 /// applied. Fails if no Nexus answers.
 async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
     loop {
-        let Some(from_gen) = world.lock().dpd.get(&slot).map(DpdState::generation) else {
+        let Some(from_gen) = world
+            .lock()
+            .switches
+            .dpd
+            .get(&slot)
+            .map(DpdState::generation)
+        else {
             return Ok(());
         };
         let changes = fetch_changeset(world, from_gen).await?;
@@ -213,7 +221,7 @@ async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
         {
             let mut st = world.lock();
             // The zone went down while the request was out.
-            let Some(dpd) = st.dpd.get_mut(&slot) else {
+            let Some(dpd) = st.switches.dpd.get_mut(&slot) else {
                 return Ok(());
             };
             for change in &changes {
@@ -391,10 +399,14 @@ async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
         let (hit, was_dropping) = {
             let st = world.lock();
             let hit = st
+                .switches
                 .dpd
                 .get(&slot)
                 .and_then(|d| d.ipv4_get(pkt.dst_ip, pkt.dst_port));
-            (hit, st.dropping.get(&slot).copied().unwrap_or(false))
+            (
+                hit,
+                st.switches.dropping.get(&slot).copied().unwrap_or(false),
+            )
         };
         match hit {
             Some(entry) => {
@@ -424,7 +436,7 @@ async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
 /// The switch starts or stops dropping inbound traffic: recorded once per
 /// change, not per packet.
 fn dropping_changed(world: &World, slot: SwitchSlot, dropping: bool, pkt: &Inbound) {
-    world.lock().dropping.insert(slot, dropping);
+    world.lock().switches.dropping.insert(slot, dropping);
     let text = if dropping {
         format!(
             "dataplane: dropping inbound {}:{}: no NAT entry",

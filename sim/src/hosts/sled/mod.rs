@@ -56,8 +56,8 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     {
         // sled-agent's instance and V2P state does not survive a restart.
         let mut st = world.lock();
-        st.sleds_up.insert(index);
-        st.sled_agents.insert(index, SledAgentState::default());
+        st.sleds.up.insert(index);
+        st.sleds.agents.insert(index, SledAgentState::default());
         st.version += 1;
     }
     world.trace(&name, Kind::Boot, "sled-agent up");

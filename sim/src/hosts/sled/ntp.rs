@@ -36,7 +36,7 @@ pub(super) async fn ntp_client(world: World, index: usize, host: String, zone: Z
     let bytes = serde_json::to_vec(&query).expect("packets serialize");
     let upstream = SocketAddr::new(UPSTREAM_NTP_ADDR.into(), NTP_PORT);
     loop {
-        if world.lock().ntp_synced.contains(&index) {
+        if world.lock().sleds.ntp_synced.contains(&index) {
             return;
         }
         let _ = sock.send_to(&bytes, upstream).await;

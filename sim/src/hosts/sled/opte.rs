@@ -30,7 +30,7 @@ pub(super) async fn opte(world: World, index: usize) -> std::io::Result<()> {
                 if z.kind == ZoneKind::BoundaryNtp && g.inner.payload == NTP_REPLY {
                     let newly = {
                         let mut st = world.lock();
-                        let newly = st.ntp_synced.insert(index);
+                        let newly = st.sleds.ntp_synced.insert(index);
                         st.version += 1;
                         newly
                     };

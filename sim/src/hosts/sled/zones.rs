@@ -26,7 +26,7 @@ pub(super) fn stop_zone(world: &World, index: usize, host: &str, id: ZoneId) {
     let was_up = {
         let mut st = world.lock();
         // This sled's Nexus stops; others may still be up.
-        let was_up = id.kind == ZoneKind::Nexus && st.nexus_up.remove(&index);
+        let was_up = id.kind == ZoneKind::Nexus && st.control_plane.nexus_up.remove(&index);
         st.version += 1;
         was_up
     };
@@ -89,6 +89,7 @@ pub(super) async fn start_zone(
     let took = started.elapsed();
     world
         .lock()
+        .sleds
         .zone_starts
         .push((name.to_string(), kind, took));
     world.record(
