@@ -281,6 +281,18 @@ impl NatTable {
         self.set_instance(instance, &[])
     }
 
+    /// The live entries of one instance, sorted.
+    pub fn live_of(&self, instance: u32) -> Vec<NatEntry> {
+        let mut v: Vec<NatEntry> = self
+            .rows
+            .iter()
+            .filter(|r| r.instance == instance && r.version_removed.is_none())
+            .map(|r| r.entry)
+            .collect();
+        v.sort();
+        v
+    }
+
     /// Every live entry, sorted.
     pub fn live(&self) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
