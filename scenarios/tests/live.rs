@@ -1,6 +1,8 @@
 //! Live mode on real sockets: the reconcilers converge a rack of dropshot
-//! fakes on loopback, and repair a dpd restarted through the control API.
-//! Periods are short here only; every wait is a bounded poll of the state.
+//! fakes on loopback and repair what the control API's plan actions break —
+//! a restarted dpd, crashed and restarted hosts, a partition, a replaced
+//! scrimlet, a config change, a rack power cycle. Periods are short here
+//! only; every wait is a bounded poll of the state.
 
 use std::{
     future::Future,
@@ -63,51 +65,66 @@ fn rack() -> RackSpec {
         .rack
 }
 
-fn desired(rack: &RackSpec) -> Vec<Ipv4Nat> {
-    let mut all: Vec<Ipv4Nat> = rack.desired_nat().iter().map(|e| e.to_dpd()).collect();
-    all.sort();
-    all
+/// Every switch's table is the config's desired entries.
+async fn converged(live: &LiveRack) -> bool {
+    let state = live.state().await;
+    let want = serde_json::to_value(&state.desired_nat).unwrap();
+    !state.desired_nat.is_empty()
+        && state
+            .switches
+            .iter()
+            .all(|s| s.up && serde_json::to_value(&s.nat).unwrap() == want)
 }
 
-fn converged(live: &LiveRack, want: &[Ipv4Nat]) -> bool {
-    live.switches
+async fn act(live: &LiveRack, action: Value) -> (u16, Value) {
+    call(live.control, "POST", "/actions", Some(action)).await
+}
+
+/// Applies `action`, which must be accepted.
+async fn apply(live: &LiveRack, action: Value) {
+    let (status, body) = act(live, action.clone()).await;
+    assert_eq!(status, 204, "{action}: {body}");
+}
+
+async fn until_converged(live: &LiveRack, what: &str) {
+    until(what, || converged(live)).await;
+}
+
+/// The trace's lines as `host text`.
+fn texts(live: &LiveRack) -> Vec<String> {
+    live.trace
+        .lines()
         .iter()
-        .all(|s| s.dpd_state.lock().ipv4_entries() == want)
+        .map(|l| format!("{} {}", l.host, l.text))
+        .collect()
 }
 
-async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
-    let rack = rack();
-    let want = desired(&rack);
-    assert!(!want.is_empty() && rack.switches.len() == 2);
+async fn start_live(strategy: Strategy) -> LiveRack {
     let opts = LiveOptions {
         strategy,
         control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
         period: PERIOD,
     };
-    let live = start(&rack, &opts, LiveTrace::new(false)).unwrap();
-    until("every switch holds the desired NAT entries", || {
-        std::future::ready(converged(&live, &want))
-    })
-    .await;
+    start(&rack(), &opts, LiveTrace::new(false)).await.unwrap()
+}
+
+async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
+    let live = start_live(strategy).await;
+    until_converged(&live, "every switch holds the desired NAT entries").await;
+    let want = live.state().await.desired_nat;
 
     // The dpd API answers as dendrite's does: the entries, and a 409 for a
     // conflicting entry that leaves the table as it was.
-    let switch0 = live.switch(SwitchSlot::Switch0).unwrap();
+    let switch0 = live.dpd(SwitchSlot::Switch0).await.unwrap();
     let e = want[0];
-    let (status, body) = call(
-        switch0.dpd,
-        "GET",
-        &format!("/nat/ipv4/{}", e.external),
-        None,
-    )
-    .await;
+    let (status, body) = call(switch0, "GET", &format!("/nat/ipv4/{}", e.external), None).await;
     assert_eq!(status, 200);
     let of_ip: Vec<&Ipv4Nat> = want.iter().filter(|w| w.external == e.external).collect();
     assert_eq!(body["items"], serde_json::to_value(&of_ip).unwrap());
     let mut other = e.target;
     other.inner_mac.a[5] ^= 0xff;
     let (status, body) = call(
-        switch0.dpd,
+        switch0,
         "PUT",
         &format!("/nat/ipv4/{}/{}/{}", e.external, e.low, e.high),
         Some(serde_json::to_value(other).unwrap()),
@@ -117,92 +134,138 @@ async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
         (status, &body["error_code"]),
         (409, &json!("conflicting mapping"))
     );
-    assert_eq!(switch0.dpd_state.lock().ipv4_entries(), want);
+    assert_eq!(live.nat_tables().await[&SwitchSlot::Switch0], want);
 
     // Restart switch1's dpd through the control API: its table is lost,
     // and the reconcilers put it back.
-    let (status, body) = call(
-        live.control,
-        "POST",
-        "/actions",
-        Some(json!({"action": "dpd-restart", "switch": "switch1"})),
-    )
-    .await;
-    assert_eq!(status, 204, "{body}");
-    until("switch1's table is restored", || {
-        std::future::ready(converged(&live, &want))
-    })
-    .await;
+    apply(&live, json!({"action": "dpd-restart", "switch": "switch1"})).await;
+    until_converged(&live, "switch1's table is restored").await;
+    let t = texts(&live);
+    let restart = t
+        .iter()
+        .position(|t| t == "switch1 dpd restarted: NAT table empty")
+        .unwrap_or_else(|| panic!("{t:#?}"));
+    assert!(
+        t[restart..]
+            .iter()
+            .any(|t| t.starts_with("switch1 dpd: NAT + ")),
+        "no NAT entry re-created after the restart: {t:#?}"
+    );
 
     // dpd answering errors for a while: its API says 500 meanwhile.
-    let (status, _) = call(
-        live.control,
-        "POST",
-        "/actions",
-        Some(json!({"action": "dpd-errors", "switch": "switch0", "for": "10m"})),
+    apply(
+        &live,
+        json!({"action": "dpd-errors", "switch": "switch0", "for": "10m"}),
     )
     .await;
-    assert_eq!(status, 204);
-    let (status, _) = call(switch0.dpd, "GET", "/nat/ipv4", None).await;
+    let (status, _) = call(switch0, "GET", "/nat/ipv4", None).await;
     assert_eq!(status, 500);
-    let (status, body) = call(
-        live.control,
-        "POST",
-        "/actions",
-        Some(json!({"action": "dpd-hang", "switch": "switch1", "for": "soon"})),
+    let (status, body) = act(
+        &live,
+        json!({"action": "dpd-hang", "switch": "switch1", "for": "soon"}),
     )
     .await;
     assert_eq!(status, 400, "{body}");
-
-    // The control API: an action it does not apply is a 400 naming it; the
-    // state and the trace are there.
-    let (status, body) = call(
-        live.control,
-        "POST",
-        "/actions",
-        Some(json!({"action": "partition"})),
-    )
-    .await;
-    assert_eq!(status, 400);
-    assert!(
-        body["message"].as_str().unwrap().contains("partition"),
-        "{body}"
-    );
     let (status, state) = call(live.control, "GET", "/state", None).await;
     assert_eq!(status, 200);
     assert_eq!(
         state["switches"][1]["nat"],
         serde_json::to_value(&want).unwrap()
     );
-    let (_, trace) = call(live.control, "GET", "/trace", None).await;
-    let texts: Vec<String> = trace
-        .as_array()
-        .unwrap()
+    live.stop().await;
+}
+
+/// Crash and restart, partitions, a replaced scrimlet, a config change and
+/// a rack power cycle, each applied through the control API and repaired
+/// by the reconcilers.
+async fn repairs_what_host_and_network_actions_break(strategy: Strategy) {
+    let live = start_live(strategy).await;
+    until_converged(&live, "converged at start").await;
+    let state = live.state().await;
+    let scrimlet1 = state.switches[1].scrimlet.clone().unwrap();
+    let all_sleds: Vec<String> = state.sleds.iter().map(|s| s.sled.clone()).collect();
+
+    // A crashed switch zone refuses connections and holds nothing; back,
+    // it starts empty and is refilled.
+    apply(&live, json!({"action": "crash", "host": "switch1"})).await;
+    let state = live.state().await;
+    assert!(!state.switches[1].up && state.switches[1].nat.is_empty());
+    let dpd1 = live.dpd(SwitchSlot::Switch1).await.unwrap();
+    assert!(tokio::net::TcpStream::connect(dpd1).await.is_err());
+    apply(&live, json!({"action": "restart", "host": "switch1"})).await;
+    until_converged(&live, "switch1 refilled after its restart").await;
+
+    // A crashed sled loses its reconcilers and sled-agent; restarted, it
+    // runs them again.
+    apply(&live, json!({"action": "crash", "host": scrimlet1})).await;
+    assert!(!live
+        .state()
+        .await
+        .sleds
         .iter()
-        .map(|l| {
-            format!(
-                "{} {}",
-                l["host"].as_str().unwrap(),
-                l["text"].as_str().unwrap()
-            )
-        })
-        .collect();
-    assert!(
-        texts
-            .iter()
-            .any(|t| t == "switch1 dpd restarted: NAT table empty"),
-        "{texts:#?}"
+        .any(|s| s.sled == scrimlet1 && s.up));
+    apply(&live, json!({"action": "restart", "host": scrimlet1})).await;
+    apply(&live, json!({"action": "dpd-restart", "switch": "switch1"})).await;
+    until_converged(&live, "switch1 refilled by the restarted sled").await;
+
+    // Partitioned from every sled, switch1 is not refilled; healed, it is.
+    apply(
+        &live,
+        json!({"action": "partition", "a": all_sleds, "b": "switch1"}),
+    )
+    .await;
+    apply(&live, json!({"action": "dpd-restart", "switch": "switch1"})).await;
+    apply(
+        &live,
+        json!({"action": "heal", "a": all_sleds, "b": "switch1"}),
+    )
+    .await;
+    until_converged(&live, "switch1 refilled after the heal").await;
+    let t = texts(&live);
+    let (p, h) = (
+        t.iter()
+            .position(|t| t.starts_with("control partition"))
+            .unwrap(),
+        t.iter()
+            .position(|t| t.starts_with("control heal"))
+            .unwrap(),
     );
-    let restart = texts
-        .iter()
-        .position(|t| t.contains("dpd restarted"))
-        .unwrap();
     assert!(
-        texts[restart..]
-            .iter()
-            .any(|t| t.starts_with("switch1 dpd: NAT + ")),
-        "no NAT entry re-created after the restart: {texts:#?}"
+        !t[p..h].iter().any(|t| t.starts_with("switch1 dpd: NAT + ")),
+        "switch1 written across the partition: {t:#?}"
     );
+
+    // A replaced scrimlet: new sled, new switch zone, refilled.
+    let old_dpd1 = live.dpd(SwitchSlot::Switch1).await.unwrap();
+    apply(
+        &live,
+        json!({"action": "replace-scrimlet", "switch": "switch1"}),
+    )
+    .await;
+    let state = live.state().await;
+    let new_scrimlet = state.switches[1].scrimlet.clone().unwrap();
+    assert_ne!(new_scrimlet, scrimlet1);
+    assert!(state.sleds.iter().any(|s| s.sled == scrimlet1 && s.retired));
+    assert_ne!(live.dpd(SwitchSlot::Switch1).await.unwrap(), old_dpd1);
+    until_converged(&live, "the replacement's switch zone refilled").await;
+
+    // A config change: the desired entries change and the switches follow.
+    let before = live.state().await.desired_nat;
+    apply(
+        &live,
+        json!({"action": "config-change", "change": "add-zone", "zone": "external-dns",
+               "sled": all_sleds[2]}),
+    )
+    .await;
+    let after = live.state().await.desired_nat;
+    assert_eq!(after.len(), before.len() + 1);
+    until_converged(&live, "the added zone's entry on both switches").await;
+
+    // A rack power cycle: everything down, then back from nothing.
+    apply(&live, json!({"action": "power-off"})).await;
+    assert!(live.state().await.switches.iter().all(|s| !s.up));
+    apply(&live, json!({"action": "cold-boot"})).await;
+    until_converged(&live, "converged after the cold boot").await;
     live.stop().await;
 }
 
@@ -214,6 +277,60 @@ async fn scrimlet_local_converges_and_repairs_a_dpd_restart() {
 #[tokio::test]
 async fn sled_task_converges_and_repairs_a_dpd_restart() {
     converges_and_repairs_a_dpd_restart(Strategy::SledTask).await;
+}
+
+#[tokio::test]
+async fn scrimlet_local_repairs_host_and_network_actions() {
+    repairs_what_host_and_network_actions_break(Strategy::ScrimletLocal).await;
+}
+
+#[tokio::test]
+async fn sled_task_repairs_host_and_network_actions() {
+    repairs_what_host_and_network_actions_break(Strategy::SledTask).await;
+}
+
+/// Refused actions are 400s that say why and change nothing.
+#[tokio::test]
+async fn refused_actions_say_why_and_change_nothing() {
+    let live = start_live(Strategy::ScrimletLocal).await;
+    until_converged(&live, "converged at start").await;
+    let before = serde_json::to_value(live.state().await).unwrap();
+    for (action, says) in [
+        (json!({"action": "control-plane-down"}), "control plane"),
+        (
+            json!({"action": "instance-create", "instance": "web", "sled": "sled2"}),
+            "control plane",
+        ),
+        (
+            json!({"action": "crash", "host": "upstream-ntp"}),
+            "upstream-ntp",
+        ),
+        (json!({"action": "crash", "host": "sled99"}), "unknown host"),
+        (json!({"action": "crash"}), "needs `host`"),
+        (
+            json!({"action": "heal", "a": "sled0", "b": "switch0"}),
+            "partition",
+        ),
+        (
+            json!({"action": "sidecar-power-on", "switch": "switch0"}),
+            "switch0",
+        ),
+        (json!({"action": "explode"}), "unknown action"),
+        (
+            json!({"action": "config-change", "change": "remove-zone", "zone": "boundary-ntp"}),
+            "invalid system networking config",
+        ),
+    ] {
+        let (status, body) = act(&live, action.clone()).await;
+        assert_eq!(status, 400, "{action}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{action}: {message}");
+    }
+    // A field the step vocabulary does not have is refused by the API.
+    let (status, _) = act(&live, json!({"action": "crash", "hots": "sled1"})).await;
+    assert_eq!(status, 400);
+    assert_eq!(serde_json::to_value(live.state().await).unwrap(), before);
+    live.stop().await;
 }
 
 #[test]
@@ -233,6 +350,7 @@ fn legacy_is_refused() {
                 },
                 LiveTrace::new(false),
             )
+            .await
             .map(|_| ())
         })
         .unwrap_err();

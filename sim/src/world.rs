@@ -291,6 +291,40 @@ impl ZoneSet {
         }
     }
 
+    /// A config change as Nexus's blueprint execution applies it: the new
+    /// zone set and the config the bootstore gets under `generation + 1`.
+    /// `sled` finds a (live) sled by name. Refused as a whole — with a
+    /// message that says so — when the sled or zone does not exist or the
+    /// new config is invalid: omicron's validated type cannot even be built
+    /// from an invalid config, so it never reaches the bootstore. Shared by
+    /// the simulation and live mode.
+    pub fn change(
+        &self,
+        change: &ConfigChange,
+        sled: impl Fn(&str) -> Option<usize>,
+        generation: u64,
+        sled_address: impl Fn(usize) -> Ipv6Addr,
+    ) -> Result<(ZoneSet, SystemNetworkingConfig), String> {
+        let sled = match change {
+            ConfigChange::AddZone { sled: name, .. }
+            | ConfigChange::MoveZone { sled: name, .. } => {
+                Some(sled(name).ok_or_else(|| format!("refused: no sled {name} in the rack"))?)
+            }
+            ConfigChange::RemoveZone { .. } => None,
+        };
+        let next = self
+            .apply(change, sled)
+            .map_err(|e| format!("refused: {e}"))?;
+        let config = next.config(generation + 1, sled_address);
+        if let Err(e) = config.validate() {
+            return Err(format!(
+                "refused: invalid system networking config ({e}); zones unchanged, \
+                 the bootstore keeps generation {generation}"
+            ));
+        }
+        Ok((next, config))
+    }
+
     /// The config the bootstore would carry for this set.
     pub fn config(
         &self,
@@ -718,26 +752,19 @@ impl World {
     pub fn change_config(&self, change: &ConfigChange) -> Result<String, String> {
         let generation = self.bootstore.borrow().as_ref().map_or(0, |c| c.generation);
         let sleds = self.lock().sleds.specs.clone();
-        let sled = match change {
-            ConfigChange::AddZone { sled, .. } | ConfigChange::MoveZone { sled, .. } => {
-                let st = self.lock();
-                let found = (0..st.sleds.specs.len())
-                    .find(|&i| st.sleds.specs[i].name == *sled && !st.sleds.retired.contains(&i));
-                Some(found.ok_or_else(|| format!("refused: no sled {sled} in the rack"))?)
-            }
-            ConfigChange::RemoveZone { .. } => None,
-        };
         let current = self.zones();
-        let next = current
-            .apply(change, sled)
-            .map_err(|e| format!("refused: {e}"))?;
-        let config = next.config(generation + 1, |i| sleds[i].address);
-        if let Err(e) = config.validate() {
-            return Err(format!(
-                "refused: invalid system networking config ({e}); zones unchanged, \
-                 the bootstore keeps generation {generation}"
-            ));
-        }
+        let (next, config) = {
+            let st = self.lock();
+            current.change(
+                change,
+                |name| {
+                    (0..st.sleds.specs.len())
+                        .find(|&i| st.sleds.specs[i].name == name && !st.sleds.retired.contains(&i))
+                },
+                generation,
+                |i| sleds[i].address,
+            )?
+        };
         let what = match change {
             ConfigChange::AddZone { .. } => {
                 let added = next

@@ -35,6 +35,7 @@
 
 mod error;
 mod expect;
+mod live_step;
 mod order;
 mod rack;
 mod raw;
@@ -51,6 +52,7 @@ use toml::Spanned;
 
 pub use error::ScenarioError;
 pub use expect::{Expectation, Outcome, INVARIANTS};
+pub use live_step::StepChecker;
 pub use raw::{parse_duration, DurationValue};
 
 use error::{hint_for, Locator};

@@ -1,0 +1,438 @@
+//! The control API of a live rack (dropshot): apply a plan action now,
+//! dump the state, read the trace so far.
+//!
+//! An action is a scenario file's step without `at`, read by the file's
+//! own parser ([`crate::file::StepChecker`]): the same names, the same
+//! fields, the same refusals (an unknown host, healing a partition never
+//! made, powering on a sidecar that is on), each a 400 that changes
+//! nothing. Live mode runs no control plane, so the control-plane and
+//! instance actions are refused too, saying so.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use dropshot::{
+    ConfigDropshot, ConfigLogging, ConfigLoggingLevel, HttpError, HttpResponseOk,
+    HttpResponseUpdatedNoContent, HttpServer, RequestContext, ServerBuilder, TypedBody,
+};
+use racksim_fakes::api::Fault;
+use racksim_reconciler::{
+    dpd::Ipv4Nat,
+    instances::{VirtualNetworkInterfaceHost, VmmInfo},
+};
+use racksim_sim::{rack::UPSTREAM_NTP_NAME, world::zone_nat_entry, Action};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    hosts::{Env, Hosts},
+    trace::LiveLine,
+};
+use crate::file::StepChecker;
+
+/// The plan actions live mode does not apply: they act on the control
+/// plane, which live mode does not run.
+pub const CONTROL_PLANE_ACTIONS: &[&str] = &[
+    "control-plane-down",
+    "control-plane-up",
+    "control-plane-crash",
+    "instance-create",
+    "instance-start",
+    "instance-stop",
+    "instance-delete",
+];
+
+/// One host, or several.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum HostList {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A plan action: a scenario file's `[[step]]` without `at`, with the
+/// same fields (each action takes the ones its step takes).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActionRequest {
+    /// The action's name, e.g. `dpd-restart`.
+    pub action: String,
+    /// The switch it acts on (`switch0`, `switch1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<String>,
+    /// The host (`sled3`, `switch1`), for `crash` and `restart`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// One side of a link, for `partition`, `heal` and `latency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a: Option<HostList>,
+    /// The other side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b: Option<HostList>,
+    /// Only from `a` to `b`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oneway: Option<bool>,
+    /// For `latency` (`250ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<String>,
+    /// How long, for `dpd-errors` and `dpd-hang` (`30s`, `2m`).
+    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// A zone (`nexus`, `nexus.1`) or, for `add-zone`, a zone kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// For the instance actions (refused: no control plane).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// The sled a zone goes to (`add-zone`, `move-zone`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sled: Option<String>,
+    /// For `config-change`: `add-zone`, `move-zone` or `remove-zone`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
+    /// For `add-zone`, optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_ip: Option<String>,
+}
+
+/// One switch in the state dump.
+#[derive(Serialize, JsonSchema)]
+pub struct SwitchDump {
+    pub switch: String,
+    /// Whether its switch zone runs.
+    pub up: bool,
+    /// Where its dpd and MGS listen.
+    pub dpd: String,
+    pub mgs: String,
+    /// Its switch zone's underlay address (what discovery names).
+    pub zone: String,
+    pub hidden: bool,
+    /// Its scrimlet, and whether that is a scrimlet now (scrimlet-local).
+    pub scrimlet: Option<String>,
+    pub scrimlet_status: Option<String>,
+    pub nat_generation: i64,
+    pub nat: Vec<Ipv4Nat>,
+}
+
+/// One sled in the state dump.
+#[derive(Serialize, JsonSchema)]
+pub struct SledDump {
+    pub sled: String,
+    pub up: bool,
+    /// Replaced: it never comes back.
+    pub retired: bool,
+    /// Where its sled-agent listens.
+    pub sled_agent: String,
+    pub v2p: Vec<VirtualNetworkInterfaceHost>,
+    pub vmms: Vec<VmmInfo>,
+}
+
+/// `GET /state`.
+#[derive(Serialize, JsonSchema)]
+pub struct StateDump {
+    pub switches: Vec<SwitchDump>,
+    pub sleds: Vec<SledDump>,
+    /// The service zones' NAT entries as the bootstore's config has them.
+    pub desired_nat: Vec<Ipv4Nat>,
+}
+
+/// The control API of a live rack.
+#[dropshot::api_description]
+pub trait ControlApi {
+    type Context;
+
+    /// Applies a plan action (a scenario step without `at`) now.
+    #[endpoint { method = POST, path = "/actions" }]
+    async fn action_apply(
+        rqctx: RequestContext<Self::Context>,
+        body: TypedBody<ActionRequest>,
+    ) -> Result<HttpResponseUpdatedNoContent, HttpError>;
+
+    /// Every switch's NAT table and every sled-agent's state.
+    #[endpoint { method = GET, path = "/state" }]
+    async fn state_get(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<StateDump>, HttpError>;
+
+    /// The trace so far.
+    #[endpoint { method = GET, path = "/trace" }]
+    async fn trace_get(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<Vec<LiveLine>>, HttpError>;
+}
+
+/// What the control API acts on.
+pub(super) struct Control {
+    pub env: Env,
+    pub hosts: tokio::sync::Mutex<Hosts>,
+    pub steps: std::sync::Mutex<StepChecker>,
+}
+
+fn bad(message: String) -> HttpError {
+    HttpError::for_bad_request(None, message)
+}
+
+impl Control {
+    /// Reads `req` as a plan step: the action, or a 400 saying why not.
+    fn read(&self, req: &ActionRequest) -> Result<Action, HttpError> {
+        if CONTROL_PLANE_ACTIONS.contains(&req.action.as_str()) {
+            return Err(bad(format!(
+                "action {:?} acts on the control plane, and live mode runs none (no Nexus, \
+                 no database): run it in the simulation (`racksim run`)",
+                req.action
+            )));
+        }
+        let fields = toml::to_string(req).map_err(|e| bad(format!("action: {e}")))?;
+        let action = {
+            let mut steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
+            // Checked on a copy: a step refused below (a host live mode
+            // does not run) must not count as done.
+            let mut next = steps.clone();
+            let action = next.check(&fields).map_err(bad)?;
+            let names_upstream = match &action {
+                Action::Crash(h) | Action::Restart(h) => h == UPSTREAM_NTP_NAME,
+                Action::Partition { a, b, .. }
+                | Action::Heal { a, b, .. }
+                | Action::Latency { a, b, .. } => a.iter().chain(b).any(|h| h == UPSTREAM_NTP_NAME),
+                _ => false,
+            };
+            if names_upstream {
+                return Err(bad(format!(
+                    "live mode runs no {UPSTREAM_NTP_NAME} (no data path): name sleds and \
+                     switch zones"
+                )));
+            }
+            *steps = next;
+            action
+        };
+        Ok(action)
+    }
+
+    /// Applies `action` now, recording what happened in the trace.
+    async fn apply(&self, action: &Action) -> Result<(), HttpError> {
+        let env = &self.env;
+        let trace = &env.trace;
+        trace.record("control", action.to_string());
+        let mut hosts = self.hosts.lock().await;
+        let internal = |e: String| HttpError::for_internal_error(e);
+        match action {
+            Action::DpdRestart(slot) => {
+                let s = &hosts.switches[slot];
+                if s.up() {
+                    *s.dpd.lock() = racksim_fakes::dpd::DpdState::new(slot.index());
+                    trace.record(&slot.to_string(), "dpd restarted: NAT table empty");
+                } else {
+                    trace.record(&slot.to_string(), "switch zone down: no dpd to restart");
+                }
+            }
+            Action::DpdErrors { switch, window } | Action::DpdHang { switch, window } => {
+                let (fault, what) = if matches!(action, Action::DpdErrors { .. }) {
+                    (Fault::Errors, "answers 500s")
+                } else {
+                    (Fault::Hang, "hangs")
+                };
+                hosts.switches[switch].dpd.inject(fault, *window);
+                trace.record(
+                    &switch.to_string(),
+                    format!(
+                        "dpd {what} for {}",
+                        racksim_sim::trace::fmt_duration(*window)
+                    ),
+                );
+            }
+            Action::HideSwitch(slot) | Action::RevealSwitch(slot) => {
+                let hide = matches!(action, Action::HideSwitch(_));
+                env.resolver.hide(*slot, hide);
+                let what = if hide { "hidden from" } else { "visible to" };
+                trace.record("live", format!("{slot} {what} discovery"));
+            }
+            Action::SidecarPowerOff(slot) | Action::SidecarPowerOn(slot) => {
+                let on = matches!(action, Action::SidecarPowerOn(_));
+                hosts
+                    .sidecar_power(env, *slot, on)
+                    .await
+                    .map_err(internal)?;
+                let what = if on { "on" } else { "off (NAT table lost)" };
+                trace.record(&slot.to_string(), format!("sidecar power {what}"));
+            }
+            Action::StaleEntry { switch, zone } => {
+                let Some(z) = hosts.zones.zones().iter().find(|z| z.id.kind == *zone) else {
+                    return Err(bad(format!("the rack has no {zone} zone now")));
+                };
+                let mut e = zone_nat_entry(&z.spec, hosts.sleds[z.spec.sled].address);
+                e.target.inner_mac.a[5] ^= 0xff;
+                let s = &hosts.switches[switch];
+                if !s.up() {
+                    trace.record(&switch.to_string(), "switch zone down: no entry planted");
+                    return Ok(());
+                }
+                s.dpd.change(|d| {
+                    d.ipv4_delete(e.external_ip, e.first_port);
+                    Ok((
+                        (),
+                        d.ipv4_create(e.external_ip, e.first_port, e.last_port, e.target)?,
+                    ))
+                })?;
+            }
+            Action::Crash(host) | Action::Restart(host) => {
+                let up = matches!(action, Action::Restart(_));
+                if let Ok(slot) = host.parse() {
+                    if up {
+                        hosts.start_switch(env, slot).await.map_err(internal)?;
+                    } else {
+                        hosts.stop_switch(slot);
+                    }
+                } else if let Some(i) = hosts.sled_index(host) {
+                    if up {
+                        hosts.start_sled(env, i).await.map_err(internal)?;
+                    } else {
+                        hosts.stop_sled(i);
+                    }
+                } else {
+                    return Err(bad(format!("no host {host:?} runs in this live rack")));
+                }
+            }
+            Action::Partition { a, b, oneway } | Action::Heal { a, b, oneway } => {
+                let heal = matches!(action, Action::Heal { .. });
+                env.links.partition(a, b, heal);
+                if !oneway {
+                    env.links.partition(b, a, heal);
+                }
+            }
+            Action::Latency { a, b, latency } => env.links.set_latency(a, b, *latency),
+            Action::PowerOff => hosts.stop_all(),
+            Action::ColdBoot => hosts.start_all(env).await.map_err(internal)?,
+            Action::ReplaceScrimlet(slot) => {
+                let what = hosts.replace_scrimlet(env, *slot).await.map_err(internal)?;
+                trace.record("control", format!("  {what}"));
+            }
+            Action::ConfigChange(change) => {
+                let what = hosts.change_config(env, change).map_err(bad)?;
+                trace.record("control", format!("  {what}"));
+            }
+            Action::ControlPlaneDown
+            | Action::ControlPlaneUp
+            | Action::ControlPlaneCrash
+            | Action::InstanceCreate { .. }
+            | Action::InstanceStart { .. }
+            | Action::InstanceStop { .. }
+            | Action::InstanceDelete { .. } => {
+                unreachable!("refused by `read`")
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn dump(&self) -> StateDump {
+        let hosts = self.hosts.lock().await;
+        let switches = hosts
+            .switches
+            .values()
+            .map(|s| {
+                let d = s.dpd.lock();
+                let scrimlet = hosts
+                    .sleds
+                    .iter()
+                    .find(|x| x.scrimlet_of == Some(s.slot) && !x.retired);
+                SwitchDump {
+                    switch: s.slot.to_string(),
+                    up: s.up(),
+                    dpd: s.dpd_addr.to_string(),
+                    mgs: s.mgs_addr.to_string(),
+                    zone: s.zone.to_string(),
+                    hidden: self.env.resolver.is_hidden(s.slot),
+                    scrimlet: scrimlet.map(|x| x.name.clone()),
+                    scrimlet_status: scrimlet
+                        .and_then(|x| x.status.as_ref())
+                        .map(|st| format!("{:?}", *st.borrow())),
+                    nat_generation: d.generation(),
+                    nat: d.ipv4_entries(),
+                }
+            })
+            .collect();
+        let sleds = hosts
+            .sleds
+            .iter()
+            .map(|s| {
+                let a = s.agent.lock();
+                SledDump {
+                    sled: s.name.clone(),
+                    up: s.up(),
+                    retired: s.retired,
+                    sled_agent: s.agent_addr.to_string(),
+                    v2p: a.v2p_list(),
+                    vmms: a.instances(),
+                }
+            })
+            .collect();
+        let mut desired_nat: Vec<Ipv4Nat> = hosts
+            .zones
+            .zones()
+            .iter()
+            .map(|z| zone_nat_entry(&z.spec, hosts.sleds[z.spec.sled].address).to_dpd())
+            .collect();
+        desired_nat.sort();
+        StateDump {
+            switches,
+            sleds,
+            desired_nat,
+        }
+    }
+}
+
+enum ControlImpl {}
+
+impl ControlApi for ControlImpl {
+    type Context = Arc<Control>;
+
+    async fn action_apply(
+        rqctx: RequestContext<Arc<Control>>,
+        body: TypedBody<ActionRequest>,
+    ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+        let control = rqctx.context();
+        let action = control.read(&body.into_inner())?;
+        control.apply(&action).await?;
+        Ok(HttpResponseUpdatedNoContent())
+    }
+
+    async fn state_get(
+        rqctx: RequestContext<Arc<Control>>,
+    ) -> Result<HttpResponseOk<StateDump>, HttpError> {
+        Ok(HttpResponseOk(rqctx.context().dump().await))
+    }
+
+    async fn trace_get(
+        rqctx: RequestContext<Arc<Control>>,
+    ) -> Result<HttpResponseOk<Vec<LiveLine>>, HttpError> {
+        Ok(HttpResponseOk(rqctx.context().env.trace.lines()))
+    }
+}
+
+pub(super) fn serve_control(
+    bind: SocketAddr,
+    control: Arc<Control>,
+) -> Result<HttpServer<Arc<Control>>, String> {
+    let api = control_api_mod::api_description::<ControlImpl>().map_err(|e| e.to_string())?;
+    let log = ConfigLogging::StderrTerminal {
+        level: ConfigLoggingLevel::Critical,
+    }
+    .to_logger("racksim-control")
+    .map_err(|e| e.to_string())?;
+    ServerBuilder::new(api, control, log)
+        .config(ConfigDropshot {
+            bind_address: bind,
+            ..Default::default()
+        })
+        .start()
+        .map_err(|e| format!("control API on {bind}: {e}"))
+}
+
+/// The control API's OpenAPI document.
+pub fn control_openapi() -> serde_json::Value {
+    let api = control_api_mod::stub_api_description().expect("the control API is well formed");
+    api.openapi(
+        "racksim live-mode control API",
+        semver::Version::new(1, 0, 0),
+    )
+    .json()
+    .expect("OpenAPI documents serialize")
+}

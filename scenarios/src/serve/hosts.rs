@@ -1,0 +1,478 @@
+//! The live rack's hosts and their lives: each switch zone (a dpd and an
+//! MGS) and each sled (a sled-agent and the strategy's reconcilers) can be
+//! up or down, and every plan action that acts on hosts is applied here.
+//!
+//! A host that goes down (crash, sidecar or rack power loss) stops its
+//! servers — connections to it are refused — and loses everything it held:
+//! a dpd's NAT table, a sled-agent's V2P mappings and VMMs, a sled's
+//! reconcilers. A host that comes back starts from nothing on the same
+//! loopback ports, as a rebooted host keeps its addresses. A replaced
+//! scrimlet is new hardware: a new sled (`sled{N}`, as the simulation
+//! names it) with a new underlay address, and its switch zone with new
+//! ports and a new underlay address that discovery learns.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
+
+use dropshot::HttpServer;
+use racksim_fakes::{
+    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, SledAgentContext},
+    dpd::{DpdState, NatChange},
+    mgs::MgsState,
+    sled_agent::{SledAgentChange, SledAgentState},
+};
+use racksim_reconciler::{
+    discovery::SwitchSlot,
+    nat::NatEntry,
+    scrimlet_local::{scrimlet_reconcilers, SwitchZoneServices, SystemNetworkingConfig},
+    sled_task::SledNatReconciler,
+    task::{run_reconciler_task, ScrimletStatus, TaskStatus},
+    DPD_PORT, MGS_PORT,
+};
+use racksim_sim::{
+    plan::ConfigChange,
+    rack::{sled_address, switch_zone_address},
+    world::{zone_nat_entry, ZoneSet},
+    RackSpec, Strategy,
+};
+use tokio::{sync::watch, task::JoinHandle};
+use tracing::Instrument;
+
+use super::{
+    net::{FixedResolver, LinkConnector, Links},
+    trace::{nat_line, sled_agent_line, LiveTrace},
+};
+
+fn loopback() -> SocketAddr {
+    SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)
+}
+
+/// A switch zone: its dpd and MGS.
+pub(super) struct SwitchHost {
+    pub slot: SwitchSlot,
+    /// Its underlay address (what discovery names).
+    pub zone: Ipv6Addr,
+    pub dpd_addr: SocketAddr,
+    pub mgs_addr: SocketAddr,
+    pub dpd: DpdContext,
+    mgs: MgsState,
+    servers: Option<(HttpServer<DpdContext>, HttpServer<MgsState>)>,
+    /// Servers being closed; a restart waits for them to let go of the
+    /// ports.
+    closing: Vec<JoinHandle<()>>,
+}
+
+impl SwitchHost {
+    pub fn up(&self) -> bool {
+        self.servers.is_some()
+    }
+}
+
+/// A sled: its sled-agent and the strategy's reconcilers.
+pub(super) struct SledHost {
+    pub name: String,
+    /// Its underlay address: where its zones' NAT entries point.
+    pub address: Ipv6Addr,
+    pub scrimlet_of: Option<SwitchSlot>,
+    pub agent_addr: SocketAddr,
+    pub agent: SledAgentContext,
+    server: Option<HttpServer<SledAgentContext>>,
+    closing: Vec<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    /// sled-task: its task's config, this sled's zones' entries.
+    config: Option<watch::Sender<Vec<NatEntry>>>,
+    /// scrimlet-local: whether it is a scrimlet now.
+    pub status: Option<watch::Sender<ScrimletStatus>>,
+    /// Replaced: it never comes back.
+    pub retired: bool,
+}
+
+impl SledHost {
+    pub fn up(&self) -> bool {
+        self.server.is_some()
+    }
+}
+
+/// Every host of the live rack, and the rack-wide inputs of the
+/// reconcilers (the zones and the bootstore).
+pub(super) struct Hosts {
+    pub switches: BTreeMap<SwitchSlot, SwitchHost>,
+    pub sleds: Vec<SledHost>,
+    pub zones: ZoneSet,
+    bootstore: watch::Sender<Option<SystemNetworkingConfig>>,
+    sidecars_off: BTreeSet<SwitchSlot>,
+}
+
+/// What never changes while a live rack runs, and what its hosts share.
+pub(super) struct Env {
+    pub spec: RackSpec,
+    pub strategy: Strategy,
+    pub period: Duration,
+    pub trace: LiveTrace,
+    pub links: Links,
+    pub resolver: FixedResolver,
+}
+
+impl Env {
+    fn new_dpd(&self, slot: SwitchSlot) -> DpdContext {
+        let trace = self.trace.clone();
+        let name = slot.to_string();
+        DpdContext::new(DpdState::new(slot.index())).with_observer(Arc::new(
+            move |c: &NatChange| trace.record(&name, nat_line(c)),
+        ))
+    }
+
+    fn new_switch(&self, slot: SwitchSlot, zone: Ipv6Addr) -> SwitchHost {
+        SwitchHost {
+            slot,
+            zone,
+            dpd_addr: loopback(),
+            mgs_addr: loopback(),
+            dpd: self.new_dpd(slot),
+            mgs: MgsState { slot: slot.index() },
+            servers: None,
+            closing: Vec::new(),
+        }
+    }
+
+    fn new_sled(&self, name: &str, index: usize, scrimlet_of: Option<SwitchSlot>) -> SledHost {
+        let trace = self.trace.clone();
+        let host = name.to_string();
+        SledHost {
+            name: name.to_string(),
+            address: sled_address(index),
+            scrimlet_of,
+            agent_addr: loopback(),
+            agent: SledAgentContext::new(SledAgentState::default()).with_observer(Arc::new(
+                move |c: &SledAgentChange| trace.record(&host, sled_agent_line(c)),
+            )),
+            server: None,
+            closing: Vec::new(),
+            tasks: Vec::new(),
+            config: None,
+            status: None,
+            retired: false,
+        }
+    }
+}
+
+impl Hosts {
+    /// The rack's hosts, none started yet.
+    pub fn new(env: &Env) -> Self {
+        let spec = &env.spec;
+        let switches = spec
+            .switches
+            .iter()
+            .map(|s| (s.slot, env.new_switch(s.slot, s.zone_address)))
+            .collect();
+        let sleds = spec
+            .sleds
+            .iter()
+            .enumerate()
+            .map(|(i, s)| env.new_sled(&s.name, i, s.scrimlet_of))
+            .collect();
+        let zones = ZoneSet::from_rack(spec);
+        let bootstore = watch::Sender::new(Some(zones.config(1, |i| spec.sleds[i].address)));
+        Hosts {
+            switches,
+            sleds,
+            zones,
+            bootstore,
+            sidecars_off: BTreeSet::new(),
+        }
+    }
+
+    /// Starts every host (power on).
+    pub async fn start_all(&mut self, env: &Env) -> Result<(), String> {
+        let slots: Vec<SwitchSlot> = self.switches.keys().copied().collect();
+        for slot in slots {
+            if !self.sidecars_off.contains(&slot) {
+                self.start_switch(env, slot).await?;
+            }
+        }
+        for i in 0..self.sleds.len() {
+            if !self.sleds[i].retired {
+                self.start_sled(env, i).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every host (power loss).
+    pub fn stop_all(&mut self) {
+        let slots: Vec<SwitchSlot> = self.switches.keys().copied().collect();
+        for slot in slots {
+            self.stop_switch(slot);
+        }
+        for i in 0..self.sleds.len() {
+            self.stop_sled(i);
+        }
+    }
+
+    /// Waits until every stopped server has let go of its port.
+    pub async fn wait_closed(&mut self) {
+        for s in self.switches.values_mut() {
+            for c in s.closing.drain(..) {
+                let _ = c.await;
+            }
+        }
+        for s in &mut self.sleds {
+            for c in s.closing.drain(..) {
+                let _ = c.await;
+            }
+        }
+    }
+
+    /// Starts the switch zone in `slot` from nothing; nothing if it runs.
+    pub async fn start_switch(&mut self, env: &Env, slot: SwitchSlot) -> Result<(), String> {
+        let s = self.switches.get_mut(&slot).expect("a switch of the rack");
+        if s.up() {
+            return Ok(());
+        }
+        for c in s.closing.drain(..) {
+            let _ = c.await;
+        }
+        *s.dpd.lock() = DpdState::new(slot.index());
+        let dpd = serve_dpd(s.dpd_addr, s.dpd.clone()).map_err(|e| format!("{slot} dpd: {e}"))?;
+        let mgs = serve_mgs(s.mgs_addr, s.mgs).map_err(|e| format!("{slot} MGS: {e}"))?;
+        s.dpd_addr = dpd.local_addr();
+        s.mgs_addr = mgs.local_addr();
+        for (port, real) in [(DPD_PORT, s.dpd_addr), (MGS_PORT, s.mgs_addr)] {
+            env.links.serves(&slot.to_string(), real);
+            env.links.maps(SocketAddr::new(s.zone.into(), port), real);
+        }
+        env.resolver.register(slot, s.zone);
+        s.servers = Some((dpd, mgs));
+        Ok(())
+    }
+
+    /// Stops the switch zone in `slot`: its table is gone.
+    pub fn stop_switch(&mut self, slot: SwitchSlot) {
+        let s = self.switches.get_mut(&slot).expect("a switch of the rack");
+        if let Some((dpd, mgs)) = s.servers.take() {
+            s.closing.push(tokio::spawn(async move {
+                let _ = dpd.close().await;
+                let _ = mgs.close().await;
+            }));
+            *s.dpd.lock() = DpdState::new(slot.index());
+        }
+    }
+
+    /// Starts sled `index` from nothing, with its reconcilers.
+    pub async fn start_sled(&mut self, env: &Env, index: usize) -> Result<(), String> {
+        let sled = &mut self.sleds[index];
+        if sled.up() || sled.retired {
+            return Ok(());
+        }
+        for c in sled.closing.drain(..) {
+            let _ = c.await;
+        }
+        *sled.agent.lock() = SledAgentState::default();
+        let server = serve_sled_agent(sled.agent_addr, sled.agent.clone())
+            .map_err(|e| format!("{} sled-agent: {e}", sled.name))?;
+        sled.agent_addr = server.local_addr();
+        env.links.serves(&sled.name, sled.agent_addr);
+        sled.server = Some(server);
+        match env.strategy {
+            Strategy::ScrimletLocal => self.start_scrimlet_reconcilers(env, index),
+            Strategy::SledTask => self.follow_zones(env, index),
+            Strategy::Legacy => unreachable!("live mode refuses legacy"),
+        }
+        Ok(())
+    }
+
+    /// Stops sled `index`: its reconcilers and its sled-agent's state.
+    pub fn stop_sled(&mut self, index: usize) {
+        let sled = &mut self.sleds[index];
+        for t in sled.tasks.drain(..) {
+            t.abort();
+        }
+        sled.config = None;
+        sled.status = None;
+        if let Some(server) = sled.server.take() {
+            sled.closing.push(tokio::spawn(async move {
+                let _ = server.close().await;
+            }));
+            *sled.agent.lock() = SledAgentState::default();
+        }
+    }
+
+    /// seed 003's design: a scrimlet reconciles its own switch zone from
+    /// the bootstore's config, told its switch zone's services directly
+    /// (live mode has no underlay addresses to find them by).
+    fn start_scrimlet_reconcilers(&mut self, env: &Env, index: usize) {
+        let Some(slot) = self.sleds[index].scrimlet_of else {
+            return;
+        };
+        let switch = &self.switches[&slot];
+        let status = watch::Sender::new(if self.sidecars_off.contains(&slot) {
+            ScrimletStatus::NotScrimlet
+        } else {
+            ScrimletStatus::Scrimlet
+        });
+        let sled = &mut self.sleds[index];
+        let (_handle, driver) = scrimlet_reconcilers(
+            LinkConnector {
+                from: sled.name.clone(),
+                links: env.links.clone(),
+            },
+            SwitchZoneServices::Explicit {
+                dpd: switch.dpd_addr,
+                mgs: switch.mgs_addr,
+            },
+            self.bootstore.subscribe(),
+            status.subscribe(),
+            env.period,
+        );
+        sled.tasks.push(tokio::spawn(
+            driver.instrument(tracing::info_span!("host", host = %sled.name)),
+        ));
+        sled.status = Some(status);
+    }
+
+    /// sled-task: the sled's task's config is its zones' entries; the task
+    /// starts with the sled's first zone and then follows the set.
+    fn follow_zones(&mut self, env: &Env, index: usize) {
+        let sled = &mut self.sleds[index];
+        if !sled.up() {
+            return;
+        }
+        let entries: Vec<NatEntry> = self
+            .zones
+            .on_sled(index)
+            .iter()
+            .map(|z| zone_nat_entry(&z.spec, sled.address))
+            .collect();
+        match &sled.config {
+            Some(tx) => {
+                tx.send_if_modified(|current| {
+                    let changed = *current != entries;
+                    *current = entries;
+                    changed
+                });
+            }
+            None if !entries.is_empty() => {
+                let (config_tx, config_rx) = watch::channel(entries);
+                let reconciler = SledNatReconciler::new(
+                    LinkConnector {
+                        from: sled.name.clone(),
+                        links: env.links.clone(),
+                    },
+                    env.resolver.clone(),
+                );
+                let status = watch::Sender::new(TaskStatus::NotYetRun);
+                sled.tasks.push(tokio::spawn(
+                    run_reconciler_task(reconciler, config_rx, None, env.period, status)
+                        .instrument(tracing::info_span!("host", host = %sled.name)),
+                ));
+                sled.config = Some(config_tx);
+            }
+            None => {}
+        }
+    }
+
+    /// The live sled named `name`, by index.
+    pub fn sled_index(&self, name: &str) -> Option<usize> {
+        self.sleds.iter().position(|s| s.name == name && !s.retired)
+    }
+
+    /// The live scrimlet cabled to `slot`.
+    fn scrimlet_of(&self, slot: SwitchSlot) -> Option<usize> {
+        self.sleds
+            .iter()
+            .position(|s| s.scrimlet_of == Some(slot) && !s.retired)
+    }
+
+    /// The sidecar in `slot` loses power (its switch zone with it) or gets
+    /// it back; its scrimlet stops or starts being a scrimlet.
+    pub async fn sidecar_power(
+        &mut self,
+        env: &Env,
+        slot: SwitchSlot,
+        on: bool,
+    ) -> Result<(), String> {
+        if on {
+            self.sidecars_off.remove(&slot);
+            self.start_switch(env, slot).await?;
+        } else {
+            self.sidecars_off.insert(slot);
+            self.stop_switch(slot);
+        }
+        if let Some(status) = self
+            .scrimlet_of(slot)
+            .and_then(|i| self.sleds[i].status.as_ref())
+        {
+            status.send_replace(if on {
+                ScrimletStatus::Scrimlet
+            } else {
+                ScrimletStatus::NotScrimlet
+            });
+        }
+        Ok(())
+    }
+
+    /// The scrimlet cabled to `slot` dies for good; a new sled takes its
+    /// place, with a new switch zone discovery learns. What happened, for
+    /// the trace.
+    pub async fn replace_scrimlet(
+        &mut self,
+        env: &Env,
+        slot: SwitchSlot,
+    ) -> Result<String, String> {
+        let old = self.scrimlet_of(slot);
+        if let Some(i) = old {
+            self.stop_sled(i);
+            self.sleds[i].retired = true;
+        }
+        self.stop_switch(slot);
+        let index = self.sleds.len();
+        let zone = switch_zone_address(index);
+        // New hardware: the old dpd's faults do not follow.
+        let old_switch = self
+            .switches
+            .insert(slot, env.new_switch(slot, zone))
+            .expect("a switch of the rack");
+        for c in old_switch.closing {
+            let _ = c.await;
+        }
+        self.sidecars_off.remove(&slot);
+        let name = format!("sled{index}");
+        self.sleds.push(env.new_sled(&name, index, Some(slot)));
+        self.start_switch(env, slot).await?;
+        self.start_sled(env, index).await?;
+        let old = old.map_or_else(|| "(none)".to_string(), |i| self.sleds[i].name.clone());
+        Ok(format!(
+            "{old} replaced by {name} ({}); {slot}'s zone now at {zone}",
+            self.sleds[index].address
+        ))
+    }
+
+    /// Applies a config change as Nexus's blueprint execution would: the
+    /// zones change and the bootstore gets the next generation, or nothing
+    /// changes. What happened, for the trace.
+    pub fn change_config(&mut self, env: &Env, change: &ConfigChange) -> Result<String, String> {
+        let generation = self.bootstore.borrow().as_ref().map_or(0, |c| c.generation);
+        let addresses: Vec<Ipv6Addr> = self.sleds.iter().map(|s| s.address).collect();
+        let (next, config) = self.zones.change(
+            change,
+            |name| self.sled_index(name),
+            generation,
+            |i| addresses[i],
+        )?;
+        self.zones = next;
+        self.bootstore.send_replace(Some(config));
+        if env.strategy == Strategy::SledTask {
+            for i in 0..self.sleds.len() {
+                self.follow_zones(env, i);
+            }
+        }
+        Ok(format!(
+            "{change}; the bootstore now holds generation {}",
+            generation + 1
+        ))
+    }
+}

@@ -1,0 +1,230 @@
+//! `racksim serve`: a scenario's rack live, on loopback, in real time.
+//!
+//! Every fake of the rack runs as a dropshot server on `127.0.0.1` — per
+//! switch a dpd and an MGS, per sled a sled-agent — serving the same state
+//! machines (`racksim-fakes`) as the simulation, and the chosen strategy's
+//! reconcilers (the real crate) run against them on tokio TCP sockets. A
+//! control API (dropshot too) applies plan actions, dumps the state and
+//! returns the trace so far; the trace is also streamed, stamped with the
+//! wall clock, as the reconcilers converge.
+//!
+//! The modules follow the data path: [`hosts`] (the switch zones and sleds
+//! and their lives), [`net`] (addresses, discovery, links), [`control`]
+//! (the control API) and [`trace`].
+//!
+//! What live mode simplifies, against the simulation and a real rack:
+//!
+//! * **Addresses.** The services listen on loopback ports the OS picks, not
+//!   on underlay addresses and fixed ports. `scrimlet-local` is given its
+//!   switch zone's dpd and MGS addresses (as the reconciler's integration
+//!   tests do, `SwitchZoneServices::Explicit`); `sled-task` discovers the
+//!   switch zones by their underlay addresses from a fixed map (no internal
+//!   DNS server) and connects through a connector that maps each underlay
+//!   address and fixed port to the loopback port serving it.
+//! * **No data path, no control plane.** Nothing sends NTP through the
+//!   switches and there is no Nexus: live mode shows the reconcilers
+//!   converging the switches' NAT tables and repairing them, not zones
+//!   coming up. `legacy` (which blocks zone start) is therefore not offered,
+//!   and the control-plane and instance actions are refused.
+//! * **Links** are enforced where the reconcilers connect, not per packet
+//!   (see [`net`]).
+
+mod control;
+mod hosts;
+mod net;
+mod trace;
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use dropshot::HttpServer;
+use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat};
+use racksim_sim::{RackSpec, Strategy};
+
+pub use control::{
+    control_openapi, ActionRequest, HostList, SledDump, StateDump, SwitchDump,
+    CONTROL_PLANE_ACTIONS,
+};
+pub use net::{FixedResolver, LinkConnector, Links};
+pub use trace::{logging, LiveLine, LiveTrace};
+
+use control::{serve_control, Control};
+use hosts::{Env, Hosts};
+
+/// How to run the rack.
+#[derive(Clone, Debug)]
+pub struct LiveOptions {
+    pub strategy: Strategy,
+    /// Where the control API listens (port 0: any).
+    pub control: SocketAddr,
+    /// The reconcilers' period (production: 30 s).
+    pub period: Duration,
+}
+
+/// A running live rack. Dropping it does not stop it: call [`Self::stop`].
+pub struct LiveRack {
+    pub control: SocketAddr,
+    pub trace: LiveTrace,
+    inner: Arc<Control>,
+    control_server: HttpServer<Arc<Control>>,
+}
+
+/// Starts `rack` live: the fakes, the strategy's reconcilers and the
+/// control API, recording into `trace`. Must run inside a tokio runtime.
+pub async fn start(
+    rack: &RackSpec,
+    opts: &LiveOptions,
+    trace: LiveTrace,
+) -> Result<LiveRack, String> {
+    if !matches!(opts.strategy, Strategy::SledTask | Strategy::ScrimletLocal) {
+        return Err(format!(
+            "live mode runs the sled-task or scrimlet-local reconcilers, not {}: \
+             legacy blocks zone start, and live mode starts no zones",
+            opts.strategy
+        ));
+    }
+    let env = Env {
+        spec: rack.clone(),
+        strategy: opts.strategy,
+        period: opts.period,
+        trace: trace.clone(),
+        links: Links::default(),
+        resolver: FixedResolver::default(),
+    };
+    let mut hosts = Hosts::new(&env);
+    hosts.start_all(&env).await?;
+    let inner = Arc::new(Control {
+        env,
+        hosts: tokio::sync::Mutex::new(hosts),
+        steps: Mutex::new(crate::file::StepChecker::new(rack)),
+    });
+    let control_server = serve_control(opts.control, inner.clone())?;
+    trace.record(
+        "live",
+        format!(
+            "rack {} up: {} switches, {} sleds; strategy {}",
+            rack.name,
+            rack.switches.len(),
+            rack.sleds.len(),
+            opts.strategy
+        ),
+    );
+    Ok(LiveRack {
+        control: control_server.local_addr(),
+        trace,
+        inner,
+        control_server,
+    })
+}
+
+impl LiveRack {
+    /// Every service's address, one per line.
+    pub async fn addresses(&self) -> Vec<String> {
+        let state = self.inner.dump().await;
+        let mut out = Vec::new();
+        for s in &state.switches {
+            out.push(format!(
+                "{}: dpd http://{}  MGS http://{}  (switch zone {})",
+                s.switch, s.dpd, s.mgs, s.zone
+            ));
+        }
+        for s in &state.sleds {
+            out.push(format!("{}: sled-agent http://{}", s.sled, s.sled_agent));
+        }
+        out.push(format!("control API: http://{}", self.control));
+        out
+    }
+
+    /// What `GET /state` answers.
+    pub async fn state(&self) -> StateDump {
+        self.inner.dump().await
+    }
+
+    /// Every switch's IPv4 NAT table (empty while its zone is down).
+    pub async fn nat_tables(&self) -> BTreeMap<SwitchSlot, Vec<Ipv4Nat>> {
+        let hosts = self.inner.hosts.lock().await;
+        hosts
+            .switches
+            .iter()
+            .map(|(slot, s)| (*slot, s.dpd.lock().ipv4_entries()))
+            .collect()
+    }
+
+    /// Where the dpd of `slot` listens now.
+    pub async fn dpd(&self, slot: SwitchSlot) -> Option<SocketAddr> {
+        let hosts = self.inner.hosts.lock().await;
+        hosts.switches.get(&slot).map(|s| s.dpd_addr)
+    }
+
+    /// Stops the reconcilers and every server.
+    pub async fn stop(self) {
+        let _ = self.control_server.close().await;
+        let mut hosts = self.inner.hosts.lock().await;
+        hosts.stop_all();
+        hosts.wait_closed().await;
+    }
+}
+
+/// `racksim serve`: runs `rack` until Ctrl-C.
+pub async fn serve(rack: &RackSpec, opts: LiveOptions) -> Result<(), String> {
+    let trace = LiveTrace::new(false);
+    let subscriber = {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing_subscriber::registry().with(logging::LiveLayer(trace.clone()))
+    };
+    // The runtime is single-threaded: every task runs on this thread.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let live = start(rack, &opts, trace).await?;
+    println!("racksim live: {} with {}", rack.name, opts.strategy);
+    for line in live.addresses().await {
+        println!("  {line}");
+    }
+    // The lines so far (the reconcilers may have started), then each as it
+    // comes.
+    for line in live.trace.lines() {
+        println!("{line}");
+    }
+    live.trace.set_echo();
+    println!("Ctrl-C stops.");
+    tokio::signal::ctrl_c()
+        .await
+        .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
+    println!("stopping");
+    live.stop().await;
+    Ok(())
+}
+
+/// The scenario `racksim serve` runs when none is named.
+pub const DEFAULT_SCENARIO: &str = "sidecar-power-cycle";
+
+/// `racksim serve SCENARIO [--strategy S] [--bind ADDR]`: checks the
+/// arguments, then runs the rack on a single-threaded runtime until Ctrl-C.
+pub fn command(
+    scenario: &crate::file::Scenario,
+    strategy: Option<&str>,
+    bind: SocketAddr,
+) -> Result<bool, String> {
+    let strategy = match strategy {
+        None => Strategy::ScrimletLocal,
+        Some(name) => name
+            .parse::<Strategy>()
+            .map_err(|e| format!("error: --strategy {name:?}: {e}"))?,
+    };
+    let opts = LiveOptions {
+        strategy,
+        control: bind,
+        period: racksim_reconciler::task::DEFAULT_PERIOD,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("error: starting the runtime: {e}"))?;
+    runtime
+        .block_on(serve(&scenario.rack, opts))
+        .map_err(|e| format!("error: {e}"))?;
+    Ok(true)
+}

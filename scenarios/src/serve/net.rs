@@ -1,0 +1,276 @@
+//! The live rack's network, as the reconcilers see it: where a switch
+//! zone's services really listen, which switch zones discovery finds, and
+//! the links a plan partitions or slows down.
+//!
+//! Live mode has no simulated network, so links are enforced where the
+//! reconcilers make their connections ([`LinkConnector`]): every
+//! reconciler's connector knows the host it runs on and asks [`Links`]
+//! about the host at the other end. What that simplifies, against the
+//! simulation's packet-level links:
+//!
+//! * **Partitions** hold a *new* connection until the link heals (the
+//!   client's request timeout gives up first, as against dropped SYNs). A
+//!   request already in flight when the partition starts completes; with
+//!   one connection per request (`racksim_reconciler::http`) that is at
+//!   most one request. A one-way partition blocks a TCP connection either
+//!   way, since a handshake needs both directions.
+//! * **Latency** delays a connection's establishment and the first read
+//!   after each write (the answer to a request) by the link's latency.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    future::Future,
+    io,
+    net::{Ipv6Addr, SocketAddr},
+    pin::Pin,
+    sync::{Arc, Mutex, MutexGuard},
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use racksim_reconciler::{
+    discovery::{DiscoveryError, SwitchSlot, SwitchZoneResolver},
+    http::{Connector, TokioConnector},
+};
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    sync::watch,
+    time::Sleep,
+};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Default)]
+struct LinkTable {
+    /// Host pairs that cannot talk, as the plan named them (`a` to `b`).
+    blocked: BTreeSet<(String, String)>,
+    latency: BTreeMap<(String, String), Duration>,
+    /// Which host serves each loopback address.
+    hosts: BTreeMap<SocketAddr, String>,
+    /// Where each switch zone service's underlay address really listens.
+    underlay: BTreeMap<SocketAddr, SocketAddr>,
+}
+
+/// The live rack's links and addresses; cheap to clone, shared by every
+/// connector.
+#[derive(Clone)]
+pub struct Links {
+    table: Arc<Mutex<LinkTable>>,
+    /// Bumped on every change, to wake connections held by a partition.
+    changed: Arc<watch::Sender<u64>>,
+}
+
+impl Default for Links {
+    fn default() -> Self {
+        Links {
+            table: Arc::default(),
+            changed: Arc::new(watch::Sender::new(0)),
+        }
+    }
+}
+
+impl Links {
+    fn changed(&self) {
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// `host` serves `addr` (a loopback address the OS gave a server).
+    pub fn serves(&self, host: &str, addr: SocketAddr) {
+        lock(&self.table).hosts.insert(addr, host.to_string());
+    }
+
+    /// A switch zone service's underlay address is served at `real`.
+    pub fn maps(&self, underlay: SocketAddr, real: SocketAddr) {
+        lock(&self.table).underlay.insert(underlay, real);
+    }
+
+    /// Blocks (or, with `heal`, unblocks) every pair of `a` × `b`.
+    pub fn partition(&self, a: &[String], b: &[String], heal: bool) {
+        {
+            let mut t = lock(&self.table);
+            for x in a {
+                for y in b {
+                    let pair = (x.clone(), y.clone());
+                    if heal {
+                        t.blocked.remove(&pair);
+                    } else {
+                        t.blocked.insert(pair);
+                    }
+                }
+            }
+        }
+        self.changed();
+    }
+
+    /// Latency of every link of `a` × `b`, both ways (zero removes it).
+    pub fn set_latency(&self, a: &[String], b: &[String], latency: Duration) {
+        let mut t = lock(&self.table);
+        for x in a {
+            for y in b {
+                for pair in [(x.clone(), y.clone()), (y.clone(), x.clone())] {
+                    if latency.is_zero() {
+                        t.latency.remove(&pair);
+                    } else {
+                        t.latency.insert(pair, latency);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Where `addr` really listens, the host serving it, whether the link
+    /// from `from` to it is blocked (either way), and its latency.
+    fn route(&self, from: &str, addr: SocketAddr) -> (SocketAddr, bool, Duration) {
+        let t = lock(&self.table);
+        let real = t.underlay.get(&addr).copied().unwrap_or(addr);
+        let Some(to) = t.hosts.get(&real) else {
+            return (real, false, Duration::ZERO);
+        };
+        let there = (from.to_string(), to.clone());
+        let back = (to.clone(), from.to_string());
+        let blocked = t.blocked.contains(&there) || t.blocked.contains(&back);
+        let latency = t.latency.get(&there).copied().unwrap_or_default();
+        (real, blocked, latency)
+    }
+}
+
+/// The connector of a reconciler running on host `from`: maps underlay
+/// addresses to loopback ports, holds connections across a partition and
+/// delays them by the link's latency.
+#[derive(Clone)]
+pub struct LinkConnector {
+    pub from: String,
+    pub links: Links,
+}
+
+impl Connector for LinkConnector {
+    type Io = DelayedIo;
+
+    async fn connect(&self, addr: SocketAddr) -> io::Result<DelayedIo> {
+        let mut changes = self.links.changed.subscribe();
+        let (real, latency) = loop {
+            let (real, blocked, latency) = self.links.route(&self.from, addr);
+            if !blocked {
+                break (real, latency);
+            }
+            // Held until the link heals; the caller's timeout ends it
+            // first if it does not. Cancel-safe: dropping the wait loses
+            // nothing.
+            if changes.changed().await.is_err() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "link gone"));
+            }
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        let stream = TokioConnector.connect(real).await?;
+        Ok(DelayedIo {
+            inner: stream,
+            latency,
+            armed: false,
+            delay: None,
+        })
+    }
+}
+
+/// A TCP stream whose answers arrive a link's latency late: the first
+/// read after a write waits `latency` first.
+pub struct DelayedIo {
+    inner: tokio::net::TcpStream,
+    latency: Duration,
+    armed: bool,
+    delay: Option<Pin<Box<Sleep>>>,
+}
+
+impl AsyncRead for DelayedIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.armed {
+            let latency = this.latency;
+            let delay = this
+                .delay
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(latency)));
+            if delay.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.delay = None;
+            this.armed = false;
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for DelayedIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) && !this.latency.is_zero() {
+            this.armed = true;
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Discovery without an internal DNS server: the switch zones the live
+/// rack runs, less those hidden (`hide-switch`). A replaced scrimlet's
+/// switch zone takes its slot's entry with its new address.
+#[derive(Clone, Default)]
+pub struct FixedResolver {
+    zones: Arc<Mutex<BTreeMap<SwitchSlot, Ipv6Addr>>>,
+    hidden: Arc<Mutex<BTreeSet<SwitchSlot>>>,
+}
+
+impl FixedResolver {
+    pub fn register(&self, slot: SwitchSlot, zone: Ipv6Addr) {
+        lock(&self.zones).insert(slot, zone);
+    }
+
+    /// Hides (or reveals) the switch zone in `slot`.
+    pub fn hide(&self, slot: SwitchSlot, hide: bool) {
+        let mut hidden = lock(&self.hidden);
+        if hide {
+            hidden.insert(slot);
+        } else {
+            hidden.remove(&slot);
+        }
+    }
+
+    pub fn is_hidden(&self, slot: SwitchSlot) -> bool {
+        lock(&self.hidden).contains(&slot)
+    }
+}
+
+impl SwitchZoneResolver for FixedResolver {
+    fn switch_zones(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Vec<Ipv6Addr>, DiscoveryError>> + Send {
+        let hidden = lock(&self.hidden).clone();
+        let zones = lock(&self.zones)
+            .iter()
+            .filter(|(slot, _)| !hidden.contains(slot))
+            .map(|(_, ip)| *ip)
+            .collect();
+        std::future::ready(Ok(zones))
+    }
+}
+
+#[cfg(test)]
+mod tests;
