@@ -315,6 +315,9 @@ pub struct Shared<S, C> {
     state: Arc<Mutex<S>>,
     observer: Option<Observer<C>>,
     fault: Arc<Mutex<Option<(Fault, tokio::time::Instant)>>>,
+    /// Wakes the service's background task (dpd: its NAT RPW, on
+    /// `POST /rpw/nat/trigger`).
+    trigger: Arc<tokio::sync::Notify>,
 }
 
 impl<S, C> Clone for Shared<S, C> {
@@ -323,6 +326,7 @@ impl<S, C> Clone for Shared<S, C> {
             state: self.state.clone(),
             observer: self.observer.clone(),
             fault: self.fault.clone(),
+            trigger: self.trigger.clone(),
         }
     }
 }
@@ -333,7 +337,15 @@ impl<S, C> Shared<S, C> {
             state: Arc::new(Mutex::new(state)),
             observer: None,
             fault: Arc::default(),
+            trigger: Arc::default(),
         }
+    }
+
+    /// What `POST /rpw/nat/trigger` wakes: at most one pending wake-up (a
+    /// permit), so triggers that arrive while a pull runs cause one more
+    /// pull, not many.
+    pub fn trigger(&self) -> Arc<tokio::sync::Notify> {
+        self.trigger.clone()
     }
 
     /// Every request meets `fault` for the next `window`.
@@ -366,6 +378,17 @@ impl<S, C> Shared<S, C> {
 
     pub fn lock(&self) -> MutexGuard<'_, S> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the state and reports each change it made, in order.
+    pub fn apply<T>(&self, f: impl FnOnce(&mut S) -> (T, Vec<C>)) -> T {
+        let (out, changes) = f(&mut self.lock());
+        if let Some(observer) = &self.observer {
+            for change in &changes {
+                observer(change);
+            }
+        }
+        out
     }
 
     /// Runs `f` on the state and reports the change it made, if any.
@@ -587,7 +610,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<()>, HttpError> {
         rqctx.context().meet_fault("dpd").await?;
-        // Nothing to pull from: there is no Nexus in live mode.
+        rqctx.context().trigger.notify_one();
         Ok(HttpResponseOk(()))
     }
 

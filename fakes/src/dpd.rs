@@ -227,6 +227,51 @@ impl DpdState {
         self.generation = generation;
     }
 
+    /// Applies one change of Nexus's instance NAT changeset as dendrite's
+    /// NAT RPW does: a removal clears the entry at `(external address,
+    /// first port)` if there is one; an addition sets the entry, replacing
+    /// a different one at that key. A change that cannot be applied (its
+    /// range overlaps another entry) is reported and skipped, as dendrite
+    /// logs it and moves on. Returns the table operations made. The caller
+    /// moves the generation ([`Self::set_generation`]) past the changeset.
+    pub fn apply_nat_change(
+        &mut self,
+        c: &racksim_reconciler::instances::NatEntryView,
+    ) -> Vec<Result<NatChange, String>> {
+        let entry = c.entry();
+        let mut done = Vec::new();
+        let at_key = self
+            .ipv4_get(c.external_address, c.first_port)
+            .filter(|e| e.low == c.first_port);
+        if c.deleted {
+            if at_key.is_some() {
+                done.extend(self.ipv4_delete(c.external_address, c.first_port).map(Ok));
+            }
+            return done;
+        }
+        let wanted = entry.to_dpd();
+        match at_key {
+            Some(e) if e == wanted => return done,
+            Some(_) => done.extend(self.ipv4_delete(c.external_address, c.first_port).map(Ok)),
+            None => {}
+        }
+        match self.ipv4_create(c.external_address, c.first_port, c.last_port, entry.target) {
+            Ok(change) => done.extend(change.map(Ok)),
+            Err(e) => {
+                let m = match e {
+                    NatError::Conflict => "its range overlaps another entry".to_string(),
+                    NatError::NotFound => "no such entry".to_string(),
+                    NatError::BadRequest(m) => m,
+                };
+                done.push(Err(format!(
+                    "cannot apply the change of generation {}: {m}",
+                    c.gen
+                )))
+            }
+        }
+        done
+    }
+
     /// Every IPv4 entry, in key order.
     pub fn ipv4_entries(&self) -> Vec<Ipv4Nat> {
         self.v4.all().map(v4).collect()

@@ -246,16 +246,21 @@ enum Command {
         report: Option<std::path::PathBuf>,
     },
     /// Live mode: the scenario's rack on loopback in real time — fake
-    /// switch zones (dpd, MGS) and sled-agents as dropshot servers, the
-    /// strategy's reconcilers against them on TCP, a control API — until
-    /// Ctrl-C. See the README's "Live mode".
+    /// switch zones (dpd, MGS) and sled-agents as dropshot servers, a
+    /// Nexus, the strategy's reconcilers against them on TCP, a control
+    /// API — until Ctrl-C. See the README's "Live mode".
     Serve {
-        /// A catalogue name or a path to a scenario file (its rack is used).
+        /// A catalogue name or a path to a scenario file (its rack and its
+        /// declared instances are used).
         #[arg(default_value = racksim::serve::DEFAULT_SCENARIO)]
         scenario: String,
         /// `scrimlet-local` (default) or `sled-task`.
         #[arg(long)]
         strategy: Option<String>,
+        /// How Nexus starts instances: `saga` (default), `naive` or
+        /// `legacy`.
+        #[arg(long)]
+        start: Option<String>,
         /// Where the control API listens.
         #[arg(long, default_value = "127.0.0.1:12280")]
         bind: std::net::SocketAddr,
@@ -329,10 +334,10 @@ fn main() -> ExitCode {
         Command::Serve {
             scenario,
             strategy,
+            start,
             bind,
-        } => {
-            resolve(&scenario).and_then(|s| racksim::serve::command(&s, strategy.as_deref(), bind))
-        }
+        } => resolve(&scenario)
+            .and_then(|s| racksim::serve::command(&s, strategy.as_deref(), start.as_deref(), bind)),
         Command::Fuzz {
             seeds,
             plan,

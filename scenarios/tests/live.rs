@@ -14,8 +14,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use racksim::serve::{start, LiveOptions, LiveRack, LiveTrace};
-use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat};
-use racksim_sim::{RackSpec, Strategy};
+use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartImpl, SERVICES_VNI};
+use racksim_sim::{InstanceSpec, RackSpec, Strategy};
 use serde_json::{json, Value};
 
 const PERIOD: Duration = Duration::from_millis(200);
@@ -65,15 +65,19 @@ fn rack() -> RackSpec {
         .rack
 }
 
-/// Every switch's table is the config's desired entries.
+/// Every switch's service entries are the config's desired entries.
 async fn converged(live: &LiveRack) -> bool {
     let state = live.state().await;
-    let want = serde_json::to_value(&state.desired_nat).unwrap();
     !state.desired_nat.is_empty()
-        && state
-            .switches
-            .iter()
-            .all(|s| s.up && serde_json::to_value(&s.nat).unwrap() == want)
+        && state.switches.iter().all(|s| {
+            let services: Vec<Ipv4Nat> = s
+                .nat
+                .iter()
+                .filter(|e| e.target.vni == SERVICES_VNI)
+                .copied()
+                .collect();
+            s.up && services == state.desired_nat
+        })
 }
 
 async fn act(live: &LiveRack, action: Value) -> (u16, Value) {
@@ -104,6 +108,8 @@ async fn start_live(strategy: Strategy) -> LiveRack {
         strategy,
         control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
         period: PERIOD,
+        start: StartImpl::Saga,
+        instances: vec![InstanceSpec { name: "web".into() }],
     };
     start(&rack(), &opts, LiveTrace::new(false)).await.unwrap()
 }
@@ -173,6 +179,103 @@ async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
         serde_json::to_value(&want).unwrap()
     );
     live.stop().await;
+}
+
+/// The instance API through the control API: Nexus writes the instance's
+/// NAT rows and triggers the dpds, which pull them (a restarted dpd from
+/// generation 0); the V2P task programs the other sleds; requests made
+/// while the control plane is down (stopped or crashed) run when it is up.
+async fn instances_through_the_live_control_plane(strategy: Strategy) {
+    let live = start_live(strategy).await;
+    until_converged(&live, "converged at start").await;
+    let state = live.state().await;
+    let sleds: Vec<String> = state.sleds.iter().map(|s| s.sled.clone()).collect();
+    let host = sleds[2].clone();
+    let web_ip = "203.0.113.11";
+    let has_web = |s: &racksim::serve::SwitchDump| {
+        s.nat
+            .iter()
+            .any(|e| e.external.to_string() == web_ip && e.target.vni != SERVICES_VNI)
+    };
+    let web = |state: &racksim::serve::StateDump| {
+        state
+            .nexus
+            .instances
+            .iter()
+            .find(|i| i.instance == "web")
+            .map(|i| i.state.clone())
+            .unwrap_or_default()
+    };
+
+    apply(
+        &live,
+        json!({"action": "instance-create", "instance": "web", "sled": host}),
+    )
+    .await;
+    until(
+        "web runs, with NAT on both switches and V2P elsewhere",
+        || async {
+            let state = live.state().await;
+            web(&state) == "running"
+                && state.switches.iter().all(has_web)
+                && state
+                    .sleds
+                    .iter()
+                    .filter(|s| s.sled != host)
+                    .all(|s| !s.v2p.is_empty())
+        },
+    )
+    .await;
+
+    apply(&live, json!({"action": "dpd-restart", "switch": "switch1"})).await;
+    until("switch1 pulls web's entry again", || async {
+        has_web(&live.state().await.switches[1])
+    })
+    .await;
+    assert!(
+        texts(&live)
+            .iter()
+            .any(|t| t.starts_with("switch1 dpd NAT RPW: applied")
+                && t.contains("from generation 0")),
+        "{:#?}",
+        texts(&live)
+    );
+
+    apply(&live, json!({"action": "control-plane-down"})).await;
+    apply(&live, json!({"action": "instance-stop", "instance": "web"})).await;
+    assert!(!live.state().await.nexus.up);
+    assert_eq!(web(&live.state().await), "running");
+    apply(&live, json!({"action": "control-plane-up"})).await;
+    until("web stopped once the control plane is up", || async {
+        web(&live.state().await) == "stopped"
+    })
+    .await;
+
+    apply(&live, json!({"action": "control-plane-crash"})).await;
+    apply(
+        &live,
+        json!({"action": "instance-delete", "instance": "web"}),
+    )
+    .await;
+    apply(&live, json!({"action": "control-plane-up"})).await;
+    until("web deleted, nothing of it left", || async {
+        let state = live.state().await;
+        web(&state) == "deleted"
+            && !state.switches.iter().any(has_web)
+            && state.sleds.iter().all(|s| s.v2p.is_empty())
+    })
+    .await;
+    live.stop().await;
+}
+
+#[tokio::test]
+async fn scrimlet_local_instances_through_the_live_control_plane() {
+    instances_through_the_live_control_plane(Strategy::ScrimletLocal).await;
+}
+
+#[tokio::test]
+async fn sled_task_instances_through_the_live_control_plane() {
+    instances_through_the_live_control_plane(Strategy::SledTask).await;
 }
 
 /// Crash and restart, partitions, a replaced scrimlet, a config change and
@@ -296,11 +399,11 @@ async fn refused_actions_say_why_and_change_nothing() {
     until_converged(&live, "converged at start").await;
     let before = serde_json::to_value(live.state().await).unwrap();
     for (action, says) in [
-        (json!({"action": "control-plane-down"}), "control plane"),
         (
-            json!({"action": "instance-create", "instance": "web", "sled": "sled2"}),
-            "control plane",
+            json!({"action": "instance-create", "instance": "mail", "sled": "sled2"}),
+            "unknown instance",
         ),
+        (json!({"action": "control-plane-up"}), "never took it down"),
         (
             json!({"action": "crash", "host": "upstream-ntp"}),
             "upstream-ntp",
@@ -347,6 +450,8 @@ fn legacy_is_refused() {
                     strategy: Strategy::Legacy,
                     control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
                     period: PERIOD,
+                    start: StartImpl::Saga,
+                    instances: Vec::new(),
                 },
                 LiveTrace::new(false),
             )

@@ -24,7 +24,8 @@ use racksim_reconciler::{
     discovery::SwitchSlot,
     dpd::MacAddr,
     instances::{
-        ExternalIp, InstanceRecord, InstanceState, NatTable, Nic, SagaRecord, StartImpl, GUEST_VNI,
+        ExternalIp, InstanceRecord, InstanceState, NatTable, Nic, RuntimeUpdate, SagaRecord,
+        SagaState, StartImpl, StoreError, GUEST_VNI,
     },
     nat::NatEntry,
     scrimlet_local::{ServiceZoneKind, ServiceZoneNat, SystemNetworkingConfig},
@@ -396,6 +397,66 @@ pub struct Db {
     pub next_id: u64,
 }
 
+impl Db {
+    /// A fresh record of declared instance `id` (see [`instance_record`]).
+    pub fn declare(&mut self, id: u32, name: &str) {
+        self.instances.insert(id, instance_record(id, name));
+    }
+
+    /// [`InstanceStore::update_if`]'s transaction: applies `update` only if
+    /// the record is at `expected_generation`, bumping the generation.
+    /// Returns the state before and the record after.
+    ///
+    /// [`InstanceStore::update_if`]: racksim_reconciler::instances::InstanceStore::update_if
+    pub fn update_if(
+        &mut self,
+        id: u32,
+        expected_generation: u64,
+        update: RuntimeUpdate,
+    ) -> Result<(InstanceState, InstanceRecord), StoreError> {
+        let rec = self
+            .instances
+            .get_mut(&id)
+            .ok_or(StoreError::NotFound(id))?;
+        if rec.generation != expected_generation {
+            return Err(StoreError::Conflict {
+                id,
+                current: rec.generation,
+            });
+        }
+        let before = rec.state;
+        rec.state = update.state;
+        rec.sled = update.sled;
+        rec.vmm = update.vmm;
+        rec.generation += 1;
+        Ok((before, rec.clone()))
+    }
+
+    /// The durable counter's next value.
+    pub fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Records a new saga, executed by the Nexus named `sec` (upstream's
+    /// `current_sec`).
+    pub fn saga_create(&mut self, saga: &SagaRecord, sec: &str) {
+        self.sagas.insert(saga.id, saga.clone());
+        self.saga_sec.insert(saga.id, sec.to_string());
+    }
+
+    /// The saga's unfinished records whose executor is `sec`: as upstream,
+    /// a Nexus recovers only its own sagas, so two never run one saga.
+    pub fn sagas_unfinished(&self, sec: &str) -> Vec<SagaRecord> {
+        self.sagas
+            .values()
+            .filter(|s| self.saga_sec.get(&s.id).map(String::as_str) == Some(sec))
+            .filter(|s| matches!(s.state, SagaState::Running | SagaState::Unwinding))
+            .cloned()
+            .collect()
+    }
+}
+
 /// One sled-agent's volatile state (lost when the sled restarts): the fake
 /// sled-agent's state machine.
 pub use racksim_fakes::sled_agent::SledAgentState;
@@ -540,7 +601,7 @@ impl World {
         let mut db = Db::default();
         for (i, spec) in params.instances.iter().enumerate() {
             let id = i as u32 + 1;
-            db.instances.insert(id, instance_record(id, &spec.name));
+            db.declare(id, &spec.name);
         }
         let state = State {
             control_plane: ControlPlaneState {

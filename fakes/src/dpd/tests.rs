@@ -1,7 +1,10 @@
 use std::net::Ipv6Addr;
 
 use http::{Method, StatusCode};
-use racksim_reconciler::dpd::{Ipv4Nat, Ipv6Nat, MacAddr, ResultsPage};
+use racksim_reconciler::{
+    dpd::{Ipv4Nat, Ipv6Nat, MacAddr, ResultsPage},
+    instances::NatEntryView,
+};
 
 use super::*;
 
@@ -253,4 +256,57 @@ fn reset_empties_the_table_and_identifiers_name_the_slot() {
         (r.status, r.body),
         (StatusCode::OK, Some(serde_json::Value::Null))
     );
+}
+
+fn nat_change(first_port: u16, last_port: u16, sled: u16, gen: i64, deleted: bool) -> NatEntryView {
+    NatEntryView {
+        external_address: Ipv4Addr::new(203, 0, 113, 10),
+        first_port,
+        last_port,
+        sled_address: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x100 + sled, 0, 0, 0, 1),
+        vni: 1001,
+        mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 5]),
+        gen,
+        deleted,
+    }
+}
+
+#[test]
+fn changes_are_applied_as_dendrite_does() {
+    let mut dpd = DpdState::new(0);
+    // Removing an absent entry does nothing.
+    assert!(dpd
+        .apply_nat_change(&nat_change(0, 99, 1, 1, true))
+        .is_empty());
+    // Set: created; the same again: nothing.
+    let ops = dpd.apply_nat_change(&nat_change(0, 99, 1, 2, false));
+    assert!(matches!(ops[..], [Ok(NatChange::Created(_))]), "{ops:?}");
+    assert!(dpd
+        .apply_nat_change(&nat_change(0, 99, 1, 2, false))
+        .is_empty());
+    // Set another target at the same key: replaced.
+    let ops = dpd.apply_nat_change(&nat_change(0, 99, 2, 3, false));
+    assert!(
+        matches!(
+            ops[..],
+            [Ok(NatChange::Deleted(_)), Ok(NatChange::Created(_))]
+        ),
+        "{ops:?}"
+    );
+    assert_eq!(
+        dpd.ipv4_entries()[0].target,
+        nat_change(0, 99, 2, 3, false).entry().target
+    );
+    // An overlapping range at another key cannot be applied: reported.
+    let ops = dpd.apply_nat_change(&nat_change(50, 150, 3, 4, false));
+    assert!(
+        matches!(&ops[..], [Err(m)] if m.contains("generation 4")),
+        "{ops:?}"
+    );
+    // A removal clears the entry at its key, whatever its target.
+    let ops = dpd.apply_nat_change(&nat_change(0, 99, 1, 5, true));
+    assert!(matches!(ops[..], [Ok(NatChange::Deleted(_))]), "{ops:?}");
+    assert!(dpd.ipv4_entries().is_empty());
+    // Applying does not move the generation: the RPW sets it.
+    assert_eq!(dpd.generation(), 0);
 }

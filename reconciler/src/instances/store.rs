@@ -189,11 +189,13 @@ impl SagaRecord {
 /// (`GET /nat/ipv4/changeset/{from_gen}`): the entry, and the table version
 /// at which it was added — or, if `deleted`, removed — as `gen`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct NatEntryView {
     pub external_address: Ipv4Addr,
     pub first_port: u16,
     pub last_port: u16,
     pub sled_address: Ipv6Addr,
+    #[cfg_attr(feature = "schemars", schemars(with = "crate::dpd::schema::Vni"))]
     pub vni: u32,
     pub mac: MacAddr,
     pub gen: i64,

@@ -3,7 +3,7 @@
 //! so `POST /actions` and a `[[step]]` table mean the same thing and are
 //! refused for the same reasons.
 
-use racksim_sim::{rack::RackSpec, Action};
+use racksim_sim::{rack::RackSpec, Action, InstanceSpec};
 
 use super::{
     error::Locator,
@@ -15,13 +15,16 @@ use super::{
 #[derive(Clone)]
 pub struct StepChecker {
     rack: RackSpec,
+    instances: Vec<InstanceSpec>,
     state: PlanState,
 }
 
 impl StepChecker {
-    pub fn new(rack: &RackSpec) -> Self {
+    /// Steps on `rack`, whose declared instances are `instances`.
+    pub fn new(rack: &RackSpec, instances: &[InstanceSpec]) -> Self {
         StepChecker {
             rack: rack.clone(),
+            instances: instances.to_vec(),
             state: PlanState::new(rack),
         }
     }
@@ -49,7 +52,7 @@ impl StepChecker {
         let raw: RawStep = toml::from_str(&text)
             .map_err(|e| render(e.span(), e.message().trim().to_string(), None))?;
         let mut next = self.state.clone();
-        let action = step_action(&raw, &self.rack, &[], &mut next)
+        let action = step_action(&raw, &self.rack, &self.instances, &mut next)
             .map_err(|(span, message, hint)| render(Some(span), message, hint))?;
         self.state = next;
         Ok(action)

@@ -3,10 +3,10 @@
 //!
 //! An action is a scenario file's step without `at`, read by the file's
 //! own parser ([`crate::file::StepChecker`]): the same names, the same
-//! fields, the same refusals (an unknown host, healing a partition never
-//! made, powering on a sidecar that is on), each a 400 that changes
-//! nothing. Live mode runs no control plane, so the control-plane and
-//! instance actions are refused too, saying so.
+//! fields, the same refusals (an unknown host or instance, healing a
+//! partition never made, powering on a sidecar that is on), each a 400
+//! that changes nothing. Every plan action applies; the instance actions
+//! are requests to the live Nexus's instance API, answered in the trace.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -19,27 +19,20 @@ use racksim_reconciler::{
     dpd::Ipv4Nat,
     instances::{VirtualNetworkInterfaceHost, VmmInfo},
 };
-use racksim_sim::{rack::UPSTREAM_NTP_NAME, world::zone_nat_entry, Action};
+use racksim_sim::{
+    rack::UPSTREAM_NTP_NAME,
+    world::{zone_nat_entry, InstanceRequest},
+    Action,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
     hosts::{Env, Hosts},
+    nexus::LiveNexus,
     trace::LiveLine,
 };
 use crate::file::StepChecker;
-
-/// The plan actions live mode does not apply: they act on the control
-/// plane, which live mode does not run.
-pub const CONTROL_PLANE_ACTIONS: &[&str] = &[
-    "control-plane-down",
-    "control-plane-up",
-    "control-plane-crash",
-    "instance-create",
-    "instance-start",
-    "instance-stop",
-    "instance-delete",
-];
 
 /// One host, or several.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -80,10 +73,11 @@ pub struct ActionRequest {
     /// A zone (`nexus`, `nexus.1`) or, for `add-zone`, a zone kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
-    /// For the instance actions (refused: no control plane).
+    /// For the instance actions: a declared instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
-    /// The sled a zone goes to (`add-zone`, `move-zone`).
+    /// The sled an instance starts on, or a zone goes to (`add-zone`,
+    /// `move-zone`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sled: Option<String>,
     /// For `config-change`: `add-zone`, `move-zone` or `remove-zone`.
@@ -126,11 +120,34 @@ pub struct SledDump {
     pub vmms: Vec<VmmInfo>,
 }
 
+/// One instance in the state dump, as the database has it.
+#[derive(Serialize, JsonSchema)]
+pub struct InstanceDump {
+    pub instance: String,
+    /// `creating`, `stopped`, `starting`, `running`, `stopping`,
+    /// `deleted`, `failed`.
+    pub state: String,
+    pub sled: Option<String>,
+    pub generation: u64,
+}
+
+/// The control plane in the state dump.
+#[derive(Serialize, JsonSchema)]
+pub struct NexusDump {
+    /// The sled of the Nexus zone it stands for.
+    pub host: String,
+    pub up: bool,
+    /// The instance NAT table's version (what dpds pull up to).
+    pub nat_version: i64,
+    pub instances: Vec<InstanceDump>,
+}
+
 /// `GET /state`.
 #[derive(Serialize, JsonSchema)]
 pub struct StateDump {
     pub switches: Vec<SwitchDump>,
     pub sleds: Vec<SledDump>,
+    pub nexus: NexusDump,
     /// The service zones' NAT entries as the bootstore's config has them.
     pub desired_nat: Vec<Ipv4Nat>,
 }
@@ -164,7 +181,10 @@ pub trait ControlApi {
 pub(super) struct Control {
     pub env: Env,
     pub hosts: tokio::sync::Mutex<Hosts>,
+    pub nexus: tokio::sync::Mutex<LiveNexus>,
     pub steps: std::sync::Mutex<StepChecker>,
+    /// Declared instances, by id - 1.
+    pub instances: Vec<String>,
 }
 
 fn bad(message: String) -> HttpError {
@@ -174,13 +194,6 @@ fn bad(message: String) -> HttpError {
 impl Control {
     /// Reads `req` as a plan step: the action, or a 400 saying why not.
     fn read(&self, req: &ActionRequest) -> Result<Action, HttpError> {
-        if CONTROL_PLANE_ACTIONS.contains(&req.action.as_str()) {
-            return Err(bad(format!(
-                "action {:?} acts on the control plane, and live mode runs none (no Nexus, \
-                 no database): run it in the simulation (`racksim run`)",
-                req.action
-            )));
-        }
         let fields = toml::to_string(req).map_err(|e| bad(format!("action: {e}")))?;
         let action = {
             let mut steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
@@ -205,6 +218,14 @@ impl Control {
             action
         };
         Ok(action)
+    }
+
+    fn instance_id(&self, name: &str) -> Result<u32, HttpError> {
+        self.instances
+            .iter()
+            .position(|i| i == name)
+            .map(|i| i as u32 + 1)
+            .ok_or_else(|| bad(format!("no instance {name:?}")))
     }
 
     /// Applies `action` now, recording what happened in the trace.
@@ -309,14 +330,36 @@ impl Control {
                 let what = hosts.change_config(env, change).map_err(bad)?;
                 trace.record("control", format!("  {what}"));
             }
-            Action::ControlPlaneDown
-            | Action::ControlPlaneUp
-            | Action::ControlPlaneCrash
-            | Action::InstanceCreate { .. }
-            | Action::InstanceStart { .. }
-            | Action::InstanceStop { .. }
-            | Action::InstanceDelete { .. } => {
-                unreachable!("refused by `read`")
+            Action::ControlPlaneDown => self.nexus.lock().await.stop(),
+            Action::ControlPlaneCrash => self.nexus.lock().await.crash(),
+            Action::ControlPlaneUp => self.nexus.lock().await.start().map_err(internal)?,
+            Action::InstanceCreate { instance, sled }
+            | Action::InstanceStart { instance, sled } => {
+                let id = self.instance_id(instance)?;
+                let sled = hosts
+                    .sled_index(sled)
+                    .ok_or_else(|| bad(format!("no sled {sled} runs now")))?
+                    as u32;
+                let req = if matches!(action, Action::InstanceCreate { .. }) {
+                    InstanceRequest::Create { instance: id, sled }
+                } else {
+                    InstanceRequest::Start { instance: id, sled }
+                };
+                self.nexus.lock().await.submit(req);
+            }
+            Action::InstanceStop { instance } => {
+                let instance = self.instance_id(instance)?;
+                self.nexus
+                    .lock()
+                    .await
+                    .submit(InstanceRequest::Stop { instance });
+            }
+            Action::InstanceDelete { instance } => {
+                let instance = self.instance_id(instance)?;
+                self.nexus
+                    .lock()
+                    .await
+                    .submit(InstanceRequest::Delete { instance });
             }
         }
         Ok(())
@@ -371,9 +414,34 @@ impl Control {
             .map(|z| zone_nat_entry(&z.spec, hosts.sleds[z.spec.sled].address).to_dpd())
             .collect();
         desired_nat.sort();
+        let nexus = {
+            let n = self.nexus.lock().await;
+            let sled_name = |id: u32| {
+                hosts
+                    .sleds
+                    .get(id as usize)
+                    .map_or_else(|| format!("sled {id}"), |s| s.name.clone())
+            };
+            NexusDump {
+                host: n.host().to_string(),
+                up: n.up(),
+                nat_version: n.nat_version(),
+                instances: n
+                    .instances()
+                    .into_iter()
+                    .map(|r| InstanceDump {
+                        instance: r.name.clone(),
+                        state: r.state.to_string(),
+                        sled: r.sled.map(sled_name),
+                        generation: r.generation,
+                    })
+                    .collect(),
+            }
+        };
         StateDump {
             switches,
             sleds,
+            nexus,
             desired_nat,
         }
     }
@@ -390,7 +458,13 @@ impl ControlApi for ControlImpl {
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
         let control = rqctx.context();
         let action = control.read(&body.into_inner())?;
-        control.apply(&action).await?;
+        if let Err(e) = control.apply(&action).await {
+            control
+                .env
+                .trace
+                .record("control", format!("  refused: {}", e.external_message));
+            return Err(e);
+        }
         Ok(HttpResponseUpdatedNoContent())
     }
 

@@ -27,6 +27,7 @@ use racksim_fakes::{
 };
 use racksim_reconciler::{
     discovery::SwitchSlot,
+    instances::{StartImpl, SLED_AGENT_PORT},
     nat::NatEntry,
     scrimlet_local::{scrimlet_reconcilers, SwitchZoneServices, SystemNetworkingConfig},
     sled_task::SledNatReconciler,
@@ -44,6 +45,7 @@ use tracing::Instrument;
 
 use super::{
     net::{FixedResolver, LinkConnector, Links},
+    nexus::{dpd_nat_rpw, Inventory},
     trace::{nat_line, sled_agent_line, LiveTrace},
 };
 
@@ -61,6 +63,8 @@ pub(super) struct SwitchHost {
     pub dpd: DpdContext,
     mgs: MgsState,
     servers: Option<(HttpServer<DpdContext>, HttpServer<MgsState>)>,
+    /// dpd's instance NAT RPW, while the zone runs.
+    rpw: Option<JoinHandle<()>>,
     /// Servers being closed; a restart waits for them to let go of the
     /// ports.
     closing: Vec<JoinHandle<()>>,
@@ -111,10 +115,19 @@ pub(super) struct Hosts {
 pub(super) struct Env {
     pub spec: RackSpec,
     pub strategy: Strategy,
+    /// How the control plane starts instances; `legacy` is seed 002's
+    /// time, when dpd had no NAT RPW.
+    pub start: StartImpl,
     pub period: Duration,
     pub trace: LiveTrace,
     pub links: Links,
     pub resolver: FixedResolver,
+    /// The database's inventory of sleds and boundary switches.
+    pub inventory: Inventory,
+    /// The service zones' desired NAT entries, as the database has them.
+    pub desired: watch::Sender<Vec<NatEntry>>,
+    /// Where dpds pull instance NAT from (Nexus's internal API).
+    pub nexus: SocketAddr,
 }
 
 impl Env {
@@ -135,16 +148,18 @@ impl Env {
             dpd: self.new_dpd(slot),
             mgs: MgsState { slot: slot.index() },
             servers: None,
+            rpw: None,
             closing: Vec::new(),
         }
     }
 
-    fn new_sled(&self, name: &str, index: usize, scrimlet_of: Option<SwitchSlot>) -> SledHost {
+    fn new_sled(&self, name: &str, address: Ipv6Addr, scrimlet_of: Option<SwitchSlot>) -> SledHost {
         let trace = self.trace.clone();
         let host = name.to_string();
+        self.inventory.add_sled(name, address);
         SledHost {
             name: name.to_string(),
-            address: sled_address(index),
+            address,
             scrimlet_of,
             agent_addr: loopback(),
             agent: SledAgentContext::new(SledAgentState::default()).with_observer(Arc::new(
@@ -172,11 +187,12 @@ impl Hosts {
         let sleds = spec
             .sleds
             .iter()
-            .enumerate()
-            .map(|(i, s)| env.new_sled(&s.name, i, s.scrimlet_of))
+            .map(|s| env.new_sled(&s.name, s.address, s.scrimlet_of))
             .collect();
         let zones = ZoneSet::from_rack(spec);
-        let bootstore = watch::Sender::new(Some(zones.config(1, |i| spec.sleds[i].address)));
+        let config = zones.config(1, |i| spec.sleds[i].address);
+        env.desired.send_replace(config.nat_entries());
+        let bootstore = watch::Sender::new(Some(config));
         Hosts {
             switches,
             sleds,
@@ -246,6 +262,24 @@ impl Hosts {
             env.links.maps(SocketAddr::new(s.zone.into(), port), real);
         }
         env.resolver.register(slot, s.zone);
+        if env.spec.switch(slot).is_some_and(|sw| sw.uplinked) {
+            env.inventory.boundary_switch(slot, s.zone);
+        }
+        // dendrite of seed 002's time (what `legacy` start models) had no
+        // NAT RPW: Nexus pushed instance NAT to it.
+        if env.start != StartImpl::Legacy {
+            s.rpw = Some(tokio::spawn(dpd_nat_rpw(
+                slot,
+                s.dpd.clone(),
+                env.nexus,
+                LinkConnector {
+                    from: slot.to_string(),
+                    links: env.links.clone(),
+                },
+                env.period,
+                env.trace.clone(),
+            )));
+        }
         s.servers = Some((dpd, mgs));
         Ok(())
     }
@@ -253,6 +287,9 @@ impl Hosts {
     /// Stops the switch zone in `slot`: its table is gone.
     pub fn stop_switch(&mut self, slot: SwitchSlot) {
         let s = self.switches.get_mut(&slot).expect("a switch of the rack");
+        if let Some(rpw) = s.rpw.take() {
+            rpw.abort();
+        }
         if let Some((dpd, mgs)) = s.servers.take() {
             s.closing.push(tokio::spawn(async move {
                 let _ = dpd.close().await;
@@ -276,6 +313,10 @@ impl Hosts {
             .map_err(|e| format!("{} sled-agent: {e}", sled.name))?;
         sled.agent_addr = server.local_addr();
         env.links.serves(&sled.name, sled.agent_addr);
+        env.links.maps(
+            SocketAddr::new(sled.address.into(), SLED_AGENT_PORT),
+            sled.agent_addr,
+        );
         sled.server = Some(server);
         match env.strategy {
             Strategy::ScrimletLocal => self.start_scrimlet_reconcilers(env, index),
@@ -427,6 +468,7 @@ impl Hosts {
         if let Some(i) = old {
             self.stop_sled(i);
             self.sleds[i].retired = true;
+            env.inventory.retire_sled(i);
         }
         self.stop_switch(slot);
         let index = self.sleds.len();
@@ -441,7 +483,9 @@ impl Hosts {
         }
         self.sidecars_off.remove(&slot);
         let name = format!("sled{index}");
-        self.sleds.push(env.new_sled(&name, index, Some(slot)));
+        // Named and addressed as the simulation names a replacement.
+        self.sleds
+            .push(env.new_sled(&name, sled_address(index), Some(slot)));
         self.start_switch(env, slot).await?;
         self.start_sled(env, index).await?;
         let old = old.map_or_else(|| "(none)".to_string(), |i| self.sleds[i].name.clone());
@@ -464,6 +508,7 @@ impl Hosts {
             |i| addresses[i],
         )?;
         self.zones = next;
+        env.desired.send_replace(config.nat_entries());
         self.bootstore.send_replace(Some(config));
         if env.strategy == Strategy::SledTask {
             for i in 0..self.sleds.len() {

@@ -9,8 +9,8 @@
 //! wall clock, as the reconcilers converge.
 //!
 //! The modules follow the data path: [`hosts`] (the switch zones and sleds
-//! and their lives), [`net`] (addresses, discovery, links), [`control`]
-//! (the control API) and [`trace`].
+//! and their lives), [`nexus`] (the control plane), [`net`] (addresses,
+//! discovery, links), [`control`] (the control API) and [`trace`].
 //!
 //! What live mode simplifies, against the simulation and a real rack:
 //!
@@ -21,17 +21,18 @@
 //!   switch zones by their underlay addresses from a fixed map (no internal
 //!   DNS server) and connects through a connector that maps each underlay
 //!   address and fixed port to the loopback port serving it.
-//! * **No data path, no control plane.** Nothing sends NTP through the
-//!   switches and there is no Nexus: live mode shows the reconcilers
-//!   converging the switches' NAT tables and repairing them, not zones
-//!   coming up. `legacy` (which blocks zone start) is therefore not offered,
-//!   and the control-plane and instance actions are refused.
+//! * **No data path.** Nothing sends NTP through the switches: live mode
+//!   shows the reconcilers converging the switches' NAT tables and
+//!   repairing them, not zones coming up. `legacy` (which blocks zone
+//!   start) is therefore not offered, and `upstream-ntp` is no host here.
+//! * **One Nexus** stands for the rack's Nexus zones (see [`nexus`]).
 //! * **Links** are enforced where the reconcilers connect, not per packet
 //!   (see [`net`]).
 
 mod control;
 mod hosts;
 mod net;
+mod nexus;
 mod trace;
 
 use std::{
@@ -42,18 +43,20 @@ use std::{
 };
 
 use dropshot::HttpServer;
-use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat};
-use racksim_sim::{RackSpec, Strategy};
+use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartImpl};
+use racksim_sim::{rack::ZoneKind, InstanceSpec, RackSpec, Strategy};
+use tokio::sync::watch;
 
 pub use control::{
-    control_openapi, ActionRequest, HostList, SledDump, StateDump, SwitchDump,
-    CONTROL_PLANE_ACTIONS,
+    control_openapi, ActionRequest, HostList, InstanceDump, NexusDump, SledDump, StateDump,
+    SwitchDump,
 };
 pub use net::{FixedResolver, LinkConnector, Links};
 pub use trace::{logging, LiveLine, LiveTrace};
 
 use control::{serve_control, Control};
 use hosts::{Env, Hosts};
+use nexus::{Inventory, LiveNexus, NexusEnv};
 
 /// How to run the rack.
 #[derive(Clone, Debug)]
@@ -61,8 +64,12 @@ pub struct LiveOptions {
     pub strategy: Strategy,
     /// Where the control API listens (port 0: any).
     pub control: SocketAddr,
-    /// The reconcilers' period (production: 30 s).
+    /// The reconcilers' and background tasks' period (production: 30 s).
     pub period: Duration,
+    /// How the control plane starts instances.
+    pub start: StartImpl,
+    /// The instances the instance actions may name.
+    pub instances: Vec<InstanceSpec>,
 }
 
 /// A running live rack. Dropping it does not stop it: call [`Self::stop`].
@@ -87,20 +94,53 @@ pub async fn start(
             opts.strategy
         ));
     }
+    let nexus_zone = rack
+        .zones
+        .iter()
+        .find(|z| z.kind == ZoneKind::Nexus)
+        .ok_or_else(|| format!("rack {} has no Nexus zone", rack.name))?;
+    let nexus_sled = &rack.sleds[nexus_zone.sled];
+    let (desired, desired_rx) = watch::channel(Vec::new());
     let env = Env {
         spec: rack.clone(),
         strategy: opts.strategy,
+        start: opts.start,
         period: opts.period,
         trace: trace.clone(),
         links: Links::default(),
         resolver: FixedResolver::default(),
+        inventory: Inventory::default(),
+        desired,
+        nexus: SocketAddr::new(
+            nexus_sled.address.into(),
+            racksim_sim::hosts::control_plane::NEXUS_INTERNAL_PORT,
+        ),
     };
+    let instances: Vec<String> = opts.instances.iter().map(|i| i.name.clone()).collect();
+    let mut nexus = LiveNexus::new(
+        NexusEnv {
+            strategy: opts.strategy,
+            start: opts.start,
+            period: opts.period,
+            trace: trace.clone(),
+            links: env.links.clone(),
+            resolver: env.resolver.clone(),
+            desired: desired_rx,
+            instances: instances.clone(),
+        },
+        &nexus_sled.name,
+        nexus_sled.address,
+        env.inventory.clone(),
+    );
     let mut hosts = Hosts::new(&env);
+    nexus.start()?;
     hosts.start_all(&env).await?;
     let inner = Arc::new(Control {
         env,
         hosts: tokio::sync::Mutex::new(hosts),
-        steps: Mutex::new(crate::file::StepChecker::new(rack)),
+        nexus: tokio::sync::Mutex::new(nexus),
+        steps: Mutex::new(crate::file::StepChecker::new(rack, &opts.instances)),
+        instances,
     });
     let control_server = serve_control(opts.control, inner.clone())?;
     trace.record(
@@ -135,6 +175,11 @@ impl LiveRack {
         for s in &state.sleds {
             out.push(format!("{}: sled-agent http://{}", s.sled, s.sled_agent));
         }
+        out.push(format!(
+            "{}: Nexus (instance API through the control API), {}",
+            state.nexus.host,
+            if state.nexus.up { "up" } else { "down" }
+        ));
         out.push(format!("control API: http://{}", self.control));
         out
     }
@@ -163,6 +208,7 @@ impl LiveRack {
     /// Stops the reconcilers and every server.
     pub async fn stop(self) {
         let _ = self.control_server.close().await;
+        self.inner.nexus.lock().await.shut_down().await;
         let mut hosts = self.inner.hosts.lock().await;
         hosts.stop_all();
         hosts.wait_closed().await;
@@ -198,6 +244,21 @@ pub async fn serve(rack: &RackSpec, opts: LiveOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// The instances live mode declares: the scenario's, or `web` and `db`
+/// when it declares none (a service-NAT scenario).
+pub fn live_instances(scenario: &crate::file::Scenario) -> Vec<InstanceSpec> {
+    if scenario.instances.is_empty() {
+        ["web", "db"]
+            .iter()
+            .map(|n| InstanceSpec {
+                name: n.to_string(),
+            })
+            .collect()
+    } else {
+        scenario.instances.clone()
+    }
+}
+
 /// The scenario `racksim serve` runs when none is named.
 pub const DEFAULT_SCENARIO: &str = "sidecar-power-cycle";
 
@@ -206,6 +267,7 @@ pub const DEFAULT_SCENARIO: &str = "sidecar-power-cycle";
 pub fn command(
     scenario: &crate::file::Scenario,
     strategy: Option<&str>,
+    start: Option<&str>,
     bind: SocketAddr,
 ) -> Result<bool, String> {
     let strategy = match strategy {
@@ -214,10 +276,18 @@ pub fn command(
             .parse::<Strategy>()
             .map_err(|e| format!("error: --strategy {name:?}: {e}"))?,
     };
+    let start = match start {
+        None => StartImpl::Saga,
+        Some(name) => name
+            .parse::<StartImpl>()
+            .map_err(|e| format!("error: --start {name:?}: {}", e.0))?,
+    };
     let opts = LiveOptions {
         strategy,
         control: bind,
         period: racksim_reconciler::task::DEFAULT_PERIOD,
+        start,
+        instances: live_instances(scenario),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -72,24 +72,10 @@ impl InstanceStore for SimStore {
         let now = turmoil::sim_elapsed().unwrap_or_default();
         let (before, after) = {
             let mut st = self.world.lock();
-            let rec = st
+            let (before, after) = st
                 .control_plane
                 .db
-                .instances
-                .get_mut(&id)
-                .ok_or(StoreError::NotFound(id))?;
-            if rec.generation != expected_generation {
-                return Err(StoreError::Conflict {
-                    id,
-                    current: rec.generation,
-                });
-            }
-            let before = rec.state;
-            rec.state = update.state;
-            rec.sled = update.sled;
-            rec.vmm = update.vmm;
-            rec.generation += 1;
-            let after = rec.clone();
+                .update_if(id, expected_generation, update)?;
             if after.state == InstanceState::Running {
                 if before != InstanceState::Running {
                     st.control_plane.running_since.insert(id, now);
@@ -155,9 +141,7 @@ impl InstanceStore for SimStore {
 
     async fn next_id(&self) -> Result<u64, StoreError> {
         self.round_trip().await;
-        let mut st = self.world.lock();
-        st.control_plane.db.next_id += 1;
-        Ok(st.control_plane.db.next_id)
+        Ok(self.world.lock().control_plane.db.next_id())
     }
 
     async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
@@ -207,15 +191,11 @@ impl InstanceStore for SimStore {
 
     async fn saga_create(&self, saga: &SagaRecord) -> Result<(), StoreError> {
         self.round_trip().await;
-        {
-            let mut st = self.world.lock();
-            st.control_plane.db.sagas.insert(saga.id, saga.clone());
-            // The saga's executor (its SEC), as upstream's `current_sec`.
-            st.control_plane
-                .db
-                .saga_sec
-                .insert(saga.id, self.host.clone());
-        }
+        self.world
+            .lock()
+            .control_plane
+            .db
+            .saga_create(saga, &self.host);
         let (name, sled) = (
             self.world.instance_name(saga.instance),
             self.world.sled(saga.sled as usize).name,
@@ -272,21 +252,11 @@ impl InstanceStore for SimStore {
     /// when that Nexus is expunged, which the simulation does not model).
     async fn sagas_unfinished(&self) -> Result<Vec<SagaRecord>, StoreError> {
         self.round_trip().await;
-        let st = self.world.lock();
-        Ok(st
+        Ok(self
+            .world
+            .lock()
             .control_plane
             .db
-            .sagas
-            .values()
-            .filter(|s| st.control_plane.db.saga_sec.get(&s.id) == Some(&self.host))
-            .filter(|s| {
-                matches!(
-                    s.state,
-                    racksim_reconciler::instances::SagaState::Running
-                        | racksim_reconciler::instances::SagaState::Unwinding
-                )
-            })
-            .cloned()
-            .collect())
+            .sagas_unfinished(&self.host))
     }
 }

@@ -23,7 +23,7 @@ use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server};
 use crate::{
     fakes::{
         dataplane::{Geneve, Inbound},
-        dpd::{DpdState, NatChange, NatError},
+        dpd::{DpdState, NatChange},
         http::{ApiError, ApiRequest, ApiResponse, Handler},
         mgs::MgsState,
     },
@@ -225,7 +225,7 @@ async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
                 return Ok(());
             };
             for change in &changes {
-                lines.extend(apply_change(dpd, change));
+                lines.extend(dpd.apply_nat_change(change));
             }
             dpd.set_generation(last);
             st.version += 1;
@@ -286,46 +286,6 @@ async fn fetch_changeset(world: &World, from_gen: i64) -> Result<Vec<NatEntryVie
         }
     }
     Err(format!("no Nexus answered: {}", errors.join("; ")))
-}
-
-/// Applies one change as dendrite does: a removal clears the entry at
-/// `(external address, first port)` if there is one; an addition sets the
-/// entry, replacing a different one at that key. A change that cannot be
-/// applied (its range overlaps another entry) is reported and skipped, as
-/// dendrite logs it and moves on. Returns the table operations made.
-fn apply_change(dpd: &mut DpdState, c: &NatEntryView) -> Vec<Result<NatChange, String>> {
-    let entry = c.entry();
-    let mut done = Vec::new();
-    let at_key = dpd
-        .ipv4_get(c.external_address, c.first_port)
-        .filter(|e| e.low == c.first_port);
-    if c.deleted {
-        if at_key.is_some() {
-            done.extend(dpd.ipv4_delete(c.external_address, c.first_port).map(Ok));
-        }
-        return done;
-    }
-    let wanted = entry.to_dpd();
-    match at_key {
-        Some(e) if e == wanted => return done,
-        Some(_) => done.extend(dpd.ipv4_delete(c.external_address, c.first_port).map(Ok)),
-        None => {}
-    }
-    match dpd.ipv4_create(c.external_address, c.first_port, c.last_port, entry.target) {
-        Ok(change) => done.extend(change.map(Ok)),
-        Err(e) => {
-            let m = match e {
-                NatError::Conflict => "its range overlaps another entry".to_string(),
-                NatError::NotFound => "no such entry".to_string(),
-                NatError::BadRequest(m) => m,
-            };
-            done.push(Err(format!(
-                "cannot apply the change of generation {}: {m}",
-                c.gen
-            )))
-        }
-    }
-    done
 }
 
 /// A NAT table change as a trace line with its entry's fields.
@@ -454,63 +414,4 @@ fn dropping_changed(world: &World, slot: SwitchSlot, dropping: bool, pkt: &Inbou
             .field("switch", slot)
             .field("dropping", dropping),
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use std::net::{Ipv4Addr, Ipv6Addr};
-
-    use racksim_reconciler::{dpd::MacAddr, instances::NatEntryView};
-
-    use super::apply_change;
-    use crate::fakes::dpd::{DpdState, NatChange};
-
-    fn change(first_port: u16, last_port: u16, sled: u16, gen: i64, deleted: bool) -> NatEntryView {
-        NatEntryView {
-            external_address: Ipv4Addr::new(203, 0, 113, 10),
-            first_port,
-            last_port,
-            sled_address: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x100 + sled, 0, 0, 0, 1),
-            vni: 1001,
-            mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 5]),
-            gen,
-            deleted,
-        }
-    }
-
-    #[test]
-    fn changes_are_applied_as_dendrite_does() {
-        let mut dpd = DpdState::new(0);
-        // Removing an absent entry does nothing.
-        assert!(apply_change(&mut dpd, &change(0, 99, 1, 1, true)).is_empty());
-        // Set: created; the same again: nothing.
-        let ops = apply_change(&mut dpd, &change(0, 99, 1, 2, false));
-        assert!(matches!(ops[..], [Ok(NatChange::Created(_))]), "{ops:?}");
-        assert!(apply_change(&mut dpd, &change(0, 99, 1, 2, false)).is_empty());
-        // Set another target at the same key: replaced.
-        let ops = apply_change(&mut dpd, &change(0, 99, 2, 3, false));
-        assert!(
-            matches!(
-                ops[..],
-                [Ok(NatChange::Deleted(_)), Ok(NatChange::Created(_))]
-            ),
-            "{ops:?}"
-        );
-        assert_eq!(
-            dpd.ipv4_entries()[0].target,
-            change(0, 99, 2, 3, false).entry().target
-        );
-        // An overlapping range at another key cannot be applied: reported.
-        let ops = apply_change(&mut dpd, &change(50, 150, 3, 4, false));
-        assert!(
-            matches!(&ops[..], [Err(m)] if m.contains("generation 4")),
-            "{ops:?}"
-        );
-        // A removal clears the entry at its key, whatever its target.
-        let ops = apply_change(&mut dpd, &change(0, 99, 1, 5, true));
-        assert!(matches!(ops[..], [Ok(NatChange::Deleted(_))]), "{ops:?}");
-        assert!(dpd.ipv4_entries().is_empty());
-        // Applying does not move the generation: the RPW sets it.
-        assert_eq!(dpd.generation(), 0);
-    }
 }

@@ -1,7 +1,12 @@
+use racksim_sim::InstanceSpec;
+
 use super::*;
 
 fn checker() -> StepChecker {
-    StepChecker::new(&crate::catalogue::get("sidecar-power-cycle").unwrap().rack)
+    StepChecker::new(
+        &crate::catalogue::get("sidecar-power-cycle").unwrap().rack,
+        &[InstanceSpec { name: "web".into() }],
+    )
 }
 
 #[test]
@@ -11,6 +16,14 @@ fn reads_steps_as_a_scenario_file_does() {
         c.check("action = \"crash\"\nhost = \"sled1\"").unwrap(),
         Action::Crash("sled1".into())
     );
+    assert!(matches!(
+        c.check("action = \"instance-start\"\ninstance = \"web\"\nsled = \"sled2\""),
+        Ok(Action::InstanceStart { .. })
+    ));
+    assert!(c
+        .check("action = \"instance-stop\"\ninstance = \"db\"")
+        .unwrap_err()
+        .contains("unknown instance"));
     assert!(matches!(
         c.check("action = \"partition\"\na = \"sled0\"\nb = [\"switch0\", \"switch1\"]"),
         Ok(Action::Partition { oneway: false, .. })
