@@ -515,3 +515,38 @@ fn page<T, K: Display>(items: Vec<T>, key: impl Fn(&T) -> K) -> ResultsPage<T> {
 
 #[cfg(test)]
 mod tests;
+
+/// dpd's instance NAT RPW schedule (dendrite): a pull at start — from the
+/// table's generation, 0 for a started dpd — then every `period` and
+/// whenever `trigger` is notified (`POST /rpw/nat/trigger`). `pull` makes
+/// one pull; `failed` hears of a failure once, not every period while it
+/// lasts. Runs until dropped, as long as its switch zone does; shared by
+/// the simulation and live mode, which pull over their own sockets.
+pub async fn run_nat_rpw<F: std::future::Future<Output = Result<(), String>>>(
+    trigger: std::sync::Arc<tokio::sync::Notify>,
+    period: std::time::Duration,
+    mut pull: impl FnMut() -> F,
+    mut failed: impl FnMut(&str),
+) {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_failure: Option<String> = None;
+    loop {
+        // Cancel-safe: an interval's tick (a missed tick is delayed, not
+        // lost), and `Notify::notified`, which hands a notification it got
+        // on to the next waiter when dropped (and `notify_one` with no
+        // waiter leaves a permit), so no trigger is lost.
+        tokio::select! {
+            biased;
+            () = trigger.notified() => {}
+            _ = interval.tick() => {}
+        }
+        let failure = pull().await.err();
+        if failure != last_failure {
+            if let Some(e) = &failure {
+                failed(e);
+            }
+            last_failure = failure;
+        }
+    }
+}

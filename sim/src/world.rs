@@ -403,6 +403,14 @@ impl Db {
         self.instances.insert(id, instance_record(id, name));
     }
 
+    /// The record of instance `id`.
+    pub fn fetch(&self, id: u32) -> Result<InstanceRecord, StoreError> {
+        self.instances
+            .get(&id)
+            .cloned()
+            .ok_or(StoreError::NotFound(id))
+    }
+
     /// [`InstanceStore::update_if`]'s transaction: applies `update` only if
     /// the record is at `expected_generation`, bumping the generation.
     /// Returns the state before and the record after.

@@ -129,11 +129,7 @@ impl LiveStore {
 
 impl InstanceStore for LiveStore {
     async fn fetch(&self, id: u32) -> Result<InstanceRecord, StoreError> {
-        lock(&self.db)
-            .instances
-            .get(&id)
-            .cloned()
-            .ok_or(StoreError::NotFound(id))
+        lock(&self.db).fetch(id)
     }
 
     async fn update_if(
@@ -693,28 +689,13 @@ pub(super) async fn dpd_nat_rpw(
     period: Duration,
     trace: LiveTrace,
 ) {
-    let trigger = dpd.trigger();
-    let mut interval = tokio::time::interval(period);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Recorded once, not every period, while it lasts.
-    let mut last_failure: Option<String> = None;
-    loop {
-        // Cancel-safe: `Notify::notified` hands on a notification it got
-        // when dropped (and `notify_one` with no waiter leaves a permit);
-        // an interval's tick is delayed, not lost.
-        tokio::select! {
-            biased;
-            () = trigger.notified() => {}
-            _ = interval.tick() => {}
-        }
-        let failure = pull_nat(slot, &dpd, nexus, &connector, &trace).await.err();
-        if failure != last_failure {
-            if let Some(e) = &failure {
-                trace.record(&slot.to_string(), format!("dpd NAT RPW: {e}"));
-            }
-            last_failure = failure;
-        }
-    }
+    racksim_fakes::dpd::run_nat_rpw(
+        dpd.trigger(),
+        period,
+        || pull_nat(slot, &dpd, nexus, &connector, &trace),
+        |e| trace.record(&slot.to_string(), format!("dpd NAT RPW: {e}")),
+    )
+    .await
 }
 
 /// One pull: changesets from this dpd's generation until one is empty.

@@ -52,14 +52,7 @@ fn state_name(s: InstanceState) -> String {
 impl InstanceStore for SimStore {
     async fn fetch(&self, id: u32) -> Result<InstanceRecord, StoreError> {
         self.round_trip().await;
-        self.world
-            .lock()
-            .control_plane
-            .db
-            .instances
-            .get(&id)
-            .cloned()
-            .ok_or(StoreError::NotFound(id))
+        self.world.lock().control_plane.db.fetch(id)
     }
 
     async fn update_if(

@@ -166,37 +166,23 @@ impl Handler for DpdHandler {
 /// generation from Nexus and apply them. It runs as long as the switch zone
 /// does (turmoil drops its tasks when the zone goes down).
 async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<Notify>) {
-    let mut interval = tokio::time::interval(NAT_RPW_PERIOD);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // The last failure traced, so that a Nexus that stays down is recorded
-    // once, not every 30 s.
-    let mut last_failure: Option<String> = None;
-    loop {
-        // Cancel-safe: an interval's tick (a missed tick is delayed, not
-        // lost), and `Notify::notified`, which hands a notification it got
-        // on to the next waiter when dropped (and `notify_one` with no
-        // waiter leaves a permit), so no trigger is lost.
-        tokio::select! {
-            biased;
-            () = trigger.notified() => {}
-            _ = interval.tick() => {}
-        }
-        let failure = pull_nat(&world, slot).await.err();
-        if failure != last_failure {
-            if let Some(e) = &failure {
-                world.record(
-                    world
-                        .line(
-                            &slot.to_string(),
-                            Kind::Reconciler,
-                            format!("dpd NAT RPW: {}", world.name_addrs(e)),
-                        )
-                        .field("task", "dpd-nat-rpw"),
-                );
-            }
-            last_failure = failure;
-        }
-    }
+    racksim_fakes::dpd::run_nat_rpw(
+        trigger,
+        NAT_RPW_PERIOD,
+        || pull_nat(&world, slot),
+        |e| {
+            world.record(
+                world
+                    .line(
+                        &slot.to_string(),
+                        Kind::Reconciler,
+                        format!("dpd NAT RPW: {}", world.name_addrs(e)),
+                    )
+                    .field("task", "dpd-nat-rpw"),
+            )
+        },
+    )
+    .await
 }
 
 /// One pull: fetch changesets from this dpd's generation until one is
