@@ -369,3 +369,24 @@ fn the_matrix_judges_some_seeds_violate_per_cell() {
         .expect("a saga cell");
     assert!(saga["some_seeds_violate"].is_null(), "{saga}");
 }
+
+#[test]
+fn serve_refuses_bad_arguments_before_starting_anything() {
+    for (args, says) in [
+        (
+            &["serve", "--start", "nope"][..],
+            "unknown start implementation",
+        ),
+        (
+            &["serve", "--strategy", "legacy"][..],
+            "legacy blocks zone start",
+        ),
+        (&["serve", "--strategy", "fast"][..], "unknown strategy"),
+        (&["serve", "no-such-scenario"][..], "no-such-scenario"),
+    ] {
+        let (code, out, err) = racksim(args);
+        assert_eq!(code, Some(2), "{args:?}: {out}{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!out.contains("control API"), "{args:?} started: {out}");
+    }
+}

@@ -280,7 +280,7 @@ pub fn command(
         None => StartImpl::Saga,
         Some(name) => name
             .parse::<StartImpl>()
-            .map_err(|e| format!("error: --start {name:?}: {}", e.0))?,
+            .map_err(|e| format!("error: --start: {e}"))?,
     };
     let opts = LiveOptions {
         strategy,
