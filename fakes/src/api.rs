@@ -318,6 +318,9 @@ pub struct Shared<S, C> {
     /// Wakes the service's background task (dpd: its NAT RPW, on
     /// `POST /rpw/nat/trigger`).
     trigger: Arc<tokio::sync::Notify>,
+    /// Whether the service is down: a fault then holds no request (those
+    /// it holds end), so that the service's server can close.
+    down: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl<S, C> Clone for Shared<S, C> {
@@ -327,6 +330,7 @@ impl<S, C> Clone for Shared<S, C> {
             observer: self.observer.clone(),
             fault: self.fault.clone(),
             trigger: self.trigger.clone(),
+            down: self.down.clone(),
         }
     }
 }
@@ -338,7 +342,20 @@ impl<S, C> Shared<S, C> {
             observer: None,
             fault: Arc::default(),
             trigger: Arc::default(),
+            down: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
+    }
+
+    /// The service goes down: the requests its fault holds end now (with
+    /// the fault's error), and so does any that arrives while its server
+    /// closes.
+    pub fn interrupt(&self) {
+        self.down.send_replace(true);
+    }
+
+    /// The service is up again: its fault holds requests again.
+    pub fn resume(&self) {
+        self.down.send_replace(false);
     }
 
     /// What `POST /rpw/nat/trigger` wakes: at most one pending wake-up (a
@@ -361,7 +378,13 @@ impl<S, C> Shared<S, C> {
         match fault {
             Some((fault, until)) if tokio::time::Instant::now() < until => {
                 if fault == Fault::Hang {
-                    tokio::time::sleep_until(until).await;
+                    let mut down = self.down.subscribe();
+                    // Cancel-safe: a sleep holds nothing but its deadline;
+                    // `until_down` only observes a watch channel.
+                    tokio::select! {
+                        () = tokio::time::sleep_until(until) => {}
+                        () = until_down(&mut down) => {}
+                    }
                 }
                 Err(fault.error(service).into())
             }
@@ -402,6 +425,11 @@ impl<S, C> Shared<S, C> {
         }
         Ok(out)
     }
+}
+
+/// Resolves once the service is down (at once if it is).
+async fn until_down(down: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = down.wait_for(|d| *d).await;
 }
 
 /// The context of a fake dpd server.

@@ -35,10 +35,22 @@ async fn until<F: Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F
 
 /// One raw HTTP/1.1 request: `(status, JSON body or Null)`.
 async fn call(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    try_call(addr, method, path, body).await.unwrap()
+}
+
+/// The same, or the I/O error that ended it.
+async fn try_call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Result<(u16, Value), String> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .unwrap();
+        .map_err(|e| e.to_string())?;
     tokio::spawn(conn);
     let req = http::Request::builder()
         .method(method)
@@ -50,13 +62,18 @@ async fn call(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -
             body.map(|b| b.to_string()).unwrap_or_default(),
         )))
         .unwrap();
-    let resp = sender.send_request(req).await.unwrap();
+    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    ))
 }
 
 fn rack() -> RackSpec {
@@ -338,7 +355,48 @@ async fn repairs_what_host_and_network_actions_break(strategy: Strategy) {
         "switch1 written across the partition: {t:#?}"
     );
 
-    // A replaced scrimlet: new sled, new switch zone, refilled.
+    // A switch zone crashing while a hang holds requests: the held
+    // requests die with it, and its restart is not held up by them.
+    apply(
+        &live,
+        json!({"action": "dpd-hang", "switch": "switch1", "for": "10m"}),
+    )
+    .await;
+    let dpd1 = live.dpd(SwitchSlot::Switch1).await.unwrap();
+    // Written by hand, as curl writes it: the server sees a client that
+    // waits.
+    let held = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(dpd1).await.unwrap();
+        let request = format!(
+            "GET /nat/ipv4 HTTP/1.1\r\nhost: {dpd1}\r\napi-version: {}\r\nconnection: close\r\n\r\n",
+            racksim_reconciler::dpd::API_VERSION
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).to_string()
+    });
+    apply(&live, json!({"action": "crash", "host": "switch1"})).await;
+    // Ended by the crash (the hang's 503, or the connection closed).
+    let ended = tokio::time::timeout(BOUND, held)
+        .await
+        .expect("the held request ended")
+        .unwrap();
+    assert!(
+        ended.is_empty() || ended.starts_with("HTTP/1.1 503"),
+        "{ended}"
+    );
+    tokio::time::timeout(
+        BOUND,
+        apply(&live, json!({"action": "restart", "host": "switch1"})),
+    )
+    .await
+    .expect("the restart is not held up by the hang");
+    assert!(live.state().await.switches[1].up);
+
+    // A replaced scrimlet (new hardware, without the hang): new sled, new
+    // switch zone, refilled.
     let old_dpd1 = live.dpd(SwitchSlot::Switch1).await.unwrap();
     apply(
         &live,

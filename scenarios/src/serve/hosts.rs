@@ -49,6 +49,29 @@ use super::{
     trace::{nat_line, sled_agent_line, LiveTrace},
 };
 
+/// How long a restart waits for the previous incarnation's servers to let
+/// go of their ports.
+const CLOSE_BOUND: Duration = Duration::from_secs(10);
+
+/// Waits until the servers being closed have let go of their ports, or
+/// says why not (a client holding a connection open): the host then stays
+/// down rather than the control API hanging.
+async fn closed(closing: &mut Vec<JoinHandle<()>>, host: &str) -> Result<(), String> {
+    while let Some(c) = closing.last_mut() {
+        tokio::time::timeout(CLOSE_BOUND, c)
+            .await
+            .map_err(|_| {
+                format!(
+                    "{host}'s servers from before have not closed within {CLOSE_BOUND:?} \
+                 (a connection is still open); try again"
+                )
+            })?
+            .ok();
+        closing.pop();
+    }
+    Ok(())
+}
+
 fn loopback() -> SocketAddr {
     SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)
 }
@@ -249,10 +272,9 @@ impl Hosts {
         if s.up() {
             return Ok(());
         }
-        for c in s.closing.drain(..) {
-            let _ = c.await;
-        }
+        closed(&mut s.closing, &slot.to_string()).await?;
         *s.dpd.lock() = DpdState::new(slot.index());
+        s.dpd.resume();
         let dpd = serve_dpd(s.dpd_addr, s.dpd.clone()).map_err(|e| format!("{slot} dpd: {e}"))?;
         let mgs = serve_mgs(s.mgs_addr, s.mgs).map_err(|e| format!("{slot} MGS: {e}"))?;
         s.dpd_addr = dpd.local_addr();
@@ -291,6 +313,9 @@ impl Hosts {
             rpw.abort();
         }
         if let Some((dpd, mgs)) = s.servers.take() {
+            // Requests held by a hang die with the host, so the server
+            // can close.
+            s.dpd.interrupt();
             s.closing.push(tokio::spawn(async move {
                 let _ = dpd.close().await;
                 let _ = mgs.close().await;
@@ -305,10 +330,9 @@ impl Hosts {
         if sled.up() || sled.retired {
             return Ok(());
         }
-        for c in sled.closing.drain(..) {
-            let _ = c.await;
-        }
+        closed(&mut sled.closing, &sled.name).await?;
         *sled.agent.lock() = SledAgentState::default();
+        sled.agent.resume();
         let server = serve_sled_agent(sled.agent_addr, sled.agent.clone())
             .map_err(|e| format!("{} sled-agent: {e}", sled.name))?;
         sled.agent_addr = server.local_addr();
@@ -335,6 +359,7 @@ impl Hosts {
         sled.config = None;
         sled.status = None;
         if let Some(server) = sled.server.take() {
+            sled.agent.interrupt();
             sled.closing.push(tokio::spawn(async move {
                 let _ = server.close().await;
             }));
@@ -473,14 +498,9 @@ impl Hosts {
         self.stop_switch(slot);
         let index = self.sleds.len();
         let zone = switch_zone_address(index);
-        // New hardware: the old dpd's faults do not follow.
-        let old_switch = self
-            .switches
-            .insert(slot, env.new_switch(slot, zone))
-            .expect("a switch of the rack");
-        for c in old_switch.closing {
-            let _ = c.await;
-        }
+        // New hardware: the old dpd's faults do not follow, and its
+        // servers (closing) held other ports.
+        self.switches.insert(slot, env.new_switch(slot, zone));
         self.sidecars_off.remove(&slot);
         let name = format!("sled{index}");
         // Named and addressed as the simulation names a replacement.
