@@ -35,6 +35,7 @@ use racksim_reconciler::{
     DPD_PORT, MGS_PORT,
 };
 use racksim_sim::{
+    hosts::sled::follow_entries,
     plan::ConfigChange,
     rack::{sled_address, switch_zone_address},
     world::{zone_nat_entry, ZoneSet},
@@ -413,31 +414,19 @@ impl Hosts {
             .iter()
             .map(|z| zone_nat_entry(&z.spec, sled.address))
             .collect();
-        match &sled.config {
-            Some(tx) => {
-                tx.send_if_modified(|current| {
-                    let changed = *current != entries;
-                    *current = entries;
-                    changed
-                });
-            }
-            None if !entries.is_empty() => {
-                let (config_tx, config_rx) = watch::channel(entries);
-                let reconciler = SledNatReconciler::new(
-                    LinkConnector {
-                        from: sled.name.clone(),
-                        links: env.links.clone(),
-                    },
-                    env.resolver.clone(),
-                );
-                let status = watch::Sender::new(TaskStatus::NotYetRun);
-                sled.tasks.push(tokio::spawn(
-                    run_reconciler_task(reconciler, config_rx, None, env.period, status)
-                        .instrument(tracing::info_span!("host", host = %sled.name)),
-                ));
-                sled.config = Some(config_tx);
-            }
-            None => {}
+        if let Some(config_rx) = follow_entries(&mut sled.config, entries) {
+            let reconciler = SledNatReconciler::new(
+                LinkConnector {
+                    from: sled.name.clone(),
+                    links: env.links.clone(),
+                },
+                env.resolver.clone(),
+            );
+            let status = watch::Sender::new(TaskStatus::NotYetRun);
+            sled.tasks.push(tokio::spawn(
+                run_reconciler_task(reconciler, config_rx, None, env.period, status)
+                    .instrument(tracing::info_span!("host", host = %sled.name)),
+            ));
         }
     }
 

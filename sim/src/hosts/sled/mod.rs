@@ -34,6 +34,7 @@ use rand::{rngs::SmallRng, SeedableRng};
 use tokio::{sync::watch, task::JoinHandle};
 
 pub use self::ntp::NTP_POLL_INTERVAL;
+pub use self::reconcilers::follow_entries;
 use super::spawn_server;
 pub use crate::fakes::sled_agent::TimeSync;
 use crate::{

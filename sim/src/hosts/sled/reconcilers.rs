@@ -30,6 +30,29 @@ pub(super) fn follow_zones_in_sled_task(
         .iter()
         .map(|z| world.zone_nat_entry(&z.spec))
         .collect();
+    if let Some(config_rx) = follow_entries(config, entries) {
+        // The task logs its activations (`tracing`); the run's
+        // subscriber turns them into trace lines (`crate::logging`).
+        let status_tx = watch::Sender::new(TaskStatus::NotYetRun);
+        let reconciler = SledNatReconciler::new(TurmoilConnector, resolver.clone());
+        tokio::task::spawn_local(run_reconciler_task(
+            reconciler,
+            config_rx,
+            None,
+            DEFAULT_PERIOD,
+            status_tx,
+        ));
+    }
+}
+
+/// The per-sled task's config follows `entries`, its sled's zones'
+/// entries: once the task runs, a change is sent to it; before, the first
+/// non-empty set creates the config, and its receiver is returned — the
+/// caller starts the task with it. Shared by the simulation and live mode.
+pub fn follow_entries(
+    config: &mut Option<watch::Sender<Vec<NatEntry>>>,
+    entries: Vec<NatEntry>,
+) -> Option<watch::Receiver<Vec<NatEntry>>> {
     match config {
         Some(tx) => {
             tx.send_if_modified(|current| {
@@ -37,23 +60,14 @@ pub(super) fn follow_zones_in_sled_task(
                 *current = entries;
                 changed
             });
+            None
         }
         None if !entries.is_empty() => {
             let (config_tx, config_rx) = watch::channel(entries);
-            // The task logs its activations (`tracing`); the run's
-            // subscriber turns them into trace lines (`crate::logging`).
-            let status_tx = watch::Sender::new(TaskStatus::NotYetRun);
-            let reconciler = SledNatReconciler::new(TurmoilConnector, resolver.clone());
-            tokio::task::spawn_local(run_reconciler_task(
-                reconciler,
-                config_rx,
-                None,
-                DEFAULT_PERIOD,
-                status_tx,
-            ));
             *config = Some(config_tx);
+            Some(config_rx)
         }
-        None => {}
+        None => None,
     }
 }
 
