@@ -39,13 +39,10 @@ pub const LIVENESS: Duration = Duration::from_secs(15 * 60);
 /// for a cold-booted rack's control plane to be up again).
 pub const CREATE_RETRY: Duration = Duration::from_secs(120);
 
-/// Shortest control-plane outage drawn. sim's Nexus
-/// (`sim/src/hosts/control_plane.rs`) waits for `command != Run` in each of
-/// its concurrent loops; a loop blocked in a request (up to the 15 s
-/// timeout) while `down` and `up` both happen never sees the stop, so the
-/// orderly stop never completes and Nexus never comes back. Outages longer
-/// than any request keep fuzz verdicts clear of that artefact.
-pub const CP_MIN_DOWN: Duration = Duration::from_secs(120);
+/// Shortest control-plane outage drawn: short enough that an operator's
+/// start can come while the stop still drains in-flight work (which once
+/// lost the start; regression `control-plane-restart-while-draining`).
+pub const CP_MIN_DOWN: Duration = Duration::from_secs(5);
 
 /// What a fuzz run draws plans for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -300,10 +297,7 @@ fn draw(opts: &Options, seed: u64) -> Scenario {
                     steps.push((fixed(from), Action::ReplaceScrimlet(switch)));
                     replaced.push(rack.switch(switch).expect("a rack switch").scrimlet);
                 }
-                // Down for at least two minutes: the simulated Nexus loses a
-                // `control-plane-up` that arrives while an orderly stop is
-                // still waiting for an in-flight request (a testbed bug, see
-                // CP_MIN_DOWN), which no reconciler could be blamed for.
+                // Down for at least CP_MIN_DOWN.
                 "control-plane"
                     if to >= from + CP_MIN_DOWN && busy.claim("control plane", from, to) =>
                 {

@@ -60,7 +60,29 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
         if command.wait_for(|c| *c == NexusCommand::Run).await.is_err() {
             return;
         }
-        let stop = command.clone();
+        // The operator's stop, latched for this incarnation: a stop that
+        // is followed by a start while the incarnation still finishes its
+        // work must still stop it (the start then begins the next
+        // incarnation). Observing the command level instead would lose
+        // the stop for a task that was busy while the command went
+        // Stop -> Run, leaving a Nexus half stopped for good.
+        let (stopping_tx, stopping) = watch::channel(false);
+        let mut observed = command.clone();
+        let latch = async move {
+            // An error means the world is gone: stop as well.
+            let _ = observed.wait_for(|c| *c != NexusCommand::Run).await;
+            stopping_tx.send_replace(true);
+            // Keep the sender alive: the incarnation watches it.
+            std::future::pending::<()>().await
+        };
+        let incarnation = async {
+            tokio::select! {
+                // Cancel-safe: the latch only observes and sends on watch
+                // channels; `serve` is polled to completion here.
+                came_up = serve(&world, &host, index, &resolver, stopping) => came_up,
+                () = latch => unreachable!("the latch never completes"),
+            }
+        };
         let what = tokio::select! {
             biased;
             // Cancel-safe: `wait_for` only observes the channel; dropping it
@@ -78,7 +100,7 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
             // Not cancel-safe in general, and it need not be: a crash
             // abandons whatever it was doing. It returns only after an
             // orderly stop has let its work finish.
-            came_up = serve(&world, &host, index, &resolver, stop) => {
+            came_up = incarnation => {
                 if came_up {
                     "control plane stopped; in-flight operations finished first"
                 } else {
@@ -101,9 +123,9 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
 
 /// Resolves once the operator wants the control plane stopped (or crashed;
 /// the caller handles a crash first).
-async fn stop_requested(stop: &mut watch::Receiver<NexusCommand>) {
-    // An error means the world is gone: stop as well.
-    let _ = stop.wait_for(|c| *c != NexusCommand::Run).await;
+async fn stop_requested(stop: &mut watch::Receiver<bool>) {
+    // An error means the incarnation is gone: stop as well.
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// Wait for time sync, come up, then run the background tasks and the
@@ -114,7 +136,7 @@ async fn serve(
     host: &str,
     index: usize,
     resolver: &InternalDnsResolver,
-    mut stop: watch::Receiver<NexusCommand>,
+    mut stop: watch::Receiver<bool>,
 ) -> bool {
     let sled_agent = HttpClient::new(
         TurmoilConnector,
@@ -193,7 +215,7 @@ async fn internal_api(
     world: &World,
     host: &str,
     store: &SimStore,
-    mut stop: watch::Receiver<NexusCommand>,
+    mut stop: watch::Receiver<bool>,
 ) {
     let handler = NexusInternalApi {
         store: store.clone(),
@@ -289,7 +311,7 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
     host: &str,
     index: usize,
     ops: &InstanceOps<TurmoilConnector, S>,
-    mut stop: watch::Receiver<NexusCommand>,
+    mut stop: watch::Receiver<bool>,
 ) {
     let mut bell = world.doorbell();
     let mut running = tokio::task::JoinSet::new();
@@ -389,7 +411,7 @@ async fn v2p_rpw<S: InstanceStore>(
     store: &S,
     start: StartImpl,
     v2p_task: &Notify,
-    mut stop: watch::Receiver<NexusCommand>,
+    mut stop: watch::Receiver<bool>,
 ) {
     if start == StartImpl::Legacy {
         return;
@@ -453,7 +475,7 @@ async fn service_nat_rpw(
     world: &World,
     host: &str,
     resolver: &InternalDnsResolver,
-    mut stop: watch::Receiver<NexusCommand>,
+    mut stop: watch::Receiver<bool>,
 ) {
     let mut activation = 0u64;
     let mut interval = tokio::time::interval(RPW_PERIOD);
