@@ -569,15 +569,14 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let mut next_timed_check = Duration::ZERO;
     let mut events = 0u64;
     let mut timeline = crate::timing::Timeline::default();
+    // The instant whose work the last step ran: the world as observed now
+    // is as that instant left it (a step runs everything due at one
+    // instant, then moves time to the next one, where nothing has run
+    // yet). Changes are stamped with it, not with `now`, which is however
+    // far away the next event happens to be.
+    let mut drained = Duration::ZERO;
     let verdict = loop {
         let now = driver.sim.elapsed();
-        while let Some(step) = pending.next_if(|s| s.at <= now) {
-            world.record(
-                TraceLine::new(now, "plan", Kind::Plan, step.action.to_string())
-                    .field("step", step.action.kind()),
-            );
-            driver.apply(now, &step.action);
-        }
         // The gaps change only when the world does; safety is checked then
         // too, and at least once a simulated second for the time-based
         // invariant. One snapshot of the world serves both.
@@ -588,7 +587,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             if changed {
                 checked_version = version;
                 gaps = convergence_gaps(&world, &snapshot);
-                timeline.sample(now, gaps.is_empty());
+                timeline.sample(drained, gaps.is_empty());
             }
             next_timed_check = now + TIMED_CHECK_PERIOD;
             if let Some(v) = invariant_violation(&world, &snapshot, now) {
@@ -603,15 +602,17 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                     found.or(st.trace.last()).map(|l| l.to_string())
                 };
                 break Verdict::InvariantViolated {
-                    at: now,
+                    // A state that broke an invariant broke it when it was
+                    // made; a time-based one breaks when its time is up.
+                    at: if changed { drained } else { now },
                     invariant: v.invariant,
                     message: v.message,
                     event,
                 };
             }
         }
-        if gaps.is_empty() && now >= last_step && pending.peek().is_none() {
-            let since = *converged_since.get_or_insert(now);
+        if gaps.is_empty() && drained >= last_step && pending.peek().is_none() {
+            let since = *converged_since.get_or_insert(drained);
             if now - since >= cfg.stability {
                 break Verdict::Converged { at: since };
             }
@@ -627,13 +628,23 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         // Stop at the next instant the driver must act on: a plan step, the
         // end of the stability window, a timed check, the deadline.
         let mut limit = cfg.deadline.min(next_timed_check);
-        if let Some(step) = pending.peek() {
-            limit = limit.min(step.at);
-        }
         if let Some(since) = converged_since {
             limit = limit.min(since + cfg.stability);
         }
+        // The plan's steps due now act at this instant, before its hosts
+        // run (and are observed with what the hosts then do).
+        while let Some(step) = pending.next_if(|s| s.at <= now) {
+            world.record(
+                TraceLine::new(now, "plan", Kind::Plan, step.action.to_string())
+                    .field("step", step.action.kind()),
+            );
+            driver.apply(now, &step.action);
+        }
+        if let Some(step) = pending.peek() {
+            limit = limit.min(step.at);
+        }
         events += 1;
+        drained = now;
         if let Err(e) = driver.sim.step_until(limit) {
             break Verdict::HostFailed {
                 at: driver.sim.elapsed(),
