@@ -415,8 +415,20 @@ fn parse_seed_range(s: &str) -> Result<(u64, u64), String> {
     if a > b {
         return Err(bad());
     }
+    // Each seed is a run listed up front: a range beyond what any machine
+    // runs is a typo, refused before it allocates.
+    if b - a >= MAX_SEED_SPAN {
+        return Err(format!(
+            "seed range {s:?} spans {} seeds; at most {MAX_SEED_SPAN} per command \
+             (split it into several ranges)",
+            u128::from(b - a) + 1
+        ));
+    }
     Ok((a, b))
 }
+
+/// Most seeds one `--seeds A..B` may name.
+const MAX_SEED_SPAN: u64 = 10_000_000;
 
 fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     let bad = || format!("invalid shard {s:?}: expected I/N with I < N, e.g. 0/4");
@@ -522,8 +534,8 @@ fn sweep(
     }
     let threads = threads(jobs);
     let (shard_i, shard_n) = shard.unwrap_or((0, 1));
-    let jobs: Vec<_> = (a..=b)
-        .filter(|seed| (seed - a) % shard_n == shard_i)
+    let jobs: Vec<_> = racksim::fuzz::shard_seeds((a, b), (shard_i, shard_n))
+        .into_iter()
         .map(|seed| (&scenario, variant, seed))
         .collect();
     let bar = progress_bar();

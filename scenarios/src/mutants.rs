@@ -33,16 +33,6 @@ pub fn fuzz_configs() -> Vec<fuzz::Options> {
     .collect()
 }
 
-/// Mutants no scenario can kill yet, and why. The kill table shows them as
-/// SURVIVED with the reason; they are not counted as killed.
-pub fn known_survivor(_m: Mutant) -> Option<&'static str> {
-    // Every mutant has a scenario that kills it: `own-by-ip` dies on
-    // shared-snat (two NTP zones on one SNAT IP), `ignore-config-changes`
-    // on config-change (scrimlet-local applies each generation within
-    // seconds). A mutant that cannot be killed yet is listed here with why.
-    None
-}
-
 /// What killed a mutant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Kill {
@@ -62,8 +52,6 @@ pub struct Kill {
 pub struct Row {
     pub mutant: String,
     pub killed: Option<Kill>,
-    /// Why a survivor survives, when it is a known one.
-    pub note: Option<String>,
 }
 
 enum Job<'a> {
@@ -174,10 +162,6 @@ pub fn kill_table(
                 .find_map(|k| k.clone());
             Row {
                 mutant: m.to_string(),
-                note: killed
-                    .is_none()
-                    .then(|| known_survivor(m).map(str::to_string))
-                    .flatten(),
                 killed,
             }
         })
@@ -240,7 +224,7 @@ pub fn text(rows: &[Row]) -> String {
                 r.mutant.clone(),
                 "SURVIVED".into(),
                 "-".into(),
-                r.note.clone().unwrap_or_else(|| "no run caught it".into()),
+                "no run caught it".into(),
             ],
         })
         .collect();

@@ -390,3 +390,22 @@ fn serve_refuses_bad_arguments_before_starting_anything() {
         assert!(!out.contains("control API"), "{args:?} started: {out}");
     }
 }
+
+#[test]
+fn a_seed_range_no_machine_runs_is_refused_before_it_allocates() {
+    for cmd in [
+        &["fuzz", "--seeds", "1..10000000000"][..],
+        &[
+            "sweep",
+            "start-delete-race",
+            "--strategy",
+            "naive",
+            "--seeds",
+            "0..18446744073709551615",
+        ][..],
+    ] {
+        let (code, _, err) = racksim(cmd);
+        assert_eq!(code, Some(2), "{cmd:?}: {err}");
+        assert!(err.contains("at most 10000000"), "{cmd:?}: {err}");
+    }
+}

@@ -585,7 +585,7 @@ pub fn run_seed(opts: &Options, seed: u64, mutant: Option<Mutant>) -> SeedResult
 
 /// The seeds `a..=b` of shard `i` of `n`: `a+i`, `a+i+n`, ...
 pub fn shard_seeds((a, b): (u64, u64), (i, n): (u64, u64)) -> Vec<u64> {
-    (a..=b).filter(|seed| (seed - a) % n == i).collect()
+    (a.saturating_add(i)..=b).step_by(n as usize).collect()
 }
 
 /// A fuzz sweep's results, for text and `--json`. The counts of shards of

@@ -182,7 +182,9 @@ pub(super) struct Control {
     pub env: Env,
     pub hosts: tokio::sync::Mutex<Hosts>,
     pub nexus: tokio::sync::Mutex<LiveNexus>,
-    pub steps: std::sync::Mutex<StepChecker>,
+    /// What the applied steps have done, for reading the next; held for
+    /// the whole of an action, so actions apply one at a time.
+    pub steps: tokio::sync::Mutex<StepChecker>,
     /// Declared instances, by id - 1.
     pub instances: Vec<String>,
 }
@@ -193,31 +195,26 @@ fn bad(message: String) -> HttpError {
 
 impl Control {
     /// Reads `req` as a plan step: the action, or a 400 saying why not.
-    fn read(&self, req: &ActionRequest) -> Result<Action, HttpError> {
+    /// Reads `req` as the next step after those `steps` has seen: the
+    /// action, and the checker as it will be once the action is applied.
+    fn read(steps: &StepChecker, req: &ActionRequest) -> Result<(Action, StepChecker), HttpError> {
         let fields = toml::to_string(req).map_err(|e| bad(format!("action: {e}")))?;
-        let action = {
-            let mut steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
-            // Checked on a copy: a step refused below (a host live mode
-            // does not run) must not count as done.
-            let mut next = steps.clone();
-            let action = next.check(&fields).map_err(bad)?;
-            let names_upstream = match &action {
-                Action::Crash(h) | Action::Restart(h) => h == UPSTREAM_NTP_NAME,
-                Action::Partition { a, b, .. }
-                | Action::Heal { a, b, .. }
-                | Action::Latency { a, b, .. } => a.iter().chain(b).any(|h| h == UPSTREAM_NTP_NAME),
-                _ => false,
-            };
-            if names_upstream {
-                return Err(bad(format!(
-                    "live mode runs no {UPSTREAM_NTP_NAME} (no data path): name sleds and \
-                     switch zones"
-                )));
-            }
-            *steps = next;
-            action
+        let mut next = steps.clone();
+        let action = next.check(&fields).map_err(bad)?;
+        let names_upstream = match &action {
+            Action::Crash(h) | Action::Restart(h) => h == UPSTREAM_NTP_NAME,
+            Action::Partition { a, b, .. }
+            | Action::Heal { a, b, .. }
+            | Action::Latency { a, b, .. } => a.iter().chain(b).any(|h| h == UPSTREAM_NTP_NAME),
+            _ => false,
         };
-        Ok(action)
+        if names_upstream {
+            return Err(bad(format!(
+                "live mode runs no {UPSTREAM_NTP_NAME} (no data path): name sleds and \
+                 switch zones"
+            )));
+        }
+        Ok((action, next))
     }
 
     fn instance_id(&self, name: &str) -> Result<u32, HttpError> {
@@ -457,14 +454,17 @@ impl ControlApi for ControlImpl {
         body: TypedBody<ActionRequest>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
         let control = rqctx.context();
-        let action = control.read(&body.into_inner())?;
+        let mut steps = control.steps.lock().await;
+        let (action, next) = Control::read(&steps, &body.into_inner())?;
         if let Err(e) = control.apply(&action).await {
             control
                 .env
                 .trace
                 .record("control", format!("  refused: {}", e.external_message));
+            // Refused: the step counts as not done.
             return Err(e);
         }
+        *steps = next;
         Ok(HttpResponseUpdatedNoContent())
     }
 

@@ -35,24 +35,17 @@ mod net;
 mod nexus;
 mod trace;
 
-use std::{
-    collections::BTreeMap,
-    net::SocketAddr,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 
 use dropshot::HttpServer;
 use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartImpl};
 use racksim_sim::{rack::ZoneKind, InstanceSpec, RackSpec, Strategy};
 use tokio::sync::watch;
 
-pub use control::{
-    control_openapi, ActionRequest, HostList, InstanceDump, NexusDump, SledDump, StateDump,
-    SwitchDump,
-};
-pub use net::{FixedResolver, LinkConnector, Links};
-pub use trace::{logging, LiveLine, LiveTrace};
+pub use control::{control_openapi, InstanceDump, NexusDump, SledDump, StateDump, SwitchDump};
+pub use trace::{LiveLine, LiveTrace};
+
+use net::{FixedResolver, Links};
 
 use control::{serve_control, Control};
 use hosts::{Env, Hosts};
@@ -139,7 +132,7 @@ pub async fn start(
         env,
         hosts: tokio::sync::Mutex::new(hosts),
         nexus: tokio::sync::Mutex::new(nexus),
-        steps: Mutex::new(crate::file::StepChecker::new(rack, &opts.instances)),
+        steps: tokio::sync::Mutex::new(crate::file::StepChecker::new(rack, &opts.instances)),
         instances,
     });
     let control_server = serve_control(opts.control, inner.clone())?;
@@ -220,7 +213,7 @@ pub async fn serve(rack: &RackSpec, opts: LiveOptions) -> Result<(), String> {
     let trace = LiveTrace::new(false);
     let subscriber = {
         use tracing_subscriber::layer::SubscriberExt;
-        tracing_subscriber::registry().with(logging::LiveLayer(trace.clone()))
+        tracing_subscriber::registry().with(trace::logging::LiveLayer(trace.clone()))
     };
     // The runtime is single-threaded: every task runs on this thread.
     let _guard = tracing::subscriber::set_default(subscriber);
