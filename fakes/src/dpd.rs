@@ -229,11 +229,16 @@ impl DpdState {
 
     /// Applies one change of Nexus's instance NAT changeset as dendrite's
     /// NAT RPW does: a removal clears the entry at `(external address,
-    /// first port)` if there is one; an addition sets the entry, replacing
-    /// a different one at that key. A change that cannot be applied (its
-    /// range overlaps another entry) is reported and skipped, as dendrite
-    /// logs it and moves on. Returns the table operations made. The caller
-    /// moves the generation ([`Self::set_generation`]) past the changeset.
+    /// first port)` if there is one; an addition sets the entry, and when
+    /// that conflicts with entries whose ranges overlap it, clears every
+    /// overlapping entry and sets it again (Nexus's table is the truth). A
+    /// change that still cannot be applied is reported and skipped, as
+    /// dendrite logs it and moves on. Returns the table operations made.
+    /// The caller moves the generation ([`Self::set_generation`]) past the
+    /// changeset.
+    ///
+    /// Simplified: dendrite clears a removal by its whole range; this
+    /// clears the entry keyed at its first port only.
     pub fn apply_nat_change(
         &mut self,
         c: &racksim_reconciler::instances::NatEntryView,
@@ -255,7 +260,21 @@ impl DpdState {
             Some(_) => done.extend(self.ipv4_delete(c.external_address, c.first_port).map(Ok)),
             None => {}
         }
-        match self.ipv4_create(c.external_address, c.first_port, c.last_port, entry.target) {
+        let (ip, first, last) = (c.external_address, c.first_port, c.last_port);
+        let mut created = self.ipv4_create(ip, first, last, entry.target);
+        if matches!(created, Err(NatError::Conflict)) {
+            let overlapping: Vec<u16> = self
+                .ipv4_entries()
+                .into_iter()
+                .filter(|e| e.external == ip && e.low <= last && first <= e.high)
+                .map(|e| e.low)
+                .collect();
+            for low in overlapping {
+                done.extend(self.ipv4_delete(ip, low).map(Ok));
+            }
+            created = self.ipv4_create(ip, first, last, entry.target);
+        }
+        match created {
             Ok(change) => done.extend(change.map(Ok)),
             Err(e) => {
                 let m = match e {

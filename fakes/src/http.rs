@@ -20,7 +20,7 @@ use serde::{de::DeserializeOwned, Serialize};
 #[derive(Clone, Debug)]
 pub struct ApiRequest {
     pub method: Method,
-    /// The path, percent-decoded.
+    /// The path as sent (`segments` decodes it).
     pub path: String,
     /// Query parameters, percent-decoded.
     pub query: BTreeMap<String, String>,

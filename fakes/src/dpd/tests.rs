@@ -297,16 +297,30 @@ fn changes_are_applied_as_dendrite_does() {
         dpd.ipv4_entries()[0].target,
         nat_change(0, 99, 2, 3, false).entry().target
     );
-    // An overlapping range at another key cannot be applied: reported.
+    // An overlapping range at another key: the overlapping entry is
+    // cleared and the change set, as dendrite does on a conflict.
     let ops = dpd.apply_nat_change(&nat_change(50, 150, 3, 4, false));
     assert!(
-        matches!(&ops[..], [Err(m)] if m.contains("generation 4")),
+        matches!(
+            ops[..],
+            [Ok(NatChange::Deleted(_)), Ok(NatChange::Created(_))]
+        ),
         "{ops:?}"
     );
+    assert_eq!(
+        dpd.ipv4_entries(),
+        vec![nat_change(50, 150, 3, 4, false).entry().to_dpd()]
+    );
     // A removal clears the entry at its key, whatever its target.
-    let ops = dpd.apply_nat_change(&nat_change(0, 99, 1, 5, true));
+    let ops = dpd.apply_nat_change(&nat_change(50, 150, 1, 5, true));
     assert!(matches!(ops[..], [Ok(NatChange::Deleted(_))]), "{ops:?}");
     assert!(dpd.ipv4_entries().is_empty());
+    // A change that cannot be set at all (a bad range) is reported.
+    let ops = dpd.apply_nat_change(&nat_change(99, 0, 1, 6, false));
+    assert!(
+        matches!(&ops[..], [Err(m)] if m.contains("generation 6")),
+        "{ops:?}"
+    );
     // Applying does not move the generation: the RPW sets it.
     assert_eq!(dpd.generation(), 0);
 }

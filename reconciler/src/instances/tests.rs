@@ -76,7 +76,6 @@ fn fixture(
     let store = MemStore::default();
     for (slot, zone) in zones().into_iter().enumerate() {
         net.add_switch_zone(zone, slot as u16);
-        accept_triggers(&net, zone);
     }
     for n in 1..=3 {
         net.add_sled_agent(sled_ip(n));
@@ -111,18 +110,6 @@ fn fixture_with_v2p_task(
     let (net, store, ops) = fixture(imp, state);
     let v2p_task = Arc::new(Notify::new());
     (net, store, ops.with_v2p_task(v2p_task.clone()), v2p_task)
-}
-
-/// The fake dpd does not serve `POST /rpw/nat/trigger`; answer it as dpd
-/// does (200, `null`).
-fn accept_triggers(net: &FakeNet, zone: Ipv6Addr) {
-    net.fail(
-        zone,
-        DPD_PORT,
-        "POST",
-        "/rpw/nat/trigger",
-        Some(FakeResponse::json(200, json!(null))),
-    );
 }
 
 /// Whether the V2P task has been activated since the last call (consumes
@@ -778,9 +765,6 @@ async fn saga_unwinds_when_register_fails() {
 
     // Once the sled behaves, the instance starts normally.
     net.clear_failures();
-    for zone in zones() {
-        accept_triggers(&net, zone);
-    }
     ops.start(ID, 2).await.unwrap();
     background(&net, &store).await;
     assert_networking(&net, &store, Some(2));
@@ -1076,7 +1060,6 @@ async fn saga_stop_with_an_unreachable_switch_still_stops() {
     assert_eq!(net.nat(failing), vec![]);
     // And it starts again once the switch is back.
     net.clear_failures();
-    accept_triggers(&net, failing);
     ops.start(ID, 3).await.unwrap();
     background(&net, &store).await;
     assert_networking(&net, &store, Some(3));
