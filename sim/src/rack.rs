@@ -106,6 +106,8 @@ pub enum RackPart {
     InternalDns,
     /// A zone, by index in [`RackSpec::zones`].
     Zone(usize),
+    /// The sled a zone is on, by the zone's index.
+    ZoneSled(usize),
     /// The rack as a whole (e.g. a required zone kind is missing).
     Whole,
 }
@@ -305,6 +307,16 @@ impl RackSpec {
                     RackPart::Zone(i),
                     format!("zone {} is on a sled the rack does not have", z.kind),
                     Some(format!("sleds of this rack: {}", names.join(", "))),
+                );
+            }
+            if let Some(other) = self.zones[..i]
+                .iter()
+                .find(|o| o.sled == z.sled && o.kind == z.kind)
+            {
+                return fail(
+                    RackPart::ZoneSled(i),
+                    format!("two {} zones on {}", other.kind, self.sleds[z.sled].name),
+                    Some("Omicron puts at most one zone of a kind on a sled".into()),
                 );
             }
             if z.first_port > z.last_port {

@@ -306,9 +306,15 @@ impl<'a> Driver<'a> {
                 }
             }
             Action::DpdRestart(slot) => {
+                // dpd alone restarts: an empty table at generation 0, and
+                // its NAT RPW pulls at once, as a starting dpd does.
+                // Simplified: the API does not go away meanwhile.
                 let mut st = world.lock();
                 if st.switches.dpd.contains_key(slot) {
                     st.switches.dpd.insert(*slot, DpdState::new(slot.index()));
+                    if let Some(rpw) = st.switches.nat_rpw.get(slot) {
+                        rpw.notify_one();
+                    }
                 }
             }
             Action::Partition { a, b, oneway } | Action::Heal { a, b, oneway } => {

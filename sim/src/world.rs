@@ -237,6 +237,23 @@ impl ZoneSet {
                 next.zones.retain(|z| z.id != id);
             }
         }
+        // Omicron's planner puts at most one zone of a kind on a sled; two
+        // would also share a sled's Nexus port, its NTP sync and its saga
+        // executor name here.
+        let landing = match change {
+            ConfigChange::AddZone { kind, .. } => Some(*kind),
+            ConfigChange::MoveZone { zone, .. } => Some(self.resolve(zone)?.kind),
+            ConfigChange::RemoveZone { .. } => None,
+        };
+        if let (Some(kind), Some(sled)) = (landing, sled) {
+            let here = next
+                .zones
+                .iter()
+                .filter(|z| z.spec.sled == sled && z.id.kind == kind);
+            if here.count() > 1 {
+                return Err(format!("that sled already runs a {kind} zone"));
+            }
+        }
         Ok(next)
     }
 
@@ -504,7 +521,10 @@ pub struct State {
 pub struct ControlPlaneState {
     /// The control plane's database.
     pub db: Db,
-    /// Instance API requests waiting for Nexus.
+    /// Instance API requests waiting for Nexus. Simplified: one queue for
+    /// the rack, served by whichever Nexus takes a request first (the
+    /// seed orders them), as a load balancer in front of the Nexus zones
+    /// would; upstream's external API has one per Nexus.
     pub requests: std::collections::VecDeque<InstanceRequest>,
     /// Sleds whose Nexus is up and running its background tasks (the
     /// control plane is up while any is).
@@ -532,6 +552,9 @@ pub struct SwitchesState {
     /// Current underlay address of each switch zone (it moves when its
     /// scrimlet is replaced).
     pub addresses: BTreeMap<SwitchSlot, Ipv6Addr>,
+    /// What wakes each running dpd's instance NAT RPW (a trigger, or a
+    /// restart of dpd: a dpd pulls as soon as it starts).
+    pub nat_rpw: BTreeMap<SwitchSlot, Arc<tokio::sync::Notify>>,
 }
 
 /// What the sleds own: which exist and run, each sled-agent's state
@@ -756,6 +779,8 @@ impl World {
         self.nexus.subscribe()
     }
 
+    /// Simplified: the operator's command is rack-wide — a stop, crash or
+    /// start acts on every Nexus zone at once, not on one.
     pub fn command_nexus(&self, command: NexusCommand) {
         self.nexus.send_replace(command);
         self.lock().version += 1;
@@ -792,6 +817,11 @@ impl World {
     /// The rack's service zones now.
     pub fn zones(&self) -> ZoneSet {
         self.zones.borrow().clone()
+    }
+
+    /// `f` of the rack's service zones now, without copying them.
+    pub fn with_zones<T>(&self, f: impl FnOnce(&ZoneSet) -> T) -> T {
+        f(&self.zones.borrow())
     }
 
     /// Follow the rack's service zones.
@@ -877,6 +907,7 @@ impl World {
             HostKind::SwitchZone(slot) => {
                 st.switches.dpd.remove(slot);
                 st.switches.dropping.remove(slot);
+                st.switches.nat_rpw.remove(slot);
             }
             HostKind::Sled(index) => {
                 st.sleds.up.remove(index);
@@ -1000,16 +1031,21 @@ mod tests {
             .contains("ambiguous"));
         assert_eq!(set.config(2, sled_address).validate(), Ok(()));
 
-        // A move keeps the zone's address and repoints its entry.
-        let moved = set
-            .apply(
+        // Not onto a sled that already runs a Nexus (sled3's nexus.0).
+        let move_to = |sled| {
+            set.apply(
                 &ConfigChange::MoveZone {
                     zone: zone("nexus.1"),
                     sled: String::new(),
                 },
-                Some(3),
+                Some(sled),
             )
-            .unwrap();
+        };
+        assert!(move_to(3)
+            .unwrap_err()
+            .contains("already runs a nexus zone"));
+        // A move keeps the zone's address and repoints its entry.
+        let moved = move_to(1).unwrap();
         let entry = |s: &ZoneSet| {
             s.config(3, sled_address)
                 .service_nat
@@ -1019,7 +1055,7 @@ mod tests {
                 .entry
         };
         assert_eq!(entry(&moved).external_ip, entry(&set).external_ip);
-        assert_eq!(entry(&moved).target.internal_ip, sled_address(3));
+        assert_eq!(entry(&moved).target.internal_ip, sled_address(1));
         assert_eq!(entry(&set).target.internal_ip, sled_address(0));
 
         // Ordinals are never reused: after removing nexus.0, `nexus` is

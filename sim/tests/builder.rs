@@ -244,8 +244,23 @@ fn validation_rejects_what_omicron_would_not_run() {
     let part = |r: racksim_sim::RackSpec| r.validate().unwrap_err().part;
     assert_eq!(part(nexus(base()).build()), RackPart::Whole);
     assert_eq!(part(ntp(base(), 0).build()), RackPart::Whole);
+    // Two NTP zones on one sled: Omicron runs one per sled.
     assert_eq!(
         part(nexus(ntp(ntp(base(), 0), 0)).build()),
+        RackPart::ZoneSled(2)
+    );
+    // On two sleds, with overlapping source-NAT ranges.
+    let ntp_on_3 = |b: RackBuilder| {
+        b.zone(
+            ZoneKind::BoundaryNtp,
+            3,
+            std::net::Ipv4Addr::new(198, 51, 100, 1),
+            0,
+            16383,
+        )
+    };
+    assert_eq!(
+        part(nexus(ntp_on_3(ntp(base(), 0))).build()),
         RackPart::Zone(2)
     );
     assert_eq!(

@@ -293,6 +293,7 @@ pub(super) fn rack(raw: &Spanned<RawRack>, loc: &Locator) -> Result<RackSpec, Sc
                     .map(|p| p.span())
                     .unwrap_or(z.external_ip.span())
             }
+            RackPart::ZoneSled(i) => table.zones[i].sled.span(),
             RackPart::Whole => raw.span(),
         };
         err(span, e.message, e.hint)

@@ -545,6 +545,12 @@ fn bad_racks_are_located() {
             "no switch is uplinked",
             "[]",
         ),
+        (
+            "sled = \"sled3\"\nexternal_ip = \"198.51.100.1\"",
+            "sled = \"sled2\"\nexternal_ip = \"198.51.100.1\"",
+            "two boundary-ntp zones on sled2",
+            "\"sled2\"",
+        ),
         ("sleds = 4", "sleds = 40", "1 to 32 sleds", "40"),
         (
             "sleds = 4",

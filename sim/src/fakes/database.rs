@@ -139,18 +139,18 @@ impl InstanceStore for SimStore {
 
     async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
         self.round_trip().await;
-        self.world
-            .lock()
-            .control_plane
-            .db
-            .nat
-            .set_instance(id, &entries);
+        let mut st = self.world.lock();
+        st.control_plane.db.nat.set_instance(id, &entries);
+        // A change of the world: the checks look again now.
+        st.version += 1;
         Ok(())
     }
 
     async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
         self.round_trip().await;
-        self.world.lock().control_plane.db.nat.clear_instance(id);
+        let mut st = self.world.lock();
+        st.control_plane.db.nat.clear_instance(id);
+        st.version += 1;
         Ok(())
     }
 
@@ -241,8 +241,10 @@ impl InstanceStore for SimStore {
 
     /// Only this Nexus's sagas: as upstream, a Nexus recovers the sagas
     /// whose executor it is, so two Nexus never run one saga; a saga whose
-    /// Nexus is gone waits for it to return (upstream reassigns it only
-    /// when that Nexus is expunged, which the simulation does not model).
+    /// Nexus is gone waits for it to return. Simplified: upstream reassigns
+    /// the sagas of an expunged Nexus; here the sagas of a Nexus zone that
+    /// a config change removed or moved wait until a Nexus runs on that
+    /// sled again.
     async fn sagas_unfinished(&self) -> Result<Vec<SagaRecord>, StoreError> {
         self.round_trip().await;
         Ok(self

@@ -83,6 +83,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
     // dendrite of seed 002's time (what `legacy` models) had no NAT RPW:
     // Nexus pushed instance NAT to it.
     if world.params.start != StartImpl::Legacy {
+        world.lock().switches.nat_rpw.insert(slot, trigger.clone());
         tokio::task::spawn_local(nat_rpw(world.clone(), slot, trigger));
     }
     spawn_server(

@@ -20,11 +20,12 @@ pub(super) async fn opte(world: World, index: usize) -> std::io::Result<()> {
             continue;
         };
         // The zones here now: a zone moved away no longer takes traffic.
-        let zone = world
-            .zones()
-            .zone_for(g.inner.dst_ip, g.inner.dst_port)
-            .filter(|z| z.spec.sled == index)
-            .map(|z| z.spec.clone());
+        let zone = world.with_zones(|zones| {
+            zones
+                .zone_for(g.inner.dst_ip, g.inner.dst_port)
+                .filter(|z| z.spec.sled == index)
+                .map(|z| z.spec.clone())
+        });
         match zone {
             Some(z) if z.mac == g.inner_mac && g.vni == racksim_reconciler::SERVICES_VNI => {
                 if z.kind == ZoneKind::BoundaryNtp && g.inner.payload == NTP_REPLY {
