@@ -37,10 +37,10 @@
 //!   programs nothing, so stop → cold boot → start leaves the instance
 //!   unreachable. Stop re-ensures them (Nexus's Propolis-generation-change
 //!   handler), which is why start, stop, start works around it.
-//! * `naive` — start ensures NAT and V2P before running the VMM. A delete
-//!   that slips in after the start read the record removes the mappings and
-//!   marks the instance Deleted; the start then re-creates them, and they
-//!   leak.
+//! * `naive` — start ensures NAT before running the VMM (and activates the
+//!   V2P task once Running). A delete that slips in after the start read
+//!   the record removes the mappings and marks the instance Deleted; the
+//!   start then re-creates its NAT rows, and they leak with its VMM.
 //! * `saga` — start is a saga whose first node, `MARK_AS_STARTING`, is a
 //!   conditional update (Stopped → Starting on the generation just read).
 //!   It closes the race because nothing is programmed before it succeeds

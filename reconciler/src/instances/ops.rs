@@ -235,14 +235,21 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         let sled_ref = self.sled(sled).await?;
         if ensure {
             self.ensure_nat(&record, &sled_ref).await?;
-            self.ensure_v2p(&record, &sled_ref).await?;
         }
         let vmm = self.store.allocate_vmm_id().await?;
         self.register_and_run(&sled_ref, id, vmm).await?;
-        Ok(self
+        let running = self
             .store
             .update_if(id, record.generation, running(sled, vmm))
-            .await?)
+            .await?;
+        if ensure {
+            // V2P is the task's, which derives it from the records: it is
+            // activated once the record says Running, which is what it
+            // reads (activated before, it would find the instance Stopped
+            // and program nothing until its next period).
+            self.ensure_v2p(&running, &sled_ref).await?;
+        }
+        Ok(running)
     }
 
     async fn start_saga(&self, id: u32, sled: u32) -> Result<InstanceRecord, OpError> {
@@ -270,7 +277,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// * legacy / naive: destroy the VMM, mark Stopped, then — as Nexus's
     ///   Propolis-generation-change handler did — ensure NAT and V2P for the
     ///   sled the instance ran on. That is why seed 002's start/stop/start
-    ///   workaround works; the mappings are kept while stopped.
+    ///   workaround works: under legacy the mappings are kept while
+    ///   stopped. (Under naive, V2P is the task's, which follows the record
+    ///   and removes a stopped instance's mappings; its NAT rows stay.)
     /// * saga: destroy the VMM, remove NAT, mark Stopped, then activate the
     ///   V2P task (after the record says Stopped, which is what it reads): a
     ///   stopped instance holds no networking state, and start puts it back.
