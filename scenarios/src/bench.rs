@@ -162,7 +162,7 @@ fn outcome(verdict: &Verdict) -> String {
             "converged, held to the end".into()
         }
         Verdict::NotConverged { gaps, .. } => format!("not converged ({} gaps)", gaps.len()),
-        Verdict::HostFailed { .. } => "host failed".into(),
+        Verdict::TestbedError { .. } => "testbed error".into(),
         Verdict::InvariantViolated { invariant, .. } => format!("violated {invariant}"),
     }
 }

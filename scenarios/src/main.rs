@@ -9,7 +9,7 @@ use racksim::{
     file::{self, Scenario, Variant},
     html, report, runner,
 };
-use racksim_sim::trace::fmt_duration;
+use racksim_sim::{run::TESTBED_ERROR_EXIT, trace::fmt_duration};
 
 #[derive(Parser)]
 #[command(
@@ -220,7 +220,8 @@ enum Command {
     /// Run a scenario: print the seed and options, the trace, the verdict.
     ///
     /// Exit status: 0 when the rack converged, 1 when it did not (or, with
-    /// --expect, 0/1 for whether the scenario's expectation held), 2 for bad
+    /// --expect, 0/1 for whether the scenario's expectation held), 3 when a
+    /// run ended in a testbed error (racksim itself failed), 2 for bad
     /// input.
     Run {
         /// A catalogue name (see `racksim list`) or a path to a scenario file.
@@ -244,6 +245,11 @@ enum Command {
         /// strategy run, on one time axis).
         #[arg(long, value_name = "FILE")]
         report: Option<std::path::PathBuf>,
+        /// Break the testbed on purpose, to see a testbed error: `stop` (the
+        /// server stops with an error) or `panic` (its task panics), e.g.
+        /// `stop:switch0:12224@2m`.
+        #[arg(long, hide = true, value_name = "KIND:HOST:PORT@TIME", value_parser = parse_sabotage)]
+        sabotage: Option<racksim_sim::testbed::Sabotage>,
     },
     /// Live mode: the scenario's rack on loopback in real time — fake
     /// switch zones (dpd, MGS) and sled-agents as dropshot servers, a
@@ -272,7 +278,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::List => {
             list();
-            Ok(true)
+            Ok(Status::Passed)
         }
         Command::Matrix {
             seeds,
@@ -316,28 +322,30 @@ fn main() -> ExitCode {
             expect,
             trace_json,
             report,
+            sabotage,
         } => run(
             &scenario,
-            seed,
-            strategy,
+            (seed, strategy),
             expect,
             trace_json.as_deref(),
             report.as_deref(),
+            sabotage,
         ),
         Command::Bench {
             json,
             reps,
             quick,
             only,
-        } => bench(json, reps, quick, only),
-        Command::BenchOne { workload, seeds } => bench_one(&workload, seeds),
+        } => bench(json, reps, quick, only).map(Status::from),
+        Command::BenchOne { workload, seeds } => bench_one(&workload, seeds).map(Status::from),
         Command::Serve {
             scenario,
             strategy,
             start,
             bind,
         } => resolve(&scenario)
-            .and_then(|s| racksim::serve::command(&s, strategy.as_deref(), start.as_deref(), bind)),
+            .and_then(|s| racksim::serve::command(&s, strategy.as_deref(), start.as_deref(), bind))
+            .map(Status::from),
         Command::Fuzz {
             seeds,
             plan,
@@ -371,22 +379,52 @@ fn main() -> ExitCode {
             name.as_deref(),
             &out,
             mutant.as_deref(),
-        ),
+        )
+        .map(Status::from),
         Command::Mutants {
             seeds,
             fuzz_seeds,
             only,
             jobs,
             json,
-        } => mutants(seeds, fuzz_seeds, &only, jobs, json),
+        } => mutants(seeds, fuzz_seeds, &only, jobs, json).map(Status::from),
     };
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(Status::Passed) => ExitCode::SUCCESS,
+        Ok(Status::Failed) => ExitCode::from(1),
+        Ok(Status::TestbedError) => ExitCode::from(TESTBED_ERROR_EXIT as u8),
         Err(message) => {
             eprintln!("{message}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// How a command ended, as its exit status: 0 passed, 1 failed (a run did
+/// not converge, or with `--expect` an expectation did not hold), 3 some
+/// run ended in a testbed error (which outranks 1: racksim itself failed,
+/// so nothing else the command found can be trusted), 2 bad input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Passed,
+    Failed,
+    TestbedError,
+}
+
+impl Status {
+    /// `passed`, unless some run was a testbed error.
+    fn of(passed: bool, testbed_errors: usize) -> Status {
+        match (testbed_errors, passed) {
+            (1.., _) => Status::TestbedError,
+            (0, true) => Status::Passed,
+            (0, false) => Status::Failed,
+        }
+    }
+}
+
+impl From<bool> for Status {
+    fn from(passed: bool) -> Status {
+        Status::of(passed, 0)
     }
 }
 
@@ -425,6 +463,27 @@ fn parse_seed_range(s: &str) -> Result<(u64, u64), String> {
         ));
     }
     Ok((a, b))
+}
+
+/// `KIND:HOST:PORT@TIME`, e.g. `stop:switch0:12224@2m` (`run --sabotage`).
+fn parse_sabotage(s: &str) -> Result<racksim_sim::testbed::Sabotage, String> {
+    use racksim_sim::testbed::Sabotage;
+    let bad = |why: &str| {
+        format!("invalid sabotage {s:?}: {why}; expected KIND:HOST:PORT@TIME with KIND stop or panic, e.g. stop:switch0:12224@2m")
+    };
+    let (what, at) = s.split_once('@').ok_or_else(|| bad("no @TIME"))?;
+    let at = racksim::file::parse_duration(at).map_err(|e| bad(&e))?;
+    let mut parts = what.splitn(3, ':');
+    let (Some(kind), Some(host), Some(port)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad("missing KIND, HOST or PORT"));
+    };
+    let port: u16 = port.parse().map_err(|_| bad("PORT is not a port number"))?;
+    let host = host.to_string();
+    match kind {
+        "stop" => Ok(Sabotage::StopServer { host, port, at }),
+        "panic" => Ok(Sabotage::Panic { host, port, at }),
+        _ => Err(bad("unknown KIND")),
+    }
 }
 
 /// Most seeds one `--seeds A..B` may name.
@@ -492,6 +551,8 @@ struct SweepSummary<'a> {
     converged: usize,
     violated: std::collections::BTreeMap<&'static str, usize>,
     as_expected: usize,
+    /// Runs that ended in a testbed error (racksim failed, not the strategy).
+    testbed_errors: usize,
     ttc_p50_ms: Option<u64>,
     ttc_p99_ms: Option<u64>,
     ttc_max_ms: Option<u64>,
@@ -525,7 +586,7 @@ fn sweep(
     jobs: Option<usize>,
     json: bool,
     report_dir: Option<&Path>,
-) -> Result<bool, String> {
+) -> Result<Status, String> {
     let scenario = resolve(arg)?;
     let variant = variant_of(&scenario, strategy, "--strategy")?;
     if let Some(dir) = report_dir {
@@ -582,6 +643,7 @@ fn sweep(
         converged: ttc.len(),
         violated,
         as_expected: runs.iter().filter(|r| r.judgement.is_ok()).count(),
+        testbed_errors: runs.iter().filter(|r| r.testbed_error).count(),
         ttc_p50_ms: pct(50),
         ttc_p99_ms: pct(99),
         ttc_max_ms: ttc.last().copied(),
@@ -625,6 +687,13 @@ fn sweep(
             "expectation held: {} of {}",
             summary.as_expected, summary.runs
         );
+        match summary.testbed_errors {
+            0 => println!("testbed errors: none"),
+            n => println!(
+                "testbed errors: {n} of {} (failures of racksim itself, not of the strategy; exit status {TESTBED_ERROR_EXIT})",
+                summary.runs
+            ),
+        }
         println!(
             "time to converge: p50 {}, p99 {}, max {}",
             ms(summary.ttc_p50_ms),
@@ -679,7 +748,10 @@ fn sweep(
     // One shard's seeds need not include a violating one: the merged shards
     // decide `some_seeds_violate` (see --shard).
     let seeds_met = shard.is_some() || some_seeds_failure.is_none();
-    Ok(summary.as_expected == summary.runs && seeds_met)
+    Ok(Status::of(
+        summary.as_expected == summary.runs && seeds_met,
+        summary.testbed_errors,
+    ))
 }
 
 /// One seed under two strategies; returns whether both converged.
@@ -688,7 +760,7 @@ fn compare(
     seed: u64,
     strategies: [&str; 2],
     report_path: Option<&Path>,
-) -> Result<bool, String> {
+) -> Result<Status, String> {
     let scenario = resolve(arg)?;
     let variants = [
         variant_of(&scenario, strategies[0], "STRATEGY_A")?,
@@ -731,10 +803,16 @@ fn compare(
         html::write(file, path, &html::render(&inputs))?;
         eprintln!("wrote {}", path.display());
     }
-    Ok(judged.iter().all(|j| j.outcome.verdict.converged()))
+    Ok(Status::of(
+        judged.iter().all(|j| j.outcome.verdict.converged()),
+        judged
+            .iter()
+            .filter(|j| j.outcome.verdict.is_testbed_error())
+            .count(),
+    ))
 }
 
-fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Result<bool, String> {
+fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Result<Status, String> {
     let mut scenarios = catalogue::all();
     for name in only {
         if !scenarios.iter().any(|s| &s.name == name) {
@@ -760,7 +838,10 @@ fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Resul
         scenarios.len(),
         started.elapsed().as_secs_f64()
     );
-    Ok(cells.iter().all(|c| c.met))
+    Ok(Status::of(
+        cells.iter().all(|c| c.met),
+        cells.iter().map(|c| c.testbed_errors).sum(),
+    ))
 }
 
 fn resolve(arg: &str) -> Result<Scenario, String> {
@@ -781,12 +862,12 @@ fn resolve(arg: &str) -> Result<Scenario, String> {
 /// expectation).
 fn run(
     arg: &str,
-    seed: Option<u64>,
-    strategy: Option<String>,
+    (seed, strategy): (Option<u64>, Option<String>),
     expect: bool,
     trace_json: Option<&Path>,
     report_path: Option<&Path>,
-) -> Result<bool, String> {
+    sabotage: Option<racksim_sim::testbed::Sabotage>,
+) -> Result<Status, String> {
     let scenario = resolve(arg)?;
     let strategy = strategy
         .map(|s| {
@@ -826,18 +907,21 @@ fn run(
     let report_file = report_path.map(html::create).transpose()?;
 
     let mut all_ok = true;
+    let mut testbed_errors = 0;
     let mut judged_runs = Vec::new();
     for (i, &strategy) in strategies.iter().enumerate() {
         if i > 0 {
             println!();
         }
         let started = Instant::now();
-        let judged = runner::run(&scenario, strategy, seed).expect("strategy has an expectation");
+        let judged = runner::run_with(&scenario, strategy, seed, sabotage.clone())
+            .expect("strategy has an expectation");
         let wall = started.elapsed();
         print!(
             "{}",
             report::render(&scenario, arg, strategy, seed, drawn, &judged)
         );
+        testbed_errors += usize::from(judged.outcome.verdict.is_testbed_error());
         all_ok &= if expect {
             judged.judgement.is_ok()
         } else {
@@ -873,7 +957,7 @@ fn run(
         html::write(file, path, &html::render(&inputs))?;
         eprintln!("wrote {}", path.display());
     }
-    Ok(all_ok)
+    Ok(Status::of(all_ok, testbed_errors))
 }
 
 /// Trace records as JSON lines, each with the strategy that produced it.
@@ -962,7 +1046,7 @@ fn fuzz(
     shard: Option<(u64, u64)>,
     json: bool,
     mutant: Option<&str>,
-) -> Result<bool, String> {
+) -> Result<Status, String> {
     use racksim::fuzz;
     let strategy = strategy
         .parse()
@@ -975,7 +1059,7 @@ fn fuzz(
     let mutant = parse_mutant(mutant)?;
     if let Some(seed) = plan {
         print!("{}", fuzz::plan_text(&opts, seed));
-        return Ok(true);
+        return Ok(Status::Passed);
     }
     let range = seeds.expect("clap requires --seeds without --plan");
     let shard = shard.unwrap_or((0, 1));
@@ -996,7 +1080,7 @@ fn fuzz(
         summary.runs,
         summary.runs as f64 / wall.max(1e-9)
     );
-    Ok(summary.failed == 0)
+    Ok(Status::of(summary.failed == 0, summary.testbed_errors))
 }
 
 fn shrink(

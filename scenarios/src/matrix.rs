@@ -35,6 +35,8 @@ pub struct RunSummary {
     pub sim_time: Duration,
     /// Simulation steps the driver took (the unit of simulation cost).
     pub events: u64,
+    /// The run ended in a testbed error (never evidence about the strategy).
+    pub testbed_error: bool,
 }
 
 /// Run `jobs` (scenario, strategy, seed) in parallel on `threads` threads.
@@ -68,6 +70,7 @@ pub fn run_all(
             judgement: judged.judgement.map(|_| ()),
             sim_time: judged.outcome.sim_time,
             events: judged.outcome.events,
+            testbed_error: judged.outcome.verdict.is_testbed_error(),
         }
     })
 }
@@ -118,6 +121,9 @@ pub struct Cell {
     pub violated: usize,
     /// Runs whose expectation held.
     pub as_expected: usize,
+    /// Runs that ended in a testbed error: failures of racksim itself,
+    /// counted apart (each is also among `unexpected`).
+    pub testbed_errors: usize,
     /// The requirement on the seeds together (`some_seeds_violate`), if the
     /// expectation has one.
     pub some_seeds_violate: Option<SomeSeeds>,
@@ -248,6 +254,7 @@ fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary], seeds:
         failed: runs.len() - ttc.len(),
         violated: runs.iter().filter(|r| r.violated.is_some()).count(),
         as_expected,
+        testbed_errors: runs.iter().filter(|r| r.testbed_error).count(),
         met: as_expected == runs.len() && some_seeds.as_ref().is_none_or(|s| s.met),
         some_seeds_violate: some_seeds,
         ttc_p50_ms: p50(&ttc),
@@ -310,6 +317,14 @@ pub fn table(cells: &[Cell]) -> String {
         })
         .collect();
     let mut out = columns(&header, &rows);
+    let testbed: usize = cells.iter().map(|c| c.testbed_errors).sum();
+    out += &match testbed {
+        0 => "testbed errors: none\n".to_string(),
+        n => format!(
+            "testbed errors: {n} runs (failures of racksim itself, not of any strategy; \
+             listed below)\n"
+        ),
+    };
     for c in cells {
         if let Some(why) = c.some_seeds_violate.as_ref().and_then(SomeSeeds::failure) {
             out += &format!("unexpected: {} / {}: {why}\n", c.scenario, c.strategy);

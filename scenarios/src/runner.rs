@@ -33,12 +33,25 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
         stability: scenario.stability,
         ntp_return_switch: scenario.ntp_return_switch,
         mutant: None,
+        sabotage: None,
     })
 }
 
 /// Run and judge. `None` when the scenario has no expectation for `strategy`.
 pub fn run(scenario: &Scenario, strategy: Variant, seed: u64) -> Option<Judged> {
-    let cfg = config(scenario, strategy, seed)?;
+    run_with(scenario, strategy, seed, None)
+}
+
+/// [`run`], with the testbed broken on purpose (`racksim run --sabotage`,
+/// tests of testbed errors).
+pub fn run_with(
+    scenario: &Scenario,
+    strategy: Variant,
+    seed: u64,
+    sabotage: Option<racksim_sim::testbed::Sabotage>,
+) -> Option<Judged> {
+    let mut cfg = config(scenario, strategy, seed)?;
+    cfg.sabotage = sabotage;
     let expectation = scenario.expectations[&strategy].clone();
     let outcome = racksim_sim::run(&cfg);
     let judgement = judge(&expectation, &outcome);
@@ -51,6 +64,13 @@ pub fn run(scenario: &Scenario, strategy: Variant, seed: u64) -> Option<Judged> 
 
 /// Does the run meet the expectation? `Ok` says how; `Err` says why not.
 pub fn judge(exp: &Expectation, outcome: &RunOutcome) -> Result<String, String> {
+    // No expectation accepts a failure of the testbed: it says nothing
+    // about the strategy, whatever the scenario expected of it.
+    if let Verdict::TestbedError { host, error, .. } = &outcome.verdict {
+        return Err(format!(
+            "the testbed failed on {host} ({error}): the run says nothing about the strategy"
+        ));
+    }
     let mut held = vec![judge_verdict(exp, &outcome.verdict)?];
     if let (Some(settle), Verdict::Converged { at }) = (exp.settle, &outcome.verdict) {
         let last = outcome.steps.last().map(|s| s.at).unwrap_or_default();
@@ -154,6 +174,7 @@ pub fn judge(exp: &Expectation, outcome: &RunOutcome) -> Result<String, String> 
 
 fn judge_verdict(exp: &Expectation, verdict: &Verdict) -> Result<String, String> {
     match (exp.outcome, verdict) {
+        (_, Verdict::TestbedError { .. }) => Err("the testbed failed".to_string()),
         (Outcome::ConvergesWithin(within), Verdict::Converged { at }) if *at <= within => {
             Ok(format!(
                 "expected to converge within {}: converged in {}",
@@ -192,17 +213,15 @@ fn judge_verdict(exp: &Expectation, verdict: &Verdict) -> Result<String, String>
             "expected to fail (the scenario reproduces the bug), but converged in {}",
             fmt_duration(*at)
         )),
-        (Outcome::Fails, Verdict::HostFailed { .. } | Verdict::InvariantViolated { .. }) => Err(
-            "expected to fail by not converging, but a host failed or an invariant broke"
-                .to_string(),
-        ),
+        (Outcome::Fails, Verdict::InvariantViolated { invariant, .. }) => Err(format!(
+            "expected to fail by not converging, but {invariant} broke"
+        )),
         (Outcome::Violates(want), Verdict::InvariantViolated { invariant, .. })
             if *invariant == want =>
         {
             Ok(format!("expected to break {want}: it did"))
         }
         (Outcome::Violates(want), _) => Err(format!("expected to break {want}, but it did not")),
-        (Outcome::Any, Verdict::HostFailed { .. }) => Err("a host failed".to_string()),
         (Outcome::Any, Verdict::InvariantViolated { invariant, .. }) => Ok(format!(
             "broke {invariant} (the sweep judges what some seeds must break)"
         )),

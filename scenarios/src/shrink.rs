@@ -16,7 +16,7 @@ mod tests;
 use std::time::Duration;
 
 use racksim_reconciler::mutants::Mutant;
-use racksim_sim::{Action, At, Plan, Step};
+use racksim_sim::{Action, At, Plan, Step, Verdict};
 
 use crate::{
     file::{self, write, Expectation, Outcome, Scenario, Variant},
@@ -134,6 +134,13 @@ pub fn shrink(
         runs: 0,
     };
     let first = r.outcome(scenario);
+    if let Verdict::TestbedError { host, error, .. } = &first.verdict {
+        return Err(format!(
+            "error: {} --strategy {variant} --seed {seed} ended in a testbed error on {host} \
+             ({error}): that is a bug of racksim itself, not a finding to keep as a regression",
+            scenario.name
+        ));
+    }
     let Some(want) = failure(exp, &first) else {
         return Err(format!(
             "error: {} --strategy {variant} --seed {seed} does not fail (it meets its expectation or converged): nothing to shrink",
@@ -402,7 +409,7 @@ pub fn regression_toml(
         .cloned()
         .expect("has the expectation");
     let recorded = match (&shrunk.mutant, &shrunk.failure) {
-        (Some(_), _) | (None, Failure::TooSlow | Failure::HostFailed) => exp,
+        (Some(_), _) | (None, Failure::TooSlow | Failure::TestbedError) => exp,
         (None, Failure::Invariant(inv)) => Expectation {
             outcome: Outcome::Violates(inv),
             settle: None,

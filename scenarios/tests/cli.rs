@@ -409,3 +409,42 @@ fn a_seed_range_no_machine_runs_is_refused_before_it_allocates() {
         assert!(err.contains("at most 10000000"), "{cmd:?}: {err}");
     }
 }
+
+/// A broken fake is a testbed error, with its own exit status, even where
+/// the scenario expects the strategy to fail: on madrid, `legacy` "fails as
+/// expected" (exit 0 with --expect) — unless the testbed itself failed.
+#[test]
+fn a_testbed_error_has_its_own_exit_status_that_no_expectation_accepts() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "madrid-one-switch",
+            "--seed",
+            "7",
+            "--strategy",
+            "legacy",
+            "--expect",
+        ];
+        args.extend_from_slice(extra);
+        racksim(&args)
+    };
+    let (code, out, _) = run(&[]);
+    assert_eq!(
+        code,
+        Some(0),
+        "legacy is expected to fail on madrid:\n{out}"
+    );
+
+    for sabotage in ["stop:switch0:12224@2m", "panic:switch1:12224@90s"] {
+        let (code, out, _) = run(&["--sabotage", sabotage]);
+        assert_eq!(code, Some(3), "{sabotage}:\n{out}");
+        assert!(out.contains("TESTBED ERROR at "), "{out}");
+        assert!(
+            out.contains("expectation for legacy: DOES NOT HOLD (the testbed failed on switch"),
+            "{out}"
+        );
+    }
+    let (code, _, err) = run(&["--sabotage", "stop:switch0@2m"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("expected KIND:HOST:PORT@TIME"), "{err}");
+}

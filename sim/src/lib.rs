@@ -38,11 +38,27 @@
 //!
 //! A run is a function of `(rack, plan, strategy, seed, code)`. turmoil is
 //! seeded and its epoch fixed; every other random choice (plan jitter,
-//! backoff jitter) comes from RNGs derived from the seed; per-host tokio
-//! runtimes are seeded because the workspace builds with
-//! `--cfg tokio_unstable`; all maps that reach the trace are ordered.
-//! turmoil's random message loss is off: its TCP does not retransmit, so
-//! faults are explicit plan steps instead.
+//! backoff jitter) comes from RNGs derived from the seed; the one tokio
+//! runtime every host of a run shares (event-driven time, see
+//! `docs/decisions/0001-time-model.md`) is seeded, and shuts down on a
+//! panicking task, only because the workspace builds with
+//! `--cfg tokio_unstable` — so this crate refuses to build without it; all
+//! maps that reach the trace are ordered. turmoil's random message loss is
+//! off: its TCP does not retransmit, so faults are explicit plan steps
+//! instead.
+
+// Without `tokio_unstable`, turmoil's runtime is not seeded (`select!`
+// picks branches differently run to run: no replay by seed) and a
+// panicking host task vanishes instead of failing the run (a testbed error
+// would pass unseen). `.cargo/config.toml` sets the flag, but a RUSTFLAGS
+// in the environment replaces that setting rather than adding to it.
+#[cfg(not(tokio_unstable))]
+compile_error!(
+    "racksim-sim must be built with `--cfg tokio_unstable`: without it a run does not replay \
+     from its seed and a panicking host task is lost. .cargo/config.toml sets it, but RUSTFLAGS \
+     in the environment replaces that setting: add the flag to yours, e.g. \
+     RUSTFLAGS=\"--cfg tokio_unstable -D warnings\" (see the README, Determinism)."
+);
 
 pub mod check;
 pub mod fakes;
@@ -52,6 +68,7 @@ pub mod net;
 pub mod plan;
 pub mod rack;
 pub mod run;
+pub mod testbed;
 pub mod timing;
 pub mod trace;
 pub mod world;

@@ -9,6 +9,7 @@ use std::{
 };
 
 use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl, task::ScrimletStatus};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
 use tokio::sync::watch;
 
 use crate::{
@@ -55,6 +56,9 @@ pub struct RunConfig {
     /// A deliberate reconciler bug for this run (test builds only; see
     /// `racksim_reconciler::mutants`).
     pub mutant: Option<racksim_reconciler::mutants::Mutant>,
+    /// A deliberate failure of the testbed itself, for tests that prove it
+    /// ends the run as a testbed error (see [`crate::testbed`]).
+    pub sabotage: Option<crate::testbed::Sabotage>,
 }
 
 impl RunConfig {
@@ -78,6 +82,7 @@ impl RunConfig {
             start: StartImpl::Saga,
             instances: Vec::new(),
             mutant: None,
+            sabotage: None,
         }
     }
 
@@ -97,6 +102,10 @@ impl RunConfig {
     }
 }
 
+/// The exit status of `racksim` commands when a run ended in a testbed
+/// error (0 converged / expectation held, 1 not, 2 bad input).
+pub const TESTBED_ERROR_EXIT: i32 = 3;
+
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -108,9 +117,18 @@ pub enum Verdict {
         deadline: Duration,
         gaps: Vec<String>,
     },
-    /// A simulated host's software failed: a bug in the testbed or the code
-    /// under test.
-    HostFailed { at: Duration, error: String },
+    /// The testbed could not judge the run: a fake's server stopped, a host
+    /// task could not start (a socket it could not bind), or a host's
+    /// software panicked or returned an error (in a fake, or in the code
+    /// under test: `error` says which). It is evidence neither for nor
+    /// against the strategy, and no expectation accepts it (`racksim run`
+    /// exits with [`TESTBED_ERROR_EXIT`]).
+    TestbedError {
+        at: Duration,
+        /// The host whose software failed (`?` when unknown).
+        host: String,
+        error: String,
+    },
     /// A safety invariant broke; the run stops at the first violation.
     InvariantViolated {
         at: Duration,
@@ -125,6 +143,11 @@ pub enum Verdict {
 impl Verdict {
     pub fn converged(&self) -> bool {
         matches!(self, Verdict::Converged { .. })
+    }
+
+    /// The testbed itself failed; see [`Verdict::TestbedError`].
+    pub fn is_testbed_error(&self) -> bool {
+        matches!(self, Verdict::TestbedError { .. })
     }
 
     /// Lines of the verdict, for the end of the trace and the CLI.
@@ -145,9 +168,10 @@ impl Verdict {
                 v.extend(gaps.iter().map(|g| format!("  - {g}")));
                 v
             }
-            Verdict::HostFailed { at, error } => {
-                vec![format!("HOST FAILED at {}: {error}", fmt_time(*at))]
-            }
+            Verdict::TestbedError { at, host, error } => vec![
+                format!("TESTBED ERROR at {} on {host}: {error}", fmt_time(*at)),
+                "  the testbed failed: this run says nothing about the strategy".to_string(),
+            ],
             Verdict::InvariantViolated {
                 at,
                 invariant,
@@ -519,6 +543,45 @@ impl<'a> Driver<'a> {
     }
 }
 
+/// Step the simulation up to `limit` (`limit` = now: run what is due now,
+/// without moving time). A host's software that panics or fails ends the
+/// run as a testbed error. (turmoil, built with `--cfg tokio_unstable`,
+/// shuts the runtime down on a panic in any host task, and the panic unwinds
+/// out of the step; without the flag a panicking task would vanish
+/// silently, which is why the sim crate refuses to build without it.)
+fn step_hosts(driver: &mut Driver<'_>, world: &World, limit: Duration) -> Result<(), Verdict> {
+    let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        driver.sim.step_until(limit)
+    }));
+    let panicked = crate::testbed::take_panic();
+    let error = match stepped {
+        Ok(Ok(_)) => return Ok(()),
+        // A host's top-level future failed (if by a panic, the hook noted
+        // it).
+        Ok(Err(e)) => match &panicked.message {
+            Some(m) => format!("panicked: {m}"),
+            None => e.to_string(),
+        },
+        Err(payload) => format!(
+            "panicked: {}",
+            panicked
+                .message
+                .clone()
+                .unwrap_or_else(|| crate::testbed::panic_message(payload.as_ref()))
+        ),
+    };
+    let host = match panicked.host {
+        Some(IpAddr::V6(addr)) => world.name_of(addr),
+        Some(other) => other.to_string(),
+        None => "?".to_string(),
+    };
+    Err(Verdict::TestbedError {
+        at: panicked.at.unwrap_or_else(|| driver.sim.elapsed()),
+        host,
+        error,
+    })
+}
+
 /// Run one simulation to its verdict.
 ///
 /// Panics if `cfg.mutant` names a mutant and this build has none: callers
@@ -535,7 +598,10 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         instances: cfg.instances.clone(),
         seed: cfg.seed,
         ntp_return_switch: cfg.ntp_return_switch,
+        sabotage: cfg.sabotage.clone(),
     });
+    crate::testbed::install_panic_hook();
+    crate::testbed::clear_panic();
     // The reconciler's log events become trace lines, for this run only.
     let _logging = crate::logging::install(&world);
     let sim = turmoil::Builder::new()
@@ -581,8 +647,17 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     // yet). Changes are stamped with it, not with `now`, which is however
     // far away the next event happens to be.
     let mut drained = Duration::ZERO;
+    let mut plan_order = SmallRng::seed_from_u64(world.derive_seed("plan-order", 0));
     let verdict = loop {
         let now = driver.sim.elapsed();
+        // Nothing after a failure of the testbed is evidence: stop there.
+        if let Some(f) = world.lock().testbed_error.clone() {
+            break Verdict::TestbedError {
+                at: f.at,
+                host: f.host,
+                error: f.error,
+            };
+        }
         // The gaps change only when the world does; safety is checked then
         // too, and at least once a simulated second for the time-based
         // invariant. One snapshot of the world serves both.
@@ -637,25 +712,37 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         if let Some(since) = converged_since {
             limit = limit.min(since + cfg.stability);
         }
-        // The plan's steps due now act at this instant, before its hosts
-        // run (and are observed with what the hosts then do).
-        while let Some(step) = pending.next_if(|s| s.at <= now) {
-            world.record(
-                TraceLine::new(now, "plan", Kind::Plan, step.action.to_string())
-                    .field("step", step.action.kind()),
-            );
-            driver.apply(now, &step.action);
+        // The plan's steps due now act at this instant, together and in
+        // plan order. Whether they act before or after the hosts' work due
+        // at the same instant is drawn from the seed, as turmoil draws the
+        // order of hosts ready at one instant: the simulator picks no
+        // winner. (Hosts' work "at an instant" is everything runnable then
+        // without time passing; a message sent then arrives later.) Steps
+        // at 0s are the exception: they are the rack's condition as it
+        // boots (madrid's hidden switch, a stale entry already in the
+        // ASIC), so they act before any host's software starts.
+        if pending.peek().is_some_and(|s| s.at <= now) {
+            if now > Duration::ZERO && plan_order.random_bool(0.5) {
+                // The hosts first: run what is due now, time stays put.
+                if let Err(e) = step_hosts(&mut driver, &world, now) {
+                    break e;
+                }
+            }
+            while let Some(step) = pending.next_if(|s| s.at <= now) {
+                world.record(
+                    TraceLine::new(now, "plan", Kind::Plan, step.action.to_string())
+                        .field("step", step.action.kind()),
+                );
+                driver.apply(now, &step.action);
+            }
         }
         if let Some(step) = pending.peek() {
             limit = limit.min(step.at);
         }
         events += 1;
         drained = now;
-        if let Err(e) = driver.sim.step_until(limit) {
-            break Verdict::HostFailed {
-                at: driver.sim.elapsed(),
-                error: e.to_string(),
-            };
+        if let Err(e) = step_hosts(&mut driver, &world, limit) {
+            break e;
         }
     };
     let sim_time = driver.sim.elapsed();

@@ -47,8 +47,9 @@ pub enum Kind {
     V2p,
     /// The run's verdict.
     Verdict,
-    /// The testbed itself failed.
-    Bug,
+    /// The testbed itself failed (a fake's server stopped, a socket could
+    /// not be bound); the run ends with a testbed error.
+    TestbedError,
 }
 
 /// One event: a line for people, a record for machines.

@@ -53,6 +53,8 @@ pub struct RunParams {
     pub seed: u64,
     /// The switch through which the outside world's NTP replies return.
     pub ntp_return_switch: SwitchSlot,
+    /// A deliberate failure of the testbed (tests only).
+    pub sabotage: Option<crate::testbed::Sabotage>,
 }
 
 /// A fault injected into one dpd for a window of simulated time.
@@ -512,6 +514,8 @@ pub struct State {
     /// Bumped whenever something the checks read changes.
     pub version: u64,
     pub trace: Vec<TraceLine>,
+    /// The first failure of the testbed itself, if any: it ends the run.
+    pub testbed_error: Option<crate::testbed::TestbedFailure>,
 }
 
 /// What the control plane owns: its database (which outlives Nexus), the
@@ -664,6 +668,7 @@ impl World {
             boots: BTreeMap::new(),
             version: 0,
             trace: Vec::new(),
+            testbed_error: None,
         };
         let zones = ZoneSet::from_rack(rack);
         let bootstore = zones.config(1, |i| rack.sleds[i].address);
@@ -707,6 +712,23 @@ impl World {
     /// Record a trace line.
     pub fn record(&self, line: TraceLine) {
         self.lock().trace.push(line);
+    }
+
+    /// The testbed itself failed on `host` (a fake's server stopped, a
+    /// socket could not be bound): a trace line, and the run ends with a
+    /// testbed error (the first one reported wins).
+    pub fn testbed_error(&self, host: &str, error: impl Into<String>) {
+        let error = error.into();
+        let line = self.line(host, Kind::TestbedError, format!("TESTBED ERROR: {error}"));
+        let at = line.at;
+        self.record(line);
+        self.lock()
+            .testbed_error
+            .get_or_insert(crate::testbed::TestbedFailure {
+                at,
+                host: host.to_string(),
+                error,
+            });
     }
 
     /// Count a boot of `host`; returns the boot number (1 for the first).

@@ -518,8 +518,9 @@ pub enum Failure {
     NotConverged(String),
     /// Converged, but later than the expectation allows.
     TooSlow,
-    /// A simulated host's software failed.
-    HostFailed,
+    /// The testbed itself failed (never a finding about the code under
+    /// test; counted apart).
+    TestbedError,
 }
 
 impl std::fmt::Display for Failure {
@@ -528,7 +529,7 @@ impl std::fmt::Display for Failure {
             Failure::Invariant(inv) => write!(f, "invariant {inv} violated"),
             Failure::NotConverged(gap) => write!(f, "not converged: {gap}"),
             Failure::TooSlow => f.write_str("converged too late"),
-            Failure::HostFailed => f.write_str("a host failed"),
+            Failure::TestbedError => f.write_str("testbed error"),
         }
     }
 }
@@ -551,7 +552,7 @@ pub fn failure(exp: &Expectation, outcome: &RunOutcome) -> Option<Failure> {
         Verdict::NotConverged { gaps, .. } => Some(Failure::NotConverged(
             gaps.first().cloned().unwrap_or_default(),
         )),
-        Verdict::HostFailed { .. } => Some(Failure::HostFailed),
+        Verdict::TestbedError { .. } => Some(Failure::TestbedError),
         Verdict::Converged { at } => match exp.outcome {
             Outcome::ConvergesWithin(within) if *at > within => Some(Failure::TooSlow),
             _ => None,
@@ -601,6 +602,9 @@ pub struct Summary {
     pub runs: usize,
     pub passed: usize,
     pub failed: usize,
+    /// Runs that ended in a testbed error (among `failed`, counted apart:
+    /// failures of racksim itself, never findings about the code).
+    pub testbed_errors: usize,
     /// Failing runs by kind of failure.
     pub failures_by_kind: BTreeMap<String, usize>,
     /// Every failing seed, with how it failed and its replay commands.
@@ -678,6 +682,10 @@ pub fn summarise(
         runs: results.len(),
         passed: results.iter().filter(|r| r.failure.is_none()).count(),
         failed: failures.len(),
+        testbed_errors: results
+            .iter()
+            .filter(|r| r.failure == Some(Failure::TestbedError))
+            .count(),
         failures_by_kind,
         failures,
     }
@@ -707,6 +715,10 @@ pub fn text(s: &Summary) -> String {
         "runs: {}\npassed: {}\nfailed: {}\n",
         s.runs, s.passed, s.failed
     );
+    out += &match s.testbed_errors {
+        0 => "testbed errors: none\n".to_string(),
+        n => format!("testbed errors: {n} (failures of racksim itself, not findings)\n"),
+    };
     for (kind, n) in &s.failures_by_kind {
         out += &format!("  {kind}: {n}\n");
     }

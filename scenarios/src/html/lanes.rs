@@ -267,7 +267,7 @@ pub fn build(input: &RunInput<'_>) -> Block {
             }
             Kind::Saga => sagas.items.push(Item::mark(line, "saga", "info")),
             Kind::Verdict => {}
-            Kind::Bug => other.items.push(Item::mark(line, "bug", "bad")),
+            Kind::TestbedError => other.items.push(Item::mark(line, "testbed-error", "bad")),
             #[allow(unreachable_patterns)]
             _ => other.items.push(Item::mark(line, "other", "info")),
         }
@@ -348,9 +348,9 @@ fn verdict_items(verdict: &Verdict, end: Duration, trace: &[TraceLine]) -> Vec<I
                 .label(format!("INVARIANT VIOLATED: {invariant}"))
                 .title(title)]
         }
-        Verdict::HostFailed { at, .. } => {
-            vec![Item::span(*at, *at, "host-failed", "deadline")
-                .label("HOST FAILED")
+        Verdict::TestbedError { at, .. } => {
+            vec![Item::span(*at, *at, "testbed-error", "deadline")
+                .label("TESTBED ERROR")
                 .title(title)]
         }
     }

@@ -92,7 +92,10 @@ fn verdict_summary(v: &Verdict) -> (String, &'static str) {
             format!("INVARIANT VIOLATED at {}: {invariant}", fmt_time(*at)),
             "bad",
         ),
-        Verdict::HostFailed { at, .. } => (format!("HOST FAILED at {}", fmt_time(*at)), "bad"),
+        Verdict::TestbedError { at, host, .. } => (
+            format!("TESTBED ERROR at {} on {host}", fmt_time(*at)),
+            "bad",
+        ),
     }
 }
 
@@ -243,7 +246,7 @@ pub fn render(runs: &[RunInput<'_>]) -> String {
                 }
                 w.push_str("</ul></div>");
             }
-            Verdict::HostFailed { error, .. } => {
+            Verdict::TestbedError { error, .. } => {
                 let _ = write!(w, "<ul class=\"gaps\"><li>{}</li></ul>", esc(error));
             }
             _ => {}

@@ -227,10 +227,9 @@ async fn internal_api(
         // Dropping the server drops its listener: that is the point.
         r = serve_http(NEXUS_INTERNAL_PORT, handler) => {
             if let Err(e) = r {
-                world.trace(
+                world.testbed_error(
                     host,
-                    Kind::Bug,
-                    format!("BUG: Nexus internal API on port {NEXUS_INTERNAL_PORT} stopped: {e}"),
+                    format!("Nexus internal API on port {NEXUS_INTERNAL_PORT} stopped: {e}"),
                 );
             }
         }

@@ -14,17 +14,30 @@ use crate::{
     world::World,
 };
 
-/// Serve `handler` on `port` for as long as the host runs; a failure to
-/// serve is a bug in the testbed and lands in the trace.
+/// Serve `handler` on `port` for as long as the host runs. A server that
+/// stops on its own is a failure of the testbed, not of the code under
+/// test: it ends the run as a testbed error.
 pub(crate) fn spawn_server<H: Handler>(world: &World, host: &str, port: u16, handler: H) {
     let (world, host) = (world.clone(), host.to_string());
+    let sabotage = world
+        .params
+        .sabotage
+        .clone()
+        .filter(|s| s.target() == (host.as_str(), port));
     tokio::task::spawn_local(async move {
-        if let Err(e) = serve(port, handler).await {
-            world.trace(
-                &host,
-                crate::trace::Kind::Bug,
-                format!("BUG: server on port {port} stopped: {e}"),
-            );
+        let served = match sabotage {
+            None => serve(port, handler).await,
+            Some(sabotage) => {
+                tokio::select! {
+                    // Cancel-safe: dropping the server drops its listener,
+                    // which is what a stopping server does.
+                    r = serve(port, handler) => r,
+                    e = sabotage.strike() => Err(e),
+                }
+            }
+        };
+        if let Err(e) = served {
+            world.testbed_error(&host, format!("the server on port {port} stopped: {e}"));
         }
     });
 }

@@ -10,7 +10,6 @@ use crate::{
     fakes::dataplane::NtpQuery,
     net::NTP_PORT,
     rack::{ZoneSpec, UPSTREAM_NTP_ADDR},
-    trace::Kind,
     world::World,
 };
 
@@ -21,13 +20,7 @@ pub const NTP_POLL_INTERVAL: Duration = Duration::from_secs(16);
 pub(super) async fn ntp_client(world: World, index: usize, host: String, zone: ZoneSpec) {
     let sock = match turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).await {
         Ok(s) => s,
-        Err(e) => {
-            return world.trace(
-                &host,
-                Kind::Bug,
-                format!("BUG: boundary-ntp cannot bind: {e}"),
-            )
-        }
+        Err(e) => return world.testbed_error(&host, format!("boundary-ntp cannot bind: {e}")),
     };
     let query = NtpQuery {
         reply_ip: zone.external_ip,
