@@ -32,7 +32,7 @@ enum Command {
     /// Exit status: 0 when every run met its scenario's expectation and
     /// every cell with `some_seeds_violate` saw a seed break that invariant,
     /// 1 when not (the replay command of each run that missed is printed),
-    /// 2 for bad input.
+    /// 3 when some run ended in a testbed error, 2 for bad input.
     Matrix {
         /// Seeds 1..=N for every cell.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100_000))]
@@ -54,7 +54,7 @@ enum Command {
     ///
     /// Exit status: 0 when every run met the expectation and, if it has
     /// `some_seeds_violate`, some seed of the range broke that invariant; 1
-    /// when not; 2 for bad input.
+    /// when not; 3 when some run ended in a testbed error; 2 for bad input.
     Sweep {
         /// A catalogue name or a path to a scenario file.
         scenario: String,
@@ -88,7 +88,8 @@ enum Command {
     /// prints both verdicts; with --report, an HTML timeline of both runs on
     /// one time axis.
     ///
-    /// Exit status: 0 when both runs converged, 1 when not, 2 for bad input.
+    /// Exit status: 0 when both runs converged, 1 when not, 3 when a run
+    /// ended in a testbed error, 2 for bad input.
     Compare {
         /// A catalogue name or a path to a scenario file.
         scenario: String,
@@ -129,8 +130,8 @@ enum Command {
     /// the rack must converge within a liveness window, invariants holding
     /// throughout. Prints every failing seed with its replay commands.
     ///
-    /// Exit status: 0 when every seed passed, 1 when some failed, 2 for bad
-    /// input.
+    /// Exit status: 0 when every seed passed, 1 when some failed, 3 when
+    /// some run ended in a testbed error, 2 for bad input.
     Fuzz {
         /// Seeds as A..B (inclusive).
         #[arg(long, value_parser = parse_seed_range, required_unless_present = "plan")]
@@ -165,8 +166,9 @@ enum Command {
     /// invariant, or not converging with the same item missing), and write
     /// it as a regression scenario.
     ///
-    /// Exit status: 0 when a reduced plan was written, 2 for bad input or a
-    /// plan that does not fail.
+    /// Exit status: 0 when a reduced plan was written, 2 for bad input, a
+    /// plan that does not fail, or one that ends in a testbed error (a bug
+    /// of racksim, not a finding).
     Shrink {
         /// A catalogue name or a path to a scenario file (e.g. a fuzz plan).
         scenario: String,

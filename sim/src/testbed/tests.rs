@@ -26,6 +26,14 @@ fn madrid(strategy: Strategy, sabotage: Option<Sabotage>) -> RunConfig {
     cfg
 }
 
+/// The failure a run ended on, which must be a testbed error.
+fn testbed_error(outcome: &crate::RunOutcome) -> (Duration, &str, &str) {
+    match &outcome.verdict {
+        Verdict::TestbedError { at, host, error } => (*at, host, error),
+        other => panic!("a broken testbed must end in a testbed error: {other:?}"),
+    }
+}
+
 #[test]
 fn a_fake_server_that_stops_is_a_testbed_error() {
     // Without sabotage, legacy fails on madrid by not converging: the
@@ -46,18 +54,8 @@ fn a_fake_server_that_stops_is_a_testbed_error() {
             at,
         }),
     ));
-    let Verdict::TestbedError {
-        at: failed_at,
-        host,
-        error,
-    } = &broken.verdict
-    else {
-        panic!(
-            "a stopped dpd must be a testbed error: {:?}",
-            broken.verdict
-        );
-    };
-    assert_eq!((failed_at, host.as_str()), (&at, "switch0"));
+    let (failed_at, host, error) = testbed_error(&broken);
+    assert_eq!((failed_at, host), (at, "switch0"));
     assert!(
         error.contains("server on port 12224 stopped") && error.contains("sabotaged"),
         "{error}"
@@ -90,18 +88,8 @@ fn a_panicking_host_task_is_a_testbed_error_naming_its_host() {
             at,
         }),
     ));
-    let Verdict::TestbedError {
-        at: failed_at,
-        host,
-        error,
-    } = &broken.verdict
-    else {
-        panic!(
-            "a panicking task must be a testbed error: {:?}",
-            broken.verdict
-        );
-    };
-    assert_eq!((failed_at, host.as_str()), (&at, "switch1"));
+    let (failed_at, host, error) = testbed_error(&broken);
+    assert_eq!((failed_at, host), (at, "switch1"));
     assert!(error.starts_with("panicked: sabotaged"), "{error}");
 }
 
