@@ -924,6 +924,18 @@ fn run(
             report::render(&scenario, arg, strategy, seed, drawn, &judged)
         );
         testbed_errors += usize::from(judged.outcome.verdict.is_testbed_error());
+        // A sabotage that names no server of this run breaks nothing: the
+        // run above is then not the self-test that was asked for.
+        if let Some(s) = &sabotage {
+            if !judged.outcome.verdict.is_testbed_error() {
+                let (host, port) = s.target();
+                return Err(format!(
+                    "error: --sabotage: nothing broke: no server on {host}:{port} was running at \
+                     the sabotage's time (hosts are named as in the trace; e.g. dpd is \
+                     switch0:12224, a sled-agent sled1:12345)"
+                ));
+            }
+        }
         all_ok &= if expect {
             judged.judgement.is_ok()
         } else {

@@ -447,4 +447,11 @@ fn a_testbed_error_has_its_own_exit_status_that_no_expectation_accepts() {
     let (code, _, err) = run(&["--sabotage", "stop:switch0@2m"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("expected KIND:HOST:PORT@TIME"), "{err}");
+    // A sabotage of a server that does not exist breaks nothing: refused.
+    let (code, _, err) = run(&["--sabotage", "stop:sled99:12224@2m"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--sabotage: nothing broke: no server on sled99:12224"),
+        "{err}"
+    );
 }
