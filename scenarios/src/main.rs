@@ -446,6 +446,41 @@ fn list() {
             strategies.join("; ")
         );
     }
+    print!("{}", eras());
+}
+
+/// Which era of upstream's code each strategy and start implementation
+/// stands for, and the control-plane tasks its runs get (`racksim_sim::era`).
+fn eras() -> String {
+    use racksim_reconciler::instances::StartImpl;
+    use racksim_sim::{ControlPlaneEra, Era, InstanceEra, Strategy};
+    let mut out = String::from(
+        "\neras (the upstream code each strategy stands for; its runs get that era's control plane):\n",
+    );
+    for s in Strategy::ALL {
+        let era = Era::of(s);
+        out += &format!(
+            "  {:<14}  {era}: {}\n  {:<14}    control plane: {}\n",
+            s.name(),
+            era.upstream(),
+            "",
+            ControlPlaneEra::of(s, StartImpl::Saga)
+        );
+    }
+    out += "instance starts (kind = \"instances\"; service NAT as the file fixes it):\n";
+    for i in StartImpl::ALL {
+        let era = InstanceEra::of(i);
+        let cp = ControlPlaneEra::of(Strategy::Legacy, i);
+        out += &format!(
+            "  {:<14}  {era}: {}\n  {:<14}    control plane: dpd NAT RPW {}, nexus V2P task {}\n",
+            i.as_str(),
+            era.upstream(),
+            "",
+            cp.dpd_nat_rpw,
+            cp.nexus_v2p
+        );
+    }
+    out
 }
 
 fn parse_seed_range(s: &str) -> Result<(u64, u64), String> {

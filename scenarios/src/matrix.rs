@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use racksim_sim::trace::fmt_duration;
+use racksim_sim::{trace::fmt_duration, ControlPlaneEra, Era, InstanceEra};
 use serde::Serialize;
 
 use crate::{
@@ -112,6 +112,12 @@ pub fn parallel<T: Send>(
 pub struct Cell {
     pub scenario: String,
     pub strategy: String,
+    /// The era of upstream's code the strategy stands for (`legacy`,
+    /// `proposal`, `target`; for a start implementation `seed-002` or
+    /// `current`), see `racksim_sim::era`.
+    pub era: String,
+    /// The control-plane tasks its runs had.
+    pub control_plane: ControlPlaneEra,
     /// `converges <= 10m` or `fails`.
     pub expected: String,
     pub runs: usize,
@@ -245,9 +251,18 @@ fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary], seeds:
     let exp = &scenario.expectations[&strategy];
     let some_seeds = some_seeds_violate(exp, runs, describe_seeds(seeds));
     let as_expected = runs.iter().filter(|r| r.judgement.is_ok()).count();
+    // The era does not depend on the seed.
+    let control_plane = runner::config(scenario, strategy, 0)
+        .expect("strategy has an expectation")
+        .era;
     Cell {
         scenario: scenario.name.clone(),
         strategy: strategy.to_string(),
+        era: match strategy {
+            Variant::Nat(s) => Era::of(s).to_string(),
+            Variant::Start(i) => InstanceEra::of(i).to_string(),
+        },
+        control_plane,
         expected: exp.summary(),
         runs: runs.len(),
         converged: ttc.len(),
@@ -284,6 +299,7 @@ pub fn table(cells: &[Cell]) -> String {
     let header = [
         "scenario",
         "strategy",
+        "era",
         "expected",
         "converged",
         "failed",
@@ -294,12 +310,13 @@ pub fn table(cells: &[Cell]) -> String {
         "settle p50",
         "settle max",
     ];
-    let rows: Vec<[String; 11]> = cells
+    let rows: Vec<[String; 12]> = cells
         .iter()
         .map(|c| {
             [
                 c.scenario.clone(),
                 c.strategy.clone(),
+                c.era.clone(),
                 c.expected.clone(),
                 format!("{}/{}", c.converged, c.runs),
                 format!("{}/{}", c.failed, c.runs),
@@ -325,6 +342,16 @@ pub fn table(cells: &[Cell]) -> String {
              listed below)\n"
         ),
     };
+    // What each era's runs had, once per era and control plane seen.
+    let mut eras: Vec<(&str, ControlPlaneEra)> = Vec::new();
+    for c in cells {
+        if !eras.contains(&(c.era.as_str(), c.control_plane)) {
+            eras.push((c.era.as_str(), c.control_plane));
+        }
+    }
+    for (era, control_plane) in eras {
+        out += &format!("era {era}: {control_plane}\n");
+    }
     for c in cells {
         if let Some(why) = c.some_seeds_violate.as_ref().and_then(SomeSeeds::failure) {
             out += &format!("unexpected: {} / {}: {why}\n", c.scenario, c.strategy);

@@ -8,6 +8,7 @@ use std::fmt::Write;
 use racksim_sim::{
     run::{MAX_LATENCY, MIN_LATENCY},
     trace::{fmt_duration, fmt_time},
+    Era, InstanceEra,
 };
 
 use crate::{
@@ -52,6 +53,25 @@ pub fn render(
             let names: Vec<&str> = scenario.instances.iter().map(|i| i.name.as_str()).collect();
             let _ = writeln!(w, "instances: {}", names.join(", "));
         }
+    }
+    // The era the run stands for, and the control plane it configured: the
+    // configuration `runner::run` ran, so the header cannot disagree with it.
+    if let Some(cfg) = runner::config(scenario, strategy, seed) {
+        let era = Era::of(cfg.strategy);
+        match scenario.kind {
+            Kind::ServiceNat => {
+                let _ = writeln!(w, "era: {era} ({})", era.upstream());
+            }
+            Kind::Instances => {
+                let instances = InstanceEra::of(cfg.start);
+                let _ = writeln!(
+                    w,
+                    "era: {instances} ({}); service NAT: {era}",
+                    instances.upstream()
+                );
+            }
+        }
+        let _ = writeln!(w, "control plane: {}", cfg.era);
     }
     let _ = writeln!(
         w,

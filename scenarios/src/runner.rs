@@ -2,7 +2,7 @@
 //! the scenario's expectation.
 
 use racksim_reconciler::instances::StartImpl;
-use racksim_sim::{run::RunConfig, trace::fmt_duration, RunOutcome, Verdict};
+use racksim_sim::{run::RunConfig, trace::fmt_duration, ControlPlaneEra, RunOutcome, Verdict};
 
 use crate::file::{Expectation, Outcome, Scenario, Variant};
 
@@ -26,6 +26,9 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
         rack: scenario.rack.clone(),
         strategy,
         start,
+        // The era the strategy and start stand for: a scenario file does
+        // not choose its control plane.
+        era: ControlPlaneEra::of(strategy, start),
         instances: scenario.instances.clone(),
         seed,
         plan: scenario.plan.clone(),

@@ -20,6 +20,71 @@ fn list_names_every_scenario_with_a_description() {
 }
 
 #[test]
+fn list_matrix_and_the_run_header_say_which_era_each_strategy_runs_in() {
+    let (code, out, _) = racksim(&["list"]);
+    assert_eq!(code, Some(0));
+    for (strategy, era) in [
+        ("legacy", "legacy"),
+        ("sled-task", "proposal"),
+        ("scrimlet-local", "target"),
+        ("naive", "current"),
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(strategy) && l.contains(&format!("  {era}: "))),
+            "no era line for {strategy}:\n{out}"
+        );
+    }
+    assert!(
+        out.contains(
+            "control plane: nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on"
+        ),
+        "{out}"
+    );
+
+    let (code, out, err) = racksim(&["matrix", "--scenario", "stale-entry", "--seeds", "1"]);
+    assert_eq!(code, Some(0), "{err}");
+    let row = |strategy: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(strategy))
+            .unwrap_or_else(|| panic!("no {strategy} row:\n{out}"))
+            .split_whitespace()
+            .nth(2)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(row("legacy"), "legacy");
+    assert_eq!(row("sled-task"), "proposal");
+    assert_eq!(row("scrimlet-local"), "target");
+    assert!(
+        out.contains("era target: nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on"),
+        "{out}"
+    );
+
+    let (_, out, _) = racksim(&[
+        "run",
+        "stale-entry",
+        "--seed",
+        "1",
+        "--strategy",
+        "scrimlet-local",
+    ]);
+    let header: Vec<&str> = out.lines().take_while(|l| !l.starts_with("plan")).collect();
+    assert!(
+        header
+            .iter()
+            .any(|l| l.starts_with("era: target (omicron after #9727")),
+        "{header:#?}"
+    );
+    assert!(
+        header.contains(
+            &"control plane: nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on"
+        ),
+        "{header:#?}"
+    );
+}
+
+#[test]
 fn shards_of_a_sweep_add_up_to_the_whole() {
     let json = |args: &[&str]| -> serde_json::Value {
         let mut all = vec![

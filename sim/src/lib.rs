@@ -18,6 +18,8 @@
 //!
 //! * [`rack`] — the rack's shape and addressing; [`rack::RackSpec::madrid`],
 //!   [`rack::RackSpec::standard`], [`rack::RackBuilder`].
+//! * [`era`] — the era of upstream's code a run stands for, and which
+//!   control-plane tasks that era ran ([`ControlPlaneEra`]).
 //! * [`plan`] — strategies, faults and instance actions as timed steps,
 //!   jitter windows drawn from the seed; [`Plan::at`] / [`Plan::between`].
 //! * [`world`] — state shared by the hosts, the driver and the checks,
@@ -61,6 +63,7 @@ compile_error!(
 );
 
 pub mod check;
+pub mod era;
 pub mod fakes;
 pub mod hosts;
 pub mod logging;
@@ -73,6 +76,7 @@ pub mod timing;
 pub mod trace;
 pub mod world;
 
+pub use era::{ControlPlaneEra, Era, InstanceEra};
 pub use plan::{Action, At, Plan, Step, Strategy};
 pub use rack::RackSpec;
 pub use run::{run, RunConfig, RunOutcome, Verdict};

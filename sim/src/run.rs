@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::{
     check::{convergence_gaps, invariant_violation, observe},
+    era::ControlPlaneEra,
     fakes::dpd::DpdState,
     hosts,
     plan::{Action, Plan, ResolvedStep, Strategy},
@@ -51,6 +52,10 @@ pub struct RunConfig {
     pub ntp_return_switch: SwitchSlot,
     /// How the control plane starts instances.
     pub start: StartImpl,
+    /// Which control-plane tasks run: by default those of the era the
+    /// strategy and `start` stand for ([`ControlPlaneEra::of`]). Set
+    /// `start` with [`RunConfig::with_start`], which keeps the two in step.
+    pub era: ControlPlaneEra,
     /// Instances the plan refers to.
     pub instances: Vec<InstanceSpec>,
     /// A deliberate reconciler bug for this run (test builds only; see
@@ -64,7 +69,8 @@ pub struct RunConfig {
 impl RunConfig {
     /// A run of `rack` under `strategy` with no plan: a 2-hour deadline, the
     /// default stability window, NTP replies through the first switch, no
-    /// instances, saga starts. Adjust the fields or use the `with_*` methods.
+    /// instances, saga starts, the control plane of the strategy's era.
+    /// Adjust the fields or use the `with_*` methods.
     pub fn new(rack: RackSpec, strategy: Strategy, seed: u64) -> Self {
         let ntp_return_switch = rack
             .switches
@@ -80,10 +86,25 @@ impl RunConfig {
             stability: DEFAULT_STABILITY,
             ntp_return_switch,
             start: StartImpl::Saga,
+            era: ControlPlaneEra::of(strategy, StartImpl::Saga),
             instances: Vec::new(),
             mutant: None,
             sabotage: None,
         }
+    }
+
+    /// Start instances with `start`, in the control plane of its era.
+    pub fn with_start(mut self, start: StartImpl) -> Self {
+        self.start = start;
+        self.era = ControlPlaneEra::of(self.strategy, start);
+        self
+    }
+
+    /// Run another control plane than the era's (after `with_start`,
+    /// which would reset it).
+    pub fn with_era(mut self, era: ControlPlaneEra) -> Self {
+        self.era = era;
+        self
     }
 
     pub fn with_plan(mut self, plan: Plan) -> Self {
@@ -595,6 +616,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         rack: Arc::new(cfg.rack.clone()),
         strategy: cfg.strategy,
         start: cfg.start,
+        era: cfg.era,
         instances: cfg.instances.clone(),
         seed: cfg.seed,
         ntp_return_switch: cfg.ntp_return_switch,

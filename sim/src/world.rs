@@ -35,6 +35,7 @@ use racksim_reconciler::{
 use tokio::sync::watch;
 
 use crate::{
+    era::ControlPlaneEra,
     fakes::dpd::DpdState,
     plan::{ConfigChange, Strategy, ZoneRef},
     rack::{RackSpec, SledSpec, ZoneKind, ZoneSpec, UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME},
@@ -48,6 +49,9 @@ pub struct RunParams {
     pub strategy: Strategy,
     /// How the control plane starts instances.
     pub start: StartImpl,
+    /// Which control-plane tasks run (the hosts read this, never the
+    /// strategy, to decide).
+    pub era: ControlPlaneEra,
     /// The instances the scenario declares (their records exist from the start).
     pub instances: Vec<InstanceSpec>,
     pub seed: u64,

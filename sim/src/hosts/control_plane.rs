@@ -25,12 +25,12 @@ use racksim_reconciler::instances::{
 
 use super::sled::TimeSync;
 use crate::{
+    era::{NexusServiceNat, Task},
     fakes::{
         database::SimStore,
         http::{serve as serve_http, ApiError, ApiRequest, ApiResponse, Handler},
     },
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
-    plan::Strategy,
     trace::Kind,
     world::{InstanceRequest, NexusCommand, World},
 };
@@ -191,16 +191,19 @@ async fn serve(
     // One owner per era: Nexus's service-zone NAT task existed while the
     // legacy path and the per-sled task did; upstream removed it once the
     // scrimlet reconcilers owned service NAT (two owners of one table
-    // duel), so under `scrimlet-local` it does not run and the scrimlets'
-    // own repairs are the only ones.
+    // duel), so in the target era it does not run and the scrimlets' own
+    // repairs are the only ones. The run's era says which (`crate::era`).
     let service_nat = async {
-        if world.params.strategy != Strategy::ScrimletLocal {
-            service_nat_rpw(world, host, resolver, stop.clone()).await;
+        match world.params.era.nexus_service_nat {
+            NexusServiceNat::Off => {}
+            NexusServiceNat::RepairsDpd => {
+                service_nat_rpw(world, host, resolver, stop.clone()).await
+            }
         }
     };
     tokio::join!(
         service_nat,
-        v2p_rpw(world, host, &store, start, &v2p_task, stop.clone()),
+        v2p_rpw(world, host, &store, &v2p_task, stop.clone()),
         instance_api(world, host, index, &ops, stop.clone()),
         internal_api(world, host, &store, stop.clone()),
     );
@@ -402,17 +405,17 @@ async fn instance_api<S: racksim_reconciler::instances::InstanceStore>(
 /// The V2P background task: every [`RPW_PERIOD`] and whenever an instance
 /// operation activates it (`v2p_task`). Instance NAT has no Nexus-side
 /// task: operations write versioned rows and trigger dpd, and each switch
-/// zone's dpd pulls them (`switch_zone::nat_rpw`). `legacy` models the
-/// control plane of seed 002's time, which had neither.
+/// zone's dpd pulls them (`switch_zone::nat_rpw`). The control plane of
+/// seed 002's time (the era start `legacy` stands for) had neither; the
+/// run's era says whether it runs.
 async fn v2p_rpw<S: InstanceStore>(
     world: &World,
     host: &str,
     store: &S,
-    start: StartImpl,
     v2p_task: &Notify,
     mut stop: watch::Receiver<bool>,
 ) {
-    if start == StartImpl::Legacy {
+    if world.params.era.nexus_v2p == Task::Off {
         return;
     }
     let mut interval = tokio::time::interval(RPW_PERIOD);

@@ -11,16 +11,14 @@ use std::{
 use http::Method;
 use racksim_fakes::api::Fault;
 use racksim_reconciler::{
-    discovery::SwitchSlot,
-    http::HttpClient,
-    instances::{NatEntryView, StartImpl},
-    nat::NatEntry,
-    DPD_PORT, MGS_PORT,
+    discovery::SwitchSlot, http::HttpClient, instances::NatEntryView, nat::NatEntry, DPD_PORT,
+    MGS_PORT,
 };
 use tokio::sync::Notify;
 
 use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server};
 use crate::{
+    era::Task,
     fakes::{
         dataplane::{Geneve, Inbound},
         dpd::{DpdState, NatChange},
@@ -80,9 +78,9 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
             trigger: trigger.clone(),
         },
     );
-    // dendrite of seed 002's time (what `legacy` models) had no NAT RPW:
-    // Nexus pushed instance NAT to it.
-    if world.params.start != StartImpl::Legacy {
+    // dendrite of seed 002's time (the era start `legacy` stands for) had
+    // no NAT RPW: Nexus pushed instance NAT to it.
+    if world.params.era.dpd_nat_rpw == Task::On {
         world.lock().switches.nat_rpw.insert(slot, trigger.clone());
         tokio::task::spawn_local(nat_rpw(world.clone(), slot, trigger));
     }

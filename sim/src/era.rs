@@ -1,0 +1,298 @@
+//! The era of upstream's code a run stands for, and the control plane that
+//! era ran.
+//!
+//! A service-NAT strategy is not only the code on the sleds: it stands for
+//! an era of Omicron, and each era ran a different control plane around it.
+//! Nexus had a service-zone NAT task while the zone-start path owned
+//! service NAT and lost it once the scrimlet reconcilers did; dpd pulls
+//! instance NAT from Nexus only since its NAT RPW exists. Which of these
+//! mechanisms runs is a field of the run's configuration
+//! ([`crate::RunConfig::era`], [`crate::world::RunParams::era`]): the hosts
+//! read it, never the strategy, to decide which control-plane tasks to run,
+//! and the report header names it. [`ControlPlaneEra::of`] is the one place
+//! that derives the default from the strategy and the instance start
+//! implementation; a test or a tool can set another combination to ask what
+//! a mechanism is worth.
+//!
+//! The strategy itself still decides what it is: which reconciler runs on
+//! the sleds, and whether zones start through the legacy blocking path.
+
+use std::fmt;
+
+use racksim_reconciler::instances::StartImpl;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Strategy;
+
+/// The era of upstream's code a service-NAT strategy stands for (facts
+/// from `DOMAIN.md`, read against omicron b848b6df).
+///
+/// Today's shipped code — omicron #10961: the scrimlet reconcilers *and*
+/// the blocking zone-start path, until #9727 removes it — has no strategy
+/// yet; it gets an era of its own when it gets one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Era {
+    /// Omicron before the scrimlet reconcilers: sled-agent's blocking
+    /// zone-start NAT path, and Nexus's service-zone NAT task
+    /// (`ServiceZoneNatTracker`, removed in `1a20a12eb1`). Strategy `legacy`.
+    Legacy,
+    /// Seed 000's per-sled periodic task: a proposal that never shipped,
+    /// modelled on the legacy era's control plane (Nexus's service-zone NAT
+    /// task still runs beside it). Strategy `sled-task`.
+    Proposal,
+    /// The design after omicron #9727: the per-scrimlet reconcilers alone
+    /// own service NAT, and Nexus's service-zone NAT task is gone (two
+    /// owners of one table duel). Strategy `scrimlet-local`.
+    Target,
+}
+
+impl Era {
+    /// The era `strategy` stands for.
+    pub fn of(strategy: Strategy) -> Era {
+        match strategy {
+            Strategy::Legacy => Era::Legacy,
+            Strategy::SledTask => Era::Proposal,
+            Strategy::ScrimletLocal => Era::Target,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Era::Legacy => "legacy",
+            Era::Proposal => "proposal",
+            Era::Target => "target",
+        }
+    }
+
+    /// Which upstream code it is, in a phrase.
+    pub fn upstream(self) -> &'static str {
+        match self {
+            Era::Legacy => {
+                "omicron before the scrimlet reconcilers, with the blocking zone-start NAT path and Nexus's service-zone NAT task"
+            }
+            Era::Proposal => {
+                "seed 000's per-sled task, never shipped, on the legacy era's control plane"
+            }
+            Era::Target => {
+                "omicron after #9727, the scrimlet reconcilers alone, without Nexus's service-zone NAT task"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Era {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The era of upstream's instance networking an instance start
+/// implementation stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceEra {
+    /// Seed 002's time: instance operations program switches and sleds
+    /// inline; dpd has no NAT RPW and Nexus no V2P task. Start `legacy`.
+    Seed002,
+    /// Today's Omicron and dendrite: instance NAT is written as versioned
+    /// rows that each dpd's NAT RPW pulls, and Nexus's V2P task pushes V2P
+    /// mappings. Starts `saga` (upstream's) and `naive` (a racing variant on
+    /// the same control plane).
+    Current,
+}
+
+impl InstanceEra {
+    /// The era `start` stands for.
+    pub fn of(start: StartImpl) -> InstanceEra {
+        match start {
+            StartImpl::Legacy => InstanceEra::Seed002,
+            StartImpl::Naive | StartImpl::Saga => InstanceEra::Current,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            InstanceEra::Seed002 => "seed-002",
+            InstanceEra::Current => "current",
+        }
+    }
+
+    /// Which upstream code it is, in a phrase.
+    pub fn upstream(self) -> &'static str {
+        match self {
+            InstanceEra::Seed002 => {
+                "seed 002's time, operations program NAT and V2P inline, without dpd's NAT RPW or Nexus's V2P task"
+            }
+            InstanceEra::Current => {
+                "omicron and dendrite today, dpd pulls instance NAT and Nexus's V2P task pushes V2P"
+            }
+        }
+    }
+}
+
+impl fmt::Display for InstanceEra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What Nexus does about service-zone NAT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NexusServiceNat {
+    /// Nothing: the sleds' reconcilers own service NAT.
+    Off,
+    /// Every 30 s, Nexus reads each dpd's service entries (VNI 100) and
+    /// repairs them to the desired set (`hosts::control_plane`).
+    ///
+    /// Simplified: upstream's `ServiceZoneNatTracker` never read dpd; it
+    /// wrote the service zones' rows, derived from the latest inventory
+    /// collection, into the versioned NAT table and let dpd pull them.
+    /// Modelling that is another variant of this enum (issue 17), not a
+    /// change of this one's meaning.
+    RepairsDpd,
+}
+
+/// Whether a periodic control-plane task runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Task {
+    Off,
+    On,
+}
+
+impl Task {
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::Off => "off",
+            Task::On => "on",
+        }
+    }
+}
+
+impl fmt::Display for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which control-plane mechanisms a run has: the control plane of an era.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ControlPlaneEra {
+    /// Nexus's service-zone NAT task.
+    pub nexus_service_nat: NexusServiceNat,
+    /// Each switch zone's dpd NAT RPW: pulls instance NAT changesets from
+    /// Nexus at start, every 30 s and on trigger (`hosts::switch_zone`).
+    pub dpd_nat_rpw: Task,
+    /// Nexus's V2P background task: pushes guest V2P mappings to sleds
+    /// every 30 s and when an instance operation activates it.
+    pub nexus_v2p: Task,
+}
+
+impl ControlPlaneEra {
+    /// The control plane of the era a run stands for: service NAT from the
+    /// strategy's [`Era`], instance networking from the start
+    /// implementation's [`InstanceEra`] (facts from `DOMAIN.md`).
+    ///
+    /// | strategy         | era        | Nexus service-zone NAT task |
+    /// |------------------|------------|-----------------------------|
+    /// | `legacy`         | `legacy`   | on: `ServiceZoneNatTracker` existed beside the zone-start path |
+    /// | `sled-task`      | `proposal` | on: the proposal kept the legacy control plane |
+    /// | `scrimlet-local` | `target`   | off: removed (`1a20a12eb1`) once the scrimlet reconcilers owned service NAT |
+    ///
+    /// | start            | era        | dpd NAT RPW, Nexus V2P task |
+    /// |------------------|------------|-----------------------------|
+    /// | `legacy`         | `seed-002` | off: operations programmed switches and sleds inline |
+    /// | `naive`, `saga`  | `current`  | on: dpd pulls versioned rows from Nexus; the V2P task pushes |
+    pub fn of(strategy: Strategy, start: StartImpl) -> ControlPlaneEra {
+        let nexus_service_nat = match Era::of(strategy) {
+            Era::Legacy | Era::Proposal => NexusServiceNat::RepairsDpd,
+            Era::Target => NexusServiceNat::Off,
+        };
+        let instances = match InstanceEra::of(start) {
+            InstanceEra::Seed002 => Task::Off,
+            InstanceEra::Current => Task::On,
+        };
+        ControlPlaneEra {
+            nexus_service_nat,
+            dpd_nat_rpw: instances,
+            nexus_v2p: instances,
+        }
+    }
+}
+
+/// One line, e.g. `nexus service-NAT task on (repairs each dpd every 30s),
+/// dpd NAT RPW on, nexus V2P task on`.
+impl fmt::Display for ControlPlaneEra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let service_nat = match self.nexus_service_nat {
+            NexusServiceNat::Off => "off",
+            NexusServiceNat::RepairsDpd => "on (repairs each dpd every 30s)",
+        };
+        write!(
+            f,
+            "nexus service-NAT task {service_nat}, dpd NAT RPW {}, nexus V2P task {}",
+            self.dpd_nat_rpw, self.nexus_v2p
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_strategy_and_start_runs_its_eras_control_plane() {
+        use NexusServiceNat::{Off, RepairsDpd};
+        let service_nat = |s| ControlPlaneEra::of(s, StartImpl::Saga).nexus_service_nat;
+        assert_eq!(service_nat(Strategy::Legacy), RepairsDpd);
+        assert_eq!(service_nat(Strategy::SledTask), RepairsDpd);
+        assert_eq!(service_nat(Strategy::ScrimletLocal), Off);
+        for strategy in Strategy::ALL {
+            // Instance networking follows the start alone, whatever the
+            // service-NAT strategy.
+            for (start, task) in [
+                (StartImpl::Legacy, Task::Off),
+                (StartImpl::Naive, Task::On),
+                (StartImpl::Saga, Task::On),
+            ] {
+                let era = ControlPlaneEra::of(strategy, start);
+                assert_eq!((era.dpd_nat_rpw, era.nexus_v2p), (task, task), "{start}");
+                // ... and service NAT the strategy alone.
+                assert_eq!(era.nexus_service_nat, service_nat(strategy));
+            }
+        }
+        assert_eq!(
+            Strategy::ALL.map(|s| Era::of(s).name()),
+            ["legacy", "proposal", "target"]
+        );
+        assert_eq!(
+            StartImpl::ALL.map(|s| InstanceEra::of(s).name()),
+            ["seed-002", "current", "current"]
+        );
+    }
+
+    #[test]
+    fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
+        let legacy = ControlPlaneEra::of(Strategy::Legacy, StartImpl::Legacy);
+        assert_eq!(
+            legacy.to_string(),
+            "nexus service-NAT task on (repairs each dpd every 30s), dpd NAT RPW off, nexus V2P task off"
+        );
+        let target = ControlPlaneEra::of(Strategy::ScrimletLocal, StartImpl::Saga);
+        assert_eq!(
+            target.to_string(),
+            "nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on"
+        );
+        let json = serde_json::to_value(target).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"nexus_service_nat": "off", "dpd_nat_rpw": "on", "nexus_v2p": "on"})
+        );
+        assert_eq!(
+            serde_json::from_value::<ControlPlaneEra>(json).unwrap(),
+            target
+        );
+    }
+}

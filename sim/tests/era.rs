@@ -1,0 +1,135 @@
+//! The era's control plane is what runs: a run configured with another
+//! control plane than its era's default behaves differently, so the field
+//! is not decorative.
+
+use std::time::Duration;
+
+use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+use racksim_sim::{
+    era::{NexusServiceNat, Task},
+    run, Action, ControlPlaneEra, InstanceSpec, Plan, RackSpec, RunConfig, RunOutcome, Strategy,
+    Verdict,
+};
+
+fn task_lines(outcome: &RunOutcome, text: &str) -> usize {
+    outcome
+        .trace
+        .iter()
+        .filter(|l| l.text.contains(text))
+        .count()
+}
+
+/// `legacy` repairs a dpd restart with Nexus up only through Nexus's
+/// service-zone NAT task: with the task off, nobody restores switch1.
+#[test]
+fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
+    let cfg = RunConfig::new(RackSpec::madrid(), Strategy::Legacy, 5)
+        .with_plan(Plan::new().at(
+            Duration::from_secs(20 * 60),
+            Action::DpdRestart(SwitchSlot::Switch1),
+        ))
+        .with_deadline(Duration::from_secs(40 * 60));
+    assert_eq!(
+        cfg.era.nexus_service_nat,
+        NexusServiceNat::RepairsDpd,
+        "the legacy era's default"
+    );
+    let default = run(&cfg);
+    assert!(default.verdict.converged(), "{:?}", default.verdict);
+    assert!(task_lines(&default, "nexus service-NAT RPW #") > 0);
+
+    let era = ControlPlaneEra {
+        nexus_service_nat: NexusServiceNat::Off,
+        ..cfg.era
+    };
+    let without = run(&cfg.clone().with_era(era));
+    assert_eq!(task_lines(&without, "nexus service-NAT RPW"), 0);
+    let Verdict::NotConverged { gaps, .. } = &without.verdict else {
+        panic!(
+            "converged without anyone to restore switch1: {:?}",
+            without.verdict
+        );
+    };
+    assert!(
+        gaps.iter()
+            .any(|g| g.starts_with("switch1 lacks the NAT entry")),
+        "{gaps:?}"
+    );
+}
+
+fn instance_run(era: impl FnOnce(ControlPlaneEra) -> ControlPlaneEra) -> RunOutcome {
+    let instance = |s: &str| s.to_string();
+    let mut cfg = RunConfig::new(RackSpec::madrid(), Strategy::ScrimletLocal, 3)
+        .with_start(StartImpl::Saga)
+        .with_plan(
+            Plan::new()
+                .at(
+                    Duration::from_secs(60),
+                    Action::InstanceCreate {
+                        instance: instance("web1"),
+                        sled: instance("sled2"),
+                    },
+                )
+                .at(
+                    Duration::from_secs(120),
+                    Action::InstanceStop {
+                        instance: instance("web1"),
+                    },
+                )
+                .at(
+                    Duration::from_secs(180),
+                    Action::InstanceStart {
+                        instance: instance("web1"),
+                        sled: instance("sled1"),
+                    },
+                ),
+        )
+        .with_deadline(Duration::from_secs(15 * 60));
+    cfg.instances = vec![InstanceSpec {
+        name: "web1".into(),
+    }];
+    cfg.era = era(cfg.era);
+    run(&cfg)
+}
+
+/// Instance NAT reaches the switches only through dpd's RPW, and V2P only
+/// through Nexus's V2P task, in the current era: switched off, each
+/// leaves its part of the instance's networking undone.
+#[test]
+fn the_current_eras_instance_tasks_switched_off_leave_instance_networking_undone() {
+    let default = instance_run(|era| {
+        assert_eq!((era.dpd_nat_rpw, era.nexus_v2p), (Task::On, Task::On));
+        era
+    });
+    assert!(default.verdict.converged(), "{:?}", default.verdict);
+    assert!(task_lines(&default, "dpd NAT RPW: applied") > 0);
+
+    let no_rpw = instance_run(|era| ControlPlaneEra {
+        dpd_nat_rpw: Task::Off,
+        ..era
+    });
+    assert_eq!(task_lines(&no_rpw, "dpd NAT RPW"), 0);
+    let Verdict::NotConverged { gaps, .. } = &no_rpw.verdict else {
+        panic!("converged without dpd's RPW: {:?}", no_rpw.verdict);
+    };
+    for switch in ["switch0", "switch1"] {
+        let gap = format!("{switch} lacks the NAT entry of instance web1");
+        assert!(gaps.iter().any(|g| g.starts_with(&gap)), "{gaps:?}");
+    }
+
+    let no_v2p = instance_run(|era| ControlPlaneEra {
+        nexus_v2p: Task::Off,
+        ..era
+    });
+    assert_eq!(task_lines(&no_v2p, "nexus V2P RPW"), 0);
+    let Verdict::NotConverged { gaps, .. } = &no_v2p.verdict else {
+        panic!("converged without the V2P task: {:?}", no_v2p.verdict);
+    };
+    assert!(
+        !gaps.is_empty()
+            && gaps
+                .iter()
+                .all(|g| g.contains("lacks the V2P mapping of instance web1")),
+        "only V2P is missing: {gaps:?}"
+    );
+}
