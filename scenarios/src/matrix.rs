@@ -31,6 +31,9 @@ pub struct RunSummary {
     pub judgement: Result<(), String>,
     /// The invariant that broke, if one did.
     pub violated: Option<&'static str>,
+    /// The run did not converge, for a reason the expectation allows (what
+    /// `some_seeds_fail` counts; see [`runner::failed_as_allowed`]).
+    pub failed_as_allowed: bool,
     /// Simulated time at the end of the run.
     pub sim_time: Duration,
     /// Simulation steps the driver took (the unit of simulation cost).
@@ -67,6 +70,10 @@ pub fn run_all(
                 racksim_sim::Verdict::InvariantViolated { invariant, .. } => Some(invariant),
                 _ => None,
             },
+            failed_as_allowed: runner::failed_as_allowed(
+                &judged.expectation,
+                &judged.outcome.verdict,
+            ),
             judgement: judged.judgement.map(|_| ()),
             sim_time: judged.outcome.sim_time,
             events: judged.outcome.events,
@@ -130,8 +137,9 @@ pub struct Cell {
     /// Runs that ended in a testbed error: failures of racksim itself,
     /// counted apart (each is also among `unexpected`).
     pub testbed_errors: usize,
-    /// The requirement on the seeds together (`some_seeds_violate`), if the
-    /// expectation has one.
+    /// The requirements on the seeds together (`some_seeds_violate`,
+    /// `some_seeds_fail`), if the expectation has any. (The JSON key keeps
+    /// its first name; it carries both.)
     pub some_seeds_violate: Option<SomeSeeds>,
     /// Every run met its expectation and the seeds together met theirs.
     pub met: bool,
@@ -152,53 +160,91 @@ pub struct Unexpected {
     pub replay: String,
 }
 
-/// The requirement an expectation puts on a set of seeds rather than on
-/// one run: `some_seeds_violate = "INV"` says a race that only some timings
-/// expose, so at least one of the seeds run must break INV. The matrix, the
-/// sweep and the test suite all judge it here.
+/// The requirements an expectation puts on a set of seeds rather than on
+/// one run (outcome `any`, whose every run may converge):
+/// `some_seeds_violate = "INV"` says a race that only some timings expose,
+/// so at least one of the seeds run must break INV; `some_seeds_fail =
+/// true` says at least one must end without converging, for a reason the
+/// verdict texts allow. The matrix, the sweep and the test suite all judge
+/// them here.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SomeSeeds {
-    /// The invariant some seed must break.
-    pub invariant: String,
     /// The seeds it was judged over, e.g. `seeds 1..=32`.
     pub seeds: String,
-    /// How many of those runs broke it.
-    pub violating: usize,
-    /// Whether at least one did.
+    /// `some_seeds_violate`: each invariant some seed must break, with how
+    /// many of the runs broke it.
+    pub violate: Vec<Violating>,
+    /// `some_seeds_fail`: some seed must fail to converge as allowed.
+    pub fail: bool,
+    /// How many runs did not converge, for a reason the expectation allows.
+    pub failing: usize,
+    /// Whether every requirement held.
     pub met: bool,
 }
 
+/// One invariant of `some_seeds_violate`, judged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violating {
+    pub invariant: String,
+    /// How many runs broke it.
+    pub violating: usize,
+}
+
 impl SomeSeeds {
-    /// Why the requirement did not hold, or `None` when it did.
+    /// Why the requirements did not hold, or `None` when they did.
     pub fn failure(&self) -> Option<String> {
-        (!self.met).then(|| {
-            format!(
-                "expected some of {} to violate {}, none did",
-                self.seeds, self.invariant
-            )
-        })
+        let mut why: Vec<String> = self
+            .violate
+            .iter()
+            .filter(|v| v.violating == 0)
+            .map(|v| {
+                format!(
+                    "expected some of {} to violate {}, none did",
+                    self.seeds, v.invariant
+                )
+            })
+            .collect();
+        if self.fail && self.failing == 0 {
+            why.push(format!(
+                "expected some of {} to fail to converge (as verdict_mentions allows), none did",
+                self.seeds
+            ));
+        }
+        (!why.is_empty()).then(|| why.join("; "))
     }
 }
 
-/// Judge `exp`'s `some_seeds_violate` over `runs` (`seeds` describes them,
-/// see [`describe_seeds`]). `None` when the expectation has no such
-/// requirement. Only a run that broke that very invariant counts.
-pub fn some_seeds_violate(
-    exp: &Expectation,
-    runs: &[RunSummary],
-    seeds: String,
-) -> Option<SomeSeeds> {
-    let inv = exp.some_seeds_violate.as_ref()?;
-    let violating = runs
+/// Judge `exp`'s sweep-level requirements (`some_seeds_violate`,
+/// `some_seeds_fail`) over `runs` (`seeds` describes them, see
+/// [`describe_seeds`]). `None` when the expectation has neither. Only a run
+/// that broke that very invariant, or that failed for an allowed reason,
+/// counts.
+pub fn some_seeds(exp: &Expectation, runs: &[RunSummary], seeds: String) -> Option<SomeSeeds> {
+    if exp.some_seeds_violate.is_empty() && !exp.some_seeds_fail {
+        return None;
+    }
+    let violate = exp
+        .some_seeds_violate
         .iter()
-        .filter(|r| r.violated == Some(inv.as_str()))
-        .count();
-    Some(SomeSeeds {
-        invariant: inv.clone(),
+        .map(|&inv| Violating {
+            invariant: inv.to_string(),
+            violating: runs.iter().filter(|r| r.violated == Some(inv)).count(),
+        })
+        .collect();
+    let failing = if exp.some_seeds_fail {
+        runs.iter().filter(|r| r.failed_as_allowed).count()
+    } else {
+        0
+    };
+    let mut s = SomeSeeds {
         seeds,
-        violating,
-        met: violating > 0,
-    })
+        violate,
+        fail: exp.some_seeds_fail,
+        failing,
+        met: false,
+    };
+    s.met = s.failure().is_none();
+    Some(s)
 }
 
 /// `seeds 1..=32` for a contiguous run of seeds, `seed 7` for one, else
@@ -249,7 +295,7 @@ fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary], seeds:
     // at or below it.
     let p50 = |v: &[Duration]| (!v.is_empty()).then(|| v[(v.len() - 1) / 2].as_millis() as u64);
     let exp = &scenario.expectations[&strategy];
-    let some_seeds = some_seeds_violate(exp, runs, describe_seeds(seeds));
+    let seeds_met = some_seeds(exp, runs, describe_seeds(seeds));
     let as_expected = runs.iter().filter(|r| r.judgement.is_ok()).count();
     // The era does not depend on the seed.
     let control_plane = runner::config(scenario, strategy, 0)
@@ -270,8 +316,8 @@ fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary], seeds:
         violated: runs.iter().filter(|r| r.violated.is_some()).count(),
         as_expected,
         testbed_errors: runs.iter().filter(|r| r.testbed_error).count(),
-        met: as_expected == runs.len() && some_seeds.as_ref().is_none_or(|s| s.met),
-        some_seeds_violate: some_seeds,
+        met: as_expected == runs.len() && seeds_met.as_ref().is_none_or(|s| s.met),
+        some_seeds_violate: seeds_met,
         ttc_p50_ms: p50(&ttc),
         ttc_max_ms: ttc.last().map(|d| d.as_millis() as u64),
         settle_p50_ms: p50(&settle),
@@ -389,4 +435,88 @@ pub fn columns<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
         out += &line(&mut r.as_ref().iter().map(String::as_str));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(seed: u64, violated: Option<&'static str>, failed_as_allowed: bool) -> RunSummary {
+        RunSummary {
+            seed,
+            converged_at: None,
+            settled_after: None,
+            judgement: Ok(()),
+            violated,
+            failed_as_allowed,
+            testbed_error: false,
+            sim_time: Duration::ZERO,
+            events: 0,
+        }
+    }
+
+    fn any(body: &str) -> Expectation {
+        let text = format!(
+            "name = \"m\"\ndescription = \"d\"\nkind = \"instances\"\nrack = \"madrid\"\n\
+             ntp_return_switch = \"switch0\"\n\n[expect.naive]\noutcome = \"any\"\n\
+             deadline = \"5m\"\n{body}"
+        );
+        let s = crate::file::parse("m.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        s.expectations[&s.variant("naive").unwrap()].clone()
+    }
+
+    /// Each listed invariant must be broken by some run, and only a run
+    /// that broke that very one counts.
+    #[test]
+    fn some_seeds_violate_needs_each_listed_invariant() {
+        let exp = any("some_seeds_violate = [\"one-vmm\", \"nat-follows-vmm\"]\n");
+        let runs = [run(1, Some("one-vmm"), false), run(2, None, false)];
+        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2])).unwrap();
+        assert!(!s.met);
+        assert_eq!(
+            s.failure().unwrap(),
+            "expected some of seeds 1..=2 to violate nat-follows-vmm, none did"
+        );
+        let runs = [
+            run(1, Some("one-vmm"), false),
+            run(2, Some("nat-follows-vmm"), false),
+            run(3, Some("nat-follows-vmm"), false),
+        ];
+        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2, 3])).unwrap();
+        assert!(s.met, "{s:?}");
+        assert_eq!(
+            s.violate.iter().map(|v| v.violating).collect::<Vec<_>>(),
+            [1, 2]
+        );
+    }
+
+    /// `some_seeds_fail` counts runs that failed for an allowed reason,
+    /// not runs that broke an invariant or converged.
+    #[test]
+    fn some_seeds_fail_needs_a_run_that_failed_as_allowed() {
+        let exp = any("verdict_mentions = [\"vmm\"]\nsome_seeds_fail = true\n");
+        let runs = [run(1, None, false), run(2, Some("one-vmm"), false)];
+        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2])).unwrap();
+        assert!(!s.met);
+        assert!(
+            s.failure().unwrap().contains("to fail to converge"),
+            "{s:?}"
+        );
+        let runs = [run(1, None, false), run(2, None, true)];
+        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2])).unwrap();
+        assert!(s.met && s.failing == 1, "{s:?}");
+        // Both requirements at once: both must hold.
+        let exp = any(
+            "some_seeds_violate = \"one-vmm\"\nverdict_mentions = [\"vmm\"]\nsome_seeds_fail = true\n",
+        );
+        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2])).unwrap();
+        assert!(!s.met);
+        assert!(s.failure().unwrap().contains("to violate one-vmm"), "{s:?}");
+        // A converges expectation has no sweep-level requirement.
+        let text = "name = \"m\"\ndescription = \"d\"\nrack = \"madrid\"\nntp_return_switch = \"switch0\"\n\n\
+                    [expect.sled-task]\noutcome = \"converges\"\nwithin = \"5m\"\n";
+        let s = crate::file::parse("m.toml", text).unwrap();
+        let exp = &s.expectations[&s.variant("sled-task").unwrap()];
+        assert!(some_seeds(exp, &runs, "x".into()).is_none());
+    }
 }

@@ -410,19 +410,31 @@ pub fn regression_toml(
         .expect("has the expectation");
     let recorded = match (&shrunk.mutant, &shrunk.failure) {
         (Some(_), _) | (None, Failure::TooSlow | Failure::TestbedError) => exp,
+        // Only what the recorded outcome takes (the parser refuses the
+        // rest): the timing bounds of `converges` and the sweep-level
+        // requirements of `any` do not carry over.
         (None, Failure::Invariant(inv)) => Expectation {
             outcome: Outcome::Violates(inv),
+            verdict_mentions: Vec::new(),
+            verdict_mentions_any: Vec::new(),
             settle: None,
             zone_start_at_most: None,
             zone_start_at_least: None,
-            some_seeds_violate: None,
+            some_seeds_violate: Vec::new(),
+            some_seeds_fail: false,
+            converged_by: None,
+            repair_within: None,
             ..exp
         },
         (None, Failure::NotConverged(gap)) => Expectation {
             outcome: Outcome::Fails,
             verdict_mentions: vec![gap.clone()],
+            verdict_mentions_any: Vec::new(),
             settle: None,
-            some_seeds_violate: None,
+            some_seeds_violate: Vec::new(),
+            some_seeds_fail: false,
+            converged_by: None,
+            repair_within: None,
             ..exp
         },
     };

@@ -375,7 +375,10 @@ fn a_sweep_where_no_seed_breaks_the_race_invariant_is_not_as_expected() {
     assert_eq!(code, Some(1), "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["some_seeds_violate"]["met"], false, "{out}");
-    assert_eq!(v["some_seeds_violate"]["violating"], 0, "{out}");
+    assert_eq!(
+        v["some_seeds_violate"]["violate"][0]["violating"], 0,
+        "{out}"
+    );
 
     // One shard is not judged on it: it says what it saw, for the merge.
     let (code, out, err) = racksim(&[
@@ -419,7 +422,7 @@ fn the_matrix_judges_some_seeds_violate_per_cell() {
         .expect("a naive cell");
     assert_eq!(naive["met"], true, "{naive}");
     assert_eq!(
-        naive["some_seeds_violate"]["invariant"], "no-state-after-delete",
+        naive["some_seeds_violate"]["violate"][0]["invariant"], "no-state-after-delete",
         "{naive}"
     );
     assert_eq!(

@@ -75,10 +75,24 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
 /// applies: two periods of the background tasks that would repair it.
 pub const RUNNING_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Once an instance's delete has completed, the database holds none of its
+/// NAT rows and no sled runs a VMM for it.
+pub const NO_STATE_AFTER_DELETE: &str = "no-state-after-delete";
+/// At most one VMM per instance.
+pub const ONE_VMM: &str = "one-vmm";
+/// Once an instance has run on a sled for [`RUNNING_GRACE`], no switch's NAT
+/// entry for it points elsewhere.
+pub const NAT_FOLLOWS_VMM: &str = "nat-follows-vmm";
+
+/// Every safety invariant [`invariant_violation`] can report: the one list
+/// scenario files are checked against (`invariant`, `some_seeds_violate`).
+/// A test below keeps it equal to what this module reports.
+pub const INVARIANTS: [&str; 3] = [NO_STATE_AFTER_DELETE, ONE_VMM, NAT_FOLLOWS_VMM];
+
 /// A broken safety invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// `no-state-after-delete`, `one-vmm` or `nat-follows-vmm`.
+    /// One of [`INVARIANTS`].
     pub invariant: &'static str,
     pub message: String,
     /// `(host, text)` of the trace line that caused it, when that is not
@@ -174,7 +188,7 @@ pub fn invariant_violation(
             // delete that writes rows back is caught here, for ever.
             if let Some(rows) = o.nat_rows.get(&inst.id) {
                 return Some(Violation {
-                    invariant: "no-state-after-delete",
+                    invariant: NO_STATE_AFTER_DELETE,
                     cause: None,
                     message: format!(
                         "the delete of instance {name} completed, but the database still holds its NAT row {}",
@@ -185,7 +199,7 @@ pub fn invariant_violation(
             for (_, sled, _, agent) in &o.sleds {
                 if let Some(v) = agent.vmms.get(&inst.id) {
                     return Some(Violation {
-                        invariant: "no-state-after-delete",
+                        invariant: NO_STATE_AFTER_DELETE,
                         cause: None,
                         message: format!(
                             "the delete of instance {name} completed, but {sled} still runs its VMM {}",
@@ -206,7 +220,7 @@ pub fn invariant_violation(
             .collect();
         if vmms.len() > 1 {
             return Some(Violation {
-                invariant: "one-vmm",
+                invariant: ONE_VMM,
                 cause: None,
                 message: format!(
                     "instance {name} has {} VMMs: {}",
@@ -227,7 +241,7 @@ pub fn invariant_violation(
                             .find(|e| e.external == ip.ip && e.target.internal_ip != sled_addr)
                         {
                             return Some(Violation {
-                                invariant: "nat-follows-vmm",
+                                invariant: NAT_FOLLOWS_VMM,
                                 cause: Some((slot.to_string(), format!("NAT + {}/{}-{}", e.external, e.low, e.high))),
                                 message: format!(
                                     "instance {name} has run on {} since {}, but {slot}'s NAT entry points elsewhere: {}",
@@ -356,4 +370,53 @@ fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
         }
     }
     gaps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name a `Violation { invariant: X, .. }` of this module's code
+    /// reports: a string literal, or a `pub const X: &str` declared here.
+    fn reported_name(code: &str, value: &str) -> Option<String> {
+        if let Some(lit) = value.strip_prefix('"') {
+            return Some(lit.trim_end_matches('"').to_string());
+        }
+        let decl = format!("pub const {value}: &str = \"");
+        let at = code.find(&decl)? + decl.len();
+        Some(code[at..].split('"').next()?.to_string())
+    }
+
+    /// Every invariant the checker can report is in [`INVARIANTS`] (the
+    /// list scenario files are checked against), and every listed one is
+    /// reported somewhere: read from this module's own source, so a new
+    /// `Violation` with an unlisted name fails here rather than in a
+    /// scenario file that names it.
+    #[test]
+    fn every_reported_invariant_is_listed_and_every_listed_one_reported() {
+        let source = include_str!("check.rs");
+        let code = source
+            .split("#[cfg(test)]")
+            .next()
+            .expect("the module's code");
+        let mut reported = BTreeSet::new();
+        for line in code.lines().map(str::trim) {
+            if line.starts_with("//") {
+                continue;
+            }
+            let Some(value) = line.strip_prefix("invariant: ") else {
+                continue;
+            };
+            let value = value.trim_end_matches(',');
+            let name = reported_name(code, value)
+                .unwrap_or_else(|| panic!("cannot tell which invariant `{line}` reports"));
+            assert!(
+                INVARIANTS.contains(&name.as_str()),
+                "check.rs reports {name:?}, which INVARIANTS does not list"
+            );
+            reported.insert(name);
+        }
+        let listed: BTreeSet<String> = INVARIANTS.iter().map(|s| s.to_string()).collect();
+        assert_eq!(reported, listed, "listed invariants nothing reports");
+    }
 }

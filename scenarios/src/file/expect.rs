@@ -1,7 +1,24 @@
 //! `[expect.STRATEGY]` tables: what each strategy must do in a scenario.
+//!
+//! Every field a file writes is judged, and every judgement can fail: a
+//! field that would not be judged for its outcome or strategy, or that no
+//! run could fail, is refused here with a located error and a hint. What
+//! each outcome accepts and which fields it takes (the README's "Scenario
+//! files" says the same):
+//!
+//! | field | converges | fails | violates | any |
+//! |---|---|---|---|---|
+//! | `within` | required | refused | refused | refused |
+//! | `deadline` | optional, >= `within` | required | required | required |
+//! | `verdict_mentions`, `verdict_mentions_any` | refused | the verdict | the violation's lines | a run that does not converge |
+//! | `settle`, `converged_by`, `repair_within` | judged, below `within` (`settle`, `converged_by`) | refused | refused | refused |
+//! | `zone_start_at_most`, `zone_start_at_least` | judged under the `legacy` service-NAT strategy only | same | same | same |
+//! | `invariant` | refused | refused | required | refused |
+//! | `some_seeds_violate`, `some_seeds_fail` | refused | refused | refused | at least one of them (or a zone-start bound) |
 
 use std::{collections::BTreeMap, time::Duration};
 
+use racksim_sim::{check::INVARIANTS, Strategy};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -18,17 +35,28 @@ pub struct Expectation {
     pub outcome: Outcome,
     /// The run's deadline (for `converges`: `within` plus the stability window).
     pub deadline: Duration,
-    /// Text the verdict must contain (for `fails`, to prove *why* it failed).
+    /// Texts the verdict must contain, every one of them (to prove *why* a
+    /// run failed): judged for `fails`, for `violates` (against the
+    /// violation's lines) and for a run of `any` that does not converge.
     pub verdict_mentions: Vec<String>,
+    /// Alternatives: when not empty, at least one of these texts must be in
+    /// the verdict too (judged where `verdict_mentions` is).
+    pub verdict_mentions_any: Vec<String>,
     /// Converged no later than this after the last plan step.
     pub settle: Option<Duration>,
-    /// Every zone start took at most this long.
+    /// Every zone start took at most this long (`legacy` service NAT only:
+    /// the other strategies' zone starts do no NAT work).
     pub zone_start_at_most: Option<Duration>,
-    /// Some zone start took at least this long (the blocking bug).
+    /// Some zone start took at least this long (the blocking bug; `legacy`
+    /// service NAT only).
     pub zone_start_at_least: Option<Duration>,
-    /// A sweep over seeds must find this invariant violated in some runs
-    /// (a race that only some timings expose).
-    pub some_seeds_violate: Option<String>,
+    /// A sweep over seeds must find each of these invariants violated in
+    /// some run (a race that only some timings expose), and a run may break
+    /// no other. `any` only; a file writes one name or a list.
+    pub some_seeds_violate: Vec<&'static str>,
+    /// A sweep over seeds must find some run that does not converge, for a
+    /// reason `verdict_mentions`/`verdict_mentions_any` allow. `any` only.
+    pub some_seeds_fail: bool,
     /// The rack first converged (and stayed so for the stability window) no
     /// later than this from the start of the run — even while a fault
     /// still lasts (scrimlet-local on madrid needs no DNS).
@@ -43,10 +71,11 @@ pub enum Outcome {
     ConvergesWithin(Duration),
     /// Does not converge by the deadline: the scenario reproduces a bug.
     Fails,
-    /// A run may converge or not, but no host may fail, no invariant other
-    /// than `some_seeds_violate` may break, and a run that does not
-    /// converge must be missing what `verdict_mentions` says; see
-    /// `some_seeds_violate` for what a sweep must find.
+    /// Each run converges, or breaks an invariant `some_seeds_violate`
+    /// names (no other), or does not converge for a reason the verdict
+    /// texts allow (a run that does not converge when the file lists no
+    /// reason misses the expectation); no host may fail. What the seeds
+    /// together must show is `some_seeds_violate` / `some_seeds_fail`.
     Any,
     /// The run must end on this safety invariant breaking.
     Violates(&'static str),
@@ -55,39 +84,106 @@ pub enum Outcome {
 impl Expectation {
     /// One line, for listings and tables: `converges <= 10m`, `fails`, ...
     pub fn summary(&self) -> String {
-        match (self.outcome, &self.some_seeds_violate) {
-            (Outcome::ConvergesWithin(d), _) => {
+        match self.outcome {
+            Outcome::ConvergesWithin(d) => {
                 format!("converges <= {}", racksim_sim::trace::fmt_duration(d))
             }
-            (Outcome::Fails, _) => "fails".to_string(),
-            (Outcome::Violates(inv), _) => format!("violates {inv}"),
-            (Outcome::Any, Some(inv)) => format!("some seeds violate {inv}"),
-            (Outcome::Any, None) => format!("converges or lacks {:?}", self.verdict_mentions),
+            Outcome::Fails => "fails".to_string(),
+            Outcome::Violates(inv) => format!("violates {inv}"),
+            Outcome::Any => {
+                let mut parts = Vec::new();
+                if !self.some_seeds_violate.is_empty() {
+                    parts.push(format!(
+                        "some seeds violate {}",
+                        self.some_seeds_violate.join(" and ")
+                    ));
+                }
+                if self.some_seeds_fail {
+                    parts.push(format!("some seeds fail ({})", self.reasons()));
+                }
+                if parts.is_empty() {
+                    parts.push("converges or breaks nothing".to_string());
+                }
+                if !self.some_seeds_fail && self.has_reasons() {
+                    parts.push(format!("may fail ({})", self.reasons()));
+                }
+                parts.join(", ")
+            }
         }
     }
-}
 
-/// The safety invariants the simulation checks (sim::check).
-pub const INVARIANTS: [&str; 3] = ["no-state-after-delete", "one-vmm", "nat-follows-vmm"];
+    /// The verdict texts, as a file would write them: `"a"` and `"b"`,
+    /// `one of "c", "d"`.
+    pub fn reasons(&self) -> String {
+        let quoted = |v: &[String]| {
+            v.iter()
+                .map(|m| format!("{m:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = Vec::new();
+        if !self.verdict_mentions.is_empty() {
+            parts.push(quoted(&self.verdict_mentions));
+        }
+        if !self.verdict_mentions_any.is_empty() {
+            parts.push(format!("one of {}", quoted(&self.verdict_mentions_any)));
+        }
+        parts.join(" and ")
+    }
+
+    /// Whether the file lists what the verdict of a failed run must say.
+    pub fn has_reasons(&self) -> bool {
+        !self.verdict_mentions.is_empty() || !self.verdict_mentions_any.is_empty()
+    }
+
+    /// `Err(why)` unless `text` holds every `verdict_mentions` text and,
+    /// when there are alternatives, one of `verdict_mentions_any`.
+    pub fn check_mentions(&self, text: &str) -> Result<(), String> {
+        let missing: Vec<&String> = self
+            .verdict_mentions
+            .iter()
+            .filter(|m| !text.contains(m.as_str()))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!("the verdict does not mention {missing:?}"));
+        }
+        if !self.verdict_mentions_any.is_empty()
+            && !self
+                .verdict_mentions_any
+                .iter()
+                .any(|m| text.contains(m.as_str()))
+        {
+            return Err(format!(
+                "the verdict mentions none of {:?}",
+                self.verdict_mentions_any
+            ));
+        }
+        Ok(())
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawExpect {
     pub outcome: Spanned<String>,
     #[serde(default)]
-    pub within: Option<DurationValue>,
+    pub within: Option<Spanned<DurationValue>>,
     #[serde(default)]
-    pub deadline: Option<DurationValue>,
+    pub deadline: Option<Spanned<DurationValue>>,
     #[serde(default)]
-    pub verdict_mentions: Vec<String>,
+    pub verdict_mentions: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub verdict_mentions_any: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub settle: Option<Spanned<DurationValue>>,
     #[serde(default)]
-    pub zone_start_at_most: Option<DurationValue>,
+    pub zone_start_at_most: Option<Spanned<DurationValue>>,
     #[serde(default)]
-    pub zone_start_at_least: Option<DurationValue>,
+    pub zone_start_at_least: Option<Spanned<DurationValue>>,
     #[serde(default)]
-    pub some_seeds_violate: Option<String>,
+    pub some_seeds_violate: Option<Spanned<InvariantNames>>,
+    #[serde(default)]
+    pub some_seeds_fail: Option<Spanned<bool>>,
     #[serde(default)]
     pub invariant: Option<Spanned<String>>,
     #[serde(default)]
@@ -96,10 +192,133 @@ pub(super) struct RawExpect {
     pub repair_within: Option<Spanned<DurationValue>>,
 }
 
-/// The expectations of a scenario, by strategy.
+/// `some_seeds_violate`: one invariant's name or a list of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum InvariantNames {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// The outcomes a file may name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OutcomeName {
+    Converges,
+    Fails,
+    Violates,
+    Any,
+}
+
+impl OutcomeName {
+    fn name(self) -> &'static str {
+        match self {
+            OutcomeName::Converges => "converges",
+            OutcomeName::Fails => "fails",
+            OutcomeName::Violates => "violates",
+            OutcomeName::Any => "any",
+        }
+    }
+}
+
+fn invariants_hint() -> Option<String> {
+    Some(format!("invariants: {}", INVARIANTS.join(", ")))
+}
+
+/// A known invariant's name, or a located error listing them.
+fn known_invariant(
+    table: &str,
+    name: &Spanned<String>,
+    loc: &Locator,
+) -> Result<&'static str, ScenarioError> {
+    INVARIANTS
+        .iter()
+        .copied()
+        .find(|i| *i == name.get_ref())
+        .ok_or_else(|| {
+            loc.error(
+                Some(name.span()),
+                format!("{table}: unknown invariant {:?}", name.get_ref()),
+                invariants_hint(),
+            )
+        })
+}
+
+/// The names of a `some_seeds_violate` value, each known, none twice, at
+/// least one. An error about one name of a list points at that name.
+fn invariant_list(
+    table: &str,
+    names: &Spanned<InvariantNames>,
+    loc: &Locator,
+) -> Result<Vec<&'static str>, ScenarioError> {
+    let list: Vec<String> = match names.get_ref() {
+        InvariantNames::One(n) => vec![n.clone()],
+        InvariantNames::Many(v) => v.clone(),
+    };
+    let span = names.span();
+    // Where `"name"` is written inside the value (else the value itself).
+    let at = |name: &str| {
+        let quoted = toml::Value::String(name.to_string()).to_string();
+        let start = loc
+            .text
+            .get(span.clone())
+            .and_then(|t| t.find(&quoted))
+            .map_or(span.start, |i| span.start + i);
+        start..start + quoted.len()
+    };
+    if list.is_empty() {
+        return Err(loc.error(
+            Some(span),
+            format!("{table}: `some_seeds_violate` lists no invariant"),
+            invariants_hint(),
+        ));
+    }
+    let mut known: Vec<&'static str> = Vec::new();
+    for name in &list {
+        let inv = known_invariant(table, &Spanned::new(at(name), name.clone()), loc)?;
+        if known.contains(&inv) {
+            return Err(loc.error(
+                Some(at(name)),
+                format!("{table}: `some_seeds_violate` names {inv} twice"),
+                Some("name each invariant once".into()),
+            ));
+        }
+        known.push(inv);
+    }
+    Ok(known)
+}
+
+/// The texts of a `verdict_mentions`-like field: none may be empty (an empty
+/// text is in every verdict).
+fn texts(
+    table: &str,
+    field: &str,
+    value: &Option<Spanned<Vec<Spanned<String>>>>,
+    loc: &Locator,
+) -> Result<Vec<String>, ScenarioError> {
+    let Some(list) = value else {
+        return Ok(Vec::new());
+    };
+    for t in list.get_ref() {
+        if t.get_ref().trim().is_empty() {
+            return Err(loc.error(
+                Some(t.span()),
+                format!("{table}: `{field}` lists an empty text, which every verdict contains"),
+                Some(
+                    "write the words the verdict must contain, e.g. \"lacks the NAT entry\"".into(),
+                ),
+            ));
+        }
+    }
+    Ok(list.get_ref().iter().map(|t| t.get_ref().clone()).collect())
+}
+
+/// The expectations of a scenario, by strategy. `service_nat` is the
+/// service-NAT strategy of an instances scenario (a service-nat scenario's
+/// strategy is its table's).
 pub(super) fn expectations(
     raw: &RawScenario,
     kind: Kind,
+    service_nat: Strategy,
     stability: Duration,
     loc: &Locator,
 ) -> Result<BTreeMap<Variant, Expectation>, ScenarioError> {
@@ -108,153 +327,317 @@ pub(super) fn expectations(
     for (key, exp) in &raw.expect {
         let strategy: Variant =
             parse_variant(kind, key.get_ref()).map_err(|e| err(Some(key.span()), e, None))?;
-        let timing_bound = exp
-            .converged_by
-            .as_ref()
-            .map(|d| ("converged_by", d.span()))
-            .or(exp
-                .repair_within
-                .as_ref()
-                .map(|d| ("repair_within", d.span())));
-        if let Some((field, span)) = timing_bound {
-            if exp.outcome.get_ref() != "converges" {
-                return Err(err(
-                    Some(span),
-                    format!("expect.{strategy}: `{field}` only applies to outcome \"converges\""),
-                    None,
-                ));
-            }
-        }
-        let expectation = match exp.outcome.get_ref().as_str() {
-            "converges" => {
-                let Some(within) = exp.within else {
-                    return Err(err(
-                        Some(exp.outcome.span()),
-                        format!("expect.{strategy}: outcome \"converges\" needs `within`"),
-                        Some("add e.g. within = \"10m\"".into()),
-                    ));
-                };
-                Expectation {
-                    outcome: Outcome::ConvergesWithin(within.0),
-                    deadline: exp.deadline.map(|d| d.0).unwrap_or(within.0 + stability),
-                    verdict_mentions: exp.verdict_mentions.clone(),
-                    settle: exp.settle.as_ref().map(|d| d.get_ref().0),
-                    zone_start_at_most: exp.zone_start_at_most.map(|d| d.0),
-                    zone_start_at_least: exp.zone_start_at_least.map(|d| d.0),
-                    some_seeds_violate: exp.some_seeds_violate.clone(),
-                    converged_by: exp.converged_by.as_ref().map(|d| d.get_ref().0),
-                    repair_within: exp.repair_within.as_ref().map(|d| d.get_ref().0),
-                }
-            }
-            "violates" => {
-                let Some(inv) = &exp.invariant else {
-                    return Err(err(
-                        Some(exp.outcome.span()),
-                        format!("expect.{strategy}: outcome \"violates\" needs an `invariant`"),
-                        Some(format!("invariants: {}", INVARIANTS.join(", "))),
-                    ));
-                };
-                let Some(name) = INVARIANTS.iter().find(|i| **i == inv.get_ref()) else {
-                    return Err(err(
-                        Some(inv.span()),
-                        format!("unknown invariant {:?}", inv.get_ref()),
-                        Some(format!("invariants: {}", INVARIANTS.join(", "))),
-                    ));
-                };
-                let Some(deadline) = exp.deadline else {
-                    return Err(err(
-                        Some(exp.outcome.span()),
-                        format!("expect.{strategy}: outcome \"violates\" needs a `deadline`"),
-                        None,
-                    ));
-                };
-                Expectation {
-                    outcome: Outcome::Violates(name),
-                    deadline: deadline.0,
-                    verdict_mentions: exp.verdict_mentions.clone(),
-                    settle: None,
-                    zone_start_at_most: None,
-                    zone_start_at_least: None,
-                    some_seeds_violate: None,
-                    converged_by: None,
-                    repair_within: None,
-                }
-            }
-            "any" => {
-                // No vacuous cells: a single run of "any" asserts nothing but
-                // that no host failed, so it must come with what a sweep of
-                // seeds has to find.
-                if exp.some_seeds_violate.is_none() && exp.verdict_mentions.is_empty() {
-                    return Err(err(
-                        Some(exp.outcome.span()),
-                        format!(
-                            "expect.{strategy}: outcome \"any\" needs `some_seeds_violate` \
-                             or `verdict_mentions`"
-                        ),
-                        Some(
-                            "every scenario × strategy must assert something that could fail: \
-                             name the invariant a sweep must find broken, or what a run that \
-                             does not converge must be missing"
-                                .into(),
-                        ),
-                    ));
-                }
-                let Some(deadline) = exp.deadline else {
-                    return Err(err(
-                        Some(exp.outcome.span()),
-                        format!("expect.{strategy}: outcome \"any\" needs a `deadline`"),
-                        Some("add e.g. deadline = \"10m\": how long each run lasts".into()),
-                    ));
-                };
-                Expectation {
-                    outcome: Outcome::Any,
-                    deadline: deadline.0,
-                    verdict_mentions: exp.verdict_mentions.clone(),
-                    settle: None,
-                    zone_start_at_most: None,
-                    zone_start_at_least: None,
-                    some_seeds_violate: exp.some_seeds_violate.clone(),
-                    converged_by: None,
-                    repair_within: None,
-                }
-            }
-            "fails" => {
-                let Some(deadline) = exp.deadline else {
-                    return Err(err(
-                        Some(exp.outcome.span()),
-                        format!("expect.{strategy}: outcome \"fails\" needs a `deadline`"),
-                        Some(
-                            "add e.g. deadline = \"2h\": how long it must stay unconverged".into(),
-                        ),
-                    ));
-                };
-                if let Some(settle) = &exp.settle {
-                    return Err(err(
-                        Some(settle.span()),
-                        format!(
-                            "expect.{strategy}: `settle` only applies to outcome \"converges\""
-                        ),
-                        None,
-                    ));
-                }
-                Expectation {
-                    outcome: Outcome::Fails,
-                    deadline: deadline.0,
-                    verdict_mentions: exp.verdict_mentions.clone(),
-                    settle: None,
-                    zone_start_at_most: exp.zone_start_at_most.map(|d| d.0),
-                    zone_start_at_least: exp.zone_start_at_least.map(|d| d.0),
-                    some_seeds_violate: exp.some_seeds_violate.clone(),
-                    converged_by: None,
-                    repair_within: None,
-                }
-            }
+        let outcome = match exp.outcome.get_ref().as_str() {
+            "converges" => OutcomeName::Converges,
+            "fails" => OutcomeName::Fails,
+            "violates" => OutcomeName::Violates,
+            "any" => OutcomeName::Any,
             other => {
                 return Err(err(
                     Some(exp.outcome.span()),
                     format!("unknown outcome {other:?}"),
                     Some("expected \"converges\", \"fails\", \"violates\" or \"any\"".into()),
                 ))
+            }
+        };
+        let on = outcome.name();
+        let table = format!("expect.{strategy}");
+        let needs = |field: &str, hint: &str| {
+            err(
+                Some(exp.outcome.span()),
+                format!("expect.{strategy}: outcome \"{on}\" needs `{field}`"),
+                Some(hint.to_string()),
+            )
+        };
+        let only = |field: &str, span, only_on: &str, hint: &str| {
+            err(
+                Some(span),
+                format!(
+                    "expect.{strategy}: `{field}` only applies to outcome \"{only_on}\", \
+                     not \"{on}\""
+                ),
+                Some(hint.to_string()),
+            )
+        };
+
+        // `within` bounds convergence; other outcomes run to `deadline`.
+        if let (Some(w), false) = (&exp.within, outcome == OutcomeName::Converges) {
+            return Err(only(
+                "within",
+                w.span(),
+                "converges",
+                "this outcome does not converge in time; the run lasts until `deadline`",
+            ));
+        }
+        // Timing bounds need a converged run to measure.
+        for (field, value) in [
+            ("settle", &exp.settle),
+            ("converged_by", &exp.converged_by),
+            ("repair_within", &exp.repair_within),
+        ] {
+            if let (Some(v), false) = (value, outcome == OutcomeName::Converges) {
+                return Err(only(
+                    field,
+                    v.span(),
+                    "converges",
+                    "a run that need not converge gives no time to bound",
+                ));
+            }
+        }
+        // The verdict texts: a converged verdict has no gaps to mention.
+        let verdict_mentions = texts(&table, "verdict_mentions", &exp.verdict_mentions, loc)?;
+        let verdict_mentions_any = texts(
+            &table,
+            "verdict_mentions_any",
+            &exp.verdict_mentions_any,
+            loc,
+        )?;
+        if let Some(any) = &exp.verdict_mentions_any {
+            if any.get_ref().is_empty() {
+                return Err(err(
+                    Some(any.span()),
+                    format!(
+                        "expect.{strategy}: `verdict_mentions_any` lists no text, so no \
+                         verdict could mention one of them"
+                    ),
+                    Some("list the alternatives, one of which must appear, or leave it out".into()),
+                ));
+            }
+        }
+        if outcome == OutcomeName::Converges {
+            for (field, value) in [
+                ("verdict_mentions", &exp.verdict_mentions),
+                ("verdict_mentions_any", &exp.verdict_mentions_any),
+            ] {
+                if let Some(v) = value {
+                    return Err(err(
+                        Some(v.span()),
+                        format!(
+                            "expect.{strategy}: `{field}` is never judged for outcome \
+                             \"converges\": a converged verdict has no gaps to mention"
+                        ),
+                        Some(
+                            "leave it out; to say why a run may fail, use outcome \"fails\" \
+                             (every run) or \"any\" (some runs)"
+                                .into(),
+                        ),
+                    ));
+                }
+            }
+        }
+        // Zone start time measures the legacy path's blocking NAT setup; the
+        // other strategies' zone starts do no NAT work and take 0s in every
+        // run, so a bound on them could never fail (or never hold).
+        let nat = match strategy {
+            Variant::Nat(s) => s,
+            Variant::Start(_) => service_nat,
+        };
+        for (field, value) in [
+            ("zone_start_at_most", &exp.zone_start_at_most),
+            ("zone_start_at_least", &exp.zone_start_at_least),
+        ] {
+            if let (Some(v), true) = (value, nat != Strategy::Legacy) {
+                let under = match kind {
+                    Kind::ServiceNat => format!("under {nat}"),
+                    Kind::Instances => format!("under service_nat = \"{nat}\""),
+                };
+                return Err(err(
+                    Some(v.span()),
+                    format!(
+                        "expect.{strategy}: `{field}` cannot fail {under}: its zone starts do \
+                         no NAT work, so every one takes 0s"
+                    ),
+                    Some(
+                        "zone start time means something only under legacy, whose zone start \
+                         waits for the switches; assert what this strategy does instead: \
+                         `converged_by` (first converged within this of the start) or \
+                         `repair_within` / `settle` (how soon it repairs)"
+                            .into(),
+                    ),
+                ));
+            }
+        }
+        if let Some(least) = &exp.zone_start_at_least {
+            if least.get_ref().0.is_zero() {
+                return Err(err(
+                    Some(least.span()),
+                    format!("expect.{strategy}: `zone_start_at_least = \"0s\"` always holds"),
+                    Some("give the time the blocking start must take, e.g. \"5m\"".into()),
+                ));
+            }
+        }
+        // Names of invariants, and the fields that take them.
+        let invariant = exp
+            .invariant
+            .as_ref()
+            .map(|i| known_invariant(&table, i, loc))
+            .transpose()?;
+        let some_seeds_violate = match &exp.some_seeds_violate {
+            None => Vec::new(),
+            Some(names) => invariant_list(&table, names, loc)?,
+        };
+        if let (Some(i), false) = (&exp.invariant, outcome == OutcomeName::Violates) {
+            return Err(only(
+                "invariant",
+                i.span(),
+                "violates",
+                if outcome == OutcomeName::Any {
+                    "for a race that breaks it in some seeds, write some_seeds_violate = \"...\""
+                } else {
+                    "a broken invariant fails this outcome; to require one, use outcome \"violates\""
+                },
+            ));
+        }
+        if outcome != OutcomeName::Any {
+            let sweep_hint = "every run of this outcome is judged alone, and one that breaks an \
+                              invariant (or fails to converge) misses it; a requirement on the \
+                              seeds together belongs to outcome \"any\"";
+            if let Some(s) = &exp.some_seeds_violate {
+                return Err(only("some_seeds_violate", s.span(), "any", sweep_hint));
+            }
+            if let Some(s) = &exp.some_seeds_fail {
+                return Err(only("some_seeds_fail", s.span(), "any", sweep_hint));
+            }
+        }
+        let some_seeds_fail = exp.some_seeds_fail.as_ref().is_some_and(|f| *f.get_ref());
+        let deadline = exp.deadline.as_ref().map(|d| d.get_ref().0);
+        let base = Expectation {
+            outcome: Outcome::Any,
+            deadline: Duration::ZERO,
+            verdict_mentions,
+            verdict_mentions_any,
+            settle: exp.settle.as_ref().map(|d| d.get_ref().0),
+            zone_start_at_most: exp.zone_start_at_most.as_ref().map(|d| d.get_ref().0),
+            zone_start_at_least: exp.zone_start_at_least.as_ref().map(|d| d.get_ref().0),
+            some_seeds_violate,
+            some_seeds_fail,
+            converged_by: exp.converged_by.as_ref().map(|d| d.get_ref().0),
+            repair_within: exp.repair_within.as_ref().map(|d| d.get_ref().0),
+        };
+        let expectation = match outcome {
+            OutcomeName::Converges => {
+                let Some(within) = exp.within.as_ref().map(|w| w.get_ref().0) else {
+                    return Err(needs("within", "add e.g. within = \"10m\""));
+                };
+                if let (Some(d), Some(dl)) = (&exp.deadline, deadline) {
+                    if dl < within {
+                        return Err(err(
+                            Some(d.span()),
+                            format!(
+                                "expect.{strategy}: the deadline ends the run before `within`, \
+                                 so `within` means less than it says"
+                            ),
+                            Some(
+                                "leave `deadline` out (it defaults to `within` plus the \
+                                 stability window) or make it at least `within`"
+                                    .into(),
+                            ),
+                        ));
+                    }
+                }
+                // A run that converged within `within` has settled and first
+                // converged within it too: a bound at or beyond it is vacuous.
+                for (field, value) in [("settle", &exp.settle), ("converged_by", &exp.converged_by)]
+                {
+                    if let Some(v) = value.as_ref().filter(|v| v.get_ref().0 >= within) {
+                        return Err(err(
+                            Some(v.span()),
+                            format!(
+                                "expect.{strategy}: `{field}` is not below `within`, so no run \
+                                 that converges in time can miss it"
+                            ),
+                            Some(format!(
+                                "make it less than within = \"{}\", or leave it out",
+                                super::write::duration(within)
+                            )),
+                        ));
+                    }
+                }
+                Expectation {
+                    outcome: Outcome::ConvergesWithin(within),
+                    deadline: deadline.unwrap_or(within + stability),
+                    ..base
+                }
+            }
+            OutcomeName::Violates => {
+                let Some(inv) = invariant else {
+                    return Err(err(
+                        Some(exp.outcome.span()),
+                        format!("expect.{strategy}: outcome \"violates\" needs an `invariant`"),
+                        invariants_hint(),
+                    ));
+                };
+                let Some(deadline) = deadline else {
+                    return Err(needs(
+                        "deadline",
+                        "add e.g. deadline = \"10m\": how long the run may take to break it",
+                    ));
+                };
+                Expectation {
+                    outcome: Outcome::Violates(inv),
+                    deadline,
+                    ..base
+                }
+            }
+            OutcomeName::Any => {
+                // No vacuous cells: every run of "any" may converge, so it
+                // must come with what a sweep of seeds has to find (or a
+                // per-run bound that can fail).
+                let zone_bound =
+                    exp.zone_start_at_most.is_some() || exp.zone_start_at_least.is_some();
+                if base.some_seeds_violate.is_empty() && !some_seeds_fail && !zone_bound {
+                    return Err(err(
+                        Some(exp.outcome.span()),
+                        format!(
+                            "expect.{strategy}: outcome \"any\" needs `some_seeds_violate` \
+                             or `some_seeds_fail`"
+                        ),
+                        Some(
+                            "every scenario × strategy must assert something that could fail, \
+                             and every run of \"any\" may converge: name the invariant some \
+                             seed must break (some_seeds_violate = \"...\"), or require some \
+                             seed to fail to converge (some_seeds_fail = true, with \
+                             verdict_mentions saying why)"
+                                .into(),
+                        ),
+                    ));
+                }
+                if let (Some(f), false) = (&exp.some_seeds_fail, base.has_reasons()) {
+                    if *f.get_ref() {
+                        return Err(err(
+                            Some(f.span()),
+                            format!(
+                                "expect.{strategy}: `some_seeds_fail` needs `verdict_mentions` \
+                                 or `verdict_mentions_any`: the reason a run may fail"
+                            ),
+                            Some(
+                                "add e.g. verdict_mentions = [\"still runs a vmm for it\"]: a \
+                                 run that does not converge counts only if its verdict says so"
+                                    .into(),
+                            ),
+                        ));
+                    }
+                }
+                let Some(deadline) = deadline else {
+                    return Err(needs(
+                        "deadline",
+                        "add e.g. deadline = \"10m\": how long each run lasts",
+                    ));
+                };
+                Expectation { deadline, ..base }
+            }
+            OutcomeName::Fails => {
+                let Some(deadline) = deadline else {
+                    return Err(needs(
+                        "deadline",
+                        "add e.g. deadline = \"2h\": how long it must stay unconverged",
+                    ));
+                };
+                Expectation {
+                    outcome: Outcome::Fails,
+                    deadline,
+                    ..base
+                }
             }
         };
         expectations.insert(strategy, expectation);

@@ -23,8 +23,12 @@
 //! [expect.legacy]
 //! outcome = "fails"
 //! deadline = "2h"
-//! verdict_mentions = ["switch1"]   # text the failed verdict must contain
+//! verdict_mentions = ["switch1"]   # every text must be in the verdict
+//! verdict_mentions_any = ["a", "b"] # and one of these (optional)
 //! ```
+//!
+//! What each outcome accepts and which fields it takes is in [`expect`]'s
+//! table; a field that would not be judged is refused.
 //!
 //! The data path inside this module: [`raw`] is the file's TOML shape (with
 //! spans); [`expect`] turns `[expect.*]` tables into [`Expectation`]s;
@@ -51,7 +55,7 @@ use racksim_sim::{rack::RackSpec, run::DEFAULT_STABILITY, InstanceSpec, Plan, St
 use toml::Spanned;
 
 pub use error::ScenarioError;
-pub use expect::{Expectation, Outcome, INVARIANTS};
+pub use expect::{Expectation, Outcome};
 pub use live_step::StepChecker;
 pub use raw::{parse_duration, DurationValue};
 
@@ -215,7 +219,7 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
     }
 
     let stability = raw.stability.map(|d| d.0).unwrap_or(DEFAULT_STABILITY);
-    let expectations = expect::expectations(&raw, kind, stability, &loc)?;
+    let expectations = expect::expectations(&raw, kind, service_nat, stability, &loc)?;
     let latest_deadline = expectations
         .values()
         .map(|e| e.deadline)

@@ -97,9 +97,14 @@ fn expectation(out: &mut String, e: &Expectation, stability: Duration) {
             deadline(out);
         }
     }
-    if !e.verdict_mentions.is_empty() {
-        let items: Vec<String> = e.verdict_mentions.iter().map(|m| quote(m)).collect();
-        let _ = writeln!(out, "verdict_mentions = [{}]", items.join(", "));
+    for (key, texts) in [
+        ("verdict_mentions", &e.verdict_mentions),
+        ("verdict_mentions_any", &e.verdict_mentions_any),
+    ] {
+        if !texts.is_empty() {
+            let items: Vec<String> = texts.iter().map(|m| quote(m)).collect();
+            let _ = writeln!(out, "{key} = [{}]", items.join(", "));
+        }
     }
     for (key, value) in [
         ("settle", e.settle),
@@ -112,8 +117,18 @@ fn expectation(out: &mut String, e: &Expectation, stability: Duration) {
             let _ = writeln!(out, "{key} = {}", quote(&duration(d)));
         }
     }
-    if let Some(inv) = &e.some_seeds_violate {
-        let _ = writeln!(out, "some_seeds_violate = {}", quote(inv));
+    match e.some_seeds_violate.as_slice() {
+        [] => {}
+        [one] => {
+            let _ = writeln!(out, "some_seeds_violate = {}", quote(one));
+        }
+        many => {
+            let items: Vec<String> = many.iter().map(|m| quote(m)).collect();
+            let _ = writeln!(out, "some_seeds_violate = [{}]", items.join(", "));
+        }
+    }
+    if e.some_seeds_fail {
+        out.push_str("some_seeds_fail = true\n");
     }
 }
 

@@ -103,3 +103,58 @@ fn durations_are_written_exactly() {
     assert_eq!(duration(Duration::from_millis(90_250)), "1m30s250ms");
     assert_eq!(duration(Duration::ZERO), "0s");
 }
+
+/// The fields of `any` and the verdict texts round-trip: a list of
+/// invariants, `some_seeds_fail` and `verdict_mentions_any`.
+#[test]
+fn sweep_requirements_and_verdict_alternatives_round_trip() {
+    let text = r#"name = "t"
+description = "d"
+kind = "instances"
+service_nat = "legacy"
+rack = "madrid"
+ntp_return_switch = "switch0"
+
+[[instance]]
+name = "web1"
+
+[expect.legacy]
+outcome = "any"
+deadline = "8m"
+verdict_mentions = ["web1"]
+verdict_mentions_any = ["sled1", "sled2"]
+zone_start_at_least = "1s"
+some_seeds_violate = ["one-vmm", "nat-follows-vmm"]
+some_seeds_fail = true
+
+[expect.naive]
+outcome = "any"
+deadline = "8m"
+some_seeds_violate = "one-vmm"
+
+[expect.saga]
+outcome = "violates"
+invariant = "one-vmm"
+deadline = "8m"
+verdict_mentions = ["VMM 2"]
+"#;
+    let s = file::parse("t.toml", text).unwrap();
+    let written = scenario_toml(&s, &[]);
+    assert!(
+        written.contains("verdict_mentions_any = [\"sled1\", \"sled2\"]\n"),
+        "{written}"
+    );
+    assert!(written.contains("some_seeds_fail = true\n"), "{written}");
+    assert!(
+        written.contains("some_seeds_violate = [\"one-vmm\", \"nat-follows-vmm\"]\n"),
+        "{written}"
+    );
+    let again = file::parse("written", &written).unwrap_or_else(|e| panic!("{e}\n{written}"));
+    assert_eq!(again.expectations, s.expectations);
+    assert_eq!(scenario_toml(&again, &[]), written);
+    // The written file says what the text said, field for field.
+    assert_eq!(
+        written[written.find("[expect").unwrap()..],
+        text[text.find("[expect").unwrap()..]
+    );
+}
