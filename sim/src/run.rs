@@ -64,6 +64,15 @@ pub struct RunConfig {
     /// A deliberate failure of the testbed itself, for tests that prove it
     /// ends the run as a testbed error (see [`crate::testbed`]).
     pub sabotage: Option<crate::testbed::Sabotage>,
+    /// Judge the convergence gaps after every driver step, not only when
+    /// the world's version moved, and record in
+    /// [`RunOutcome::uncounted_changes`] each step at which they differ
+    /// from the last gaps judged: a change of what the checks read that no
+    /// `version` bump counted. The run itself goes on exactly as without
+    /// the knob (the extra look changes nothing it decides), so the two
+    /// runs must agree byte for byte; `scenarios/tests/recheck.rs` runs the
+    /// catalogue both ways.
+    pub recheck_every_event: bool,
 }
 
 impl RunConfig {
@@ -90,6 +99,7 @@ impl RunConfig {
             instances: Vec::new(),
             mutant: None,
             sabotage: None,
+            recheck_every_event: false,
         }
     }
 
@@ -227,6 +237,11 @@ pub struct RunOutcome {
     pub zone_starts: Vec<(String, ZoneKind, Duration)>,
     /// When the rack first converged, and each fault's repair time.
     pub timing: crate::timing::Timing,
+    /// With [`RunConfig::recheck_every_event`]: each instant at which the
+    /// gaps had changed though the world's version had not, with the gaps
+    /// the driver held and those it would have found. Empty otherwise, and
+    /// empty in a sound world.
+    pub uncounted_changes: Vec<String>,
 }
 
 /// The fixed epoch of every run: wall-clock time never enters a simulation.
@@ -662,6 +677,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let mut checked_version = u64::MAX;
     let mut next_timed_check = Duration::ZERO;
     let mut events = 0u64;
+    let mut uncounted_changes = Vec::new();
     let mut timeline = crate::timing::Timeline::default();
     // The instant whose work the last step ran: the world as observed now
     // is as that instant left it (a step runs everything due at one
@@ -685,6 +701,15 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         // invariant. One snapshot of the world serves both.
         let version = world.lock().version;
         let changed = version != checked_version;
+        if cfg.recheck_every_event && !changed {
+            let fresh = convergence_gaps(&world, &observe(&world));
+            if fresh != gaps {
+                uncounted_changes.push(format!(
+                    "{} (version {version}): judged gaps {gaps:?}, actual {fresh:?}",
+                    fmt_time(drained)
+                ));
+            }
+        }
         if changed || now >= next_timed_check {
             let snapshot = observe(&world);
             if changed {
@@ -782,5 +807,6 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         events,
         zone_starts,
         timing,
+        uncounted_changes,
     }
 }

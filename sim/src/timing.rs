@@ -30,8 +30,13 @@ pub struct Timing {
 pub struct Repair {
     /// The step, as the plan prints it.
     pub step: String,
-    /// When the fault ended or the change was made.
+    /// When the fault ended or the change was made, or, if the host it
+    /// happened to was then in an outage another step began, when that
+    /// outage ended.
     pub from: Duration,
+    /// When the step itself happened, if its repair is measured from a
+    /// later outage's end (`from`).
+    pub delayed_from: Option<Duration>,
     /// When the rack was converged again; `None` if it never was.
     pub converged_at: Option<Duration>,
 }
@@ -53,14 +58,20 @@ impl Timing {
             None => "never converged".to_string(),
         }];
         for r in &self.repairs {
+            let delayed = r.delayed_from.map_or(String::new(), |at| {
+                format!(
+                    " (at {}; measured from the end of an outage of its host)",
+                    fmt_time(at)
+                )
+            });
             v.push(match r.took() {
                 Some(took) => format!(
-                    "{}  {}: repaired in {}",
+                    "{}  {}{delayed}: repaired in {}",
                     fmt_time(r.from),
                     r.step,
                     fmt_duration(took)
                 ),
-                None => format!("{}  {}: not repaired", fmt_time(r.from), r.step),
+                None => format!("{}  {}{delayed}: not repaired", fmt_time(r.from), r.step),
             });
         }
         v
@@ -75,18 +86,100 @@ impl Timing {
 }
 
 /// When a step's fault ends, from which its repair is measured; `None` for
-/// a step that starts a fault some later step ends.
+/// a step that starts a fault some later step ends (a crash is measured at
+/// the restart, a control-plane outage when it is back up).
 pub fn fault_end(step: &ResolvedStep) -> Option<Duration> {
     match &step.action {
         Action::HideSwitch(_)
         | Action::Partition { .. }
         | Action::Latency { .. }
         | Action::SidecarPowerOff(_)
-        | Action::PowerOff => None,
+        | Action::PowerOff
+        | Action::Crash(_)
+        | Action::ControlPlaneDown
+        | Action::ControlPlaneCrash => None,
         Action::DpdErrors { window, .. } | Action::DpdHang { window, .. } => {
             Some(step.at + *window)
         }
         _ => Some(step.at),
+    }
+}
+
+/// The host a step's fault or repair happens to (a switch by its switch
+/// zone's name), for finding the outages that overlap it.
+fn component(action: &Action) -> Option<String> {
+    match action {
+        Action::DpdRestart(slot) | Action::SidecarPowerOn(slot) | Action::SidecarPowerOff(slot) => {
+            Some(slot.to_string())
+        }
+        Action::DpdErrors { switch, .. }
+        | Action::DpdHang { switch, .. }
+        | Action::StaleEntry { switch, .. } => Some(switch.to_string()),
+        Action::Crash(host) | Action::Restart(host) => Some(host.clone()),
+        _ => None,
+    }
+}
+
+/// The stretches in which a host cannot take any repair, whatever the
+/// strategy: its dpd answers errors or hangs, its sidecar is off, it has
+/// crashed, the whole rack is off. `(host or None for every host, from,
+/// until)`; an outage no step ends lasts to the end of the run.
+fn outages(steps: &[ResolvedStep], end: Duration) -> Vec<(Option<String>, Duration, Duration)> {
+    let ended_by = |i: usize, ends: &dyn Fn(&Action) -> bool| {
+        steps[i + 1..]
+            .iter()
+            .find(|n| ends(&n.action))
+            .map_or(end, |n| n.at)
+    };
+    steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match &s.action {
+            Action::DpdErrors { switch, window } | Action::DpdHang { switch, window } => {
+                Some((Some(switch.to_string()), s.at, s.at + *window))
+            }
+            Action::SidecarPowerOff(slot) => Some((
+                Some(slot.to_string()),
+                s.at,
+                ended_by(i, &|a| matches!(a, Action::SidecarPowerOn(x) if x == slot)),
+            )),
+            Action::Crash(host) => Some((
+                Some(host.clone()),
+                s.at,
+                ended_by(i, &|a| matches!(a, Action::Restart(x) if x == host)),
+            )),
+            Action::PowerOff => Some((None, s.at, ended_by(i, &|a| matches!(a, Action::ColdBoot)))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// When the repair of the step at `index` can begin: the end of its fault,
+/// or, if the host it happened to is then in an outage begun by another
+/// step (a dpd restarted while it answers 500s), the end of that outage —
+/// no strategy can repair a dpd that refuses every request, so time spent
+/// waiting for the outage to end is not the strategy's. Outages that chain
+/// are followed to the last one.
+fn repair_starts(
+    steps: &[ResolvedStep],
+    index: usize,
+    outages: &[(Option<String>, Duration, Duration)],
+) -> Option<Duration> {
+    let step = &steps[index];
+    let mut from = fault_end(step)?;
+    let host = component(&step.action);
+    loop {
+        let blocked = outages
+            .iter()
+            .filter(|(h, start, until)| {
+                (h.is_none() || *h == host) && *start <= from && from < *until
+            })
+            .map(|(_, _, until)| *until)
+            .max();
+        match blocked {
+            Some(until) if until > from => from = until,
+            _ => return Some(from),
+        }
     }
 }
 
@@ -146,16 +239,20 @@ impl Timeline {
             let lasted = until.unwrap_or(end) - at;
             (c && (lasted >= stability || until.is_none())).then_some(at)
         });
+        let outages = outages(steps, end);
         let repairs = steps
             .iter()
             .enumerate()
             .filter(|(_, s)| s.at <= end)
             .filter_map(|(i, s)| {
-                let from = fault_end(s)?.min(end);
+                let start = repair_starts(steps, i, &outages)?;
+                let delayed_from = (fault_end(s) != Some(start)).then_some(s.at);
+                let from = start.min(end);
                 let next = steps[i + 1..].iter().map(|n| n.at).find(|&at| at > from);
                 Some(Repair {
                     step: s.action.to_string(),
                     from,
+                    delayed_from,
                     converged_at: self.repaired_at(from, next, stability),
                 })
             })

@@ -86,7 +86,12 @@ impl Expectation {
     pub fn summary(&self) -> String {
         match self.outcome {
             Outcome::ConvergesWithin(d) => {
-                format!("converges <= {}", racksim_sim::trace::fmt_duration(d))
+                let fmt = racksim_sim::trace::fmt_duration;
+                let mut s = format!("converges <= {}", fmt(d));
+                if let Some(r) = self.repair_within {
+                    s += &format!(", repairs <= {}", fmt(r));
+                }
+                s
             }
             Outcome::Fails => "fails".to_string(),
             Outcome::Violates(inv) => format!("violates {inv}"),

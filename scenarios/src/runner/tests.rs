@@ -171,3 +171,34 @@ fn zone_start_bounds_are_judged_on_the_runs_starts() {
     let why = judge(&exp, &no_starts).unwrap_err();
     assert!(why.contains("no zone started"), "{why}");
 }
+
+/// `repair_within` bounds the system's repair time: a run whose slowest
+/// repair is longer fails it, and a run with no repair to measure fails it
+/// too rather than holding for nothing.
+#[test]
+fn repair_within_is_judged_on_the_slowest_repair() {
+    let scenario = catalogue::get("network-faults").expect("catalogued");
+    let scrimlet = scenario.variant("scrimlet-local").unwrap();
+    let judged = run(&scenario, scrimlet, 1).expect("has an expectation");
+    assert!(judged.judgement.is_ok(), "{:?}", judged.judgement);
+    assert!(
+        judged
+            .judgement
+            .as_ref()
+            .unwrap()
+            .contains("slowest repair"),
+        "{:?}",
+        judged.judgement
+    );
+    let mut exp = judged.expectation.clone();
+    exp.repair_within = Some(Duration::from_secs(10));
+    let why = judge(&exp, &judged.outcome).unwrap_err();
+    assert!(
+        why.contains("expected every fault repaired within 10s, but"),
+        "{why}"
+    );
+    let mut none = judged.outcome.clone();
+    none.timing.repairs.clear();
+    let why = judge(&exp, &none).unwrap_err();
+    assert!(why.contains("measured no repair"), "{why}");
+}

@@ -113,3 +113,66 @@ fn a_momentary_convergence_is_not_a_repair() {
     assert_eq!(timing.repairs.len(), 1, "power-off starts a fault");
     assert_eq!(timing.repairs[0].took(), Some(s(4)));
 }
+
+/// A dpd restarted inside its own error window cannot be repaired before
+/// the window ends, by any strategy: its repair is measured from there.
+/// An outage of another host, or a partition, does not move it.
+#[test]
+fn a_repair_waits_for_an_outage_of_its_own_host_only() {
+    let mut t = Timeline::default();
+    t.sample(s(0), false);
+    t.sample(s(30), true);
+    // switch0 answers 500s from 100 to 220; restarted at 130; repaired at
+    // 221. switch1 restarted at 300 while sled1 is crashed (300..400) and
+    // repaired at 302.
+    t.sample(s(130), false);
+    t.sample(s(221), true);
+    t.sample(s(300), false);
+    t.sample(s(302), true);
+    let steps = [
+        step(
+            100,
+            Action::DpdErrors {
+                switch: SwitchSlot::Switch0,
+                window: s(120),
+            },
+        ),
+        step(130, Action::DpdRestart(SwitchSlot::Switch0)),
+        step(290, Action::Crash("sled1".into())),
+        step(300, Action::DpdRestart(SwitchSlot::Switch1)),
+        step(400, Action::Restart("sled1".into())),
+    ];
+    let timing = t.timing(&steps, s(60), s(600));
+    let r: Vec<_> = timing
+        .repairs
+        .iter()
+        .map(|r| (r.step.as_str(), r.from, r.delayed_from, r.took()))
+        .collect();
+    assert_eq!(
+        r,
+        [
+            (
+                "dpd on switch0 answers 500s for 2m",
+                s(220),
+                None,
+                Some(s(1))
+            ),
+            (
+                "restart dpd on switch0 (NAT table lost)",
+                s(220),
+                Some(s(130)),
+                Some(s(1))
+            ),
+            // No outage of switch1: measured from the restart itself.
+            (
+                "restart dpd on switch1 (NAT table lost)",
+                s(300),
+                None,
+                Some(s(2))
+            ),
+            // A crash is measured at its restart, not as a repair of its own.
+            ("restart sled1", s(400), None, Some(s(0))),
+        ]
+    );
+    assert!(timing.lines()[2].contains("measured from the end of an outage of its host"));
+}
