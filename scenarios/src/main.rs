@@ -133,10 +133,14 @@ enum Command {
     /// fault at all, how many, when, how long, on which hosts; instance
     /// operations included), a chaos phase after which everything heals and
     /// the rack must converge within a liveness window, invariants holding
-    /// throughout. Prints every failing seed with its replay commands.
+    /// throughout. Prints every failing seed with its replay commands,
+    /// labelled with the known defect (scenarios/known-defects.toml) it
+    /// matches, or UNLISTED.
     ///
-    /// Exit status: 0 when every seed passed, 1 when some failed, 3 when
-    /// some run ended in a testbed error, 2 for bad input.
+    /// Exit status: 0 when every failing seed is a listed known defect (or
+    /// none failed), 1 when some failure is unlisted, 3 when some run ended
+    /// in a testbed error (never a known defect), 2 for bad input (a bad
+    /// known-defects file too).
     Fuzz {
         /// Seeds as A..B (inclusive).
         #[arg(long, value_parser = parse_seed_range, required_unless_present = "plan")]
@@ -144,7 +148,7 @@ enum Command {
         /// Print the plan of this seed as a scenario file and exit.
         #[arg(long, value_name = "SEED", conflicts_with = "seeds")]
         plan: Option<u64>,
-        /// Rack shape: madrid or standard.
+        /// Rack shape: madrid, standard or full.
         #[arg(long, default_value = "madrid")]
         rack: String,
         /// Service-NAT strategy: legacy, sled-task or scrimlet-local.
@@ -166,6 +170,11 @@ enum Command {
         /// `--features mutants` only); see `racksim mutants`.
         #[arg(long)]
         mutant: Option<String>,
+        /// The known-defects file failing seeds are matched against
+        /// (default: the committed scenarios/known-defects.toml), or `none`
+        /// to treat every failure as unlisted.
+        #[arg(long, value_name = "PATH|none")]
+        known_defects: Option<String>,
     },
     /// Reduce a failing plan while it still fails the same way (same
     /// invariant, or not converging with the same item missing), and write
@@ -363,6 +372,7 @@ fn main() -> ExitCode {
             shard,
             json,
             mutant,
+            known_defects,
         } => fuzz(
             seeds,
             plan,
@@ -370,7 +380,7 @@ fn main() -> ExitCode {
             jobs,
             shard,
             json,
-            mutant.as_deref(),
+            (mutant.as_deref(), known_defects.as_deref()),
         ),
         Command::Shrink {
             scenario,
@@ -1121,7 +1131,7 @@ fn fuzz(
     jobs: Option<usize>,
     shard: Option<(u64, u64)>,
     json: bool,
-    mutant: Option<&str>,
+    (mutant, known_defects): (Option<&str>, Option<&str>),
 ) -> Result<Status, String> {
     use racksim::fuzz;
     let strategy = strategy
@@ -1138,6 +1148,8 @@ fn fuzz(
         return Ok(Status::Passed);
     }
     let range = seeds.expect("clap requires --seeds without --plan");
+    // Read before anything runs: a bad file is bad input.
+    let known = fuzz::known::load_arg(known_defects)?;
     let shard = shard.unwrap_or((0, 1));
     let seed_list = fuzz::shard_seeds(range, shard);
     let threads = threads(jobs);
@@ -1148,7 +1160,7 @@ fn fuzz(
         bar.set_position(done as u64)
     });
     bar.finish_and_clear();
-    let summary = fuzz::summarise(&opts, range, shard, mutant, &results);
+    let summary = fuzz::summarise(&opts, range, shard, mutant, &known, &results);
     print_json_or(json, &summary, || fuzz::text(&summary));
     let wall = started.elapsed().as_secs_f64();
     eprintln!(
@@ -1156,7 +1168,9 @@ fn fuzz(
         summary.runs,
         summary.runs as f64 / wall.max(1e-9)
     );
-    Ok(Status::of(summary.failed == 0, summary.testbed_errors))
+    // Listed failures are recorded defects, not news: only an unlisted one
+    // fails the command (and a testbed error, which is never listed, wins).
+    Ok(Status::of(summary.unlisted == 0, summary.testbed_errors))
 }
 
 fn shrink(

@@ -499,30 +499,29 @@ pub fn regressions(dir: &std::path::Path) -> Result<Vec<Regression>, String> {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     paths.sort();
-    paths
-        .into_iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("error: {}: {e}", path.display()))?;
-            let scenario =
-                file::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())?;
-            let (seed, strategy) = replay_of(&text).ok_or_else(|| {
-                format!(
-                    "error: {}: no `# Replay: racksim run FILE --seed N --strategy S` comment",
-                    path.display()
-                )
-            })?;
-            let variant = scenario
-                .variant(&strategy)
-                .map_err(|e| format!("error: {}: {e}", path.display()))?;
-            Ok(Regression {
-                path,
-                scenario,
-                seed,
-                variant,
-            })
-        })
-        .collect()
+    paths.into_iter().map(regression).collect()
+}
+
+/// One regression file: it must parse and have its `# Replay:` comment.
+pub fn regression(path: std::path::PathBuf) -> Result<Regression, String> {
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("error: {}: {e}", path.display()))?;
+    let scenario = file::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())?;
+    let (seed, strategy) = replay_of(&text).ok_or_else(|| {
+        format!(
+            "error: {}: no `# Replay: racksim run FILE --seed N --strategy S` comment",
+            path.display()
+        )
+    })?;
+    let variant = scenario
+        .variant(&strategy)
+        .map_err(|e| format!("error: {}: {e}", path.display()))?;
+    Ok(Regression {
+        path,
+        scenario,
+        seed,
+        variant,
+    })
 }
 
 /// `(seed, strategy)` from a file's `# Replay: racksim run FILE --seed N

@@ -61,14 +61,18 @@ fn the_fuzz_summary_counts_testbed_errors_apart() {
     let result = |seed, failure| SeedResult {
         seed,
         failure,
-        sim_ms: 0,
+        ..SeedResult::default()
     };
     let results = [
         result(1, None),
         result(2, Some(Failure::TestbedError)),
         result(3, Some(Failure::TooSlow)),
     ];
-    let summary = fuzz::summarise(&opts, (1, 3), (0, 1), None, &results);
+    // The committed known defects: a testbed error is never one of them.
+    let known = fuzz::known::load(std::path::Path::new(fuzz::known::KNOWN_DEFECTS)).unwrap();
+    let summary = fuzz::summarise(&opts, (1, 3), (0, 1), None, &known, &results);
     assert_eq!((summary.failed, summary.testbed_errors), (2, 1));
+    assert_eq!((summary.listed, summary.unlisted), (0, 1));
+    assert_eq!(summary.failures[0].label(), "TESTBED ERROR");
     assert!(fuzz::text(&summary).contains("testbed errors: 1 (failures of racksim itself"));
 }

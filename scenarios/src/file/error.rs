@@ -73,6 +73,18 @@ pub(super) fn hint_for(message: &str) -> Option<String> {
     }
 }
 
+/// A located error at byte `offset` of `text` (for other files racksim
+/// reads, such as the fuzzer's known-defects file).
+pub(crate) fn located(
+    origin: &str,
+    text: &str,
+    offset: usize,
+    message: String,
+    hint: Option<String>,
+) -> ScenarioError {
+    locate(origin, text, offset, message, hint)
+}
+
 fn locate(
     origin: &str,
     text: &str,

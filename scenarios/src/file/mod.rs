@@ -54,6 +54,7 @@ use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
 use racksim_sim::{rack::RackSpec, run::DEFAULT_STABILITY, InstanceSpec, Plan, Strategy};
 use toml::Spanned;
 
+pub(crate) use error::located;
 pub use error::ScenarioError;
 pub use expect::{Expectation, Outcome};
 pub use live_step::StepChecker;

@@ -15,6 +15,7 @@
 //! says, parsed, so `racksim run` on the printed file replays the run
 //! exactly.
 
+pub mod known;
 #[cfg(test)]
 mod tests;
 
@@ -561,13 +562,18 @@ pub fn failure(exp: &Expectation, outcome: &RunOutcome) -> Option<Failure> {
 }
 
 /// One seed's run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct SeedResult {
     pub seed: u64,
     /// `None` when the rack converged in time with no invariant broken.
     pub failure: Option<Failure>,
     /// Simulated time at the end of the run, in milliseconds.
     pub sim_ms: u64,
+    /// Every gap of a not-converged verdict (what known defects are matched
+    /// against: all of them, not only the first).
+    pub gaps: Vec<String>,
+    /// An invariant violation's message.
+    pub message: Option<String>,
 }
 
 /// Run seed `seed`'s plan (with `mutant`, in test builds).
@@ -577,10 +583,23 @@ pub fn run_seed(opts: &Options, seed: u64, mutant: Option<Mutant>) -> SeedResult
     let mut cfg = runner::config(&scenario, variant, seed).expect("the plan has its expectation");
     cfg.mutant = mutant;
     let outcome = racksim_sim::run(&cfg);
+    result_of(seed, &scenario.expectations[&variant], &outcome)
+}
+
+/// A run's outcome as a seed's result (for a fuzz seed, or a regression
+/// file's run checked against a known defect's signature).
+pub fn result_of(seed: u64, exp: &Expectation, outcome: &RunOutcome) -> SeedResult {
+    let (gaps, message) = match &outcome.verdict {
+        Verdict::NotConverged { gaps, .. } => (gaps.clone(), None),
+        Verdict::InvariantViolated { message, .. } => (Vec::new(), Some(message.clone())),
+        _ => (Vec::new(), None),
+    };
     SeedResult {
         seed,
-        failure: failure(&scenario.expectations[&variant], &outcome),
+        failure: failure(exp, outcome),
         sim_ms: outcome.sim_time.as_millis() as u64,
+        gaps,
+        message,
     }
 }
 
@@ -599,14 +618,26 @@ pub struct Summary {
     pub mutant: Option<String>,
     pub seeds: (u64, u64),
     pub shard: (u64, u64),
+    /// The known-defects file failures were matched against (`none`).
+    pub known_defects: String,
     pub runs: usize,
     pub passed: usize,
+    /// `listed + unlisted + testbed_errors`.
     pub failed: usize,
+    /// Failing runs a known defect explains.
+    pub listed: usize,
+    /// Failing runs no known defect explains (testbed errors aside): what
+    /// makes `racksim fuzz` exit 1.
+    pub unlisted: usize,
     /// Runs that ended in a testbed error (among `failed`, counted apart:
     /// failures of racksim itself, never findings about the code).
     pub testbed_errors: usize,
     /// Failing runs by kind of failure.
     pub failures_by_kind: BTreeMap<String, usize>,
+    /// Listed runs per known defect that applies to these options (zero
+    /// when this sample did not show it; a run showing two defects counts
+    /// for both).
+    pub by_defect: BTreeMap<String, usize>,
     /// Every failing seed, with how it failed and its replay commands.
     pub failures: Vec<FailingSeed>,
 }
@@ -615,10 +646,29 @@ pub struct Summary {
 pub struct FailingSeed {
     pub seed: u64,
     pub failure: String,
+    /// `listed`, `unlisted` or `testbed-error`.
+    pub status: &'static str,
+    /// The known defects that explain it (when listed).
+    pub defects: Vec<String>,
+    /// What no known defect explains (when unlisted): the gaps, or the
+    /// violation.
+    pub unexplained: Vec<String>,
     /// Re-runs this seed of the fuzzer.
     pub replay: String,
     /// Writes the plan as a scenario file and runs it.
     pub plan: String,
+}
+
+impl FailingSeed {
+    /// The seed's label in text: its defect ids, `UNLISTED` or `TESTBED
+    /// ERROR`.
+    pub fn label(&self) -> String {
+        match self.status {
+            "listed" => self.defects.join(" + "),
+            "unlisted" => "UNLISTED".into(),
+            _ => "TESTBED ERROR".into(),
+        }
+    }
 }
 
 /// Fuzz `seeds` on `threads` threads; results in seed order whatever the
@@ -635,25 +685,49 @@ pub fn fuzz(
     })
 }
 
-/// Summarise `results` of a sweep over `range` (shard `shard`).
+/// Summarise `results` of a sweep over `range` (shard `shard`), each
+/// failure matched against `known`.
 pub fn summarise(
     opts: &Options,
     range: (u64, u64),
     shard: (u64, u64),
     mutant: Option<Mutant>,
+    known: &known::KnownDefects,
     results: &[SeedResult],
 ) -> Summary {
     let mutant_flag = mutant.map(|m| format!(" --mutant {m}")).unwrap_or_default();
+    let known_flag = if known.origin == known::KNOWN_DEFECTS {
+        String::new()
+    } else {
+        format!(" --known-defects {}", known.origin)
+    };
+    let mut by_defect: BTreeMap<String, usize> =
+        known.applicable(opts).map(|d| (d.id.clone(), 0)).collect();
     let failures: Vec<FailingSeed> = results
         .iter()
         .filter_map(|r| {
             let failure = r.failure.as_ref()?;
+            let listing = known.classify(opts, r)?;
             let seed = r.seed;
             let file = format!("fuzz-{seed}.toml");
+            let (status, defects, unexplained) = match listing {
+                known::Listing::Listed(ids) => ("listed", ids, Vec::new()),
+                known::Listing::Unlisted(what) => ("unlisted", Vec::new(), what),
+                known::Listing::TestbedError => ("testbed-error", Vec::new(), Vec::new()),
+            };
+            for id in &defects {
+                *by_defect.entry(id.clone()).or_insert(0) += 1;
+            }
             Some(FailingSeed {
                 seed,
                 failure: failure.to_string(),
-                replay: format!("racksim fuzz --seeds {seed}..{seed} {}{mutant_flag}", opts.flags()),
+                status,
+                defects,
+                unexplained,
+                replay: format!(
+                    "racksim fuzz --seeds {seed}..{seed} {}{mutant_flag}{known_flag}",
+                    opts.flags()
+                ),
                 plan: format!(
                     "racksim fuzz --plan {seed} {} > {file} && racksim run {file} --seed {seed} --strategy {}",
                     opts.flags(),
@@ -672,6 +746,7 @@ pub fn summarise(
             *failures_by_kind.entry(kind).or_insert(0) += 1;
         }
     }
+    let count = |status| failures.iter().filter(|f| f.status == status).count();
     Summary {
         rack: opts.rack.clone(),
         strategy: opts.strategy.to_string(),
@@ -679,20 +754,22 @@ pub fn summarise(
         mutant: mutant.map(|m| m.to_string()),
         seeds: range,
         shard,
+        known_defects: known.name().to_string(),
         runs: results.len(),
         passed: results.iter().filter(|r| r.failure.is_none()).count(),
         failed: failures.len(),
-        testbed_errors: results
-            .iter()
-            .filter(|r| r.failure == Some(Failure::TestbedError))
-            .count(),
+        listed: count("listed"),
+        unlisted: count("unlisted"),
+        testbed_errors: count("testbed-error"),
         failures_by_kind,
+        by_defect,
         failures,
     }
 }
 
-/// The summary as text: counts, then every failing seed with its replay
-/// commands.
+/// The summary as text: counts, the counts per known defect, then the
+/// failing seeds in three groups — unlisted, testbed errors, listed — each
+/// labelled and with its replay commands.
 pub fn text(s: &Summary) -> String {
     let mut out = format!(
         "fuzz: rack {}, strategy {}, start {}{}, seeds {}..{}{}\n",
@@ -711,22 +788,52 @@ pub fn text(s: &Summary) -> String {
             String::new()
         }
     );
+    out += &match s.known_defects.as_str() {
+        "none" => "known defects: none (every failure is unlisted)\n".to_string(),
+        path => format!("known defects: {path}\n"),
+    };
     out += &format!(
         "runs: {}\npassed: {}\nfailed: {}\n",
         s.runs, s.passed, s.failed
+    );
+    out += &format!(
+        "  listed (known defects): {}\n  unlisted: {}\n",
+        s.listed, s.unlisted
     );
     out += &match s.testbed_errors {
         0 => "testbed errors: none\n".to_string(),
         n => format!("testbed errors: {n} (failures of racksim itself, not findings)\n"),
     };
+    out += "by kind:\n";
     for (kind, n) in &s.failures_by_kind {
         out += &format!("  {kind}: {n}\n");
     }
-    for f in &s.failures {
-        out += &format!(
-            "seed {}: {}\n  replay: {}\n  plan:   {}\n",
-            f.seed, f.failure, f.replay, f.plan
-        );
+    if !s.by_defect.is_empty() {
+        out += "by known defect:\n";
+        for (id, n) in &s.by_defect {
+            out += &format!("  {id}: {n}\n");
+        }
+    }
+    for (status, title) in [
+        (
+            "unlisted",
+            "UNLISTED failures (no known defect explains them)",
+        ),
+        ("testbed-error", "testbed errors"),
+        ("listed", "listed failures (known defects)"),
+    ] {
+        let group: Vec<&FailingSeed> = s.failures.iter().filter(|f| f.status == status).collect();
+        if group.is_empty() {
+            continue;
+        }
+        out += &format!("{title}: {}\n", group.len());
+        for f in group {
+            out += &format!("seed {}: [{}] {}\n", f.seed, f.label(), f.failure);
+            for u in &f.unexplained {
+                out += &format!("  unexplained: {u}\n");
+            }
+            out += &format!("  replay: {}\n  plan:   {}\n", f.replay, f.plan);
+        }
     }
     out
 }
