@@ -220,6 +220,21 @@ pub trait MgsApi {
     async fn sp_local_switch_id(
         rqctx: RequestContext<Self::Context>,
     ) -> Result<HttpResponseOk<SpIdentifier>, HttpError>;
+
+    /// Get the current power state of a sled via its SP.
+    #[endpoint { method = GET, path = "/sp/{type}/{slot}/power-state" }]
+    async fn sp_power_state_get(
+        rqctx: RequestContext<Self::Context>,
+        path: Path<SpPath>,
+    ) -> Result<HttpResponseOk<mgs::PowerState>, HttpError>;
+}
+
+/// Path of `/sp/{type}/{slot}/...`.
+#[derive(Deserialize, JsonSchema)]
+pub struct SpPath {
+    #[serde(rename = "type")]
+    pub typ: mgs::SpType,
+    pub slot: u16,
 }
 
 /// Path of `/instances/{instance_id}`.
@@ -259,6 +274,13 @@ pub trait SledAgentApi {
     async fn instances_list(
         rqctx: RequestContext<Self::Context>,
     ) -> Result<HttpResponseOk<Vec<VmmInfo>>, HttpError>;
+
+    /// The state of an instance's VMM (404 `NO_SUCH_INSTANCE` without one).
+    #[endpoint { method = GET, path = "/instances/{instance_id}/state" }]
+    async fn instance_get_state(
+        rqctx: RequestContext<Self::Context>,
+        path: Path<InstancePath>,
+    ) -> Result<HttpResponseOk<VmmInfo>, HttpError>;
 
     /// Register a VMM for an instance (idempotent for the same VMM).
     #[endpoint { method = PUT, path = "/instances/{instance_id}" }]
@@ -661,6 +683,23 @@ impl MgsApi for MgsImpl {
     ) -> Result<HttpResponseOk<SpIdentifier>, HttpError> {
         Ok(HttpResponseOk(rqctx.context().local_switch_id()))
     }
+
+    async fn sp_power_state_get(
+        rqctx: RequestContext<MgsState>,
+        path: Path<SpPath>,
+    ) -> Result<HttpResponseOk<mgs::PowerState>, HttpError> {
+        let SpPath { typ, slot } = path.into_inner();
+        match typ {
+            mgs::SpType::Sled => Ok(HttpResponseOk(rqctx.context().sled_power_state(slot)?)),
+            // The fake knows only its rack's sleds (see `crate::mgs`).
+            mgs::SpType::Switch | mgs::SpType::Power => Err(crate::http::ApiError::new(
+                http::StatusCode::NOT_FOUND,
+                Some("SpDoesNotExist"),
+                format!("the fake MGS reports power only for sleds, not {typ:?} {slot}"),
+            )
+            .into()),
+        }
+    }
 }
 
 /// [`SledAgentApi`] served by [`SledAgentState`].
@@ -701,6 +740,15 @@ impl SledAgentApi for SledAgentImpl {
     ) -> Result<HttpResponseOk<Vec<VmmInfo>>, HttpError> {
         rqctx.context().meet_fault("sled-agent").await?;
         Ok(HttpResponseOk(rqctx.context().lock().instances()))
+    }
+
+    async fn instance_get_state(
+        rqctx: RequestContext<SledAgentContext>,
+        path: Path<InstancePath>,
+    ) -> Result<HttpResponseOk<VmmInfo>, HttpError> {
+        rqctx.context().meet_fault("sled-agent").await?;
+        let id = path.into_inner().instance_id;
+        Ok(HttpResponseOk(rqctx.context().lock().state(id)?))
     }
 
     async fn instance_register(

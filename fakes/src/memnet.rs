@@ -182,7 +182,7 @@ impl MemNet {
         );
         state.endpoints.insert(
             SocketAddr::new(ip.into(), MGS_PORT),
-            Endpoint::Mgs(MgsState { slot }),
+            Endpoint::Mgs(MgsState::new(slot)),
         );
     }
 

@@ -6,7 +6,8 @@
 //! absent one is nothing to remove: 204). `/instances` is this project's
 //! reduced instance API: register a VMM for an instance (idempotent for the
 //! same VMM, 409 for another), set its state (404 without one; `stopped`
-//! destroys it), list them. Bodies are parsed strictly in the reference wire
+//! destroys it), read one VMM's state (404 `NO_SUCH_INSTANCE` without one,
+//! as upstream's `vmm_get_state`), list them. Bodies are parsed strictly in the reference wire
 //! format — a MAC sent as dpd's `{"a": [..]}` is a 400 — and a VNI above 24
 //! bits is a 400. Nothing survives a sled-agent restart: a new
 //! [`SledAgentState`] is empty.
@@ -18,7 +19,7 @@ use racksim_reconciler::{
     dpd::MAX_VNI,
     instances::{
         VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState, VmmStateRequest,
-        SLED_AGENT_API_VERSION,
+        NO_SUCH_INSTANCE, SLED_AGENT_API_VERSION,
     },
 };
 
@@ -166,6 +167,19 @@ impl SledAgentState {
         })
     }
 
+    /// `GET /instances/{id}/state`: the instance's VMM, or the 404 with
+    /// error code `NO_SUCH_INSTANCE` that upstream's sled-agent answers for
+    /// a VMM it does not have (as after a reboot).
+    pub fn state(&self, instance: u32) -> Result<VmmInfo, ApiError> {
+        self.vmms.get(&instance).copied().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                Some(NO_SUCH_INSTANCE),
+                format!("no VMM for instance {instance} on this sled"),
+            )
+        })
+    }
+
     /// `GET /instances`, by instance id.
     pub fn instances(&self) -> Vec<VmmInfo> {
         self.vmms.values().copied().collect()
@@ -196,6 +210,10 @@ impl SledAgentState {
             (Method::PUT, ["instances", id]) => {
                 let id = instance_id(id)?;
                 changed(self.register(id, req.json_body()?)?)
+            }
+            (Method::GET, ["instances", id, "state"]) => {
+                let id = instance_id(id)?;
+                Ok((ApiResponse::json(&self.state(id)?), None))
             }
             (Method::PUT, ["instances", id, "state"]) => {
                 let id = instance_id(id)?;

@@ -237,7 +237,7 @@ async fn racksim_clients_work_against_the_dropshot_servers() {
     );
     server.close().await.unwrap();
 
-    let mgs = serve_mgs(loopback(), MgsState { slot: 1 }).unwrap();
+    let mgs = serve_mgs(loopback(), MgsState::new(1)).unwrap();
     let id = MgsClient::new(HttpClient::new(TokioConnector, mgs.local_addr()))
         .local_switch_id()
         .await

@@ -89,6 +89,10 @@ pub enum ClientError {
         path: String,
         status: u16,
         message: String,
+        /// The dropshot error body's `error_code`, if it had one: what a
+        /// caller tells one 404 from another by (sled-agent's
+        /// `NO_SUCH_INSTANCE`).
+        error_code: Option<String>,
     },
     #[error("{method} {path} on {addr}: {message}")]
     Protocol {
@@ -109,6 +113,16 @@ impl ClientError {
             | ClientError::Protocol { .. } => None,
         }
     }
+
+    /// The server's `error_code`, if it answered with one.
+    pub fn error_code(&self) -> Option<&str> {
+        match self {
+            ClientError::Status { error_code, .. } => error_code.as_deref(),
+            ClientError::Connect { .. }
+            | ClientError::Timeout { .. }
+            | ClientError::Protocol { .. } => None,
+        }
+    }
 }
 
 /// The error body of a dropshot server (dpd and MGS are both dropshot
@@ -119,7 +133,6 @@ impl ClientError {
 struct DropshotError {
     #[allow(dead_code)]
     request_id: Option<String>,
-    #[allow(dead_code)]
     #[serde(default)]
     error_code: Option<String>,
     message: String,
@@ -271,6 +284,9 @@ impl<C: Connector> HttpClient<C> {
                 path: path.to_string(),
                 status: raw.status.as_u16(),
                 message: error_message(raw.status, &raw.body),
+                error_code: serde_json::from_slice::<DropshotError>(&raw.body)
+                    .ok()
+                    .and_then(|e| e.error_code),
             })
         }
     }
@@ -544,6 +560,7 @@ mod tests {
                 path: "/x".to_string(),
                 status: 409,
                 message: "overlaps".to_string(),
+                error_code: None,
             }
         );
     }

@@ -50,6 +50,16 @@ impl SpIdentifier {
     }
 }
 
+/// A service processor's view of its host's power (MGS's `PowerState`):
+/// `A0` is on; `A1` and `A2` are the off states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+pub enum PowerState {
+    A0,
+    A1,
+    A2,
+}
+
 /// Client of one MGS.
 #[derive(Clone, Debug)]
 pub struct MgsClient<C> {
@@ -71,6 +81,13 @@ impl<C: Connector> MgsClient<C> {
     /// `GET /local/switch-id`: which switch this MGS manages.
     pub async fn local_switch_id(&self) -> Result<SpIdentifier, ClientError> {
         self.http.get("/local/switch-id").await
+    }
+
+    /// `GET /sp/sled/{slot}/power-state` (`sp_power_state_get`): whether
+    /// the sled in cubby `slot` is powered on. Nexus's instance watcher
+    /// asks it about a sled whose sled-agent it cannot reach.
+    pub async fn sled_power_state(&self, slot: u16) -> Result<PowerState, ClientError> {
+        self.http.get(&format!("/sp/sled/{slot}/power-state")).await
     }
 }
 

@@ -188,6 +188,13 @@ pub struct ControlPlaneEra {
     /// Nexus's V2P background task: pushes guest V2P mappings to sleds
     /// every 30 s and when an instance operation activates it.
     pub nexus_v2p: Task,
+    /// Nexus's instance watcher (every 30 s) and the instance-update saga
+    /// it runs for a VMM it finds gone
+    /// (`racksim_reconciler::instances::watcher`).
+    pub instance_watcher: Task,
+    /// Nexus's instance reincarnation (every 60 s): restarts Failed
+    /// instances under their auto-restart policy.
+    pub reincarnation: Task,
 }
 
 impl ControlPlaneEra {
@@ -205,6 +212,10 @@ impl ControlPlaneEra {
     /// |------------------|------------|-----------------------------|
     /// | `legacy`         | `seed-002` | off: operations programmed switches and sleds inline |
     /// | `naive`, `saga`  | `current`  | on: dpd pulls versioned rows from Nexus; the V2P task pushes |
+    ///
+    /// The instance watcher and reincarnation follow the instance era too:
+    /// off in seed 002's time (they came later, with the instance-update
+    /// saga and the auto-restart policy), on in the current one.
     pub fn of(strategy: Strategy, start: StartImpl) -> ControlPlaneEra {
         let nexus_service_nat = match Era::of(strategy) {
             Era::Legacy | Era::Proposal => NexusServiceNat::RepairsDpd,
@@ -218,6 +229,8 @@ impl ControlPlaneEra {
             nexus_service_nat,
             dpd_nat_rpw: instances,
             nexus_v2p: instances,
+            instance_watcher: instances,
+            reincarnation: instances,
         }
     }
 }
@@ -232,8 +245,9 @@ impl fmt::Display for ControlPlaneEra {
         };
         write!(
             f,
-            "nexus service-NAT task {service_nat}, dpd NAT RPW {}, nexus V2P task {}",
-            self.dpd_nat_rpw, self.nexus_v2p
+            "nexus service-NAT task {service_nat}, dpd NAT RPW {}, nexus V2P task {}, \
+             instance watcher {}, reincarnation {}",
+            self.dpd_nat_rpw, self.nexus_v2p, self.instance_watcher, self.reincarnation
         )
     }
 }
@@ -259,6 +273,11 @@ mod tests {
             ] {
                 let era = ControlPlaneEra::of(strategy, start);
                 assert_eq!((era.dpd_nat_rpw, era.nexus_v2p), (task, task), "{start}");
+                assert_eq!(
+                    (era.instance_watcher, era.reincarnation),
+                    (task, task),
+                    "{start}"
+                );
                 // ... and service NAT the strategy alone.
                 assert_eq!(era.nexus_service_nat, service_nat(strategy));
             }
@@ -278,17 +297,25 @@ mod tests {
         let legacy = ControlPlaneEra::of(Strategy::Legacy, StartImpl::Legacy);
         assert_eq!(
             legacy.to_string(),
-            "nexus service-NAT task on (repairs each dpd every 30s), dpd NAT RPW off, nexus V2P task off"
+            "nexus service-NAT task on (repairs each dpd every 30s), dpd NAT RPW off, nexus V2P task off, \
+             instance watcher off, reincarnation off"
         );
         let target = ControlPlaneEra::of(Strategy::ScrimletLocal, StartImpl::Saga);
         assert_eq!(
             target.to_string(),
-            "nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on"
+            "nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on, \
+             instance watcher on, reincarnation on"
         );
         let json = serde_json::to_value(target).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"nexus_service_nat": "off", "dpd_nat_rpw": "on", "nexus_v2p": "on"})
+            serde_json::json!({
+                "nexus_service_nat": "off",
+                "dpd_nat_rpw": "on",
+                "nexus_v2p": "on",
+                "instance_watcher": "on",
+                "reincarnation": "on",
+            })
         );
         assert_eq!(
             serde_json::from_value::<ControlPlaneEra>(json).unwrap(),

@@ -463,6 +463,19 @@ impl Db {
         Ok((before, rec.clone()))
     }
 
+    /// [`InstanceStore::note_auto_restart`]'s transaction.
+    ///
+    /// [`InstanceStore::note_auto_restart`]: racksim_reconciler::instances::InstanceStore::note_auto_restart
+    pub fn note_auto_restart(&mut self, id: u32, at: Duration) -> Result<(), StoreError> {
+        let rec = self
+            .instances
+            .get_mut(&id)
+            .ok_or(StoreError::NotFound(id))?;
+        rec.auto_restart.last = Some(at);
+        rec.auto_restart.count += 1;
+        Ok(())
+    }
+
     /// The durable counter's next value.
     pub fn next_id(&mut self) -> u64 {
         self.next_id += 1;
@@ -993,6 +1006,7 @@ pub fn instance_record(id: u32, name: &str) -> InstanceRecord {
             },
             vni: GUEST_VNI,
         }],
+        auto_restart: Default::default(),
     }
 }
 

@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn names_its_switch_to_a_versioned_request_only() {
-    let mgs = MgsState { slot: 1 };
+    let mgs = MgsState::new(1);
     let req = ApiRequest::new(Method::GET, "/local/switch-id", "");
     let r = mgs.handle(&req.clone().versioned(API_VERSION));
     assert_eq!(r.status, StatusCode::OK);

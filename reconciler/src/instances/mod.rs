@@ -79,6 +79,7 @@ mod store;
 mod test_store;
 #[cfg(test)]
 mod tests;
+pub mod watcher;
 
 use std::{
     fmt,
@@ -93,11 +94,12 @@ pub use ops::{InstanceOps, OpError, ResumedSaga};
 pub use rpw::{v2p_sync, V2pSledOutcome};
 pub use sled_agent::{
     mac_string, SledAgentClient, VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState,
-    VmmStateRequest, API_VERSION as SLED_AGENT_API_VERSION,
+    VmmStateRequest, API_VERSION as SLED_AGENT_API_VERSION, NO_SUCH_INSTANCE,
 };
 pub use store::{
     InstanceStore, NatEntryView, NatTable, SagaNode, SagaRecord, SagaState, StoreError,
 };
+pub use watcher::{AutoRestart, AutoRestartPolicy};
 
 /// The VNI of the one VPC the simulated rack's instances live in.
 pub const GUEST_VNI: u32 = 1001;
@@ -119,6 +121,13 @@ pub enum InstanceState {
 }
 
 impl InstanceState {
+    /// Whether a start may begin from this state: Stopped, or Failed (as
+    /// upstream, where an operator or reincarnation starts a Failed
+    /// instance again).
+    pub fn startable(self) -> bool {
+        matches!(self, InstanceState::Stopped | InstanceState::Failed)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             InstanceState::Creating => "creating",
@@ -179,6 +188,10 @@ pub struct InstanceRecord {
     pub vmm: Option<u64>,
     pub external_ips: Vec<ExternalIp>,
     pub nics: Vec<Nic>,
+    /// Whether and when the control plane restarts it after a failure
+    /// ([`watcher::reincarnate`]).
+    #[serde(default)]
+    pub auto_restart: AutoRestart,
 }
 
 /// The runtime part of an instance record that operations change.

@@ -229,7 +229,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         ensure: bool,
     ) -> Result<InstanceRecord, OpError> {
         let record = self.store.fetch(id).await?;
-        if record.state != InstanceState::Stopped {
+        if !record.state.startable() {
             return Err(refused(&record, "start"));
         }
         let sled_ref = self.sled(sled).await?;
@@ -257,7 +257,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         // leaves no trace in the log; MARK_AS_STARTING checks again, and its
         // conditional update is what actually decides.
         let record = self.store.fetch(id).await?;
-        if record.state != InstanceState::Stopped {
+        if !record.state.startable() {
             return Err(refused(&record, "start"));
         }
         self.sled(sled).await?;
@@ -467,7 +467,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                     saga.starting_generation = Some(record.generation);
                     return Ok(Some(record));
                 }
-                if record.state != InstanceState::Stopped {
+                if !record.state.startable() {
                     return Err(refused(&record, "start"));
                 }
                 let starting = self
@@ -755,7 +755,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// already written, and its periodic pull (or, after a restart, its
     /// pull from generation 0) catches up. Only the database lookup of the
     /// switches can fail this.
-    async fn trigger_dpds(&self, instance: u32) -> Result<(), OpError> {
+    pub(super) async fn trigger_dpds(&self, instance: u32) -> Result<(), OpError> {
         for addr in self.switches().await? {
             if let Err(e) = self.dpd(addr).nat_trigger_update().await {
                 tracing::warn!(
@@ -811,7 +811,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         client_failures(failures)
     }
 
-    fn activate_v2p_task(&self) {
+    pub(super) fn activate_v2p_task(&self) {
         if let Some(task) = &self.v2p_task {
             task.notify_one();
         }

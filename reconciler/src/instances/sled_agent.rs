@@ -103,6 +103,11 @@ pub struct VmmInfo {
     pub state: VmmState,
 }
 
+/// The `error_code` of sled-agent's 404 for a VMM it does not have
+/// (omicron's `sled-agent` `Error::NoSuchVmm` → `NO_SUCH_INSTANCE`), which
+/// the instance watcher takes as "this VMM is gone".
+pub const NO_SUCH_INSTANCE: &str = "NO_SUCH_INSTANCE";
+
 /// Client of one sled-agent.
 #[derive(Clone, Debug)]
 pub struct SledAgentClient<C> {
@@ -165,5 +170,21 @@ impl<C: Connector> SledAgentClient<C> {
     /// `GET /instances`
     pub async fn instances(&self) -> Result<Vec<VmmInfo>, ClientError> {
         self.http.get("/instances").await
+    }
+
+    /// `GET /instances/{instance}/state`: the VMM this sled runs for the
+    /// instance, or `None` when sled-agent answers 404 with error code
+    /// [`NO_SUCH_INSTANCE`] — it has no VMM for it (a rebooted sled has
+    /// none). Upstream's `vmm_get_state` is keyed by the VMM's (Propolis)
+    /// id; this reduced API is keyed by the instance, and the caller
+    /// compares the VMM id.
+    pub async fn instance_state(&self, instance: u32) -> Result<Option<VmmInfo>, ClientError> {
+        match self.http.get(&format!("/instances/{instance}/state")).await {
+            Ok(info) => Ok(Some(info)),
+            Err(e) if e.status() == Some(404) && e.error_code() == Some(NO_SUCH_INSTANCE) => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 }

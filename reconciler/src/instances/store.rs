@@ -80,6 +80,15 @@ pub trait InstanceStore: Clone + Send + Sync + 'static {
         limit: u32,
     ) -> impl Future<Output = Result<Vec<NatEntryView>, StoreError>> + Send;
 
+    /// Records that reincarnation restarts instance `id` at `at` (the
+    /// caller's clock): sets its auto-restart time and counts the restart.
+    /// Durable, as upstream's `time_last_auto_restarted`.
+    fn note_auto_restart(
+        &self,
+        id: u32,
+        at: std::time::Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Every instance (for the V2P manager).
     fn instances(&self) -> impl Future<Output = Result<Vec<InstanceRecord>, StoreError>> + Send;
 

@@ -177,6 +177,18 @@ impl InstanceStore for MemStore {
         Ok(self.lock().nat.changeset(from_gen, limit))
     }
 
+    async fn note_auto_restart(&self, id: u32, at: std::time::Duration) -> Result<(), StoreError> {
+        self.enter(None).await;
+        let mut state = self.lock();
+        let record = state
+            .instances
+            .get_mut(&id)
+            .ok_or(StoreError::NotFound(id))?;
+        record.auto_restart.last = Some(at);
+        record.auto_restart.count += 1;
+        Ok(())
+    }
+
     async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
         self.enter(None).await;
         Ok(self.lock().instances.values().cloned().collect())

@@ -64,6 +64,7 @@ fn instance(id: u32, state: InstanceState) -> InstanceRecord {
             last_port: 16383,
         }],
         nics: vec![nic(id as u8 - 2)],
+        auto_restart: Default::default(),
     }
 }
 

@@ -170,7 +170,7 @@ impl Env {
             dpd_addr: loopback(),
             mgs_addr: loopback(),
             dpd: self.new_dpd(slot),
-            mgs: MgsState { slot: slot.index() },
+            mgs: MgsState::new(slot.index()),
             servers: None,
             rpw: None,
             closing: Vec::new(),

@@ -196,6 +196,10 @@ impl InstanceStore for LiveStore {
         Ok(lock(&self.db).nat.changeset(from_gen, limit))
     }
 
+    async fn note_auto_restart(&self, id: u32, at: std::time::Duration) -> Result<(), StoreError> {
+        lock(&self.db).note_auto_restart(id, at)
+    }
+
     async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
         Ok(self.instances_now())
     }

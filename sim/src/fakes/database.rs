@@ -169,6 +169,12 @@ impl InstanceStore for SimStore {
             .changeset(from_gen, limit))
     }
 
+    async fn note_auto_restart(&self, id: u32, at: Duration) -> Result<(), StoreError> {
+        self.round_trip().await;
+        // Not read by the checks: no version bump needed.
+        self.world.lock().control_plane.db.note_auto_restart(id, at)
+    }
+
     async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
         self.round_trip().await;
         Ok(self

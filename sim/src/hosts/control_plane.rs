@@ -20,7 +20,11 @@ use racksim_reconciler::{
 };
 
 use racksim_reconciler::instances::{
-    v2p_sync, InstanceOps, InstanceRecord, InstanceStore, OpError, StartImpl,
+    v2p_sync,
+    watcher::{
+        instance_watcher, reincarnate, VmmCheck, INSTANCE_WATCHER_PERIOD, REINCARNATION_PERIOD,
+    },
+    InstanceOps, InstanceRecord, InstanceStore, OpError, StartImpl,
 };
 
 use super::sled::TimeSync;
@@ -203,6 +207,8 @@ async fn serve(
     };
     tokio::join!(
         service_nat,
+        watcher_rpw(world, host, &ops, stop.clone()),
+        reincarnation_rpw(world, host, &ops, stop.clone()),
         v2p_rpw(world, host, &store, &v2p_task, stop.clone()),
         instance_api(world, host, index, &ops, stop.clone()),
         internal_api(world, host, &store, stop.clone()),
@@ -467,6 +473,137 @@ async fn v2p_rpw<S: InstanceStore>(
                         format!("nexus V2P RPW: {}", parts.join("; ")),
                     )
                     .field("task", "nexus-v2p"),
+            );
+        }
+    }
+}
+
+/// Nexus's instance watcher, every [`INSTANCE_WATCHER_PERIOD`]: asks each
+/// Running instance's sled-agent for its VMM, asks MGS about a sled that
+/// does not answer, and runs the instance-update saga for each VMM found
+/// gone (`racksim_reconciler::instances::watcher`). Quiet when every VMM
+/// is where the records say.
+async fn watcher_rpw<S: InstanceStore>(
+    world: &World,
+    host: &str,
+    ops: &InstanceOps<TurmoilConnector, S>,
+    mut stop: watch::Receiver<bool>,
+) {
+    if world.params.era.instance_watcher == Task::Off {
+        return;
+    }
+    let mut interval = tokio::time::interval(INSTANCE_WATCHER_PERIOD);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        // An orderly stop waits for the activation in progress. Cancel-safe:
+        // observing a watch channel, and an interval's tick.
+        tokio::select! {
+            biased;
+            () = stop_requested(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
+        // Nexus finds MGS through DNS; the simulation asks each switch
+        // zone's MGS, in slot order.
+        let mgs: Vec<SocketAddr> = {
+            let st = world.lock();
+            st.switches
+                .addresses
+                .values()
+                .map(|a| SocketAddrV6::new(*a, racksim_reconciler::MGS_PORT, 0, 0).into())
+                .collect()
+        };
+        let parts: Vec<String> = match instance_watcher(ops, &TurmoilConnector, &mgs).await {
+            Err(e) => vec![format!("database: {e}")],
+            Ok(watched) => watched
+                .into_iter()
+                .filter(|w| w.check != VmmCheck::Healthy)
+                .map(|w| {
+                    let what = match &w.check {
+                        VmmCheck::Healthy => unreachable!("filtered out"),
+                        VmmCheck::Gone => "gone (no such VMM)".to_string(),
+                        VmmCheck::SledPoweredOff(p) => format!("gone (sled powered off, {p:?})"),
+                        VmmCheck::Inconclusive(why) => format!("unknown: {why}"),
+                    };
+                    let update = match &w.update {
+                        None => String::new(),
+                        Some(outcome) => format!("; instance update: {}", fmt_op(outcome)),
+                    };
+                    world.name_addrs(&format!(
+                        "{}'s VMM {} on {} {what}{update}",
+                        world.instance_name(w.instance),
+                        w.vmm,
+                        world.sled(w.sled as usize).name
+                    ))
+                })
+                .collect(),
+        };
+        if !parts.is_empty() {
+            world.record(
+                world
+                    .line(
+                        host,
+                        Kind::Instance,
+                        format!("nexus instance watcher: {}", parts.join("; ")),
+                    )
+                    .field("task", "instance-watcher"),
+            );
+        }
+    }
+}
+
+/// Nexus's instance reincarnation, every [`REINCARNATION_PERIOD`]: starts
+/// Failed instances again under their auto-restart policy and cooldown.
+/// Quiet when there is nothing to restart.
+async fn reincarnation_rpw<S: InstanceStore>(
+    world: &World,
+    host: &str,
+    ops: &InstanceOps<TurmoilConnector, S>,
+    mut stop: watch::Receiver<bool>,
+) {
+    if world.params.era.reincarnation == Task::Off {
+        return;
+    }
+    let mut interval = tokio::time::interval(REINCARNATION_PERIOD);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        // Cancel-safe: observing a watch channel, and an interval's tick.
+        tokio::select! {
+            biased;
+            () = stop_requested(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
+        // The cooldown's clock: simulated time since the run began, which
+        // the database (and so the recorded restart times) lives as long as.
+        let now = turmoil::sim_elapsed().unwrap_or_default();
+        let parts: Vec<String> = match reincarnate(ops, now).await {
+            Err(e) => vec![format!("database: {e}")],
+            Ok(done) => {
+                done.into_iter()
+                    .filter_map(|r| {
+                        let name = world.instance_name(r.instance);
+                        let sled = world.sled(r.sled as usize).name;
+                        match (&r.start, r.cooling) {
+                            (Some(outcome), _) => Some(world.name_addrs(&format!(
+                                "restart {name} on {sled}: {}",
+                                fmt_op(outcome)
+                            ))),
+                            // Cooling down: said once per activation would
+                            // be noise; the restart line says when it acts.
+                            (None, _) => None,
+                        }
+                    })
+                    .collect()
+            }
+        };
+        if !parts.is_empty() {
+            world.record(
+                world
+                    .line(
+                        host,
+                        Kind::Instance,
+                        format!("nexus instance reincarnation: {}", parts.join("; ")),
+                    )
+                    .field("task", "instance-reincarnation"),
             );
         }
     }

@@ -88,7 +88,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
         &world,
         &name,
         MGS_PORT,
-        MgsHandler(MgsState { slot: slot.index() }),
+        MgsHandler(MgsState::new(slot.index())),
     );
     dataplane(world, slot).await
 }

@@ -1,0 +1,254 @@
+//! The instance watcher, the update saga and reincarnation against the
+//! fakes: a rebooted sled's VMM is found gone, an unreachable sled is asked
+//! about through MGS, and a Failed instance is started again under its
+//! policy and cooldown.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
+
+use tokio::sync::Notify;
+
+use super::*;
+use crate::{
+    instances::{
+        test_store::MemStore, ExternalIp, InstanceRecord, InstanceState, MacAddr, Nic, SledRef,
+        StartImpl, GUEST_VNI, SLED_AGENT_PORT,
+    },
+    testing::{zone_ip, FakeConnector, FakeNet, FakeResponse},
+    DPD_PORT, MGS_PORT,
+};
+
+const ID: u32 = 7;
+
+fn sled_ip(n: u32) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x100 + n as u16, 0, 0, 0, 1)
+}
+
+fn record(state: InstanceState) -> InstanceRecord {
+    InstanceRecord {
+        id: ID,
+        name: "web1".into(),
+        state,
+        generation: 1,
+        sled: None,
+        vmm: None,
+        external_ips: vec![ExternalIp {
+            ip: Ipv4Addr::new(203, 0, 113, 10),
+            first_port: 0,
+            last_port: 65535,
+        }],
+        nics: vec![Nic {
+            virtual_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7)),
+            mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0x00, 7]),
+            vni: GUEST_VNI,
+        }],
+        auto_restart: AutoRestart::default(),
+    }
+}
+
+fn mgs() -> Vec<SocketAddr> {
+    vec![SocketAddr::new(zone_ip(1).into(), MGS_PORT)]
+}
+
+struct Rack {
+    net: FakeNet,
+    store: MemStore,
+    ops: InstanceOps<FakeConnector, MemStore>,
+    v2p: Arc<Notify>,
+}
+
+/// One switch, sleds 1..=3, and instance 7 started by the saga on sled 1.
+async fn running_on_sled1() -> Rack {
+    let net = FakeNet::new();
+    let store = MemStore::default();
+    net.add_switch_zone(zone_ip(1), 0);
+    for n in 1..=3 {
+        net.add_sled_agent(sled_ip(n));
+    }
+    {
+        let mut s = store.lock();
+        s.switches = vec![SocketAddr::new(zone_ip(1).into(), DPD_PORT)];
+        s.sleds = (1..=3)
+            .map(|id| SledRef {
+                id,
+                address: sled_ip(id),
+            })
+            .collect();
+    }
+    store.insert(record(InstanceState::Stopped));
+    let v2p = Arc::new(Notify::new());
+    let ops = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga)
+        .with_v2p_task(v2p.clone());
+    let started = ops.start(ID, 1).await.expect("starts");
+    assert_eq!(started.state, InstanceState::Running);
+    // The start's own activation is not what the tests look for.
+    let _ = tokio::time::timeout(Duration::from_millis(1), v2p.notified()).await;
+    Rack {
+        net,
+        store,
+        ops,
+        v2p,
+    }
+}
+
+async fn activated(v2p: &Notify) -> bool {
+    tokio::time::timeout(Duration::from_millis(1), v2p.notified())
+        .await
+        .is_ok()
+}
+
+fn live_rows(store: &MemStore) -> usize {
+    store.lock().nat.live_of(ID).len()
+}
+
+#[tokio::test]
+async fn a_running_vmm_is_left_alone() {
+    let rack = running_on_sled1().await;
+    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    assert_eq!(watched.len(), 1);
+    assert_eq!(watched[0].check, VmmCheck::Healthy);
+    assert!(watched[0].update.is_none());
+    assert_eq!(
+        rack.store.fetch(ID).await.unwrap().state,
+        InstanceState::Running
+    );
+}
+
+/// A rebooted sled answers 404 `NO_SUCH_INSTANCE`: the VMM is gone, the
+/// update saga moves the instance to Failed, clears its NAT rows and
+/// activates the V2P task.
+#[tokio::test]
+async fn a_vmm_lost_in_a_reboot_fails_its_instance_and_clears_its_networking() {
+    let rack = running_on_sled1().await;
+    assert!(live_rows(&rack.store) > 0);
+    rack.net
+        .with_sled_agent(sled_ip(1), |a| *a = Default::default());
+    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    assert_eq!(watched[0].check, VmmCheck::Gone);
+    let after = watched[0].update.as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(
+        (after.state, after.sled, after.vmm),
+        (InstanceState::Failed, None, None)
+    );
+    assert_eq!(live_rows(&rack.store), 0, "the update saga clears NAT rows");
+    assert!(activated(&rack.v2p).await, "and activates the V2P task");
+    // Failed is not watched again.
+    let again = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    assert!(again.is_empty());
+}
+
+/// An unreachable sled-agent is no evidence: MGS saying the sled is on
+/// leaves the record as it is; MGS saying it is off fails the instance.
+// Paused time: the hung sled-agent costs the client's timeout, which
+// tokio's test clock skips.
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_sled_is_judged_by_its_power_state() {
+    let rack = running_on_sled1().await;
+    rack.net
+        .set_hang(SocketAddr::new(sled_ip(1).into(), SLED_AGENT_PORT));
+    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    let VmmCheck::Inconclusive(why) = &watched[0].check else {
+        panic!("{:?}", watched[0].check);
+    };
+    assert!(why.contains("A0"), "{why}");
+    assert!(watched[0].update.is_none());
+    assert_eq!(
+        rack.store.fetch(ID).await.unwrap().state,
+        InstanceState::Running
+    );
+
+    rack.net.fail(
+        zone_ip(1),
+        MGS_PORT,
+        "GET",
+        "/sp/sled/1/power-state",
+        Some(FakeResponse::json(200, serde_json::json!("A2"))),
+    );
+    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    assert_eq!(watched[0].check, VmmCheck::SledPoweredOff(PowerState::A2));
+    assert_eq!(
+        rack.store.fetch(ID).await.unwrap().state,
+        InstanceState::Failed
+    );
+}
+
+/// Reincarnation restarts a Failed instance at once, then not again within
+/// the cooldown, then again after it; under policy `Never` it does not.
+#[tokio::test]
+async fn reincarnation_follows_the_policy_and_the_cooldown() {
+    let rack = running_on_sled1().await;
+    let fail = |rack: &Rack| {
+        let sled = rack.store.lock().instances[&ID].sled.unwrap();
+        rack.net
+            .with_sled_agent(sled_ip(sled), |a| *a = Default::default());
+    };
+    fail(&rack);
+    instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    let t0 = Duration::from_secs(600);
+    let done = reincarnate(&rack.ops, t0).await.unwrap();
+    let started = done[0].start.as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(started.state, InstanceState::Running);
+    let rec = rack.store.fetch(ID).await.unwrap();
+    assert_eq!(
+        (rec.auto_restart.last, rec.auto_restart.count),
+        (Some(t0), 1)
+    );
+
+    // Fails again a minute later: cooling down for the 4 minutes left.
+    fail(&rack);
+    instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    let done = reincarnate(&rack.ops, t0 + Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(done[0].start.is_none());
+    assert_eq!(done[0].cooling, Some(Duration::from_secs(240)));
+    assert_eq!(
+        rack.store.fetch(ID).await.unwrap().state,
+        InstanceState::Failed
+    );
+    // Past the cooldown it is restarted, on the next sled.
+    let done = reincarnate(&rack.ops, t0 + REINCARNATION_COOLDOWN)
+        .await
+        .unwrap();
+    let restarted = done[0].start.as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(restarted.state, InstanceState::Running);
+    assert_ne!(restarted.sled, started.sled, "placement moves on");
+
+    // Policy Never: left Failed.
+    fail(&rack);
+    instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    rack.store
+        .lock()
+        .instances
+        .get_mut(&ID)
+        .unwrap()
+        .auto_restart
+        .policy = AutoRestartPolicy::Never;
+    let done = reincarnate(&rack.ops, t0 + Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert!(done.is_empty());
+    assert_eq!(
+        rack.store.fetch(ID).await.unwrap().state,
+        InstanceState::Failed
+    );
+}
