@@ -360,6 +360,53 @@ fn an_instance_scenario_has_vmm_and_v2p_lanes() {
     assert!(block.count_kind("instance") >= 1);
 }
 
+/// A stuck saga is drawn as a labelled bad mark in the sagas row, and its
+/// gap is listed with the verdict. No catalogued run gets a saga stuck (in
+/// the simulation only the database can fail an undo, and it does not), so
+/// the saga log's line for it — as the simulated database writes it — is
+/// added to a real run, with the gap the checks would report.
+#[test]
+fn a_stuck_saga_is_marked_in_the_sagas_row_and_listed_as_a_gap() {
+    use racksim_sim::trace::TraceLine;
+    let sc = catalogue::get("start-delete-race").unwrap();
+    let (v, mut judged) = judged(&sc, "saga", 3);
+    let at = judged.outcome.trace.last().unwrap().at;
+    judged.outcome.trace.push(
+        TraceLine::new(
+            at,
+            "sled0",
+            Kind::Saga,
+            "saga 9: stuck: undo of DPD_ENSURE failed: database unavailable \
+             (after RUN failed: connection refused)",
+        )
+        .field("saga", 9)
+        .field("instance", "web1")
+        .field("state", "stuck"),
+    );
+    let gap = "saga 9 (start of web1 on sled1) is stuck: undo of DPD_ENSURE failed: \
+               database unavailable (after RUN failed: connection refused)";
+    judged.outcome.verdict = racksim_sim::Verdict::NotConverged {
+        deadline: at,
+        gaps: vec![gap.to_string()],
+    };
+    let doc = parse(&page(&sc, &[(v, judged)], 3));
+    let block = doc.find("data-block", "saga");
+    let stuck: Vec<_> = block
+        .find_all("data-kind", "saga")
+        .into_iter()
+        .filter(|e| e.text_all().contains("saga 9 STUCK"))
+        .collect();
+    assert_eq!(stuck.len(), 1, "one labelled stuck mark");
+    assert!(
+        stuck[0]
+            .all()
+            .iter()
+            .any(|e| e.attr("class") == Some("m-bad")),
+        "the stuck mark is drawn as bad"
+    );
+    assert!(doc.text_all().contains(gap), "the gap is listed");
+}
+
 /// A 2-hour run of a 32-sled rack with 30 s periodic tasks stays small:
 /// dense activations become strips.
 #[test]

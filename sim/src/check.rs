@@ -3,12 +3,16 @@
 //! The rack has converged when every live, uplinked switch holds exactly
 //! the desired service NAT entries (no more, no fewer, no stale target),
 //! boundary NTP has synchronised, and the control plane is up (unless the
-//! plan took it down on purpose). Each gap is a sentence naming the switch,
-//! zone and sled involved, so a failed run's verdict says what to look at.
+//! plan took it down on purpose), every instance is settled (see
+//! `instance_gaps`) and no saga is stuck. Each gap is a sentence naming the
+//! switch, zone, sled, instance or saga involved, so a failed run's verdict
+//! says what to look at.
 
 use std::collections::BTreeSet;
 
-use racksim_reconciler::{discovery::SwitchSlot, nat::NatEntry, SERVICES_VNI};
+use racksim_reconciler::{
+    discovery::SwitchSlot, instances::SagaState, nat::NatEntry, SERVICES_VNI,
+};
 
 use crate::{hosts::fmt_entry, rack::ZoneKind, world::World};
 
@@ -68,7 +72,31 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
         );
     }
     gaps.extend(instance_gaps(world, snap));
+    for saga in &snap.stuck_sagas {
+        let instance = world.instance_name(saga.instance);
+        let sled = world.sled(saga.sled as usize).name;
+        gaps.extend(stuck_saga_gap(saga, &instance, &sled));
+    }
     gaps
+}
+
+/// A stuck saga is a gap of its own, whatever the instance looks like:
+/// steno never resumes it, so what its failed undo left (a VMM, NAT rows, a
+/// record still Starting) stays until someone intervenes — and even where
+/// the rest of the checks find nothing amiss, a rack with a stuck saga is
+/// not one an operator would call converged. `None` unless `saga` is stuck.
+fn stuck_saga_gap(
+    saga: &racksim_reconciler::instances::SagaRecord,
+    instance: &str,
+    sled: &str,
+) -> Option<String> {
+    match &saga.state {
+        SagaState::Stuck { failed, undo } => Some(format!(
+            "saga {} (start of {instance} on {sled}) is stuck: undo of {undo} (after {failed})",
+            saga.id
+        )),
+        _ => None,
+    }
 }
 
 /// How long an instance must have been running before `nat-follows-vmm`
@@ -121,6 +149,8 @@ pub struct Snapshot {
     deletes_completed: std::collections::BTreeMap<u32, std::time::Duration>,
     /// The database's live instance NAT rows, by instance.
     nat_rows: std::collections::BTreeMap<u32, Vec<NatEntry>>,
+    /// Stuck sagas, by id.
+    stuck_sagas: Vec<racksim_reconciler::instances::SagaRecord>,
 }
 
 pub fn observe(world: &World) -> Snapshot {
@@ -163,6 +193,14 @@ pub fn observe(world: &World) -> Snapshot {
             .keys()
             .map(|&id| (id, st.control_plane.db.nat.live_of(id)))
             .filter(|(_, rows)| !rows.is_empty())
+            .collect(),
+        stuck_sagas: st
+            .control_plane
+            .db
+            .sagas
+            .values()
+            .filter(|s| matches!(s.state, SagaState::Stuck { .. }))
+            .cloned()
             .collect(),
     }
 }
@@ -375,6 +413,52 @@ fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use racksim_reconciler::instances::{NodeFailure, SagaNode, SagaRecord};
+
+    /// A stuck saga is a gap naming the saga, its instance and sled, the
+    /// undo that failed and the failure that started the unwind; no other
+    /// state of a saga is.
+    #[test]
+    fn a_stuck_saga_is_a_gap_and_no_other_saga_state_is() {
+        let failed = NodeFailure {
+            node: SagaNode::Run,
+            error: "sled1 went away".into(),
+        };
+        let mut saga = SagaRecord {
+            done: vec![SagaNode::MarkAsStarting, SagaNode::DpdEnsure],
+            state: SagaState::Stuck {
+                failed: failed.clone(),
+                undo: NodeFailure {
+                    node: SagaNode::DpdEnsure,
+                    error: "database unavailable".into(),
+                },
+            },
+            ..SagaRecord::new(3, 1, 1)
+        };
+        assert_eq!(
+            stuck_saga_gap(&saga, "web1", "sled1").as_deref(),
+            Some(
+                "saga 3 (start of web1 on sled1) is stuck: undo of DPD_ENSURE failed: \
+                 database unavailable (after RUN failed: sled1 went away)"
+            )
+        );
+        for state in [
+            SagaState::Running,
+            SagaState::Unwinding {
+                failed: failed.clone(),
+            },
+            SagaState::Unwound { failed },
+            SagaState::Done,
+        ] {
+            saga.state = state;
+            assert_eq!(
+                stuck_saga_gap(&saga, "web1", "sled1"),
+                None,
+                "{:?}",
+                saga.state
+            );
+        }
+    }
 
     /// The name a `Violation { invariant: X, .. }` of this module's code
     /// reports: a string literal, or a `pub const X: &str` declared here.

@@ -25,7 +25,7 @@ use racksim_reconciler::{
     dpd::MacAddr,
     instances::{
         ExternalIp, InstanceRecord, InstanceState, NatTable, Nic, RuntimeUpdate, SagaRecord,
-        SagaState, StartImpl, StoreError, GUEST_VNI,
+        StartImpl, StoreError, GUEST_VNI,
     },
     nat::NatEntry,
     scrimlet_local::{ServiceZoneKind, ServiceZoneNat, SystemNetworkingConfig},
@@ -495,7 +495,8 @@ impl Db {
         self.sagas
             .values()
             .filter(|s| self.saga_sec.get(&s.id).map(String::as_str) == Some(sec))
-            .filter(|s| matches!(s.state, SagaState::Running | SagaState::Unwinding))
+            // Never a done, unwound or stuck one: a stuck saga stays stuck.
+            .filter(|s| s.state.is_unfinished())
             .cloned()
             .collect()
     }

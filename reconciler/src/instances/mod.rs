@@ -33,7 +33,47 @@
 //!   starts, so at most one VMM is ever registered. Each node is recorded in
 //!   a durable saga log after it succeeds; a node that fails unwinds the ones
 //!   before it, and [`InstanceOps::resume_sagas`] finishes what a crashed
-//!   control plane left half done.
+//!   control plane left half done (see "Sagas" below).
+//!
+//! ## Sagas, by steno's rules
+//!
+//! The start saga runs as steno (`src/saga_exec.rs`) runs Omicron's
+//! `instance_start` saga (`nexus/src/app/sagas/instance_start.rs`):
+//!
+//! * **The failed node is not undone.** On a node's failure the nodes that
+//!   *completed* are undone, latest first; the failed one is taken to have
+//!   done nothing. So a REGISTER whose request reached the sled and whose
+//!   reply was lost leaves its VMM there, and the instance goes back to
+//!   Stopped: upstream's behaviour, shown rather than hidden.
+//! * **Each undo runs once**, its end logged before the next begins.
+//! * **An undo that fails leaves the saga stuck** ([`SagaState::Stuck`]):
+//!   terminal, with the failed undo and the original failure in the log; no
+//!   retry, and nothing before it is undone. It is logged as an error event
+//!   (in the simulation's trace), and the simulation's checks report it as a
+//!   convergence gap of its own.
+//! * **Recovery** ([`InstanceOps::resume_sagas`]) resumes only this Nexus's
+//!   running and unwinding sagas (the store knows whose each saga is), never
+//!   a done, unwound or stuck one. It re-runs the node (or undo) in flight,
+//!   so every node and undo action is idempotent.
+//! * **The undo actions are upstream's**: MARK_AS_STARTING's puts the record
+//!   back to Stopped if it is still at the saga's generation; DPD_ENSURE's
+//!   clears the NAT rows and notifies the dpds (a dpd that cannot be told is
+//!   only logged); V2P_ENSURE's activates the V2P task; REGISTER's
+//!   (`sis_ensure_registered_undo`) destroys the saga's VMM, and treats any
+//!   sled-agent error — an unreachable sled included — as "already
+//!   unregistered" (upstream's TODO #3238); RUN has none. Only the database
+//!   can fail an undo here.
+//!
+//! Simplified: the log keeps the done and undone nodes of one linear saga
+//! rather than steno's node events; upstream retries a saga-log write until
+//! it lands, while here a failed write stops the saga where the log says it
+//! is, for a resume; recovery runs when the caller asks (the simulated Nexus
+//! at its start), not also every 600 s; there is one Nexus, and sagas of a
+//! Nexus that is gone are not reassigned to another; upstream's
+//! CREATE_VMM_RECORD node (its VMM record) has no counterpart, the VMM id
+//! living in the instance record; and the V2P task's activation by
+//! V2P_ENSURE's undo waits until MARK_AS_STARTING's undo has run, so that the
+//! task reads the record Stopped.
 //!
 //! ## Delete marks first
 //!
@@ -97,7 +137,7 @@ pub use sled_agent::{
     VmmStateRequest, API_VERSION as SLED_AGENT_API_VERSION, NO_SUCH_INSTANCE,
 };
 pub use store::{
-    InstanceStore, NatEntryView, NatTable, SagaNode, SagaRecord, SagaState, StoreError,
+    InstanceStore, NatEntryView, NatTable, NodeFailure, SagaNode, SagaRecord, SagaState, StoreError,
 };
 pub use watcher::{AutoRestart, AutoRestartPolicy};
 

@@ -97,7 +97,8 @@ pub trait InstanceStore: Clone + Send + Sync + 'static {
         -> impl Future<Output = Result<(), StoreError>> + Send;
     fn saga_update(&self, saga: &SagaRecord)
         -> impl Future<Output = Result<(), StoreError>> + Send;
-    /// Sagas in state [`SagaState::Running`] or [`SagaState::Unwinding`].
+    /// This Nexus's sagas that are running or unwinding
+    /// ([`SagaState::is_unfinished`]); never a done, unwound or stuck one.
     fn sagas_unfinished(&self) -> impl Future<Output = Result<Vec<SagaRecord>, StoreError>> + Send;
 }
 
@@ -140,21 +141,93 @@ impl fmt::Display for SagaNode {
     }
 }
 
-/// Where a saga is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A node and the error it failed with: the action that made a saga
+/// unwind, or the undo action that made it stuck. Displays as
+/// `REGISTER failed: ...`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeFailure {
+    pub node: SagaNode,
+    pub error: String,
+}
+
+impl fmt::Display for NodeFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed: {}", self.node, self.error)
+    }
+}
+
+/// Where a saga is in its life, by steno's rules (`src/saga_exec.rs` of
+/// oxidecomputer/steno): forward until every node is done or one fails;
+/// then the nodes that *completed* are undone in reverse, the failed one
+/// not (its action failed, so steno treats it as never having happened);
+/// an undo action that fails ends the saga for good. `Done`, `Unwound` and
+/// `Stuck` are terminal: saga recovery never resumes them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SagaState {
-    /// Going forward; `done` lists the nodes that have succeeded.
+    /// Going forward; `done` lists the nodes that have succeeded, and the
+    /// first node not in it is the one in flight (a resume re-runs it).
     Running,
-    /// A node failed; undoing the nodes attempted (those in `done`, and the
-    /// first one not in it).
-    Unwinding,
+    /// `failed`'s action failed; the nodes in `done` and not in `undone`
+    /// are being undone, latest first.
+    Unwinding { failed: NodeFailure },
     /// Every node succeeded.
     Done,
-    /// Fully undone.
-    Unwound,
+    /// `failed`'s action failed and every completed node was undone.
+    Unwound { failed: NodeFailure },
+    /// `failed`'s action failed, and then the undo action of `undo.node`
+    /// failed too. steno runs each undo action once and has no way back
+    /// from here (its `SagaResult` reports an undo failure; Nexus logs
+    /// "saga stuck"): what the saga did and did not undo stays as it is
+    /// until someone intervenes. The nodes before `undo.node` in `done`
+    /// are not undone either.
+    Stuck {
+        failed: NodeFailure,
+        undo: NodeFailure,
+    },
+}
+
+impl SagaState {
+    /// Running or unwinding: what saga recovery resumes.
+    pub fn is_unfinished(&self) -> bool {
+        matches!(self, SagaState::Running | SagaState::Unwinding { .. })
+    }
+
+    /// One word: `running`, `unwinding`, `done`, `unwound`, `stuck`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SagaState::Running => "running",
+            SagaState::Unwinding { .. } => "unwinding",
+            SagaState::Done => "done",
+            SagaState::Unwound { .. } => "unwound",
+            SagaState::Stuck { .. } => "stuck",
+        }
+    }
+}
+
+/// The name, and for the states that follow a failure, what failed:
+/// `unwinding after REGISTER failed: ...`, `stuck: undo of DPD_ENSURE
+/// failed: ... (after RUN failed: ...)`.
+impl fmt::Display for SagaState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SagaState::Running | SagaState::Done => f.write_str(self.name()),
+            SagaState::Unwinding { failed } | SagaState::Unwound { failed } => {
+                write!(f, "{} after {failed}", self.name())
+            }
+            SagaState::Stuck { failed, undo } => {
+                write!(f, "stuck: undo of {undo} (after {failed})")
+            }
+        }
+    }
 }
 
 /// The durable log of one instance-start saga.
+///
+/// Simplified from steno's log, which records each node's start, success,
+/// failure, undo start and undo finish as events: here the sequence is
+/// linear, so `done` (successes, in order), `undone` (undo finishes) and
+/// the state carry the same information — the node in flight is the first
+/// one not done (or, unwinding, the latest done one not undone).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SagaRecord {
     /// From [`InstanceStore::next_id`].
@@ -167,6 +240,9 @@ pub struct SagaRecord {
     /// or a resume after a crash knows which VMM may exist.
     pub vmm_id: Option<u64>,
     pub done: Vec<SagaNode>,
+    /// The nodes whose undo action has finished, in the order undone.
+    #[serde(default)]
+    pub undone: Vec<SagaNode>,
     pub state: SagaState,
 }
 
@@ -180,6 +256,7 @@ impl SagaRecord {
             starting_generation: None,
             vmm_id: None,
             done: Vec::new(),
+            undone: Vec::new(),
             state: SagaState::Running,
         }
     }
@@ -191,6 +268,15 @@ impl SagaRecord {
 
     pub fn is_done(&self, node: SagaNode) -> bool {
         self.done.contains(&node)
+    }
+
+    /// The latest completed node not yet undone: the next undo to run.
+    pub fn next_undo(&self) -> Option<SagaNode> {
+        self.done
+            .iter()
+            .rev()
+            .find(|n| !self.undone.contains(n))
+            .copied()
     }
 }
 

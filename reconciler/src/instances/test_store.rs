@@ -14,8 +14,8 @@ use std::{
 use tokio::sync::Notify;
 
 use super::{
-    InstanceRecord, InstanceStore, NatEntryView, NatTable, RuntimeUpdate, SagaRecord, SagaState,
-    SledRef, StoreError,
+    InstanceRecord, InstanceStore, NatEntryView, NatTable, RuntimeUpdate, SagaRecord, SledRef,
+    StoreError,
 };
 use crate::nat::NatEntry;
 
@@ -44,6 +44,9 @@ pub(super) struct MemState {
     pub sagas: BTreeMap<u64, SagaRecord>,
     /// Every saga record written, in order.
     pub saga_history: Vec<SagaRecord>,
+    /// While set, `nat_clear_instance` fails with this message (the
+    /// database unreachable): the one undo action a test can make fail.
+    pub fail_nat_clear: Option<String>,
     holds: Vec<Hold>,
 }
 
@@ -164,7 +167,11 @@ impl InstanceStore for MemStore {
 
     async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
         self.enter(None).await;
-        self.lock().nat.clear_instance(id);
+        let mut state = self.lock();
+        if let Some(e) = &state.fail_nat_clear {
+            return Err(StoreError::Unavailable(e.clone()));
+        }
+        state.nat.clear_instance(id);
         Ok(())
     }
 
@@ -222,7 +229,7 @@ impl InstanceStore for MemStore {
             .lock()
             .sagas
             .values()
-            .filter(|s| matches!(s.state, SagaState::Running | SagaState::Unwinding))
+            .filter(|s| s.state.is_unfinished())
             .cloned()
             .collect())
     }

@@ -431,7 +431,7 @@ async fn saga_start_records_every_node_in_order() {
     let history = store.lock().saga_history.clone();
     let steps: Vec<_> = history
         .iter()
-        .map(|s| (s.done.clone(), s.vmm_id.is_some(), s.state))
+        .map(|s| (s.done.clone(), s.vmm_id.is_some(), s.state.clone()))
         .collect();
     use SagaNode::*;
     assert_eq!(
@@ -498,9 +498,12 @@ async fn saga_concurrent_starts_exactly_one_wins() {
     assert_networking(&net, &store, Some(sled));
     // Both sagas are finished: one Done, one Unwound having done nothing.
     let sagas = store.lock().sagas.clone();
-    let mut states: Vec<_> = sagas.values().map(|s| (s.state, s.done.len())).collect();
+    let mut states: Vec<_> = sagas
+        .values()
+        .map(|s| (s.state.name(), s.done.len()))
+        .collect();
     states.sort_by_key(|(_, n)| *n);
-    assert_eq!(states, vec![(SagaState::Unwound, 0), (SagaState::Done, 5)]);
+    assert_eq!(states, vec![("unwound", 0), ("done", 5)]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -753,15 +756,15 @@ async fn saga_unwinds_when_register_fails() {
     );
     assert_eq!(vmm_count(&net), 0);
     let saga = store.saga(1);
-    assert_eq!(saga.state, SagaState::Unwound);
-    assert_eq!(
-        saga.done,
-        vec![
-            SagaNode::MarkAsStarting,
-            SagaNode::DpdEnsure,
-            SagaNode::V2pEnsure
-        ]
-    );
+    let SagaState::Unwound { failed } = &saga.state else {
+        panic!("{:?}", saga.state);
+    };
+    assert_eq!(failed.node, SagaNode::Register);
+    assert!(failed.error.contains("out of memory"), "{failed}");
+    use SagaNode::*;
+    assert_eq!(saga.done, vec![MarkAsStarting, DpdEnsure, V2pEnsure]);
+    // The completed nodes, latest first; REGISTER itself is not undone.
+    assert_eq!(saga.undone, vec![V2pEnsure, DpdEnsure, MarkAsStarting]);
     assert!(saga.vmm_id.is_some());
 
     // Once the sled behaves, the instance starts normally.
@@ -836,6 +839,7 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
         starting_generation: Some(starting.generation),
         vmm_id: None,
         done: vec![SagaNode::MarkAsStarting, SagaNode::DpdEnsure],
+        undone: vec![],
         state: SagaState::Running,
     };
     store.saga_create(&saga).await.unwrap();
@@ -933,7 +937,7 @@ async fn mark_as_starting_does_not_adopt_another_sagas_write() {
         "{resumed:?}"
     );
     assert_eq!(store.get(ID), theirs);
-    assert_eq!(store.saga(40).state, SagaState::Unwound);
+    assert_eq!(store.saga(40).state.name(), "unwound");
     assert!(net.vmms(sled_ip(2)).is_empty());
 }
 
@@ -969,7 +973,13 @@ async fn resume_sagas_finishes_an_unwind() {
             SagaNode::DpdEnsure,
             SagaNode::V2pEnsure,
         ],
-        state: SagaState::Unwinding,
+        undone: vec![],
+        state: SagaState::Unwinding {
+            failed: NodeFailure {
+                node: SagaNode::Register,
+                error: "out of memory".into(),
+            },
+        },
     };
     store.saga_create(&saga).await.unwrap();
     let resumed = ops.resume_sagas().await;
@@ -980,7 +990,442 @@ async fn resume_sagas_finishes_an_unwind() {
     background(&net, &store).await;
     assert_networking(&net, &store, None);
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
-    assert_eq!(store.saga(9).state, SagaState::Unwound);
+    assert_eq!(store.saga(9).state.name(), "unwound");
+}
+
+// ---- steno's rules ----
+
+/// The `tracing` events at WARN or above emitted on this thread while
+/// installed, as `"LEVEL message"`.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Captured {
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl tracing::Subscriber for Captured {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        // Ask `enabled` every time: other tests' threads have no subscriber.
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        *meta.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Message(String);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{} {}", event.metadata().level(), message.0));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Requests to sled `n`'s sled-agent, in order.
+fn sled_requests(net: &FakeNet, n: u32) -> Vec<String> {
+    net.requests(sled_ip(n), SLED_AGENT_PORT)
+}
+
+/// steno does not undo the node whose action failed — even when it did
+/// half of its work. REGISTER's request reached the sled (the VMM is
+/// registered there) and only its answer was an error: the saga unwinds the
+/// three nodes before it, never asks the sled again, and the VMM stays.
+/// Upstream's behaviour, which a faithful model must show (issue 16).
+#[tokio::test(start_paused = true)]
+async fn the_failed_node_is_not_undone_even_when_half_done() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    // The saga will be 1 and its VMM 2 (one counter): registered already,
+    // as if REGISTER had reached the sled and its reply had been lost.
+    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
+    agent.instance_register(ID, 2).await.unwrap();
+    net.clear_log();
+    net.fail(
+        sled_ip(2),
+        SLED_AGENT_PORT,
+        "PUT",
+        "/instances/7",
+        Some(FakeResponse::error(503, "reply lost")),
+    );
+    let err = ops.start(ID, 2).await.unwrap_err();
+    assert!(
+        matches!(&err, OpError::Unwound(m) if m.starts_with("REGISTER failed: ")),
+        "{err:?}"
+    );
+    let saga = store.saga(1);
+    assert_eq!(saga.vmm_id, Some(2));
+    use SagaNode::*;
+    assert_eq!(saga.undone, vec![V2pEnsure, DpdEnsure, MarkAsStarting]);
+    assert_eq!(saga.state.name(), "unwound");
+    // REGISTER's undo never ran: one request to the sled, REGISTER's own.
+    assert_eq!(sled_requests(&net, 2), vec!["PUT /instances/7"]);
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert_eq!(
+        net.vmms(sled_ip(2))
+            .iter()
+            .map(|v| (v.instance_id, v.vmm_id))
+            .collect::<Vec<_>>(),
+        vec![(ID, 2)]
+    );
+}
+
+/// Each completed node is undone once, latest first, each undo logged
+/// before the next starts; nothing is retried. RUN fails (its state change
+/// answered 500), so REGISTER's undo runs — and when the sled-agent answers
+/// its stop with 500 too, that undo still succeeds: any sled-agent error
+/// but "VMM gone" counts as already unregistered upstream.
+#[tokio::test(start_paused = true)]
+async fn each_completed_node_is_undone_once_latest_first() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    net.fail(
+        sled_ip(2),
+        SLED_AGENT_PORT,
+        "PUT",
+        "/instances/7/state",
+        Some(FakeResponse::error(500, "propolis failed")),
+    );
+    let captured = Captured::default();
+    let err = {
+        let _guard = tracing::subscriber::set_default(captured.clone());
+        ops.start(ID, 2).await.unwrap_err()
+    };
+    assert!(
+        matches!(&err, OpError::Unwound(m) if m.starts_with("RUN failed: ")),
+        "{err:?}"
+    );
+    use SagaNode::*;
+    let undone: Vec<Vec<SagaNode>> = store
+        .lock()
+        .saga_history
+        .iter()
+        .map(|s| s.undone.clone())
+        .filter(|u| !u.is_empty())
+        .collect();
+    assert_eq!(
+        undone,
+        vec![
+            vec![Register],
+            vec![Register, V2pEnsure],
+            vec![Register, V2pEnsure, DpdEnsure],
+            vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting],
+            // The final write: the same list, the saga unwound.
+            vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting],
+        ]
+    );
+    let saga = store.saga(1);
+    assert_eq!(saga.state.name(), "unwound");
+    assert_eq!(
+        saga.done,
+        vec![MarkAsStarting, DpdEnsure, V2pEnsure, Register]
+    );
+    // REGISTER, RUN, then REGISTER's undo once: look, stop (500, no retry).
+    assert_eq!(
+        sled_requests(&net, 2),
+        vec![
+            "PUT /instances/7",
+            "PUT /instances/7/state",
+            "GET /instances",
+            "PUT /instances/7/state"
+        ]
+    );
+    // DPD_ENSURE and its undo, each once per switch.
+    for zone in zones() {
+        assert_eq!(
+            net.requests(zone, DPD_PORT),
+            vec!["POST /rpw/nat/trigger", "POST /rpw/nat/trigger"]
+        );
+    }
+    // MARK_AS_STARTING and its undo each bumped the generation once.
+    let record = store.get(ID);
+    assert_eq!(
+        (record.state, record.generation),
+        (InstanceState::Stopped, 3)
+    );
+    // The sled-agent's error is in the log as a warning, not a failure.
+    let lines = captured.lines();
+    assert!(
+        lines.len() == 1
+            && lines[0].starts_with("WARN ")
+            && lines[0].contains("treating it as already unregistered"),
+        "{lines:?}"
+    );
+}
+
+/// An undo that fails makes the saga stuck: terminal, logged durably and
+/// as an error event; the undos before it in the unwind stay done and
+/// those after it never run; saga recovery does not revive it, even once
+/// the fault is gone.
+#[tokio::test(start_paused = true)]
+async fn a_failed_undo_leaves_the_saga_stuck_for_good() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    net.fail(
+        sled_ip(2),
+        SLED_AGENT_PORT,
+        "PUT",
+        "/instances/7",
+        Some(FakeResponse::error(500, "out of memory")),
+    );
+    store.lock().fail_nat_clear = Some("database unavailable".into());
+    let captured = Captured::default();
+    let err = {
+        let _guard = tracing::subscriber::set_default(captured.clone());
+        ops.start(ID, 2).await.unwrap_err()
+    };
+    let OpError::Stuck { failed, undo } = &err else {
+        panic!("expected a stuck saga, got {err:?}");
+    };
+    assert_eq!(
+        (failed.node, undo.node),
+        (SagaNode::Register, SagaNode::DpdEnsure)
+    );
+    assert!(undo.error.contains("database unavailable"), "{undo}");
+    let saga = store.saga(1);
+    assert_eq!(
+        saga.state,
+        SagaState::Stuck {
+            failed: failed.clone(),
+            undo: undo.clone()
+        }
+    );
+    assert_eq!(
+        saga.state.to_string(),
+        format!(
+            "stuck: undo of DPD_ENSURE failed: {} (after {failed})",
+            undo.error
+        )
+    );
+    // V2P_ENSURE was undone before; MARK_AS_STARTING never will be.
+    assert_eq!(saga.undone, vec![SagaNode::V2pEnsure]);
+    assert_eq!(store.get(ID).state, InstanceState::Starting);
+    let lines = captured.lines();
+    assert!(
+        lines.len() == 1 && lines[0].starts_with("ERROR saga 1 stuck: undo of DPD_ENSURE failed"),
+        "{lines:?}"
+    );
+
+    // The database is back and Nexus restarts: nothing is resumed.
+    store.lock().fail_nat_clear = None;
+    let writes = store.lock().saga_history.len();
+    net.clear_log();
+    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    assert!(store.sagas_unfinished().await.unwrap().is_empty());
+    assert!(restarted.resume_sagas().await.is_empty());
+    assert_eq!(store.saga(1), saga);
+    assert_eq!(store.lock().saga_history.len(), writes);
+    assert_eq!(net.all_requests(), vec![]);
+    assert_eq!(store.get(ID).state, InstanceState::Starting);
+    // A store that hands the stuck saga back anyway does not revive it.
+    assert!(ops.try_resume_sagas().await.unwrap().is_empty());
+}
+
+/// Recovery re-runs the node in flight. The control plane crashed after
+/// REGISTER's request reached the sled and before the log recorded it: the
+/// resumed saga registers again (idempotent for the same VMM), runs it, and
+/// does not re-run the nodes logged done.
+#[tokio::test(start_paused = true)]
+async fn resume_re_runs_the_node_in_flight() {
+    let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let starting = store
+        .update_if(
+            ID,
+            1,
+            RuntimeUpdate {
+                state: InstanceState::Starting,
+                sled: Some(2),
+                vmm: Some(41),
+            },
+        )
+        .await
+        .unwrap();
+    store.lock().nat.set_instance(ID, &[nat_entry(2)]);
+    store.lock().last_id = 41;
+    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
+    agent.instance_register(ID, 41).await.unwrap();
+    net.clear_log();
+    use SagaNode::*;
+    let saga = SagaRecord {
+        starting_generation: Some(starting.generation),
+        vmm_id: Some(41),
+        done: vec![MarkAsStarting, DpdEnsure, V2pEnsure],
+        ..SagaRecord::new(40, ID, 2)
+    };
+    store.saga_create(&saga).await.unwrap();
+
+    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    let resumed = restarted.resume_sagas().await;
+    let [(40, ID, Ok(record))] = &resumed[..] else {
+        panic!("{resumed:?}");
+    };
+    assert_eq!(
+        (record.state, record.vmm),
+        (InstanceState::Running, Some(41))
+    );
+    assert_eq!(
+        sled_requests(&net, 2),
+        vec!["PUT /instances/7", "PUT /instances/7/state"]
+    );
+    for zone in zones() {
+        assert_eq!(net.requests(zone, DPD_PORT), Vec::<String>::new());
+    }
+    assert_eq!(net.vmms(sled_ip(2)).len(), 1);
+    assert_eq!(store.saga(40).state, SagaState::Done);
+}
+
+/// A resumed unwind runs only the undos not yet logged finished: REGISTER's
+/// and V2P_ENSURE's ran before the crash, so the sled is not asked again
+/// and only DPD_ENSURE's and MARK_AS_STARTING's run, once each.
+#[tokio::test(start_paused = true)]
+async fn a_resumed_unwind_does_not_repeat_finished_undos() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let starting = store
+        .update_if(
+            ID,
+            1,
+            RuntimeUpdate {
+                state: InstanceState::Starting,
+                sled: Some(2),
+                vmm: Some(10),
+            },
+        )
+        .await
+        .unwrap();
+    store.lock().nat.set_instance(ID, &[nat_entry(2)]);
+    use SagaNode::*;
+    let saga = SagaRecord {
+        starting_generation: Some(starting.generation),
+        vmm_id: Some(10),
+        done: vec![MarkAsStarting, DpdEnsure, V2pEnsure, Register],
+        undone: vec![Register, V2pEnsure],
+        state: SagaState::Unwinding {
+            failed: NodeFailure {
+                node: Run,
+                error: "propolis failed".into(),
+            },
+        },
+        ..SagaRecord::new(9, ID, 2)
+    };
+    store.saga_create(&saga).await.unwrap();
+    let resumed = ops.resume_sagas().await;
+    assert!(
+        matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(m)))] if m.starts_with("RUN failed: ")),
+        "{resumed:?}"
+    );
+    assert!(sled_requests(&net, 2).is_empty());
+    for zone in zones() {
+        assert_eq!(net.requests(zone, DPD_PORT), vec!["POST /rpw/nat/trigger"]);
+    }
+    let saga = store.saga(9);
+    assert_eq!(
+        saga.undone,
+        vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting]
+    );
+    assert_eq!(saga.state.name(), "unwound");
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert_eq!(store.nat_rows(), vec![]);
+}
+
+/// REGISTER's undo, as `sis_ensure_registered_undo`: it destroys the
+/// saga's VMM on a sled that answers; a sled-agent that cannot be reached
+/// counts as "already unregistered" (upstream's TODO #3238), so the unwind
+/// completes — and whatever runs on that sled stays.
+#[tokio::test(start_paused = true)]
+async fn register_undo_destroys_the_vmm_or_treats_an_unreachable_sled_as_unregistered() {
+    use SagaNode::*;
+    let unwinding = |id, sled, generation| SagaRecord {
+        starting_generation: Some(generation),
+        vmm_id: Some(10),
+        done: vec![MarkAsStarting, DpdEnsure, V2pEnsure, Register],
+        state: SagaState::Unwinding {
+            failed: NodeFailure {
+                node: Run,
+                error: "connection reset".into(),
+            },
+        },
+        ..SagaRecord::new(id, ID, sled)
+    };
+    let starting = |store: &MemStore, sled| {
+        let mut s = store.lock();
+        let r = s.instances.get_mut(&ID).unwrap();
+        r.state = InstanceState::Starting;
+        r.sled = Some(sled);
+        r.vmm = Some(10);
+        r.generation
+    };
+
+    // A sled that answers: the saga's VMM is destroyed.
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
+    agent.instance_register(ID, 10).await.unwrap();
+    let generation = starting(&store, 2);
+    store
+        .saga_create(&unwinding(9, 2, generation))
+        .await
+        .unwrap();
+    let resumed = ops.resume_sagas().await;
+    assert!(
+        matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
+        "{resumed:?}"
+    );
+    assert!(net.vmms(sled_ip(2)).is_empty());
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+
+    // Sled 4 is in the database but its sled-agent cannot be reached
+    // (connection refused): the undo succeeds and the saga unwinds.
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    store.lock().sleds.push(SledRef {
+        id: 4,
+        address: sled_ip(4),
+    });
+    let generation = starting(&store, 4);
+    store
+        .saga_create(&unwinding(9, 4, generation))
+        .await
+        .unwrap();
+    let captured = Captured::default();
+    let resumed = {
+        let _guard = tracing::subscriber::set_default(captured.clone());
+        ops.resume_sagas().await
+    };
+    assert!(
+        matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
+        "{resumed:?}"
+    );
+    let saga = store.saga(9);
+    assert_eq!(
+        saga.undone,
+        vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting]
+    );
+    assert_eq!(saga.state.name(), "unwound");
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert!(net.all_requests().iter().all(|(a, _)| *a != sled_addr(4)));
+    assert!(
+        captured
+            .lines()
+            .iter()
+            .any(|l| l.contains("treating it as already unregistered")),
+        "{:?}",
+        captured.lines()
+    );
 }
 
 // ---- stop, and seed 002 end to end ----

@@ -265,6 +265,12 @@ pub fn build(input: &RunInput<'_>) -> Block {
                 };
                 instances.items.push(Item::mark(line, "instance", class));
             }
+            // A stuck saga (an undo failed; nothing will resume it) is
+            // marked as bad and labelled; its gap is in the verdict too.
+            Kind::Saga if field(line, "state") == Some("stuck") => sagas.items.push(
+                Item::mark(line, "saga", "bad")
+                    .label(format!("saga {} STUCK", field(line, "saga").unwrap_or("?"))),
+            ),
             Kind::Saga => sagas.items.push(Item::mark(line, "saga", "info")),
             Kind::Verdict => {}
             Kind::TestbedError => other.items.push(Item::mark(line, "testbed-error", "bad")),

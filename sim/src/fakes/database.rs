@@ -227,20 +227,34 @@ impl InstanceStore for SimStore {
             .filter(|n| !before.as_ref().is_some_and(|b| b.done.contains(n)))
             .map(|n| format!("{n} done"))
             .collect();
-        if before.as_ref().map(|b| b.state) != Some(saga.state) {
-            news.push(format!("{:?}", saga.state).to_lowercase());
+        news.extend(
+            saga.undone
+                .iter()
+                .filter(|n| !before.as_ref().is_some_and(|b| b.undone.contains(n)))
+                .map(|n| format!("{n} undone")),
+        );
+        let changed = before.as_ref().map(|b| &b.state) != Some(&saga.state);
+        if changed {
+            // With what failed, for the states after a failure: a stuck
+            // saga's line says which undo failed and why.
+            news.push(saga.state.to_string());
         }
         if !news.is_empty() {
-            self.world.record(
-                self.world
-                    .line(
-                        &self.host,
-                        Kind::Saga,
-                        format!("saga {}: {}", saga.id, news.join(", ")),
-                    )
-                    .field("saga", saga.id)
-                    .field("instance", self.world.instance_name(saga.instance)),
-            );
+            let mut text = format!("saga {}: {}", saga.id, news.join(", "));
+            if changed {
+                // A failure's error may name addresses.
+                text = self.world.name_addrs(&text);
+            }
+            let mut line = self
+                .world
+                .line(&self.host, Kind::Saga, text)
+                .field("saga", saga.id)
+                .field("instance", self.world.instance_name(saga.instance));
+            if changed {
+                // The HTML report marks a stuck saga by this field.
+                line = line.field("state", saga.state.name());
+            }
+            self.world.record(line);
         }
         Ok(())
     }
