@@ -560,7 +560,7 @@ mod tests {
                 path: "/x".to_string(),
                 status: 409,
                 message: "overlaps".to_string(),
-                error_code: None,
+                error_code: Some("Conflict".to_string()),
             }
         );
     }

@@ -78,7 +78,8 @@ fn list_matrix_and_the_run_header_say_which_era_each_strategy_runs_in() {
     );
     assert!(
         header.contains(
-            &"control plane: nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on"
+            &"control plane: nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on, \
+              instance watcher on, reincarnation on"
         ),
         "{header:#?}"
     );

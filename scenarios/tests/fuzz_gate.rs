@@ -20,7 +20,8 @@ use racksim_sim::{rack::RackSpec, Strategy};
 /// Seeds `1..=N` per rack preset. Chosen so the whole test binary takes
 /// well under a minute on 2 cores in the suite's build (the racks run as
 /// parallel tests; a `full`-rack seed, 32 sleds, costs about eight
-/// `madrid` seeds). About one seed in nine fails today, every one listed.
+/// `madrid` seeds). No seed fails today; about one in nine did before the
+/// instance watcher and steno's unwind rules (issue 16).
 fn gate_seeds(rack: &str) -> Option<u64> {
     match rack {
         "madrid" => Some(200),
@@ -144,60 +145,78 @@ fn every_known_defect_still_reproduces() {
     }
 }
 
-/// The gate can fail: without its entry, each known defect's failure is
-/// reported unlisted, with its replay command; with it, it is listed.
+/// A known-defects file listing the naive start's races (a real defect of
+/// that code under test), for showing that the gate can fail and list:
+/// the production configuration has no failing seed today, so the gate's
+/// judgement is shown on the configuration that has some.
+fn naive_races(dir: &Path) -> String {
+    // Any usable regression file will do for a file only this test reads
+    // (the committed file's entries are checked to reproduce, above).
+    let regression = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("regressions/failed-start-unwinds-to-stopped.toml");
+    let text = format!(
+        "[[defect]]\nid = \"naive-start-delete-race\"\nfailure = \"invariant\"\n\
+         invariant = \"no-state-after-delete\"\nregression = {regression:?}\nstarts = [\"naive\"]\n\
+         why = \"the naive start races a delete (seed 002)\"\n\n\
+         [[defect]]\nid = \"naive-concurrent-starts\"\nfailure = \"invariant\"\n\
+         invariant = \"one-vmm\"\nregression = {regression:?}\nstarts = [\"naive\"]\n\
+         why = \"two naive starts both register a VMM\"\n"
+    );
+    let path = dir.join("naive-races.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn naive() -> Options {
+    Options::new("madrid", Strategy::ScrimletLocal, StartImpl::Naive).unwrap()
+}
+
+/// The gate can fail: a failing seed that no entry explains is reported
+/// unlisted, with its replay command; with an entry for its signature it is
+/// listed.
 #[test]
 fn a_failure_no_entry_explains_is_unlisted() {
-    let known = committed();
-    for d in &known.defects {
-        let (opts, result) = regression_run(d);
-        assert_eq!(
-            unlisted(&opts, &known, std::slice::from_ref(&result)),
-            Vec::<String>::new(),
-            "{}",
-            d.id
-        );
-        let without = KnownDefects {
-            origin: "without-one.toml".into(),
-            defects: known
-                .defects
-                .iter()
-                .filter(|x| x.id != d.id)
-                .cloned()
-                .collect(),
-        };
-        let bad = unlisted(&opts, &without, std::slice::from_ref(&result));
-        assert_eq!(bad.len(), 1, "{}: {bad:?}", d.id);
-        assert!(bad[0].contains("[UNLISTED]"), "{}", bad[0]);
-        assert!(
-            bad[0].contains(&format!(
-                "replay: racksim fuzz --seeds {0}..{0} {1} --known-defects without-one.toml",
-                result.seed,
-                opts.flags()
-            )),
-            "{}",
-            bad[0]
-        );
+    let opts = naive();
+    let seeds: Vec<u64> = (1..=40).collect();
+    let results = fuzz::fuzz(&opts, &seeds, None, 1, &|_| {});
+    let bad = unlisted(&opts, &KnownDefects::none(), &results);
+    assert!(
+        !bad.is_empty(),
+        "no naive seed of 1..=40 fails: pick a range that does"
+    );
+    for b in &bad {
+        assert!(b.contains("[UNLISTED]"), "{b}");
+        assert!(b.contains("replay: racksim fuzz --seeds "), "{b}");
     }
+    let dir = common::scratch("naive-races");
+    std::fs::create_dir_all(&dir).unwrap();
+    let known = known::load(Path::new(&naive_races(&dir))).unwrap_or_else(|e| panic!("{e}"));
+    let left = unlisted(&opts, &known, &results);
+    assert!(left.len() < bad.len(), "the entries list some: {left:?}");
+    // And not for the production start, which they do not apply to.
+    let saga = production("madrid");
+    assert_eq!(known.applicable(&saga).count(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 mod common;
 
-/// `racksim fuzz` reads the committed file by default: listed failures
-/// leave the exit status 0; with `--known-defects none` they are unlisted
-/// and it exits 1; a bad file is bad input (2), located.
+/// `racksim fuzz` reads the committed file by default and exits 1 for the
+/// failures it does not list (the naive start's races); a file that lists
+/// them leaves those out of the unlisted count; a bad file is bad input
+/// (2), located.
 #[test]
 fn the_cli_reports_listed_and_unlisted_apart() {
     let args = [
         "fuzz",
         "--seeds",
-        "1..30",
+        "1..40",
         "--rack",
         "madrid",
         "--strategy",
         "scrimlet-local",
         "--start",
-        "saga",
+        "naive",
     ];
     let json = |extra: &[&str]| {
         let all: Vec<&str> = args.iter().chain(extra).copied().collect();
@@ -208,36 +227,41 @@ fn the_cli_reports_listed_and_unlisted_apart() {
                 .unwrap_or_else(|e| panic!("{e}: {out}{err}")),
         )
     };
-    let (code, listed) = json(&["--json"]);
-    let failed = listed["failed"].as_u64().unwrap();
+    let (code, committed) = json(&["--json"]);
+    let failed = committed["failed"].as_u64().unwrap();
     assert!(
         failed > 0,
-        "seeds 1..30 no longer fail: pick a range that does"
+        "seeds 1..40 no longer fail: pick a range that does"
     );
-    assert_eq!(code, Some(0), "{listed}");
-    assert_eq!(listed["known_defects"], "scenarios/known-defects.toml");
+    assert_eq!(committed["known_defects"], "scenarios/known-defects.toml");
+    assert_eq!(code, Some(1), "{committed}");
     assert_eq!(
-        (listed["listed"].as_u64(), listed["unlisted"].as_u64()),
-        (Some(failed), Some(0))
+        (committed["listed"].as_u64(), committed["unlisted"].as_u64()),
+        (Some(0), Some(failed))
     );
+
+    let dir = common::scratch("known-defects-cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let races = naive_races(&dir);
+    let (code, listed) = json(&["--json", "--known-defects", &races]);
+    let (l, u) = (
+        listed["listed"].as_u64().unwrap(),
+        listed["unlisted"].as_u64().unwrap(),
+    );
+    assert!(l > 0 && l + u == failed, "{listed}");
+    assert_eq!(code, Some(if u == 0 { 0 } else { 1 }), "{listed}");
     let per_defect: u64 = listed["by_defect"]
         .as_object()
         .unwrap()
         .values()
         .map(|n| n.as_u64().unwrap())
         .sum();
-    assert!(per_defect >= failed, "{listed}");
+    assert!(per_defect >= l, "{listed}");
     for f in listed["failures"].as_array().unwrap() {
-        assert_eq!(f["status"], "listed", "{f}");
-        assert!(!f["defects"].as_array().unwrap().is_empty(), "{f}");
+        if f["status"] == "listed" {
+            assert!(!f["defects"].as_array().unwrap().is_empty(), "{f}");
+        }
     }
-
-    let (code, none) = json(&["--json", "--known-defects", "none"]);
-    assert_eq!(code, Some(1));
-    assert_eq!(
-        (none["listed"].as_u64(), none["unlisted"].as_u64()),
-        (Some(0), Some(failed))
-    );
     let all: Vec<&str> = args
         .iter()
         .copied()
@@ -245,11 +269,6 @@ fn the_cli_reports_listed_and_unlisted_apart() {
         .collect();
     let (_, text, _) = common::racksim(&all);
     assert!(text.contains("known defects: none"), "{text}");
-    assert_eq!(
-        text.matches("] not converged").count() as u64,
-        failed,
-        "{text}"
-    );
     assert_eq!(
         text.matches(": [UNLISTED] ").count() as u64,
         failed,
@@ -259,6 +278,7 @@ fn the_cli_reports_listed_and_unlisted_apart() {
         text.contains("--known-defects none"),
         "replay commands carry the flag: {text}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 
     let dir = common::scratch("known-defects");
     std::fs::create_dir_all(&dir).unwrap();

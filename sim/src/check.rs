@@ -299,9 +299,10 @@ pub fn invariant_violation(
 
 /// What keeps instances from having converged: a running instance has its
 /// VMM, its NAT entry on every live uplinked switch and its V2P mapping on
-/// every other live sled; a stopped one has no VMM; none is stuck midway.
+/// every other live sled; a stopped one has no VMM; a failed one that its
+/// auto-restart policy restarts has been restarted; none is stuck midway.
 fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
-    use racksim_reconciler::instances::InstanceState;
+    use racksim_reconciler::instances::{AutoRestartPolicy, InstanceState};
     let mut gaps = Vec::new();
     for inst in &o.instances {
         let name = &inst.name;
@@ -362,6 +363,18 @@ fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
                 }
             }
             (InstanceState::Stopped | InstanceState::Failed | InstanceState::Deleted, _) => {
+                // A failed instance whose policy restarts it has not settled
+                // until reincarnation has (upstream's intent: BestEffort
+                // instances come back on their own); under `Never`, or with
+                // no reincarnation in the era, Failed is where it rests.
+                if inst.state == InstanceState::Failed
+                    && inst.auto_restart.policy == AutoRestartPolicy::BestEffort
+                    && world.params.era.reincarnation == crate::era::Task::On
+                {
+                    gaps.push(format!(
+                        "instance {name} is failed and not yet restarted (auto-restart policy best-effort)"
+                    ));
+                }
                 if inst.state == InstanceState::Deleted {
                     // Nothing of a deleted instance may remain once the
                     // repairs have run (each dpd's pull, the V2P task).

@@ -101,10 +101,10 @@ fn captures_bind_words() {
 }
 
 /// The committed file parses, and its regressions exist (`load` checks).
+/// (It may be empty: today no fuzz seed of the gated configuration fails.)
 #[test]
 fn the_committed_file_is_valid() {
     let k = load(Path::new(KNOWN_DEFECTS)).unwrap_or_else(|e| panic!("{e}"));
-    assert!(!k.defects.is_empty());
     for d in &k.defects {
         assert!(d.regression.is_file(), "{}", d.regression.display());
         assert!(!d.why.is_empty());
@@ -206,16 +206,16 @@ fn follow_on_gaps_need_their_primary_gap() {
             "{gaps:?}"
         );
     }
-    let committed = load(Path::new(KNOWN_DEFECTS)).unwrap();
-    assert_eq!(
-        committed.classify(&o, &not_converged(&[VMM_GAP, &nat_gap("web1", "sled2")])),
-        listed
-    );
 }
 
 #[test]
 fn a_run_may_show_two_known_defects() {
-    let k = load(Path::new(KNOWN_DEFECTS)).unwrap();
+    let k = parse_ok(&format!(
+        "{}\n[[defect]]\nid = \"start-saga-unwind-left-starting\"\nfailure = \"not-converged\"\n\
+         gaps = [\"instance {{instance}} is stuck in state starting\"]\n\
+         regression = \"{VMM_REGRESSION}\"\nwhy = \"not steno's unwind\"\n",
+        vmm_entry("")
+    ));
     assert_eq!(
         k.classify(
             &opts(StartImpl::Saga),
