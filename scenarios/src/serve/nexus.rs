@@ -43,7 +43,11 @@ use racksim_reconciler::{
     dpd::DpdClient,
     http::HttpClient,
     instances::{
-        v2p_sync, InstanceOps, InstanceRecord, InstanceStore, NatEntryView, OpError, RuntimeUpdate,
+        v2p_sync,
+        watcher::{
+            instance_watcher, reincarnate, VmmCheck, INSTANCE_WATCHER_PERIOD, REINCARNATION_PERIOD,
+        },
+        InstanceOps, InstanceRecord, InstanceStore, NatEntryView, OpError, RuntimeUpdate,
         SagaRecord, SledRef, StartImpl, StoreError,
     },
     nat::{reconcile_switch, NatEntry, Scope},
@@ -387,10 +391,26 @@ impl LiveNexus {
         let mut tasks = vec![tokio::spawn(instance_api(
             env.clone(),
             self.store.host.clone(),
-            ops,
+            ops.clone(),
             rx,
             stop.subscribe(),
         ))];
+        // The instance watcher and reincarnation: today's control plane,
+        // not seed 002's (as in the simulation, `racksim_sim::era`).
+        if env.start != StartImpl::Legacy {
+            tasks.push(tokio::spawn(watcher_rpw(
+                env.clone(),
+                self.store.clone(),
+                ops.clone(),
+                stop.subscribe(),
+            )));
+            tasks.push(tokio::spawn(reincarnation_rpw(
+                env.clone(),
+                self.store.clone(),
+                ops,
+                stop.subscribe(),
+            )));
+        }
         if env.start != StartImpl::Legacy {
             tasks.push(tokio::spawn(v2p_rpw(
                 env.clone(),
@@ -635,6 +655,119 @@ async fn v2p_rpw(
             env.trace
                 .record(&store.host, format!("nexus V2P RPW: {}", parts.join("; ")));
         }
+    }
+}
+
+/// The instance watcher, every [`INSTANCE_WATCHER_PERIOD`], with the
+/// update saga for each VMM found gone (the simulation's Nexus runs the
+/// same `racksim_reconciler::instances::watcher`). MGS is asked on each
+/// boundary switch zone's underlay address.
+async fn watcher_rpw(
+    env: NexusEnv,
+    store: LiveStore,
+    ops: InstanceOps<LinkConnector, LiveStore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut interval = tokio::time::interval(INSTANCE_WATCHER_PERIOD);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let connector = ops_connector(&store, &env);
+    loop {
+        // Cancel-safe: a watch channel and an interval's tick.
+        tokio::select! {
+            biased;
+            () = stopped(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
+        let mgs: Vec<SocketAddr> = match store.boundary_switches().await {
+            Ok(dpds) => dpds
+                .into_iter()
+                .map(|a| SocketAddr::new(a.ip(), racksim_reconciler::MGS_PORT))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let parts: Vec<String> = match instance_watcher(&ops, &connector, &mgs).await {
+            Err(e) => vec![format!("database: {e}")],
+            Ok(watched) => watched
+                .into_iter()
+                .filter(|w| w.check != VmmCheck::Healthy)
+                .map(|w| {
+                    let what = match &w.check {
+                        VmmCheck::Healthy => unreachable!("filtered out"),
+                        VmmCheck::Gone => "gone (no such VMM)".to_string(),
+                        VmmCheck::SledPoweredOff(p) => format!("gone (sled powered off, {p:?})"),
+                        VmmCheck::Inconclusive(why) => format!("unknown: {why}"),
+                    };
+                    let update = match &w.update {
+                        None => String::new(),
+                        Some(outcome) => format!("; instance update: {}", fmt_op(outcome)),
+                    };
+                    format!(
+                        "{}'s VMM {} on {} {what}{update}",
+                        name_of(&env, w.instance),
+                        w.vmm,
+                        store.inventory.sled_name(w.sled)
+                    )
+                })
+                .collect(),
+        };
+        if !parts.is_empty() {
+            env.trace.record(
+                &store.host,
+                format!("nexus instance watcher: {}", parts.join("; ")),
+            );
+        }
+    }
+}
+
+/// Instance reincarnation, every [`REINCARNATION_PERIOD`]. Its cooldown's
+/// clock is the wall clock (live mode runs in real time), as upstream's
+/// `time_last_auto_restarted` is a timestamp.
+async fn reincarnation_rpw(
+    env: NexusEnv,
+    store: LiveStore,
+    ops: InstanceOps<LinkConnector, LiveStore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut interval = tokio::time::interval(REINCARNATION_PERIOD);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        // Cancel-safe: a watch channel and an interval's tick.
+        tokio::select! {
+            biased;
+            () = stopped(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let parts: Vec<String> = match reincarnate(&ops, now).await {
+            Err(e) => vec![format!("database: {e}")],
+            Ok(done) => done
+                .into_iter()
+                .filter_map(|r| {
+                    let outcome = fmt_op(r.start.as_ref()?);
+                    Some(format!(
+                        "restart {} on {}: {outcome}",
+                        name_of(&env, r.instance),
+                        store.inventory.sled_name(r.sled)
+                    ))
+                })
+                .collect(),
+        };
+        if !parts.is_empty() {
+            env.trace.record(
+                &store.host,
+                format!("nexus instance reincarnation: {}", parts.join("; ")),
+            );
+        }
+    }
+}
+
+/// The connector of the Nexus zone `store` belongs to.
+fn ops_connector(store: &LiveStore, env: &NexusEnv) -> LinkConnector {
+    LinkConnector {
+        from: store.host.clone(),
+        links: env.links.clone(),
     }
 }
 
