@@ -17,6 +17,7 @@ pub mod fuzz;
 pub mod html;
 pub mod matrix;
 pub mod mutants;
+pub mod regression;
 pub mod report;
 pub mod runner;
 pub mod serve;

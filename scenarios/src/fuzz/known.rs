@@ -39,10 +39,7 @@ use toml::Spanned;
 mod tests;
 
 use super::{Failure, Options, SeedResult};
-use crate::{
-    file::{self, ScenarioError},
-    shrink,
-};
+use crate::file::{self, ScenarioError};
 
 /// The committed file of known defects, read by default.
 pub const KNOWN_DEFECTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/known-defects.toml");
@@ -612,7 +609,7 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
             }
         };
         let regression = base.join(d.regression.get_ref());
-        if let Err(e) = shrink::regression(regression.clone()) {
+        if let Err(e) = crate::regression::regression(regression.clone()) {
             return Err(err(
                 Some(d.regression.span()),
                 format!("regression {:?} is not a usable regression file", d.regression.get_ref()),
