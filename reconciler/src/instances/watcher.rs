@@ -113,6 +113,18 @@ pub enum VmmCheck {
     Inconclusive(String),
 }
 
+/// What the watcher found, as a trace says it: `gone (no such VMM)`.
+impl std::fmt::Display for VmmCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VmmCheck::Healthy => f.write_str("running"),
+            VmmCheck::Gone => f.write_str("gone (no such VMM)"),
+            VmmCheck::SledPoweredOff(p) => write!(f, "gone (sled powered off, {p:?})"),
+            VmmCheck::Inconclusive(why) => write!(f, "unknown: {why}"),
+        }
+    }
+}
+
 impl VmmCheck {
     /// Whether the VMM is to be marked Failed.
     pub fn failed(&self) -> bool {

@@ -518,12 +518,7 @@ async fn watcher_rpw<S: InstanceStore>(
                 .into_iter()
                 .filter(|w| w.check != VmmCheck::Healthy)
                 .map(|w| {
-                    let what = match &w.check {
-                        VmmCheck::Healthy => unreachable!("filtered out"),
-                        VmmCheck::Gone => "gone (no such VMM)".to_string(),
-                        VmmCheck::SledPoweredOff(p) => format!("gone (sled powered off, {p:?})"),
-                        VmmCheck::Inconclusive(why) => format!("unknown: {why}"),
-                    };
+                    let what = &w.check;
                     let update = match &w.update {
                         None => String::new(),
                         Some(outcome) => format!("; instance update: {}", fmt_op(outcome)),
