@@ -235,6 +235,25 @@ impl ControlPlaneEra {
     }
 }
 
+impl ControlPlaneEra {
+    /// The Nexus this era runs (`racksim-nexus`), for the simulation and
+    /// live mode alike.
+    pub fn nexus(
+        self,
+        start: StartImpl,
+        rpw_period: std::time::Duration,
+    ) -> racksim_nexus::NexusConfig {
+        racksim_nexus::NexusConfig {
+            start,
+            rpw_period,
+            service_nat: self.nexus_service_nat == NexusServiceNat::RepairsDpd,
+            v2p: self.nexus_v2p == Task::On,
+            instance_watcher: self.instance_watcher == Task::On,
+            reincarnation: self.reincarnation == Task::On,
+        }
+    }
+}
+
 /// One line, e.g. `nexus service-NAT task on (repairs each dpd every 30s),
 /// dpd NAT RPW on, nexus V2P task on`.
 impl fmt::Display for ControlPlaneEra {

@@ -4,9 +4,9 @@
 //! the `racksim-fakes` crate — the same ones live mode serves with dropshot
 //! and the reconciler's unit tests use. This module serves them on turmoil
 //! sockets ([`http::serve`]) and records their changes in the trace; the
-//! control plane's database and the data path are the simulation's own.
+//! data path is the simulation's own; the control plane's database is
+//! Nexus's (`racksim-nexus`).
 
-pub mod database;
 pub mod dataplane;
 pub mod dns;
 pub mod dpd;

@@ -1,0 +1,190 @@
+//! [`NexusStore`]: the one implementation of the reconciler crate's
+//! [`InstanceStore`] over the control plane's [`Db`](crate::Db). Each
+//! method is one transaction, run under the host's lock after the host's
+//! round trip, so concurrent operations interleave at transaction
+//! boundaries as they would against a real database. Writes are told to
+//! the host ([`NexusHost::wrote`]) and traced.
+
+use std::{net::SocketAddr, time::Duration};
+
+use racksim_reconciler::{
+    instances::{
+        InstanceRecord, InstanceStore, NatEntryView, RuntimeUpdate, SagaRecord, SledRef, StoreError,
+    },
+    nat::NatEntry,
+};
+
+use crate::{Event, Lane, NexusHost, Write};
+
+/// The database as one Nexus's code sees it.
+#[derive(Clone, Debug)]
+pub struct NexusStore<H> {
+    host: H,
+}
+
+impl<H: NexusHost> NexusStore<H> {
+    pub fn new(host: H) -> Self {
+        NexusStore { host }
+    }
+
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+}
+
+impl<H: NexusHost> InstanceStore for NexusStore<H> {
+    async fn fetch(&self, id: u32) -> Result<InstanceRecord, StoreError> {
+        self.host.round_trip().await;
+        self.host.db(|db| db.fetch(id))
+    }
+
+    async fn update_if(
+        &self,
+        id: u32,
+        expected_generation: u64,
+        update: RuntimeUpdate,
+    ) -> Result<InstanceRecord, StoreError> {
+        self.host.round_trip().await;
+        let (before, after) = self
+            .host
+            .db(|db| db.update_if(id, expected_generation, update))?;
+        self.host.wrote(Write::Record {
+            before,
+            after: &after,
+        });
+        let sled = after
+            .sled
+            .map(|s| format!(" on {}", self.host.sled_name(s)))
+            .unwrap_or_default();
+        self.host.record(
+            Event::new(
+                Lane::Instance,
+                format!(
+                    "db: {} {before} -> {}{sled} (generation {})",
+                    after.name, after.state, after.generation
+                ),
+            )
+            .field("instance", &after.name)
+            .field("state", after.state),
+        );
+        Ok(after)
+    }
+
+    async fn sleds(&self) -> Result<Vec<SledRef>, StoreError> {
+        self.host.round_trip().await;
+        Ok(self.host.sleds())
+    }
+
+    async fn boundary_switches(&self) -> Result<Vec<SocketAddr>, StoreError> {
+        self.host.round_trip().await;
+        Ok(self.host.boundary_switches())
+    }
+
+    async fn next_id(&self) -> Result<u64, StoreError> {
+        self.host.round_trip().await;
+        Ok(self.host.db(|db| db.next_id()))
+    }
+
+    async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
+        self.host.round_trip().await;
+        self.host.db(|db| db.nat.set_instance(id, &entries));
+        self.host.wrote(Write::Nat);
+        Ok(())
+    }
+
+    async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
+        self.host.round_trip().await;
+        self.host.db(|db| db.nat.clear_instance(id));
+        self.host.wrote(Write::Nat);
+        Ok(())
+    }
+
+    async fn nat_changeset(
+        &self,
+        from_gen: i64,
+        limit: u32,
+    ) -> Result<Vec<NatEntryView>, StoreError> {
+        self.host.round_trip().await;
+        Ok(self.host.db(|db| db.nat.changeset(from_gen, limit)))
+    }
+
+    async fn note_auto_restart(&self, id: u32, at: Duration) -> Result<(), StoreError> {
+        self.host.round_trip().await;
+        // Not read by the simulation's checks: the host need not hear.
+        self.host.db(|db| db.note_auto_restart(id, at))
+    }
+
+    async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
+        self.host.round_trip().await;
+        Ok(self.host.db(|db| db.instances.values().cloned().collect()))
+    }
+
+    async fn saga_create(&self, saga: &SagaRecord) -> Result<(), StoreError> {
+        self.host.round_trip().await;
+        let sec = self.host.name().to_string();
+        self.host.db(|db| db.saga_create(saga, &sec));
+        let (name, sled) = (
+            self.host.instance_name(saga.instance),
+            self.host.sled_name(saga.sled),
+        );
+        self.host.record(
+            Event::new(
+                Lane::Saga,
+                format!("saga {}: start {name} on {sled}: created", saga.id),
+            )
+            .field("saga", saga.id)
+            .field("instance", &name),
+        );
+        Ok(())
+    }
+
+    async fn saga_update(&self, saga: &SagaRecord) -> Result<(), StoreError> {
+        self.host.round_trip().await;
+        let before = self.host.db(|db| db.sagas.insert(saga.id, saga.clone()));
+        let mut news: Vec<String> = saga
+            .done
+            .iter()
+            .filter(|n| !before.as_ref().is_some_and(|b| b.done.contains(n)))
+            .map(|n| format!("{n} done"))
+            .collect();
+        news.extend(
+            saga.undone
+                .iter()
+                .filter(|n| !before.as_ref().is_some_and(|b| b.undone.contains(n)))
+                .map(|n| format!("{n} undone")),
+        );
+        let changed = before.as_ref().map(|b| &b.state) != Some(&saga.state);
+        if changed {
+            // With what failed, for the states after a failure: a stuck
+            // saga's line says which undo failed and why.
+            news.push(saga.state.to_string());
+        }
+        if !news.is_empty() {
+            let mut text = format!("saga {}: {}", saga.id, news.join(", "));
+            if changed {
+                // A failure's error may name addresses.
+                text = self.host.names(&text);
+            }
+            let mut event = Event::new(Lane::Saga, text)
+                .field("saga", saga.id)
+                .field("instance", self.host.instance_name(saga.instance));
+            if changed {
+                // The HTML report marks a stuck saga by this field.
+                event = event.field("state", saga.state.name());
+            }
+            self.host.record(event);
+        }
+        Ok(())
+    }
+
+    /// Only this Nexus's sagas: as upstream, a Nexus recovers the sagas
+    /// whose executor it is, so two Nexus never run one saga; a saga whose
+    /// Nexus is gone waits for it to return. Simplified: upstream reassigns
+    /// the sagas of an expunged Nexus; here they wait until a Nexus of the
+    /// same name runs again.
+    async fn sagas_unfinished(&self) -> Result<Vec<SagaRecord>, StoreError> {
+        self.host.round_trip().await;
+        let sec = self.host.name().to_string();
+        Ok(self.host.db(|db| db.sagas_unfinished(&sec)))
+    }
+}

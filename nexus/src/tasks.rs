@@ -1,0 +1,248 @@
+//! Nexus's background tasks (RPWs), each a loop that runs one activation at
+//! a time and returns at once if the era does not have it
+//! ([`NexusConfig`](crate::NexusConfig)). An orderly stop waits for the
+//! activation in progress, never interrupts it. Each is quiet when it had
+//! nothing to do — the trace records changes — except the service-NAT
+//! task, whose every activation is a line (its repairs are what the
+//! service-NAT scenarios watch).
+//!
+//! Instance NAT has no Nexus-side task: operations write versioned rows
+//! and trigger dpd, and each dpd pulls them ([`crate::internal_api`]).
+
+use std::net::SocketAddr;
+
+use racksim_reconciler::discovery::SwitchZoneResolver;
+use racksim_reconciler::{
+    dpd::DpdClient,
+    http::HttpClient,
+    instances::{
+        v2p_sync,
+        watcher::{
+            instance_watcher as watch_instances, reincarnate, VmmCheck, INSTANCE_WATCHER_PERIOD,
+            REINCARNATION_PERIOD,
+        },
+    },
+    nat::{reconcile_switch, Scope},
+    DPD_PORT, SERVICES_VNI,
+};
+use tokio::{
+    sync::{watch, Notify},
+    time::{interval, Interval, MissedTickBehavior},
+};
+
+use crate::{fmt_op, stop_requested, Event, Lane, NexusHost, NexusStore, Ops};
+
+/// An interval whose missed ticks are delayed, not lost or bunched.
+fn every(period: std::time::Duration) -> Interval {
+    let mut interval = interval(period);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    interval
+}
+
+/// The V2P task: every period and whenever an instance operation activates
+/// it (`v2p_task`), push each sled the guest V2P mappings the database
+/// implies.
+pub async fn v2p<H: NexusHost>(
+    host: &H,
+    store: &NexusStore<H>,
+    v2p_task: &Notify,
+    mut stop: watch::Receiver<bool>,
+) {
+    if !host.config().v2p {
+        return;
+    }
+    let mut interval = every(host.config().rpw_period);
+    let connector = host.connector();
+    loop {
+        // Cancel-safe: observing a watch channel; an interval's tick (a
+        // missed tick is delayed, not lost); and `Notify::notified`, whose
+        // notification, if one reached it, is handed on when it is dropped
+        // (and `notify_one` with no waiter leaves a permit), so an
+        // activation is never lost.
+        tokio::select! {
+            biased;
+            () = stop_requested(&mut stop) => return,
+            () = v2p_task.notified() => {}
+            _ = interval.tick() => {}
+        }
+        let mut parts = Vec::new();
+        match v2p_sync(&connector, store).await {
+            Err(e) => parts.push(format!("database: {e}")),
+            Ok(sleds) => {
+                for (sled, outcome) in sleds {
+                    let name = host.sled_name(sled);
+                    match outcome {
+                        Ok(o) if o.removed == 0 && o.added == 0 && o.failures.is_empty() => {}
+                        Ok(o) => parts.push(format!(
+                            "{name}: unchanged {}, removed {}, added {}{}",
+                            o.unchanged,
+                            o.removed,
+                            o.added,
+                            if o.failures.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", failures: {}", host.names(&o.failures.join("; ")))
+                            }
+                        )),
+                        Err(e) => parts.push(format!("{name}: failed: {}", host.names(&e))),
+                    }
+                }
+            }
+        }
+        if !parts.is_empty() {
+            host.record(
+                Event::new(
+                    Lane::Reconciler,
+                    format!("nexus V2P RPW: {}", parts.join("; ")),
+                )
+                .field("task", "nexus-v2p"),
+            );
+        }
+    }
+}
+
+/// The instance watcher, every [`INSTANCE_WATCHER_PERIOD`]: asks each
+/// Running instance's sled-agent for its VMM, asks MGS about a sled that
+/// does not answer, and runs the instance-update saga for each VMM found
+/// gone (`racksim_reconciler::instances::watcher`).
+pub async fn instance_watcher<H: NexusHost>(
+    host: &H,
+    ops: &Ops<H>,
+    mut stop: watch::Receiver<bool>,
+) {
+    if !host.config().instance_watcher {
+        return;
+    }
+    let mut interval = every(INSTANCE_WATCHER_PERIOD);
+    let connector = host.connector();
+    loop {
+        // Cancel-safe: observing a watch channel, and an interval's tick.
+        tokio::select! {
+            biased;
+            () = stop_requested(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
+        let mgs: Vec<SocketAddr> = host.mgs();
+        let parts: Vec<String> = match watch_instances(ops, &connector, &mgs).await {
+            Err(e) => vec![format!("database: {e}")],
+            Ok(watched) => watched
+                .into_iter()
+                .filter(|w| w.check != VmmCheck::Healthy)
+                .map(|w| {
+                    let update = match &w.update {
+                        None => String::new(),
+                        Some(outcome) => format!("; instance update: {}", fmt_op(outcome)),
+                    };
+                    host.names(&format!(
+                        "{}'s VMM {} on {} {}{update}",
+                        host.instance_name(w.instance),
+                        w.vmm,
+                        host.sled_name(w.sled),
+                        w.check
+                    ))
+                })
+                .collect(),
+        };
+        if !parts.is_empty() {
+            host.record(
+                Event::new(
+                    Lane::Instance,
+                    format!("nexus instance watcher: {}", parts.join("; ")),
+                )
+                .field("task", "instance-watcher"),
+            );
+        }
+    }
+}
+
+/// Instance reincarnation, every [`REINCARNATION_PERIOD`]: starts Failed
+/// instances again under their auto-restart policy and cooldown, measured
+/// by the host's clock ([`NexusHost::now`]). Quiet while instances cool
+/// down: the restart line says when it acts.
+pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, mut stop: watch::Receiver<bool>) {
+    if !host.config().reincarnation {
+        return;
+    }
+    let mut interval = every(REINCARNATION_PERIOD);
+    loop {
+        // Cancel-safe: observing a watch channel, and an interval's tick.
+        tokio::select! {
+            biased;
+            () = stop_requested(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
+        let parts: Vec<String> = match reincarnate(ops, host.now()).await {
+            Err(e) => vec![format!("database: {e}")],
+            Ok(done) => done
+                .into_iter()
+                .filter_map(|r| {
+                    let outcome = fmt_op(r.start.as_ref()?);
+                    Some(host.names(&format!(
+                        "restart {} on {}: {outcome}",
+                        host.instance_name(r.instance),
+                        host.sled_name(r.sled)
+                    )))
+                })
+                .collect(),
+        };
+        if !parts.is_empty() {
+            host.record(
+                Event::new(
+                    Lane::Instance,
+                    format!("nexus instance reincarnation: {}", parts.join("; ")),
+                )
+                .field("task", "instance-reincarnation"),
+            );
+        }
+    }
+}
+
+/// The service-zone NAT task of the eras that had one: every period, make
+/// every discovered dpd's service entries (VNI 100) match the database.
+/// Read each time, as Nexus reads its database: zones move.
+pub async fn service_nat<H: NexusHost>(host: &H, mut stop: watch::Receiver<bool>) {
+    if !host.config().service_nat {
+        return;
+    }
+    let mut activation = 0u64;
+    let mut interval = every(host.config().rpw_period);
+    let (connector, resolver) = (host.connector(), host.resolver());
+    loop {
+        // Cancel-safe: observing a watch channel, and an interval's tick.
+        tokio::select! {
+            biased;
+            () = stop_requested(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
+        activation += 1;
+        let desired = host.desired_service_nat();
+        let line = match resolver.switch_zones().await {
+            Err(e) => format!("discovery failed: {}", host.names(&e.0)),
+            Ok(mut zones) => {
+                zones.sort();
+                let mut parts = Vec::new();
+                for z in zones {
+                    let dpd = DpdClient::new(HttpClient::new(
+                        connector.clone(),
+                        SocketAddr::new(z.into(), DPD_PORT),
+                    ));
+                    let outcome = reconcile_switch(&dpd, &desired, &Scope::Vni(SERVICES_VNI)).await;
+                    parts.push(format!(
+                        "{}: {}",
+                        host.zone_name(z),
+                        host.names(&outcome.to_string())
+                    ));
+                }
+                parts.join("; ")
+            }
+        };
+        host.record(
+            Event::new(
+                Lane::Reconciler,
+                format!("nexus service-NAT RPW #{activation}: {line}"),
+            )
+            .field("task", "nexus-service-nat")
+            .field("activation", activation),
+        );
+    }
+}
