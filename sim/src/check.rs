@@ -11,7 +11,10 @@
 use std::collections::BTreeSet;
 
 use racksim_reconciler::{
-    discovery::SwitchSlot, instances::SagaState, nat::NatEntry, SERVICES_VNI,
+    discovery::SwitchSlot,
+    instances::{SagaState, VmmState},
+    nat::NatEntry,
+    SERVICES_VNI,
 };
 
 use crate::{hosts::fmt_entry, rack::ZoneKind, world::World};
@@ -106,7 +109,8 @@ pub const RUNNING_GRACE: std::time::Duration = std::time::Duration::from_secs(60
 /// Once an instance's delete has completed, the database holds none of its
 /// NAT rows and no sled runs a VMM for it.
 pub const NO_STATE_AFTER_DELETE: &str = "no-state-after-delete";
-/// At most one VMM per instance.
+/// At most one VMM per instance that runs a guest (one past registration:
+/// a VMM only registered has no Propolis zone yet).
 pub const ONE_VMM: &str = "one-vmm";
 /// Once an instance has run on a sled for [`RUNNING_GRACE`], no switch's NAT
 /// entry for it points elsewhere.
@@ -247,12 +251,16 @@ pub fn invariant_violation(
                 }
             }
         }
+        // Guests, not registrations: a VMM that was only registered has no
+        // Propolis zone yet (upstream's sled-agent creates it on the first
+        // request to run), so it cannot be a second copy of the guest.
         let vmms: Vec<String> = o
             .sleds
             .iter()
             .filter_map(|(_, sled, _, a)| {
                 a.vmms
                     .get(&inst.id)
+                    .filter(|v| v.state != VmmState::Starting)
                     .map(|v| format!("VMM {} on {sled}", v.vmm_id))
             })
             .collect();
@@ -404,10 +412,20 @@ fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
                     }
                 }
                 for (_, sled_name, _, agent) in &o.sleds {
-                    if agent.vmms.contains_key(&inst.id) {
+                    if let Some(v) = agent.vmms.get(&inst.id) {
+                        // Upstream's sled-agent creates the Propolis zone
+                        // (and so a guest) only on the first request to
+                        // run; a VMM only registered is an idle runner,
+                        // leaked all the same (omicron b848b6df
+                        // `sled-agent/src/instance.rs`).
+                        let what = if v.state == VmmState::Starting {
+                            "holds a registered, never-started VMM"
+                        } else {
+                            "runs a VMM"
+                        };
                         gaps.push(
                             format!(
-                                "instance {name} is {:?} but {sled_name} still runs a VMM for it",
+                                "instance {name} is {:?} but {sled_name} still {what} for it",
                                 inst.state
                             )
                             .to_lowercase(),

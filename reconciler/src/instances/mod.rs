@@ -130,7 +130,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 pub use crate::dpd::MacAddr;
-pub use ops::{InstanceOps, OpError, ResumedSaga};
+pub use ops::{InstanceOps, OpError, ResumedSaga, NEXUS_SLED_AGENT_TIMEOUT};
 pub use rpw::{v2p_sync, V2pSledOutcome};
 pub use sled_agent::{
     mac_string, SledAgentClient, VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState,

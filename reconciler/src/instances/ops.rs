@@ -1076,11 +1076,22 @@ fn running(sled: u32, vmm: u64) -> RuntimeUpdate {
     }
 }
 
+/// Timeout of Nexus's requests to a sled-agent: upstream builds every
+/// sled-agent client of Nexus (the start saga's, the instance watcher's,
+/// the V2P task's) with `nexus_networking::default_reqwest_client_builder`,
+/// 60 s to connect and 60 s for the whole request (omicron b848b6df
+/// `nexus/networking/src/sled_client.rs`), not progenitor's 15 s.
+pub const NEXUS_SLED_AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A sled-agent client as Nexus builds one ([`NEXUS_SLED_AGENT_TIMEOUT`]).
 pub(super) fn sled_agent_client<C: Connector>(connector: &C, sled: &SledRef) -> SledAgentClient<C> {
-    SledAgentClient::new(HttpClient::new(
-        connector.clone(),
-        SocketAddr::new(sled.address.into(), SLED_AGENT_PORT),
-    ))
+    SledAgentClient::new(
+        HttpClient::new(
+            connector.clone(),
+            SocketAddr::new(sled.address.into(), SLED_AGENT_PORT),
+        )
+        .with_timeout(NEXUS_SLED_AGENT_TIMEOUT),
+    )
 }
 
 /// Makes one switch hold exactly `entry` at `(ip, first_port)`.
