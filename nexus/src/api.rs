@@ -129,3 +129,6 @@ pub async fn instance_api<H: NexusHost>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

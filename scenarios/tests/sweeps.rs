@@ -8,7 +8,15 @@ use std::process::Command;
 
 fn sweep(file: &str, seeds: &str) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
-        .args(["sweep", file, "--strategy", "saga", "--seeds", seeds, "--json"])
+        .args([
+            "sweep",
+            file,
+            "--strategy",
+            "saga",
+            "--seeds",
+            seeds,
+            "--json",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("racksim runs");
@@ -24,7 +32,10 @@ fn sweep(file: &str, seeds: &str) -> serde_json::Value {
 #[test]
 fn a_lost_reply_during_the_start_saga_sometimes_leaks_a_vmm() {
     let s = sweep("sweeps/orphan-vmm-lost-reply.toml", "1..40");
-    let (runs, converged) = (s["runs"].as_u64().unwrap(), s["converged"].as_u64().unwrap());
+    let (runs, converged) = (
+        s["runs"].as_u64().unwrap(),
+        s["converged"].as_u64().unwrap(),
+    );
     assert_eq!(s["as_expected"].as_u64(), Some(runs), "{s}");
     assert!(converged > 0, "no seed converged: {s}");
     assert!(converged < runs, "no seed leaked a VMM: {s}");

@@ -15,15 +15,12 @@ use dropshot::{
     HttpResponseUpdatedNoContent, HttpServer, RequestContext, ServerBuilder, TypedBody,
 };
 use racksim_fakes::api::Fault;
+use racksim_nexus::InstanceRequest;
 use racksim_reconciler::{
     dpd::Ipv4Nat,
     instances::{VirtualNetworkInterfaceHost, VmmInfo},
 };
-use racksim_sim::{
-    rack::UPSTREAM_NTP_NAME,
-    world::{zone_nat_entry, InstanceRequest},
-    Action,
-};
+use racksim_sim::{rack::UPSTREAM_NTP_NAME, world::zone_nat_entry, Action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
