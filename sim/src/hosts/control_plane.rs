@@ -21,7 +21,7 @@ use racksim_reconciler::{
     DPD_PORT,
 };
 
-use super::sled::TimeSync;
+use crate::fakes::sled_agent::TimeSync;
 use crate::{
     fakes::http::{serve as serve_http, ApiRequest, ApiResponse, Handler},
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
