@@ -144,7 +144,7 @@ pub enum NexusServiceNat {
     /// Nothing: the sleds' reconcilers own service NAT.
     Off,
     /// Every 30 s, Nexus reads each dpd's service entries (VNI 100) and
-    /// repairs them to the desired set (`hosts::control_plane`).
+    /// repairs them to the desired set (`racksim_nexus::tasks::service_nat`).
     ///
     /// Simplified: upstream's `ServiceZoneNatTracker` never read dpd; it
     /// wrote the service zones' rows, derived from the latest inventory

@@ -106,7 +106,7 @@ pub async fn start(
         desired,
         nexus: SocketAddr::new(
             nexus_sled.address.into(),
-            racksim_sim::hosts::control_plane::NEXUS_INTERNAL_PORT,
+            racksim_nexus::NEXUS_INTERNAL_PORT,
         ),
     };
     let instances: Vec<String> = opts.instances.iter().map(|i| i.name.clone()).collect();
