@@ -240,11 +240,16 @@ pub fn invariant_violation(
             }
             for (_, sled, _, agent) in &o.sleds {
                 if let Some(v) = agent.vmms.get(&inst.id) {
+                    let what = if v.state == VmmState::Starting {
+                        "holds its registered, never-started"
+                    } else {
+                        "runs its"
+                    };
                     return Some(Violation {
                         invariant: NO_STATE_AFTER_DELETE,
                         cause: None,
                         message: format!(
-                            "the delete of instance {name} completed, but {sled} still runs its VMM {}",
+                            "the delete of instance {name} completed, but {sled} still {what} VMM {}",
                             v.vmm_id
                         ),
                     });

@@ -29,10 +29,19 @@
 //! ## Simplified
 //!
 //! * The model has no VMM records: an instance record names its active VMM
-//!   (`sled`, `vmm`), and only a **Running** instance's VMM is watched. A
-//!   VMM still starting belongs to its start saga, whose own failure
-//!   handling applies (upstream watches VMMs from the moment sled-agent has
-//!   them; a start saga that loses its VMM fails on its own nodes here).
+//!   (`sled`, `vmm`), and a **Running** or **Stopping** instance's VMM is
+//!   watched. A VMM still starting belongs to its start saga, whose own
+//!   failure handling applies (upstream watches VMMs from the moment
+//!   sled-agent has them; a start saga that loses its VMM fails on its own
+//!   nodes here). A Stopping instance whose VMM is found gone goes to
+//!   Failed, as upstream's update saga moves an instance whose active VMM
+//!   failed to Failed whatever was asked of it
+//!   (`nexus/src/app/sagas/instance_update/mod.rs`), and reincarnation
+//!   then restarts it under its policy. Simplified: upstream's sled-agent
+//!   also reports a VMM it destroyed to Nexus (retrying until heard), which
+//!   ends an interrupted stop at Stopped; the model has no such reports, so
+//!   a stop interrupted after the sled destroyed the VMM ends as a stop
+//!   whose report was lost does upstream (the sled rebooted with it).
 //! * The update saga is one conditional update plus the network clean-up,
 //!   not a steno saga with its own lock: the conditional update on the
 //!   generation the watcher read is what keeps it from undoing a concurrent
@@ -156,7 +165,12 @@ pub async fn instance_watcher<C: Connector, S: InstanceStore>(
     let sleds = store.sleds().await?;
     let mut out = Vec::new();
     for record in store.instances().await? {
-        let (InstanceState::Running, Some(sled), Some(vmm)) =
+        // Running and Stopping: the records whose VMM upstream's watcher
+        // polls (its VMM rows not `Creating`, `SagaUnwound` or
+        // `Destroyed`). A stop whose Nexus died after the sled destroyed
+        // the VMM — and whose sled-agent's report was lost with it — is
+        // found this way, as upstream finds it.
+        let (InstanceState::Running | InstanceState::Stopping, Some(sled), Some(vmm)) =
             (record.state, record.sled, record.vmm)
         else {
             continue;

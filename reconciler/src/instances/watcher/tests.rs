@@ -146,6 +146,39 @@ async fn a_vmm_lost_in_a_reboot_fails_its_instance_and_clears_its_networking() {
     assert!(again.is_empty());
 }
 
+/// A stop that destroyed the VMM but never recorded Stopped (its Nexus died
+/// in between) is found by the watcher as upstream's finds it: the VMM is
+/// gone, so the instance goes to Failed.
+#[tokio::test]
+async fn a_vmm_gone_under_an_interrupted_stop_fails_its_instance() {
+    let rack = running_on_sled1().await;
+    let running = rack.store.fetch(ID).await.unwrap();
+    let stopping = rack
+        .store
+        .update_if(
+            ID,
+            running.generation,
+            RuntimeUpdate {
+                state: InstanceState::Stopping,
+                sled: running.sled,
+                vmm: running.vmm,
+            },
+        )
+        .await
+        .unwrap();
+    rack.net
+        .with_sled_agent(sled_ip(1), |a| *a = Default::default());
+    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    assert_eq!(watched.len(), 1, "a Stopping instance's VMM is watched");
+    assert_eq!(watched[0].check, VmmCheck::Gone);
+    let after = watched[0].update.as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(after.state, InstanceState::Failed);
+    assert_eq!(after.generation, stopping.generation + 1);
+    assert_eq!(live_rows(&rack.store), 0);
+}
+
 /// An unreachable sled-agent is no evidence: MGS saying the sled is on
 /// leaves the record as it is; MGS saying it is off fails the instance.
 // Paused time: the hung sled-agent costs the client's timeout, which
