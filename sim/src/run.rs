@@ -379,6 +379,28 @@ impl<'a> Driver<'a> {
             }
             Action::Partition { a, b, oneway } | Action::Heal { a, b, oneway } => {
                 let heal = matches!(action, Action::Heal { .. });
+                {
+                    let mut st = world.lock();
+                    for x in a {
+                        for y in b {
+                            let mut pairs = vec![(x.clone(), y.clone())];
+                            if !*oneway {
+                                pairs.push((y.clone(), x.clone()));
+                            }
+                            for pair in pairs {
+                                if heal {
+                                    st.net.cuts.remove(&pair);
+                                } else {
+                                    st.net.cuts.insert(pair);
+                                }
+                            }
+                        }
+                    }
+                    if heal {
+                        st.net.last_heal = now;
+                    }
+                    st.version += 1;
+                }
                 for x in self.addrs(a) {
                     for y in self.addrs(b) {
                         match (heal, *oneway) {

@@ -423,6 +423,9 @@ pub struct State {
     pub switches: SwitchesState,
     pub sleds: SledsState,
     pub dns: DnsState,
+    /// The partitions the driver has made (turmoil enforces them; the
+    /// checks read them).
+    pub net: NetState,
     /// Names of every address ever in the rack, for traces.
     pub names: BTreeMap<Ipv6Addr, String>,
     /// Times each host's software has started (derives per-boot RNG seeds).
@@ -455,6 +458,28 @@ pub struct ControlPlaneState {
     /// Instances whose delete operation has completed (returned success),
     /// and when: from then on nothing may remain of them.
     pub deletes_completed: BTreeMap<u32, Duration>,
+    /// When a Nexus last came up.
+    pub last_up: Duration,
+}
+
+/// Which hosts cannot reach which, as the driver's partitions left them:
+/// directed pairs of host names (`(a, b)`: what `a` sends to `b` is lost),
+/// and when a partition was last healed. Read by the checks, so that an
+/// invariant about what crosses the network does not demand it across a
+/// cut.
+#[derive(Clone, Debug, Default)]
+pub struct NetState {
+    pub cuts: BTreeSet<(String, String)>,
+    pub last_heal: Duration,
+}
+
+impl NetState {
+    /// Whether `a` and `b` can exchange requests and replies (both
+    /// directions are needed for one).
+    pub fn connected(&self, a: &str, b: &str) -> bool {
+        !self.cuts.contains(&(a.to_string(), b.to_string()))
+            && !self.cuts.contains(&(b.to_string(), a.to_string()))
+    }
 }
 
 /// What the switches own: each running dpd's state machine, the faults
@@ -580,6 +605,7 @@ impl World {
                 ..Default::default()
             },
             dns: DnsState::default(),
+            net: NetState::default(),
             names,
             boots: BTreeMap::new(),
             version: 0,

@@ -306,12 +306,15 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             .await?;
         // Naive and saga (today's control plane, with its instance
         // watcher): the record says Stopping before the VMM is destroyed,
-        // as upstream's instance is Stopping while its VMM winds down. The
-        // watcher watches only Running instances, so it cannot mistake the
-        // VMM this stop destroys for one that died, fail the instance and
-        // have reincarnation start what the operator stopped (the model
-        // did, found by `racksim fuzz`, standard seed 245). Legacy keeps
-        // seed 002's order: its era had no watcher.
+        // as upstream's instance is Stopping while its VMM winds down, and
+        // forgets the VMM as soon as the sled has destroyed it, as
+        // upstream's VMM row is Destroyed once sled-agent says so — before
+        // the network clean-up. So the watcher (which watches Running and
+        // Stopping records with a VMM) cannot mistake the VMM this stop
+        // destroys for one that died, fail the instance and have
+        // reincarnation start what the operator stopped (the model did,
+        // found by `racksim fuzz`, standard seed 245). Legacy keeps seed
+        // 002's order: its era had no watcher.
         let record = match self.imp {
             StartImpl::Legacy => record,
             StartImpl::Naive | StartImpl::Saga => {
@@ -349,6 +352,23 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 return Err(e.into());
             }
         }
+        // The VMM is destroyed: the record no longer names it (see above).
+        let record = match record.state {
+            InstanceState::Stopping => {
+                self.store
+                    .update_if(
+                        id,
+                        record.generation,
+                        RuntimeUpdate {
+                            state: InstanceState::Stopping,
+                            sled: record.sled,
+                            vmm: None,
+                        },
+                    )
+                    .await?
+            }
+            _ => record,
+        };
         match self.imp {
             StartImpl::Legacy | StartImpl::Naive => {
                 let stopped = self.store.update_if(id, record.generation, STOPPED).await?;

@@ -120,6 +120,10 @@ pub enum VmmCheck {
     /// sled-agent is unreachable and MGS says the sled is on, or cannot be
     /// asked: nothing is known, nothing is done.
     Inconclusive(String),
+    /// The sled is no longer in service (expunged; here, a replaced
+    /// scrimlet's retired sled): its VMMs are failed without asking it, as
+    /// upstream's watcher does (`Failure::SledExpunged`).
+    SledExpunged,
 }
 
 /// What the watcher found, as a trace says it: `gone (no such VMM)`.
@@ -130,6 +134,7 @@ impl std::fmt::Display for VmmCheck {
             VmmCheck::Gone => f.write_str("gone (no such VMM)"),
             VmmCheck::SledPoweredOff(p) => write!(f, "gone (sled powered off, {p:?})"),
             VmmCheck::Inconclusive(why) => write!(f, "unknown: {why}"),
+            VmmCheck::SledExpunged => f.write_str("gone (sled expunged)"),
         }
     }
 }
@@ -137,7 +142,10 @@ impl std::fmt::Display for VmmCheck {
 impl VmmCheck {
     /// Whether the VMM is to be marked Failed.
     pub fn failed(&self) -> bool {
-        matches!(self, VmmCheck::Gone | VmmCheck::SledPoweredOff(_))
+        matches!(
+            self,
+            VmmCheck::Gone | VmmCheck::SledPoweredOff(_) | VmmCheck::SledExpunged
+        )
     }
 }
 
@@ -175,10 +183,11 @@ pub async fn instance_watcher<C: Connector, S: InstanceStore>(
         else {
             continue;
         };
-        let Some(sled_ref) = sleds.iter().find(|s| s.id == sled).copied() else {
-            continue;
+        let check = match sleds.iter().find(|s| s.id == sled) {
+            Some(sled_ref) => check_vmm(connector, sled_ref, record.id, vmm, mgs).await,
+            // Not among the in-service sleds: expunged.
+            None => VmmCheck::SledExpunged,
         };
-        let check = check_vmm(connector, &sled_ref, record.id, vmm, mgs).await;
         let update = if check.failed() {
             Some(ops.vmm_failed(&record).await)
         } else {

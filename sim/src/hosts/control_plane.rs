@@ -147,6 +147,7 @@ async fn serve(
     {
         let mut st = world.lock();
         st.control_plane.nexus_up.insert(index);
+        st.control_plane.last_up = turmoil::sim_elapsed().unwrap_or_default();
         st.version += 1;
     }
     world.record(

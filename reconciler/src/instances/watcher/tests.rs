@@ -179,6 +179,30 @@ async fn a_vmm_gone_under_an_interrupted_stop_fails_its_instance() {
     assert_eq!(live_rows(&rack.store), 0);
 }
 
+/// A VMM on a sled that is no longer in service is failed without asking
+/// the sled, as upstream's watcher fails VMMs on an expunged sled.
+#[tokio::test]
+async fn a_vmm_on_an_expunged_sled_fails_its_instance() {
+    let rack = running_on_sled1().await;
+    rack.store.lock().sleds.retain(|s| s.id != 1);
+    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    assert_eq!(watched[0].check, VmmCheck::SledExpunged);
+    let after = watched[0].update.as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(after.state, InstanceState::Failed);
+    let before = rack.net.requests(sled_ip(1), SLED_AGENT_PORT).len();
+    let again = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "Failed is not watched again");
+    assert_eq!(
+        rack.net.requests(sled_ip(1), SLED_AGENT_PORT).len(),
+        before,
+        "an expunged sled is not asked"
+    );
+}
+
 /// An unreachable sled-agent is no evidence: MGS saying the sled is on
 /// leaves the record as it is; MGS saying it is off fails the instance.
 // Paused time: the hung sled-agent costs the client's timeout, which
