@@ -29,8 +29,9 @@
 //!   race as against a real API; an orderly stop refuses what has not
 //!   started and lets what has finish.
 //! * [`tasks`] — the background tasks (RPWs) of the run's era: the V2P
-//!   task, the instance watcher with its update saga, instance
-//!   reincarnation, and the service-zone NAT task of the eras that had one.
+//!   task, the instance watcher with its update saga, the instance updater,
+//!   instance reincarnation, and the service-zone NAT task of the eras that
+//!   had one.
 //! * [`internal_api`] — the part of Nexus's internal API dpd pulls:
 //!   `GET /nat/ipv4/changeset/{from_gen}`, as a framework-neutral router
 //!   (the simulation's server) and as a dropshot API (live mode's).
@@ -94,7 +95,8 @@ pub struct NexusConfig {
     pub service_nat: bool,
     /// The V2P task: every period and when an operation activates it.
     pub v2p: bool,
-    /// The instance watcher (every 30 s) and its instance-update saga.
+    /// The instance watcher (every 30 s) and its instance-update saga, and
+    /// the instance updater (every 30 s).
     pub instance_watcher: bool,
     /// Instance reincarnation (every 60 s).
     pub reincarnation: bool,
@@ -264,6 +266,7 @@ pub async fn serve<H, F>(
         tasks::service_nat(host, stop.clone()),
         tasks::instance_watcher(host, &ops, stop.clone()),
         tasks::reincarnation(host, &ops, stop.clone()),
+        tasks::instance_updater(host, &ops, stop.clone()),
         tasks::v2p(host, &store, &v2p_task, stop.clone()),
         api::instance_api(host, &ops, requests, stop.clone()),
         internal_api(store.clone()),

@@ -18,8 +18,8 @@ use racksim_reconciler::{
     instances::{
         v2p_sync,
         watcher::{
-            instance_watcher as watch_instances, reincarnate, VmmCheck, INSTANCE_WATCHER_PERIOD,
-            REINCARNATION_PERIOD,
+            instance_updater as update_instances, instance_watcher as watch_instances, reincarnate,
+            VmmCheck, INSTANCE_UPDATER_PERIOD, INSTANCE_WATCHER_PERIOD, REINCARNATION_PERIOD,
         },
     },
     nat::{reconcile_switch, Scope},
@@ -150,6 +150,52 @@ pub async fn instance_watcher<H: NexusHost>(
                     format!("nexus instance watcher: {}", parts.join("; ")),
                 )
                 .field("task", "instance-watcher"),
+            );
+        }
+    }
+}
+
+/// The instance updater, every [`INSTANCE_UPDATER_PERIOD`]: finishes the
+/// update of an instance whose VMM is gone but whose update never ran (a
+/// stop whose Nexus died after the sled destroyed the VMM;
+/// `racksim_reconciler::instances::watcher::instance_updater`). Runs where
+/// the instance watcher does: the same era.
+pub async fn instance_updater<H: NexusHost>(
+    host: &H,
+    ops: &Ops<H>,
+    mut stop: watch::Receiver<bool>,
+) {
+    if !host.config().instance_watcher {
+        return;
+    }
+    let mut interval = every(INSTANCE_UPDATER_PERIOD);
+    loop {
+        // Cancel-safe: observing a watch channel, and an interval's tick.
+        tokio::select! {
+            biased;
+            () = stop_requested(&mut stop) => return,
+            _ = interval.tick() => {}
+        }
+        let parts: Vec<String> = match update_instances(ops).await {
+            Err(e) => vec![format!("database: {e}")],
+            Ok(done) => done
+                .into_iter()
+                .map(|u| {
+                    host.names(&format!(
+                        "{} stopping with its VMM destroyed: {}",
+                        host.instance_name(u.instance),
+                        fmt_op(&u.outcome)
+                    ))
+                })
+                .collect(),
+        };
+        if !parts.is_empty() {
+            host.record(
+                Event::new(
+                    Lane::Instance,
+                    format!("nexus instance updater: {}", parts.join("; ")),
+                )
+                .field("task", "instance-updater"),
             );
         }
     }

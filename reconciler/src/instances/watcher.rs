@@ -78,6 +78,9 @@ use crate::{
 /// Period of Nexus's instance watcher (omicron's
 /// `instance_watcher.period_secs` default).
 pub const INSTANCE_WATCHER_PERIOD: Duration = Duration::from_secs(30);
+/// Period of Nexus's instance updater (omicron's
+/// `instance_updater.period_secs` default).
+pub const INSTANCE_UPDATER_PERIOD: Duration = Duration::from_secs(30);
 /// Period of Nexus's instance reincarnation task.
 pub const REINCARNATION_PERIOD: Duration = Duration::from_secs(60);
 /// How long after an automatic restart an instance may be restarted again
@@ -307,6 +310,36 @@ pub async fn reincarnate<C: Connector, S: InstanceStore>(
     Ok(out)
 }
 
+/// One instance the updater finished a stop for, and how it went.
+#[derive(Debug)]
+pub struct Updated {
+    pub instance: u32,
+    pub outcome: Result<InstanceRecord, OpError>,
+}
+
+/// Nexus's instance updater (omicron
+/// `nexus/src/app/background/tasks/instance_updater.rs`): finds instances
+/// whose active VMM is gone but whose update never ran, and runs it. In the
+/// model that is a Stopping record whose VMM the sled has destroyed (the
+/// stop forgot it) — a stop whose Nexus died before it recorded Stopped.
+/// The update finishes the stop: NAT rows cleared and the dpds told, the
+/// record Stopped (conditional on the generation read, so a stop that gets
+/// there first wins), the V2P task activated.
+pub async fn instance_updater<C: Connector, S: InstanceStore>(
+    ops: &InstanceOps<C, S>,
+) -> Result<Vec<Updated>, StoreError> {
+    let mut out = Vec::new();
+    for record in ops.store().instances().await? {
+        if record.state == InstanceState::Stopping && record.vmm.is_none() {
+            out.push(Updated {
+                instance: record.id,
+                outcome: ops.vmm_destroyed(&record).await,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Where reincarnation starts `record`: a fixed choice per instance, moved
 /// on by one sled (by id) with each automatic restart, so that a sled that
 /// stays down is not chosen for ever (see the module's "Simplified").
@@ -316,6 +349,27 @@ fn placement(record: &InstanceRecord, sleds: &[SledRef]) -> u32 {
 }
 
 impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
+    /// The instance-update saga for a stop's destroyed VMM (see
+    /// [`instance_updater`]).
+    pub async fn vmm_destroyed(&self, seen: &InstanceRecord) -> Result<InstanceRecord, OpError> {
+        self.store().nat_clear_instance(seen.id).await?;
+        self.trigger_dpds(seen.id).await?;
+        let stopped = self
+            .store()
+            .update_if(
+                seen.id,
+                seen.generation,
+                RuntimeUpdate {
+                    state: InstanceState::Stopped,
+                    sled: None,
+                    vmm: None,
+                },
+            )
+            .await?;
+        self.activate_v2p_task();
+        Ok(stopped)
+    }
+
     /// The instance-update saga for a VMM found failed: the instance moves
     /// to Failed (conditional on the generation the watcher read, so a stop
     /// or start that got there first wins and this does nothing), its NAT

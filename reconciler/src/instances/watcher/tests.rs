@@ -179,6 +179,43 @@ async fn a_vmm_gone_under_an_interrupted_stop_fails_its_instance() {
     assert_eq!(live_rows(&rack.store), 0);
 }
 
+/// A stop that had the sled destroy the VMM and forgot it, then died before
+/// recording Stopped, is finished by the instance updater.
+#[tokio::test]
+async fn the_updater_finishes_a_stop_whose_nexus_died() {
+    let rack = running_on_sled1().await;
+    let running = rack.store.fetch(ID).await.unwrap();
+    rack.store
+        .update_if(
+            ID,
+            running.generation,
+            RuntimeUpdate {
+                state: InstanceState::Stopping,
+                sled: running.sled,
+                vmm: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
+            .await
+            .unwrap()
+            .is_empty(),
+        "no VMM to watch"
+    );
+    let updated = instance_updater(&rack.ops).await.unwrap();
+    assert_eq!(updated.len(), 1);
+    let after = updated[0].outcome.as_ref().unwrap();
+    assert_eq!(
+        (after.state, after.sled, after.vmm),
+        (InstanceState::Stopped, None, None)
+    );
+    assert_eq!(live_rows(&rack.store), 0, "its NAT rows are cleared");
+    assert!(activated(&rack.v2p).await, "and the V2P task activated");
+    assert!(instance_updater(&rack.ops).await.unwrap().is_empty());
+}
+
 /// A VMM on a sled that is no longer in service is failed without asking
 /// the sled, as upstream's watcher fails VMMs on an expunged sled.
 #[tokio::test]
