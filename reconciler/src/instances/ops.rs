@@ -317,19 +317,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         // 002's order: its era had no watcher.
         let record = match self.imp {
             StartImpl::Legacy => record,
-            StartImpl::Naive | StartImpl::Saga => {
-                self.store
-                    .update_if(
-                        id,
-                        record.generation,
-                        RuntimeUpdate {
-                            state: InstanceState::Stopping,
-                            sled: record.sled,
-                            vmm: record.vmm,
-                        },
-                    )
-                    .await?
-            }
+            StartImpl::Naive | StartImpl::Saga => self.mark_stopping(&record, record.vmm).await?,
         };
         match self
             .sled_agent(&sled_ref)
@@ -354,19 +342,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         }
         // The VMM is destroyed: the record no longer names it (see above).
         let record = match record.state {
-            InstanceState::Stopping => {
-                self.store
-                    .update_if(
-                        id,
-                        record.generation,
-                        RuntimeUpdate {
-                            state: InstanceState::Stopping,
-                            sled: record.sled,
-                            vmm: None,
-                        },
-                    )
-                    .await?
-            }
+            InstanceState::Stopping => self.mark_stopping(&record, None).await?,
             _ => record,
         };
         match self.imp {
@@ -389,6 +365,24 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 Ok(stopped)
             }
         }
+    }
+
+    /// The stop's record: Stopping on its sled, naming `vmm` (the VMM
+    /// being destroyed, or none once the sled has destroyed it).
+    async fn mark_stopping(
+        &self,
+        record: &InstanceRecord,
+        vmm: Option<u64>,
+    ) -> Result<InstanceRecord, OpError> {
+        let update = RuntimeUpdate {
+            state: InstanceState::Stopping,
+            sled: record.sled,
+            vmm,
+        };
+        Ok(self
+            .store
+            .update_if(record.id, record.generation, update)
+            .await?)
     }
 
     /// Delete an instance that is Stopped, Failed or Creating: mark it
