@@ -20,8 +20,12 @@ use racksim_reconciler::{
 #[derive(Clone, Debug, Default)]
 pub struct Db {
     pub instances: BTreeMap<u32, InstanceRecord>,
-    /// The instance NAT table (versioned; dpd pulls its changes).
+    /// The NAT table (versioned; dpd pulls its changes): instance rows,
+    /// and in the legacy era the service zones' rows (VNI 100).
     pub nat: NatTable,
+    /// The latest inventory collection (the legacy era's service-zone NAT
+    /// task reads it).
+    pub inventory: Option<crate::Collection>,
     pub sagas: BTreeMap<u64, SagaRecord>,
     /// Which Nexus (by host name) executes each saga.
     pub saga_sec: BTreeMap<u64, String>,

@@ -13,7 +13,10 @@
 //!   instance API requests --> api::instance_api --.
 //!                                                 |   InstanceOps (racksim-reconciler:
 //!   every 30 s / activation --> tasks::{v2p,      +-> sagas, the instance watcher,
-//!      watcher, reincarnation, service_nat}  ----'    reincarnation, V2P sync)
+//!      watcher, updater, reincarnation}  --------'    reincarnation, V2P sync)
+//!
+//!   every 600 s --> inventory::collector --> Db.inventory
+//!   every 30 s  --> inventory::service_zone_nat --> Db.nat (VNI 100 rows) + dpd triggers
 //!                                                          |
 //!   dpd's NAT RPW --> internal_api (changesets) --> NexusStore<H> --> Db (under H's lock)
 //! ```
@@ -29,9 +32,11 @@
 //!   race as against a real API; an orderly stop refuses what has not
 //!   started and lets what has finish.
 //! * [`tasks`] — the background tasks (RPWs) of the run's era: the V2P
-//!   task, the instance watcher with its update saga, the instance updater,
-//!   instance reincarnation, and the service-zone NAT task of the eras that
-//!   had one.
+//!   task, the instance watcher with its update saga, the instance updater
+//!   and instance reincarnation.
+//! * [`inventory`] — the inventory collector and the legacy era's
+//!   service-zone NAT task, which writes service zones' rows from the
+//!   latest collection into the versioned NAT table (it never reads dpd).
 //! * [`internal_api`] — the part of Nexus's internal API dpd pulls:
 //!   `GET /nat/ipv4/changeset/{from_gen}`, as a framework-neutral router
 //!   (the simulation's server) and as a dropshot API (live mode's).
@@ -51,7 +56,6 @@ use racksim_reconciler::{
     discovery::SwitchZoneResolver,
     http::Connector,
     instances::{InstanceOps, InstanceRecord, OpError, SledRef, StartImpl},
-    nat::NatEntry,
 };
 use tokio::{
     sync::{watch, Notify},
@@ -61,11 +65,13 @@ use tokio::{
 pub mod api;
 pub mod db;
 pub mod internal_api;
+pub mod inventory;
 pub mod store;
 pub mod tasks;
 
 pub use api::Requests;
 pub use db::{instance_record, Db, InstanceRequest};
+pub use inventory::{Collection, SledInventory};
 pub use store::NexusStore;
 
 /// Port of Nexus's internal API on its zone's address (Omicron's
@@ -86,12 +92,10 @@ pub struct NexusConfig {
     pub start: StartImpl,
     /// Period of the V2P and service-NAT tasks.
     pub rpw_period: Duration,
-    /// Nexus's service-zone NAT task: every period, read each dpd's service
-    /// entries and repair them to the desired set.
-    ///
-    /// Simplified: upstream's `ServiceZoneNatTracker` never read dpd; it
-    /// wrote the service zones' rows, derived from inventory, into the
-    /// versioned NAT table (issue 17).
+    /// The legacy era's service-zone NAT: the inventory collector (every
+    /// 600 s) and `ServiceZoneNatTracker` (every period), which writes the
+    /// running service zones' rows into the versioned NAT table and
+    /// triggers dpd ([`inventory`]).
     pub service_nat: bool,
     /// The V2P task: every period and when an operation activates it.
     pub v2p: bool,
@@ -181,9 +185,11 @@ pub trait NexusHost: Clone + Send + Sync + 'static {
     /// The management gateways the instance watcher asks about a sled
     /// that does not answer.
     fn mgs(&self) -> Vec<SocketAddr>;
-    /// The service zones' desired NAT entries (the service-NAT task's
-    /// view of the database).
-    fn desired_service_nat(&self) -> Vec<NatEntry>;
+    /// What an inventory collection by this Nexus finds now: each
+    /// in-service sled, with the service zones its sled-agent reports
+    /// running, or `None` if it does not answer (the collector,
+    /// [`inventory::collector`]).
+    fn inventory(&self) -> Vec<SledInventory>;
     /// The clock reincarnation's cooldown is measured by (upstream's
     /// `time_last_auto_restarted` is a timestamp).
     fn now(&self) -> Duration;
@@ -263,7 +269,8 @@ pub async fn serve<H, F>(
     // scrimlet reconcilers owned service NAT (two owners of one table
     // duel), so in the target era it does not run.
     tokio::join!(
-        tasks::service_nat(host, stop.clone()),
+        inventory::collector(host, stop.clone()),
+        inventory::service_zone_nat(host, stop.clone()),
         tasks::instance_watcher(host, &ops, stop.clone()),
         tasks::reincarnation(host, &ops, stop.clone()),
         tasks::instance_updater(host, &ops, stop.clone()),

@@ -2,28 +2,21 @@
 //! a time and returns at once if the era does not have it
 //! ([`NexusConfig`](crate::NexusConfig)). An orderly stop waits for the
 //! activation in progress, never interrupts it. Each is quiet when it had
-//! nothing to do — the trace records changes — except the service-NAT
-//! task, whose every activation is a line (its repairs are what the
-//! service-NAT scenarios watch).
+//! nothing to do — the trace records changes. The legacy era's
+//! service-zone NAT task and the inventory collector are in
+//! [`crate::inventory`].
 //!
 //! Instance NAT has no Nexus-side task: operations write versioned rows
 //! and trigger dpd, and each dpd pulls them ([`crate::internal_api`]).
 
 use std::net::SocketAddr;
 
-use racksim_reconciler::discovery::SwitchZoneResolver;
-use racksim_reconciler::{
-    dpd::DpdClient,
-    http::HttpClient,
-    instances::{
-        v2p_sync,
-        watcher::{
-            instance_updater as update_instances, instance_watcher as watch_instances, reincarnate,
-            VmmCheck, INSTANCE_UPDATER_PERIOD, INSTANCE_WATCHER_PERIOD, REINCARNATION_PERIOD,
-        },
+use racksim_reconciler::instances::{
+    v2p_sync,
+    watcher::{
+        instance_updater as update_instances, instance_watcher as watch_instances, reincarnate,
+        VmmCheck, INSTANCE_UPDATER_PERIOD, INSTANCE_WATCHER_PERIOD, REINCARNATION_PERIOD,
     },
-    nat::{reconcile_switch, Scope},
-    DPD_PORT, SERVICES_VNI,
 };
 use tokio::{
     sync::{watch, Notify},
@@ -33,7 +26,7 @@ use tokio::{
 use crate::{fmt_op, stop_requested, Event, Lane, NexusHost, NexusStore, Ops};
 
 /// An interval whose missed ticks are delayed, not lost or bunched.
-fn every(period: std::time::Duration) -> Interval {
+pub(crate) fn every(period: std::time::Duration) -> Interval {
     let mut interval = interval(period);
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
     interval
@@ -240,55 +233,5 @@ pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, mut stop: watch
                 .field("task", "instance-reincarnation"),
             );
         }
-    }
-}
-
-/// The service-zone NAT task of the eras that had one: every period, make
-/// every discovered dpd's service entries (VNI 100) match the database.
-/// Read each time, as Nexus reads its database: zones move.
-pub async fn service_nat<H: NexusHost>(host: &H, mut stop: watch::Receiver<bool>) {
-    if !host.config().service_nat {
-        return;
-    }
-    let mut activation = 0u64;
-    let mut interval = every(host.config().rpw_period);
-    let (connector, resolver) = (host.connector(), host.resolver());
-    loop {
-        // Cancel-safe: observing a watch channel, and an interval's tick.
-        tokio::select! {
-            biased;
-            () = stop_requested(&mut stop) => return,
-            _ = interval.tick() => {}
-        }
-        activation += 1;
-        let desired = host.desired_service_nat();
-        let line = match resolver.switch_zones().await {
-            Err(e) => format!("discovery failed: {}", host.names(&e.0)),
-            Ok(mut zones) => {
-                zones.sort();
-                let mut parts = Vec::new();
-                for z in zones {
-                    let dpd = DpdClient::new(HttpClient::new(
-                        connector.clone(),
-                        SocketAddr::new(z.into(), DPD_PORT),
-                    ));
-                    let outcome = reconcile_switch(&dpd, &desired, &Scope::Vni(SERVICES_VNI)).await;
-                    parts.push(format!(
-                        "{}: {}",
-                        host.zone_name(z),
-                        host.names(&outcome.to_string())
-                    ));
-                }
-                parts.join("; ")
-            }
-        };
-        host.record(
-            Event::new(
-                Lane::Reconciler,
-                format!("nexus service-NAT RPW #{activation}: {line}"),
-            )
-            .field("task", "nexus-service-nat")
-            .field("activation", activation),
-        );
     }
 }

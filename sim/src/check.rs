@@ -35,8 +35,16 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
             .map(NatEntry::from_dpd)
             .collect();
         for e in desired.difference(&actual) {
-            let what = zones
-                .zone_for(e.external_ip, e.first_port)
+            let zone = zones.zone_for(e.external_ip, e.first_port);
+            // A zone whose sled is down serves nothing through its entry,
+            // so its absence is not a gap (the legacy era's service-zone
+            // NAT task removes it once inventory misses the sled); it is
+            // owed again as soon as the sled is back. Present, it is not
+            // stale either: it is still the config's.
+            if zone.is_some_and(|z| !snap.sleds_up.contains(&z.spec.sled)) {
+                continue;
+            }
+            let what = zone
                 .map(|z| format!("{} on {}", z.id.kind, sleds[z.spec.sled].name))
                 .unwrap_or_else(|| "unknown zone".to_string());
             gaps.push(format!(

@@ -143,15 +143,13 @@ impl fmt::Display for InstanceEra {
 pub enum NexusServiceNat {
     /// Nothing: the sleds' reconcilers own service NAT.
     Off,
-    /// Every 30 s, Nexus reads each dpd's service entries (VNI 100) and
-    /// repairs them to the desired set (`racksim_nexus::tasks::service_nat`).
-    ///
-    /// Simplified: upstream's `ServiceZoneNatTracker` never read dpd; it
-    /// wrote the service zones' rows, derived from the latest inventory
-    /// collection, into the versioned NAT table and let dpd pull them.
-    /// Modelling that is another variant of this enum (issue 17), not a
-    /// change of this one's meaning.
-    RepairsDpd,
+    /// Upstream's `ServiceZoneNatTracker` (omicron before `1a20a12eb1`):
+    /// every 30 s it writes the service zones' rows (VNI 100), derived from
+    /// the latest inventory collection (every 600 s), into the versioned NAT
+    /// table and triggers dpd when a row was added; each dpd pulls them
+    /// (`racksim_nexus::inventory`). It never reads a dpd's table, so it
+    /// needs dpd's NAT RPW, whatever the instance era.
+    InventoryTracker,
 }
 
 /// Whether a periodic control-plane task runs.
@@ -204,8 +202,8 @@ impl ControlPlaneEra {
     ///
     /// | strategy         | era        | Nexus service-zone NAT task |
     /// |------------------|------------|-----------------------------|
-    /// | `legacy`         | `legacy`   | on: `ServiceZoneNatTracker` existed beside the zone-start path |
-    /// | `sled-task`      | `proposal` | on: the proposal kept the legacy control plane |
+    /// | `legacy`         | `legacy`   | `ServiceZoneNatTracker` (omicron #4857), beside the zone-start path |
+    /// | `sled-task`      | `proposal` | `ServiceZoneNatTracker`: the proposal kept the legacy control plane |
     /// | `scrimlet-local` | `target`   | off: removed (`1a20a12eb1`) once the scrimlet reconcilers owned service NAT |
     ///
     /// | start            | era        | dpd NAT RPW, Nexus V2P task |
@@ -215,19 +213,33 @@ impl ControlPlaneEra {
     ///
     /// The instance watcher and reincarnation follow the instance era too:
     /// off in seed 002's time (they came later, with the instance-update
-    /// saga and the auto-restart policy), on in the current one.
+    /// saga and the auto-restart policy), on in the current one. dpd's NAT
+    /// RPW runs wherever anything writes NAT rows for it to pull: the
+    /// current instance era, or the service-zone NAT tracker.
+    ///
+    /// Seed 002's time had neither dpd's RPW (omicron #3804) nor the
+    /// tracker (#4857), so a `legacy` start runs neither, whatever the
+    /// strategy: its Nexus leaves service NAT to the zone-start path.
+    /// Choosing each mechanism's era on its own is issue 21's.
     pub fn of(strategy: Strategy, start: StartImpl) -> ControlPlaneEra {
-        let nexus_service_nat = match Era::of(strategy) {
-            Era::Legacy | Era::Proposal => NexusServiceNat::RepairsDpd,
-            Era::Target => NexusServiceNat::Off,
-        };
         let instances = match InstanceEra::of(start) {
             InstanceEra::Seed002 => Task::Off,
             InstanceEra::Current => Task::On,
         };
+        let nexus_service_nat = match (Era::of(strategy), instances) {
+            // Seed 002's time predates both dpd's NAT RPW (omicron #3804,
+            // November 2023) and the tracker (#4857, January 2024).
+            (_, Task::Off) => NexusServiceNat::Off,
+            (Era::Legacy | Era::Proposal, Task::On) => NexusServiceNat::InventoryTracker,
+            (Era::Target, Task::On) => NexusServiceNat::Off,
+        };
+        let dpd_nat_rpw = match nexus_service_nat {
+            NexusServiceNat::InventoryTracker => Task::On,
+            NexusServiceNat::Off => instances,
+        };
         ControlPlaneEra {
             nexus_service_nat,
-            dpd_nat_rpw: instances,
+            dpd_nat_rpw,
             nexus_v2p: instances,
             instance_watcher: instances,
             reincarnation: instances,
@@ -246,7 +258,7 @@ impl ControlPlaneEra {
         racksim_nexus::NexusConfig {
             start,
             rpw_period,
-            service_nat: self.nexus_service_nat == NexusServiceNat::RepairsDpd,
+            service_nat: self.nexus_service_nat == NexusServiceNat::InventoryTracker,
             v2p: self.nexus_v2p == Task::On,
             instance_watcher: self.instance_watcher == Task::On,
             reincarnation: self.reincarnation == Task::On,
@@ -254,13 +266,13 @@ impl ControlPlaneEra {
     }
 }
 
-/// One line, e.g. `nexus service-NAT task on (repairs each dpd every 30s),
+/// One line, e.g. `nexus service-NAT task on (rows from inventory every 30s),
 /// dpd NAT RPW on, nexus V2P task on`.
 impl fmt::Display for ControlPlaneEra {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let service_nat = match self.nexus_service_nat {
             NexusServiceNat::Off => "off",
-            NexusServiceNat::RepairsDpd => "on (repairs each dpd every 30s)",
+            NexusServiceNat::InventoryTracker => "on (rows from inventory every 30s)",
         };
         write!(
             f,
@@ -277,10 +289,17 @@ mod tests {
 
     #[test]
     fn each_strategy_and_start_runs_its_eras_control_plane() {
-        use NexusServiceNat::{Off, RepairsDpd};
+        use NexusServiceNat::{InventoryTracker, Off};
         let service_nat = |s| ControlPlaneEra::of(s, StartImpl::Saga).nexus_service_nat;
-        assert_eq!(service_nat(Strategy::Legacy), RepairsDpd);
-        assert_eq!(service_nat(Strategy::SledTask), RepairsDpd);
+        for s in Strategy::ALL {
+            // Seed 002's time had no tracker, whatever ran on the sleds.
+            assert_eq!(
+                ControlPlaneEra::of(s, StartImpl::Legacy).nexus_service_nat,
+                Off
+            );
+        }
+        assert_eq!(service_nat(Strategy::Legacy), InventoryTracker);
+        assert_eq!(service_nat(Strategy::SledTask), InventoryTracker);
         assert_eq!(service_nat(Strategy::ScrimletLocal), Off);
         for strategy in Strategy::ALL {
             // Instance networking follows the start alone, whatever the
@@ -291,14 +310,20 @@ mod tests {
                 (StartImpl::Saga, Task::On),
             ] {
                 let era = ControlPlaneEra::of(strategy, start);
-                assert_eq!((era.dpd_nat_rpw, era.nexus_v2p), (task, task), "{start}");
+                assert_eq!(era.nexus_v2p, task, "{start}");
+                // dpd pulls wherever someone writes rows for it: instance
+                // operations of the current era, or the tracker (which
+                // only the current era has).
+                assert_eq!(era.dpd_nat_rpw, task, "{strategy} {start}");
                 assert_eq!(
                     (era.instance_watcher, era.reincarnation),
                     (task, task),
                     "{start}"
                 );
-                // ... and service NAT the strategy alone.
-                assert_eq!(era.nexus_service_nat, service_nat(strategy));
+                // ... and service NAT the strategy, in the current era.
+                if task == Task::On {
+                    assert_eq!(era.nexus_service_nat, service_nat(strategy));
+                }
             }
         }
         assert_eq!(
@@ -316,7 +341,7 @@ mod tests {
         let legacy = ControlPlaneEra::of(Strategy::Legacy, StartImpl::Legacy);
         assert_eq!(
             legacy.to_string(),
-            "nexus service-NAT task on (repairs each dpd every 30s), dpd NAT RPW off, nexus V2P task off, \
+            "nexus service-NAT task off, dpd NAT RPW off, nexus V2P task off, \
              instance watcher off, reincarnation off"
         );
         let target = ControlPlaneEra::of(Strategy::ScrimletLocal, StartImpl::Saga);

@@ -521,6 +521,10 @@ pub struct SledsState {
     pub ntp_synced: BTreeSet<usize>,
     /// How long each zone start took: `(sled, zone, duration)`.
     pub zone_starts: Vec<(String, ZoneKind, Duration)>,
+    /// The zones each running sled-agent has started and not stopped
+    /// (what its inventory reports as running; a zone blocked in the legacy
+    /// zone-start path is not running yet).
+    pub running_zones: BTreeMap<usize, BTreeSet<ZoneId>>,
 }
 
 /// What internal DNS owns: the switch zones it does not advertise.
@@ -801,6 +805,44 @@ impl World {
         zones.config(0, |i| sleds[i].address).nat_entries()
     }
 
+    /// What an inventory collection by the Nexus on host `from` finds: each
+    /// in-service sled whose sled-agent is up and can reach `from`, with
+    /// the service zones it reports running, each with the NAT entry its
+    /// omicron zone config implies (external IP and ports, the sled's
+    /// underlay address, the zone's NIC).
+    ///
+    /// Simplified: upstream's collector asks each sled-agent over its API
+    /// (`GET /inventory`); the simulation reads the same facts from the
+    /// world, for exactly the sleds such a request would reach.
+    pub fn inventory(&self, from: &str) -> Vec<racksim_nexus::SledInventory> {
+        let zones = self.zones();
+        let st = self.lock();
+        (0..st.sleds.specs.len())
+            .filter(|i| !st.sleds.retired.contains(i))
+            .map(|i| {
+                let spec = &st.sleds.specs[i];
+                let answered = st.sleds.up.contains(&i) && st.net.connected(from, &spec.name);
+                let zones = answered.then(|| {
+                    let running = st.sleds.running_zones.get(&i);
+                    zones
+                        .on_sled(i)
+                        .into_iter()
+                        .filter(|z| running.is_some_and(|r| r.contains(&z.id)))
+                        .map(|z| ServiceZoneNat {
+                            zone: z.id.to_string(),
+                            kind: service_kind(z.id.kind),
+                            entry: zone_nat_entry(&z.spec, spec.address),
+                        })
+                        .collect()
+                });
+                racksim_nexus::SledInventory {
+                    sled: spec.name.clone(),
+                    zones,
+                }
+            })
+            .collect()
+    }
+
     /// The desired NAT entry of one zone, pointing at its current sled.
     pub fn zone_nat_entry(&self, zone: &ZoneSpec) -> NatEntry {
         zone_nat_entry(zone, self.sled(zone.sled).address)
@@ -877,6 +919,7 @@ impl World {
                 st.sleds.up.remove(index);
                 st.sleds.agents.remove(index);
                 // Its zones go with it.
+                st.sleds.running_zones.remove(index);
                 st.sleds.ntp_synced.remove(index);
                 st.control_plane.nexus_up.remove(index);
             }

@@ -315,7 +315,9 @@ impl NatEntryView {
 /// One row of the instance NAT table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct NatRow {
-    instance: u32,
+    /// The instance the row is for; `None` for a service zone's row
+    /// (VNI 100), which the legacy era's service-zone NAT task writes.
+    instance: Option<u32>,
     entry: NatEntry,
     version_added: i64,
     version_removed: Option<i64>,
@@ -345,7 +347,7 @@ impl NatTable {
         let mut changed = false;
         for i in 0..self.rows.len() {
             let row = self.rows[i];
-            if row.instance == instance
+            if row.instance == Some(instance)
                 && row.version_removed.is_none()
                 && !entries.contains(&row.entry)
             {
@@ -355,14 +357,13 @@ impl NatTable {
             }
         }
         for e in entries {
-            let live = self
-                .rows
-                .iter()
-                .any(|r| r.instance == instance && r.version_removed.is_none() && r.entry == *e);
+            let live = self.rows.iter().any(|r| {
+                r.instance == Some(instance) && r.version_removed.is_none() && r.entry == *e
+            });
             if !live {
                 self.version += 1;
                 self.rows.push(NatRow {
-                    instance,
+                    instance: Some(instance),
                     entry: *e,
                     version_added: self.version,
                     version_removed: None,
@@ -378,24 +379,73 @@ impl NatTable {
         self.set_instance(instance, &[])
     }
 
-    /// The live entries of one instance, sorted.
-    pub fn live_of(&self, instance: u32) -> Vec<NatEntry> {
+    /// The legacy era's service-zone NAT sync, as omicron's
+    /// `nat_sync_service_zones` (`nexus/db-queries/src/db/datastore/
+    /// nat_entry.rs` before `1a20a12eb1`): the live rows with the services
+    /// VNI that are not in `entries` are soft-deleted (each takes the next
+    /// version as `version_removed`), then each entry with no live row is
+    /// added. Identical rows stay as they are. Returns the number of rows
+    /// **added** — upstream's count, on which the caller decides whether to
+    /// trigger dpd: removals alone trigger nothing.
+    ///
+    /// Upstream runs these as separate statements, not one transaction; the
+    /// simulation applies them at once.
+    pub fn sync_service_zones(&mut self, entries: &[NatEntry]) -> usize {
+        let services =
+            |r: &NatRow| r.entry.target.vni == crate::SERVICES_VNI && r.version_removed.is_none();
+        for i in 0..self.rows.len() {
+            if services(&self.rows[i]) && !entries.contains(&self.rows[i].entry) {
+                self.version += 1;
+                self.rows[i].version_removed = Some(self.version);
+            }
+        }
+        let mut added = 0;
+        for e in entries {
+            if !self.rows.iter().any(|r| services(r) && r.entry == *e) {
+                self.version += 1;
+                self.rows.push(NatRow {
+                    instance: None,
+                    entry: *e,
+                    version_added: self.version,
+                    version_removed: None,
+                });
+                added += 1;
+            }
+        }
+        added
+    }
+
+    /// The live service-zone rows (VNI 100), sorted.
+    pub fn live_services(&self) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
             .rows
             .iter()
-            .filter(|r| r.instance == instance && r.version_removed.is_none())
+            .filter(|r| r.instance.is_none() && r.version_removed.is_none())
             .map(|r| r.entry)
             .collect();
         v.sort();
         v
     }
 
-    /// Every live entry, sorted.
+    /// The live entries of one instance, sorted.
+    pub fn live_of(&self, instance: u32) -> Vec<NatEntry> {
+        let mut v: Vec<NatEntry> = self
+            .rows
+            .iter()
+            .filter(|r| r.instance == Some(instance) && r.version_removed.is_none())
+            .map(|r| r.entry)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Every live instance entry, sorted (service zones' rows are
+    /// [`NatTable::live_services`]).
     pub fn live(&self) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
             .rows
             .iter()
-            .filter(|r| r.version_removed.is_none())
+            .filter(|r| r.instance.is_some() && r.version_removed.is_none())
             .map(|r| r.entry)
             .collect();
         v.sort();

@@ -1781,3 +1781,46 @@ fn nat_entry_view_carries_the_entry_and_its_wire_names() {
         ]
     );
 }
+
+/// A service zone's row: `nat_at` with the services VNI.
+fn service_at(ip: u8, sled: u32) -> NatEntry {
+    let mut e = nat_at(ip, sled);
+    e.target.vni = SERVICES_VNI;
+    e
+}
+
+#[test]
+fn service_zone_sync_replaces_the_services_rows_and_counts_only_additions() {
+    let mut table = NatTable::default();
+    table.set_instance(7, &[nat_at(10, 2)]); // version 1
+                                             // The first sync adds both zones' rows (2, 3).
+    assert_eq!(
+        table.sync_service_zones(&[service_at(20, 1), service_at(21, 2)]),
+        2
+    );
+    assert_eq!(
+        table.live_services(),
+        vec![service_at(20, 1), service_at(21, 2)]
+    );
+    // Instance rows are not service rows, and the reverse.
+    assert_eq!(table.live(), vec![nat_at(10, 2)]);
+    // The same set again: nothing added, no version spent.
+    assert_eq!(
+        table.sync_service_zones(&[service_at(21, 2), service_at(20, 1)]),
+        0
+    );
+    assert_eq!(table.version(), 3);
+    // A collection without sled 2's zone: its row is soft-deleted (4), and
+    // upstream's count is still 0 — removals alone trigger no dpd.
+    assert_eq!(table.sync_service_zones(&[service_at(20, 1)]), 0);
+    assert_eq!(table.version(), 4);
+    assert_eq!(changes(&table, 3, 100), vec![(4, true, 21, 2)]);
+    // The zone moves to sled 3: a new row (5).
+    assert_eq!(
+        table.sync_service_zones(&[service_at(20, 1), service_at(21, 3)]),
+        1
+    );
+    assert_eq!(changes(&table, 4, 100), vec![(5, false, 21, 3)]);
+    // The instance's row was never touched by any of it.
+    assert_eq!(table.live_of(7), vec![nat_at(10, 2)]);
+}

@@ -29,6 +29,7 @@ use racksim_reconciler::{
     discovery::SwitchSlot,
     instances::{StartImpl, SLED_AGENT_PORT},
     nat::NatEntry,
+    scrimlet_local::ServiceZoneNat,
     scrimlet_local::{scrimlet_reconcilers, SwitchZoneServices, SystemNetworkingConfig},
     sled_task::SledNatReconciler,
     task::{run_reconciler_task, ScrimletStatus, TaskStatus},
@@ -148,8 +149,9 @@ pub(super) struct Env {
     pub resolver: FixedResolver,
     /// The database's inventory of sleds and boundary switches.
     pub inventory: Inventory,
-    /// The service zones' desired NAT entries, as the database has them.
-    pub desired: watch::Sender<Vec<NatEntry>>,
+    /// The service zones as the current config places them (every zone of
+    /// the config runs in live mode; the inventory reports them all).
+    pub desired: watch::Sender<Vec<ServiceZoneNat>>,
     /// Where dpds pull instance NAT from (Nexus's internal API).
     pub nexus: SocketAddr,
 }
@@ -215,7 +217,7 @@ impl Hosts {
             .collect();
         let zones = ZoneSet::from_rack(spec);
         let config = zones.config(1, |i| spec.sleds[i].address);
-        env.desired.send_replace(config.nat_entries());
+        env.desired.send_replace(config.service_nat.clone());
         let bootstore = watch::Sender::new(Some(config));
         Hosts {
             switches,
@@ -289,8 +291,12 @@ impl Hosts {
             env.inventory.boundary_switch(slot, s.zone);
         }
         // dendrite of seed 002's time (what `legacy` start models) had no
-        // NAT RPW: Nexus pushed instance NAT to it.
-        if env.start != StartImpl::Legacy {
+        // NAT RPW: Nexus pushed instance NAT to it. The era says whether
+        // anything writes rows for dpd to pull (instance operations, or
+        // the legacy era's service-zone NAT tracker).
+        if racksim_sim::era::ControlPlaneEra::of(env.strategy, env.start).dpd_nat_rpw
+            == racksim_sim::era::Task::On
+        {
             s.rpw = Some(tokio::spawn(dpd_nat_rpw(
                 slot,
                 s.dpd.clone(),
@@ -517,7 +523,7 @@ impl Hosts {
             |i| addresses[i],
         )?;
         self.zones = next;
-        env.desired.send_replace(config.nat_entries());
+        env.desired.send_replace(config.service_nat.clone());
         self.bootstore.send_replace(Some(config));
         if env.strategy == Strategy::SledTask {
             for i in 0..self.sleds.len() {

@@ -39,7 +39,7 @@ use racksim_reconciler::{
     discovery::SwitchSlot,
     http::HttpClient,
     instances::{InstanceRecord, NatEntryView, OpError, SledRef, StartImpl},
-    nat::NatEntry,
+    scrimlet_local::ServiceZoneNat,
     DPD_PORT,
 };
 use racksim_sim::{era::ControlPlaneEra, hosts::switch_zone::NAT_CHANGESET_LIMIT, Strategy};
@@ -106,8 +106,8 @@ pub(super) struct NexusEnv {
     pub trace: LiveTrace,
     pub links: Links,
     pub resolver: FixedResolver,
-    /// The service zones' desired NAT entries (the database's view).
-    pub desired: watch::Receiver<Vec<NatEntry>>,
+    /// The service zones as the current config places them.
+    pub desired: watch::Receiver<Vec<ServiceZoneNat>>,
     /// Declared instances' names, by id - 1.
     pub instances: Vec<String>,
 }
@@ -184,8 +184,26 @@ impl NexusHost for LiveHost {
             .collect()
     }
 
-    fn desired_service_nat(&self) -> Vec<NatEntry> {
-        self.env.desired.borrow().clone()
+    /// Simplified: every sled of a live rack answers, and runs every zone
+    /// the config puts on it (live mode has no zone-start path to block
+    /// one, and its sleds do not crash).
+    fn inventory(&self) -> Vec<racksim_nexus::SledInventory> {
+        let zones = self.env.desired.borrow().clone();
+        let sleds = lock(&self.inventory.inner).sleds.clone();
+        sleds
+            .into_iter()
+            .filter(|(_, _, retired)| !retired)
+            .map(|(name, address, _)| racksim_nexus::SledInventory {
+                sled: name,
+                zones: Some(
+                    zones
+                        .iter()
+                        .filter(|z| z.entry.target.internal_ip == address)
+                        .cloned()
+                        .collect(),
+                ),
+            })
+            .collect()
     }
 
     /// The wall clock: live mode runs in real time.

@@ -17,7 +17,6 @@ use racksim_nexus::{
 use racksim_reconciler::{
     http::HttpClient,
     instances::{InstanceRecord, InstanceState, OpError, SledRef},
-    nat::NatEntry,
     DPD_PORT,
 };
 
@@ -271,8 +270,8 @@ impl NexusHost for SimNexus {
             .collect()
     }
 
-    fn desired_service_nat(&self) -> Vec<NatEntry> {
-        self.world.desired_nat()
+    fn inventory(&self) -> Vec<racksim_nexus::SledInventory> {
+        self.world.inventory(&self.host)
     }
 
     /// Simulated time since the run began, which the database (and so the

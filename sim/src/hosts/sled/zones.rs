@@ -27,6 +27,9 @@ pub(super) fn stop_zone(world: &World, index: usize, host: &str, id: ZoneId) {
         let mut st = world.lock();
         // This sled's Nexus stops; others may still be up.
         let was_up = id.kind == ZoneKind::Nexus && st.control_plane.nexus_up.remove(&index);
+        if let Some(running) = st.sleds.running_zones.get_mut(&index) {
+            running.remove(&id);
+        }
         st.version += 1;
         was_up
     };
@@ -61,6 +64,7 @@ pub(super) async fn start_zone(
     rng: &mut SmallRng,
 ) -> Option<JoinHandle<()>> {
     let rack = world.params.rack.clone();
+    let zone_id = zone.id;
     let zone = &zone.spec;
     let kind = zone.kind;
     world.record(
@@ -87,11 +91,16 @@ pub(super) async fn start_zone(
         .await;
     }
     let took = started.elapsed();
-    world
-        .lock()
-        .sleds
-        .zone_starts
-        .push((name.to_string(), kind, took));
+    {
+        let mut st = world.lock();
+        st.sleds.zone_starts.push((name.to_string(), kind, took));
+        // From now on the sled's inventory reports it running.
+        st.sleds
+            .running_zones
+            .entry(index)
+            .or_default()
+            .insert(zone_id);
+    }
     world.record(
         world
             .line(
