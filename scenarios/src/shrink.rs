@@ -269,7 +269,10 @@ fn names(a: &Action) -> Vec<String> {
     match a {
         HideSwitch(s) | RevealSwitch(s) | DpdRestart(s) | SidecarPowerOff(s)
         | SidecarPowerOn(s) | ReplaceScrimlet(s) => vec![s.to_string()],
-        DpdErrors { switch, .. } | DpdHang { switch, .. } | StaleEntry { switch, .. } => {
+        DpdErrors { switch, .. }
+        | DpdHang { switch, .. }
+        | StaleEntry { switch, .. }
+        | LostEntry { switch, .. } => {
             vec![switch.to_string()]
         }
         Crash(h) | Restart(h) => vec![h.clone()],

@@ -155,6 +155,13 @@ pub enum Action {
         switch: SwitchSlot,
         zone: crate::rack::ZoneKind,
     },
+    /// `zone`'s entry vanishes from `switch`'s table behind dpd's back (an
+    /// operator's `swadm nat del`, a bug): the table changes, no database
+    /// version does, so only an owner that reads the table notices.
+    LostEntry {
+        switch: SwitchSlot,
+        zone: crate::rack::ZoneKind,
+    },
     /// Instance API: create the instance and start it on a sled.
     InstanceCreate { instance: String, sled: String },
     /// Instance API: start the (stopped) instance on a sled.
@@ -292,6 +299,7 @@ impl Action {
             Action::PowerOff => "power-off",
             Action::ColdBoot => "cold-boot",
             Action::StaleEntry { .. } => "stale-entry",
+            Action::LostEntry { .. } => "lost-entry",
             Action::InstanceCreate { .. } => "instance-create",
             Action::InstanceStart { .. } => "instance-start",
             Action::InstanceStop { .. } => "instance-stop",
@@ -368,6 +376,9 @@ impl fmt::Display for Action {
                     f,
                     "plant a stale NAT entry for {zone} on {switch} (wrong MAC)"
                 )
+            }
+            Action::LostEntry { switch, zone } => {
+                write!(f, "delete {zone}'s NAT entry on {switch} behind dpd's back")
             }
             Action::InstanceCreate { instance, sled } => {
                 write!(f, "API: create instance {instance} on {sled}")

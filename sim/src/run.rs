@@ -508,6 +508,16 @@ impl<'a> Driver<'a> {
                     }
                 }
             }
+            Action::LostEntry { switch, zone } => {
+                let zones = world.zones();
+                if let Some(z) = zones.zones().iter().find(|z| z.id.kind == *zone) {
+                    let e = world.zone_nat_entry(&z.spec);
+                    let mut st = world.lock();
+                    if let Some(dpd) = st.switches.dpd.get_mut(switch) {
+                        let _ = dpd.ipv4_delete(e.external_ip, e.first_port);
+                    }
+                }
+            }
         }
         world.lock().version += 1;
     }

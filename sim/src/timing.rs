@@ -114,7 +114,8 @@ fn component(action: &Action) -> Option<String> {
         }
         Action::DpdErrors { switch, .. }
         | Action::DpdHang { switch, .. }
-        | Action::StaleEntry { switch, .. } => Some(switch.to_string()),
+        | Action::StaleEntry { switch, .. }
+        | Action::LostEntry { switch, .. } => Some(switch.to_string()),
         Action::Crash(host) | Action::Restart(host) => Some(host.clone()),
         _ => None,
     }

@@ -69,6 +69,7 @@ const ACTION_FIELDS: &[(&str, &[&str])] = &[
     ("power-off", &[]),
     ("cold-boot", &[]),
     ("stale-entry", &["switch", "zone"]),
+    ("lost-entry", &["switch", "zone"]),
     ("instance-create", &["instance", "sled"]),
     ("instance-start", &["instance", "sled"]),
     ("instance-stop", &["instance"]),
@@ -304,7 +305,7 @@ pub(super) fn step_action(
             }
             Action::ColdBoot
         }
-        "stale-entry" => {
+        "stale-entry" | "lost-entry" => {
             let sw = switch()?;
             let z = s.zone.as_ref().ok_or_else(|| missing("zone"))?;
             let kinds = [
@@ -319,9 +320,16 @@ pub(super) fn step_action(
                     Some("zones: boundary-ntp, nexus, external-dns".into()),
                 ));
             };
-            Action::StaleEntry {
-                switch: sw,
-                zone: kind,
+            if name == "stale-entry" {
+                Action::StaleEntry {
+                    switch: sw,
+                    zone: kind,
+                }
+            } else {
+                Action::LostEntry {
+                    switch: sw,
+                    zone: kind,
+                }
             }
         }
         "instance-create" | "instance-start" | "instance-stop" | "instance-delete" => {

@@ -171,7 +171,9 @@ fn action_fields(a: &Action) -> Vec<(&'static str, String)> {
         | Action::ControlPlaneCrash
         | Action::PowerOff
         | Action::ColdBoot => vec![],
-        Action::StaleEntry { switch, zone } => vec![("switch", s(switch)), ("zone", s(zone))],
+        Action::StaleEntry { switch, zone } | Action::LostEntry { switch, zone } => {
+            vec![("switch", s(switch)), ("zone", s(zone))]
+        }
         Action::InstanceCreate { instance, sled } | Action::InstanceStart { instance, sled } => {
             vec![("instance", quote(instance)), ("sled", quote(sled))]
         }

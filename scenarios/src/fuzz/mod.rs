@@ -315,9 +315,16 @@ fn draw(opts: &Options, seed: u64) -> Scenario {
                     steps.push((fixed(to), Action::ColdBoot));
                 }
                 "stale-entry" => {
+                    // Drift behind dpd's back: a stale entry planted, or
+                    // an entry deleted.
                     let zone = rack.zones[rng.random_range(0..rack.zones.len())].kind;
+                    let action = if rng.random_bool(0.5) {
+                        Action::StaleEntry { switch, zone }
+                    } else {
+                        Action::LostEntry { switch, zone }
+                    };
                     if busy.claim(&format!("stale {switch} {}", ms(from)), from, from) {
-                        steps.push((fixed(from), Action::StaleEntry { switch, zone }));
+                        steps.push((fixed(from), action));
                     }
                 }
                 "instances" => {

@@ -124,6 +124,22 @@ impl NatLanes {
                 self.open.insert((sw, key), item);
             }
         }
+        if let Action::LostEntry { switch, zone } = &step.action {
+            let sw = switch.to_string();
+            let key = self
+                .zone_names
+                .iter()
+                .find(|(_, z)| z.starts_with(&format!("{zone} on")))
+                .map(|(k, _)| k.clone());
+            if let Some(key) = key {
+                self.close(
+                    &sw,
+                    &key,
+                    line.at,
+                    format!("deleted behind dpd's back: {line}"),
+                );
+            }
+        }
     }
 
     pub(super) fn boot(&mut self, line: &TraceLine) {

@@ -269,6 +269,19 @@ impl Control {
                 let what = if on { "on" } else { "off (NAT table lost)" };
                 trace.record(&slot.to_string(), format!("sidecar power {what}"));
             }
+            Action::LostEntry { switch, zone } => {
+                let Some(z) = hosts.zones.zones().iter().find(|z| z.id.kind == *zone) else {
+                    return Err(bad(format!("the rack has no {zone} zone now")));
+                };
+                let e = zone_nat_entry(&z.spec, hosts.sleds[z.spec.sled].address);
+                let s = &hosts.switches[switch];
+                if !s.up() {
+                    trace.record(&switch.to_string(), "switch zone down: no entry to delete");
+                    return Ok(());
+                }
+                s.dpd
+                    .change(|d| Ok(((), d.ipv4_delete(e.external_ip, e.first_port))))?;
+            }
             Action::StaleEntry { switch, zone } => {
                 let Some(z) = hosts.zones.zones().iter().find(|z| z.id.kind == *zone) else {
                     return Err(bad(format!("the rack has no {zone} zone now")));
