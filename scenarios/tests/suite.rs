@@ -71,7 +71,7 @@ macro_rules! scenarios {
             }
             for s in catalogue::all() {
                 let all: &[&str] = match s.kind {
-                    racksim::file::Kind::ServiceNat => &["legacy", "sled-task", "scrimlet-local"],
+                    racksim::file::Kind::ServiceNat => &["legacy", "sled-task", "scrimlet-local", "scrimlet-local-with-zone-start"],
                     racksim::file::Kind::Instances => &["legacy", "naive", "saga"],
                 };
                 for v in all {

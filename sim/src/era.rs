@@ -26,10 +26,6 @@ use crate::plan::Strategy;
 
 /// The era of upstream's code a service-NAT strategy stands for (facts
 /// from `DOMAIN.md`, read against omicron b848b6df).
-///
-/// Today's shipped code — omicron #10961: the scrimlet reconcilers *and*
-/// the blocking zone-start path, until #9727 removes it — has no strategy
-/// yet; it gets an era of its own when it gets one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Era {
@@ -45,6 +41,14 @@ pub enum Era {
     /// own service NAT, and Nexus's service-zone NAT task is gone (two
     /// owners of one table duel). Strategy `scrimlet-local`.
     Target,
+    /// What ships at omicron b848b6df: #10961 (`1a20a12eb1`) runs the
+    /// scrimlet reconcilers in sled-agent and removed Nexus's service-zone
+    /// NAT task, but sled-agent still sets up a zone's NAT in its zone-start
+    /// path (`ServiceManager::opte_ports_needed` in
+    /// `sled-agent/src/services.rs`: `WAIT_FOR_ALL_SWITCH_ZONES_TIMEOUT`,
+    /// then `dpd_ensure_nat_entry` retried forever) until #9727 removes it.
+    /// Strategy `scrimlet-local-with-zone-start`.
+    Shipped,
 }
 
 impl Era {
@@ -54,6 +58,7 @@ impl Era {
             Strategy::Legacy => Era::Legacy,
             Strategy::SledTask => Era::Proposal,
             Strategy::ScrimletLocal => Era::Target,
+            Strategy::ScrimletLocalWithZoneStart => Era::Shipped,
         }
     }
 
@@ -62,6 +67,7 @@ impl Era {
             Era::Legacy => "legacy",
             Era::Proposal => "proposal",
             Era::Target => "target",
+            Era::Shipped => "shipped",
         }
     }
 
@@ -75,7 +81,10 @@ impl Era {
                 "seed 000's per-sled task, never shipped, on the legacy era's control plane"
             }
             Era::Target => {
-                "omicron after #9727, the scrimlet reconcilers alone, without Nexus's service-zone NAT task"
+                "the design after #9727, the scrimlet reconcilers alone, without Nexus's service-zone NAT task"
+            }
+            Era::Shipped => {
+                "omicron at b848b6df, #10961's scrimlet reconcilers plus the blocking zone-start NAT path, without Nexus's service-zone NAT task"
             }
         }
     }
@@ -207,6 +216,7 @@ impl ControlPlaneEra {
     /// | `legacy`         | `legacy`   | on: `ServiceZoneNatTracker` existed beside the zone-start path |
     /// | `sled-task`      | `proposal` | on: the proposal kept the legacy control plane |
     /// | `scrimlet-local` | `target`   | off: removed (`1a20a12eb1`) once the scrimlet reconcilers owned service NAT |
+    /// | `scrimlet-local-with-zone-start` | `shipped` | off: removed in the same PR that brought the reconcilers (`1a20a12eb1`) |
     ///
     /// | start            | era        | dpd NAT RPW, Nexus V2P task |
     /// |------------------|------------|-----------------------------|
@@ -219,7 +229,10 @@ impl ControlPlaneEra {
     pub fn of(strategy: Strategy, start: StartImpl) -> ControlPlaneEra {
         let nexus_service_nat = match Era::of(strategy) {
             Era::Legacy | Era::Proposal => NexusServiceNat::RepairsDpd,
-            Era::Target => NexusServiceNat::Off,
+            // #10961 removed the tracker in the PR that integrated the
+            // reconcilers, so today's code runs without it even though the
+            // zone-start path is still there.
+            Era::Target | Era::Shipped => NexusServiceNat::Off,
         };
         let instances = match InstanceEra::of(start) {
             InstanceEra::Seed002 => Task::Off,
@@ -282,6 +295,7 @@ mod tests {
         assert_eq!(service_nat(Strategy::Legacy), RepairsDpd);
         assert_eq!(service_nat(Strategy::SledTask), RepairsDpd);
         assert_eq!(service_nat(Strategy::ScrimletLocal), Off);
+        assert_eq!(service_nat(Strategy::ScrimletLocalWithZoneStart), Off);
         for strategy in Strategy::ALL {
             // Instance networking follows the start alone, whatever the
             // service-NAT strategy.
@@ -303,7 +317,7 @@ mod tests {
         }
         assert_eq!(
             Strategy::ALL.map(|s| Era::of(s).name()),
-            ["legacy", "proposal", "target"]
+            ["legacy", "proposal", "target", "shipped"]
         );
         assert_eq!(
             StartImpl::ALL.map(|s| InstanceEra::of(s).name()),
