@@ -325,6 +325,41 @@ mod tests {
         );
     }
 
+    /// Each strategy's sled-side code: which of the two service-NAT paths
+    /// it runs. Today's shipped code is the only one with both, and its
+    /// era's Nexus is the target's (the tracker went in the same PR).
+    #[test]
+    fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
+        let paths = |s: Strategy| (s.blocks_zone_start(), s.runs_scrimlet_reconcilers());
+        assert_eq!(paths(Strategy::Legacy), (true, false));
+        assert_eq!(paths(Strategy::SledTask), (false, false));
+        assert_eq!(paths(Strategy::ScrimletLocal), (false, true));
+        assert_eq!(paths(Strategy::ScrimletLocalWithZoneStart), (true, true));
+        assert_eq!(Era::of(Strategy::ScrimletLocalWithZoneStart), Era::Shipped);
+        assert!(Era::Shipped.upstream().contains("b848b6df"));
+        assert!(Era::Target.upstream().starts_with("the design after #9727"));
+        for start in StartImpl::ALL {
+            assert_eq!(
+                ControlPlaneEra::of(Strategy::ScrimletLocalWithZoneStart, start),
+                ControlPlaneEra::of(Strategy::ScrimletLocal, start),
+                "{start}"
+            );
+        }
+        assert_eq!(
+            "scrimlet-local-with-zone-start".parse::<Strategy>(),
+            Ok(Strategy::ScrimletLocalWithZoneStart)
+        );
+        assert_eq!(
+            Strategy::ALL.map(|s| s.name()),
+            [
+                "legacy",
+                "sled-task",
+                "scrimlet-local",
+                "scrimlet-local-with-zone-start"
+            ]
+        );
+    }
+
     #[test]
     fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
         let legacy = ControlPlaneEra::of(Strategy::Legacy, StartImpl::Legacy);

@@ -12,7 +12,7 @@
 //! | `deadline` | optional, >= `within` | required | required | required |
 //! | `verdict_mentions`, `verdict_mentions_any` | refused | the verdict | the violation's lines | a run that does not converge |
 //! | `settle`, `converged_by`, `repair_within` | judged, below `within` (`settle`, `converged_by`) | refused | refused | refused |
-//! | `zone_start_at_most`, `zone_start_at_least` | judged under the `legacy` service-NAT strategy only | same | same | same |
+//! | `zone_start_at_most`, `zone_start_at_least` | judged under `legacy` and `scrimlet-local-with-zone-start` only (their zone start blocks) | same | same | same |
 //! | `invariant` | refused | refused | required | refused |
 //! | `some_seeds_violate`, `some_seeds_fail` | refused | refused | refused | at least one of them (or a zone-start bound) |
 
@@ -44,8 +44,9 @@ pub struct Expectation {
     pub verdict_mentions_any: Vec<String>,
     /// Converged no later than this after the last plan step.
     pub settle: Option<Duration>,
-    /// Every zone start took at most this long (`legacy` service NAT only:
-    /// the other strategies' zone starts do no NAT work).
+    /// Every zone start took at most this long (`legacy` and
+    /// `scrimlet-local-with-zone-start` only: the other strategies' zone
+    /// starts do no NAT work).
     pub zone_start_at_most: Option<Duration>,
     /// Some zone start took at least this long (the blocking bug; only
     /// under `legacy` and `scrimlet-local-with-zone-start`, whose zone start
