@@ -151,7 +151,11 @@ enum Command {
         /// Rack shape: madrid, standard or full.
         #[arg(long, default_value = "madrid")]
         rack: String,
-        /// Service-NAT strategy: legacy, sled-task or scrimlet-local.
+        /// Service-NAT strategy: legacy (the blocking zone-start path and
+        /// Nexus's task), sled-task (seed 000's proposal), scrimlet-local
+        /// (the design after #9727: the scrimlet reconcilers alone) or
+        /// scrimlet-local-with-zone-start (what ships at omicron b848b6df:
+        /// the scrimlet reconcilers and the zone-start path).
         #[arg(long, default_value = "sled-task")]
         strategy: String,
         /// Instance start implementation: legacy, naive or saga.
@@ -246,7 +250,11 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
         /// Strategy to run; every strategy the scenario has expectations for
-        /// if omitted.
+        /// if omitted. Service-NAT strategies: legacy, sled-task,
+        /// scrimlet-local (the design after #9727) and
+        /// scrimlet-local-with-zone-start (today's omicron, #10961: the
+        /// scrimlet reconcilers plus the blocking zone-start path); see
+        /// `racksim list` for their eras.
         #[arg(long)]
         strategy: Option<String>,
         /// Exit 0 when the scenario's expectation holds for every run
@@ -276,7 +284,10 @@ enum Command {
         /// declared instances are used).
         #[arg(default_value = racksim::serve::DEFAULT_SCENARIO)]
         scenario: String,
-        /// `scrimlet-local` (default) or `sled-task`.
+        /// `scrimlet-local` (default; the design after #9727) or
+        /// `sled-task`. Not `legacy` nor `scrimlet-local-with-zone-start`:
+        /// both set up NAT in the zone-start path, and live mode starts no
+        /// zones.
         #[arg(long)]
         strategy: Option<String>,
         /// How Nexus starts instances: `saga` (default), `naive` or
@@ -472,10 +483,17 @@ fn eras() -> String {
     let mut out = String::from(
         "\neras (the upstream code each strategy stands for; its runs get that era's control plane):\n",
     );
+    // One column for every name, strategies and starts alike.
+    let width = Strategy::ALL
+        .iter()
+        .map(|s| s.name().len())
+        .chain(StartImpl::ALL.iter().map(|i| i.as_str().len()))
+        .max()
+        .unwrap_or(0);
     for s in Strategy::ALL {
         let era = Era::of(s);
         out += &format!(
-            "  {:<14}  {era}: {}\n  {:<14}    control plane: {}\n",
+            "  {:<width$}  {era}: {}\n  {:<width$}    control plane: {}\n",
             s.name(),
             era.upstream(),
             "",
@@ -487,7 +505,7 @@ fn eras() -> String {
         let era = InstanceEra::of(i);
         let cp = ControlPlaneEra::of(Strategy::Legacy, i);
         out += &format!(
-            "  {:<14}  {era}: {}\n  {:<14}    control plane: dpd NAT RPW {}, nexus V2P task {}\n",
+            "  {:<width$}  {era}: {}\n  {:<width$}    control plane: dpd NAT RPW {}, nexus V2P task {}\n",
             i.as_str(),
             era.upstream(),
             "",

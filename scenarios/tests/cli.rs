@@ -27,6 +27,7 @@ fn list_matrix_and_the_run_header_say_which_era_each_strategy_runs_in() {
         ("legacy", "legacy"),
         ("sled-task", "proposal"),
         ("scrimlet-local", "target"),
+        ("scrimlet-local-with-zone-start", "shipped"),
         ("naive", "current"),
     ] {
         assert!(
@@ -56,6 +57,7 @@ fn list_matrix_and_the_run_header_say_which_era_each_strategy_runs_in() {
     assert_eq!(row("legacy"), "legacy");
     assert_eq!(row("sled-task"), "proposal");
     assert_eq!(row("scrimlet-local"), "target");
+    assert_eq!(row("scrimlet-local-with-zone-start"), "shipped");
     assert!(
         out.contains("era target: nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on"),
         "{out}"
@@ -73,7 +75,7 @@ fn list_matrix_and_the_run_header_say_which_era_each_strategy_runs_in() {
     assert!(
         header
             .iter()
-            .any(|l| l.starts_with("era: target (omicron after #9727")),
+            .any(|l| l.starts_with("era: target (the design after #9727")),
         "{header:#?}"
     );
     assert!(
@@ -134,7 +136,7 @@ fn matrix_json_has_a_cell_per_strategy_and_exit_0_when_all_hold() {
     assert_eq!(code, Some(0), "{err}");
     let cells: serde_json::Value = serde_json::from_str(&out).unwrap();
     let cells = cells.as_array().unwrap();
-    assert_eq!(cells.len(), 3);
+    assert_eq!(cells.len(), 4);
     for c in cells {
         assert_eq!(c["runs"], 2);
         assert_eq!(c["as_expected"], 2, "{c}");
@@ -448,7 +450,11 @@ fn serve_refuses_bad_arguments_before_starting_anything() {
         ),
         (
             &["serve", "--strategy", "legacy"][..],
-            "legacy blocks zone start",
+            "not legacy: it sets up NAT in the blocking zone-start path",
+        ),
+        (
+            &["serve", "--strategy", "scrimlet-local-with-zone-start"][..],
+            "run --strategy scrimlet-local",
         ),
         (&["serve", "--strategy", "fast"][..], "unknown strategy"),
         (&["serve", "no-such-scenario"][..], "no-such-scenario"),

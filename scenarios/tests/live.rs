@@ -503,18 +503,22 @@ async fn refused_actions_say_why_and_change_nothing() {
     live.stop().await;
 }
 
+/// The strategies whose NAT is set up in the zone-start path cannot run
+/// live (live mode starts no zones): `legacy`, and today's shipped
+/// combination, which is pointed at the reconcilers it shares with
+/// `scrimlet-local`.
 #[test]
-fn legacy_is_refused() {
+fn strategies_that_block_zone_start_are_refused() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let err = rt
-        .block_on(async {
+    let refusal = |strategy| {
+        rt.block_on(async {
             start(
                 &rack(),
                 &LiveOptions {
-                    strategy: Strategy::Legacy,
+                    strategy,
                     control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
                     period: PERIOD,
                     start: StartImpl::Saga,
@@ -525,6 +529,12 @@ fn legacy_is_refused() {
             .await
             .map(|_| ())
         })
-        .unwrap_err();
-    assert!(err.contains("legacy"), "{err}");
+        .unwrap_err()
+    };
+    let err = refusal(Strategy::Legacy);
+    assert!(err.contains("not legacy"), "{err}");
+    assert!(!err.contains("--strategy scrimlet-local"), "{err}");
+    let err = refusal(Strategy::ScrimletLocalWithZoneStart);
+    assert!(err.contains("not scrimlet-local-with-zone-start"), "{err}");
+    assert!(err.contains("run --strategy scrimlet-local"), "{err}");
 }

@@ -26,10 +26,6 @@ use crate::plan::Strategy;
 
 /// The era of upstream's code a service-NAT strategy stands for (facts
 /// from `DOMAIN.md`, read against omicron b848b6df).
-///
-/// Today's shipped code — omicron #10961: the scrimlet reconcilers *and*
-/// the blocking zone-start path, until #9727 removes it — has no strategy
-/// yet; it gets an era of its own when it gets one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Era {
@@ -45,6 +41,14 @@ pub enum Era {
     /// own service NAT, and Nexus's service-zone NAT task is gone (two
     /// owners of one table duel). Strategy `scrimlet-local`.
     Target,
+    /// What ships at omicron b848b6df: #10961 (`1a20a12eb1`) runs the
+    /// scrimlet reconcilers in sled-agent and removed Nexus's service-zone
+    /// NAT task, but sled-agent still sets up a zone's NAT in its zone-start
+    /// path (`ServiceManager::opte_ports_needed` in
+    /// `sled-agent/src/services.rs`: `WAIT_FOR_ALL_SWITCH_ZONES_TIMEOUT`,
+    /// then `dpd_ensure_nat_entry` retried forever) until #9727 removes it.
+    /// Strategy `scrimlet-local-with-zone-start`.
+    Shipped,
 }
 
 impl Era {
@@ -54,6 +58,7 @@ impl Era {
             Strategy::Legacy => Era::Legacy,
             Strategy::SledTask => Era::Proposal,
             Strategy::ScrimletLocal => Era::Target,
+            Strategy::ScrimletLocalWithZoneStart => Era::Shipped,
         }
     }
 
@@ -62,6 +67,7 @@ impl Era {
             Era::Legacy => "legacy",
             Era::Proposal => "proposal",
             Era::Target => "target",
+            Era::Shipped => "shipped",
         }
     }
 
@@ -75,7 +81,10 @@ impl Era {
                 "seed 000's per-sled task, never shipped, on the legacy era's control plane"
             }
             Era::Target => {
-                "omicron after #9727, the scrimlet reconcilers alone, without Nexus's service-zone NAT task"
+                "the design after #9727, the scrimlet reconcilers alone, without Nexus's service-zone NAT task"
+            }
+            Era::Shipped => {
+                "omicron at b848b6df, #10961's scrimlet reconcilers plus the blocking zone-start NAT path, without Nexus's service-zone NAT task"
             }
         }
     }
@@ -205,6 +214,7 @@ impl ControlPlaneEra {
     /// | `legacy`         | `legacy`   | `ServiceZoneNatTracker` (omicron #4857), beside the zone-start path |
     /// | `sled-task`      | `proposal` | `ServiceZoneNatTracker`: the proposal kept the legacy control plane |
     /// | `scrimlet-local` | `target`   | off: removed (`1a20a12eb1`) once the scrimlet reconcilers owned service NAT |
+    /// | `scrimlet-local-with-zone-start` | `shipped` | off: removed in the same PR that brought the reconcilers (`1a20a12eb1`) |
     ///
     /// | start            | era        | dpd NAT RPW, Nexus V2P task |
     /// |------------------|------------|-----------------------------|
@@ -231,7 +241,10 @@ impl ControlPlaneEra {
             // November 2023) and the tracker (#4857, January 2024).
             (_, Task::Off) => NexusServiceNat::Off,
             (Era::Legacy | Era::Proposal, Task::On) => NexusServiceNat::InventoryTracker,
-            (Era::Target, Task::On) => NexusServiceNat::Off,
+            // #10961 removed the tracker in the PR that integrated the
+            // reconcilers, so today's code runs without it even though the
+            // zone-start path is still there.
+            (Era::Target | Era::Shipped, Task::On) => NexusServiceNat::Off,
         };
         let dpd_nat_rpw = match nexus_service_nat {
             NexusServiceNat::InventoryTracker => Task::On,
@@ -301,6 +314,7 @@ mod tests {
         assert_eq!(service_nat(Strategy::Legacy), InventoryTracker);
         assert_eq!(service_nat(Strategy::SledTask), InventoryTracker);
         assert_eq!(service_nat(Strategy::ScrimletLocal), Off);
+        assert_eq!(service_nat(Strategy::ScrimletLocalWithZoneStart), Off);
         for strategy in Strategy::ALL {
             // Instance networking follows the start alone, whatever the
             // service-NAT strategy.
@@ -328,11 +342,46 @@ mod tests {
         }
         assert_eq!(
             Strategy::ALL.map(|s| Era::of(s).name()),
-            ["legacy", "proposal", "target"]
+            ["legacy", "proposal", "target", "shipped"]
         );
         assert_eq!(
             StartImpl::ALL.map(|s| InstanceEra::of(s).name()),
             ["seed-002", "current", "current"]
+        );
+    }
+
+    /// Each strategy's sled-side code: which of the two service-NAT paths
+    /// it runs. Today's shipped code is the only one with both, and its
+    /// era's Nexus is the target's (the tracker went in the same PR).
+    #[test]
+    fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
+        let paths = |s: Strategy| (s.blocks_zone_start(), s.runs_scrimlet_reconcilers());
+        assert_eq!(paths(Strategy::Legacy), (true, false));
+        assert_eq!(paths(Strategy::SledTask), (false, false));
+        assert_eq!(paths(Strategy::ScrimletLocal), (false, true));
+        assert_eq!(paths(Strategy::ScrimletLocalWithZoneStart), (true, true));
+        assert_eq!(Era::of(Strategy::ScrimletLocalWithZoneStart), Era::Shipped);
+        assert!(Era::Shipped.upstream().contains("b848b6df"));
+        assert!(Era::Target.upstream().starts_with("the design after #9727"));
+        for start in StartImpl::ALL {
+            assert_eq!(
+                ControlPlaneEra::of(Strategy::ScrimletLocalWithZoneStart, start),
+                ControlPlaneEra::of(Strategy::ScrimletLocal, start),
+                "{start}"
+            );
+        }
+        assert_eq!(
+            "scrimlet-local-with-zone-start".parse::<Strategy>(),
+            Ok(Strategy::ScrimletLocalWithZoneStart)
+        );
+        assert_eq!(
+            Strategy::ALL.map(|s| s.name()),
+            [
+                "legacy",
+                "sled-task",
+                "scrimlet-local",
+                "scrimlet-local-with-zone-start"
+            ]
         );
     }
 

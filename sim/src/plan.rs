@@ -19,15 +19,23 @@ pub enum Strategy {
     Legacy,
     /// Periodic per-sled task (seed 000's proposal).
     SledTask,
-    /// Per-scrimlet reconcilers of their own switch zone (seed 003).
+    /// Per-scrimlet reconcilers of their own switch zone (seed 003), alone:
+    /// the design after omicron #9727 removes the zone-start path.
     ScrimletLocal,
+    /// What ships today (omicron #10961, at b848b6df): the per-scrimlet
+    /// reconcilers *and* the legacy blocking zone-start path, both writing
+    /// the same switches' NAT tables. Upstream keeps the zone-start path for
+    /// update safety (a sled on the new release beside scrimlets still on
+    /// the old one) until #9727 removes it.
+    ScrimletLocalWithZoneStart,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 3] = [
+    pub const ALL: [Strategy; 4] = [
         Strategy::Legacy,
         Strategy::SledTask,
         Strategy::ScrimletLocal,
+        Strategy::ScrimletLocalWithZoneStart,
     ];
 
     pub fn name(self) -> &'static str {
@@ -35,7 +43,27 @@ impl Strategy {
             Strategy::Legacy => "legacy",
             Strategy::SledTask => "sled-task",
             Strategy::ScrimletLocal => "scrimlet-local",
+            Strategy::ScrimletLocalWithZoneStart => "scrimlet-local-with-zone-start",
         }
+    }
+
+    /// Whether a zone with external connectivity starts through the legacy
+    /// blocking path (discovery with its 5-minute wait, then a
+    /// retry-forever ensure on each switch found) before it runs.
+    pub fn blocks_zone_start(self) -> bool {
+        matches!(
+            self,
+            Strategy::Legacy | Strategy::ScrimletLocalWithZoneStart
+        )
+    }
+
+    /// Whether each scrimlet runs the per-scrimlet reconcilers against its
+    /// own switch zone.
+    pub fn runs_scrimlet_reconcilers(self) -> bool {
+        matches!(
+            self,
+            Strategy::ScrimletLocal | Strategy::ScrimletLocalWithZoneStart
+        )
     }
 }
 

@@ -12,7 +12,7 @@
 //! | `deadline` | optional, >= `within` | required | required | required |
 //! | `verdict_mentions`, `verdict_mentions_any` | refused | the verdict | the violation's lines | a run that does not converge |
 //! | `settle`, `converged_by`, `repair_within` | judged, below `within` (`settle`, `converged_by`) | refused | refused | refused |
-//! | `zone_start_at_most`, `zone_start_at_least` | judged under the `legacy` service-NAT strategy only | same | same | same |
+//! | `zone_start_at_most`, `zone_start_at_least` | judged under `legacy` and `scrimlet-local-with-zone-start` only (their zone start blocks) | same | same | same |
 //! | `invariant` | refused | refused | required | refused |
 //! | `some_seeds_violate`, `some_seeds_fail` | refused | refused | refused | at least one of them (or a zone-start bound) |
 
@@ -44,11 +44,13 @@ pub struct Expectation {
     pub verdict_mentions_any: Vec<String>,
     /// Converged no later than this after the last plan step.
     pub settle: Option<Duration>,
-    /// Every zone start took at most this long (`legacy` service NAT only:
-    /// the other strategies' zone starts do no NAT work).
+    /// Every zone start took at most this long (`legacy` and
+    /// `scrimlet-local-with-zone-start` only: the other strategies' zone
+    /// starts do no NAT work).
     pub zone_start_at_most: Option<Duration>,
-    /// Some zone start took at least this long (the blocking bug; `legacy`
-    /// service NAT only).
+    /// Some zone start took at least this long (the blocking bug; only
+    /// under `legacy` and `scrimlet-local-with-zone-start`, whose zone start
+    /// blocks).
     pub zone_start_at_least: Option<Duration>,
     /// A sweep over seeds must find each of these invariants violated in
     /// some run (a race that only some timings expose), and a run may break
@@ -430,9 +432,11 @@ pub(super) fn expectations(
                 }
             }
         }
-        // Zone start time measures the legacy path's blocking NAT setup; the
-        // other strategies' zone starts do no NAT work and take 0s in every
-        // run, so a bound on them could never fail (or never hold).
+        // Zone start time measures the legacy path's blocking NAT setup
+        // (under `legacy`, and under `scrimlet-local-with-zone-start`, which
+        // keeps it); the other strategies' zone starts do no NAT work and
+        // take 0s in every run, so a bound on them could never fail (or
+        // never hold).
         let nat = match strategy {
             Variant::Nat(s) => s,
             Variant::Start(_) => service_nat,
@@ -441,7 +445,7 @@ pub(super) fn expectations(
             ("zone_start_at_most", &exp.zone_start_at_most),
             ("zone_start_at_least", &exp.zone_start_at_least),
         ] {
-            if let (Some(v), true) = (value, nat != Strategy::Legacy) {
+            if let (Some(v), true) = (value, !nat.blocks_zone_start()) {
                 let under = match kind {
                     Kind::ServiceNat => format!("under {nat}"),
                     Kind::Instances => format!("under service_nat = \"{nat}\""),
@@ -453,8 +457,9 @@ pub(super) fn expectations(
                          no NAT work, so every one takes 0s"
                     ),
                     Some(
-                        "zone start time means something only under legacy, whose zone start \
-                         waits for the switches; assert what this strategy does instead: \
+                        "zone start time means something only under legacy and \
+                         scrimlet-local-with-zone-start, whose zone start waits for the \
+                         switches; assert what this strategy does instead: \
                          `converged_by` (first converged within this of the start) or \
                          `repair_within` / `settle` (how soon it repairs)"
                             .into(),

@@ -954,6 +954,55 @@ fn zone_start_bounds_apply_only_where_zone_starts_do_work() {
         "kind = \"instances\"\nservice_nat = \"legacy\"\n",
     );
     parse("i.toml", &legacy_nat).unwrap();
+    // Today's shipped code keeps the blocking zone start, so the bounds are
+    // judged there too, in a service-NAT table and as an instances file's
+    // service NAT.
+    let shipped = format!(
+        "{GOOD}\n[expect.scrimlet-local-with-zone-start]\noutcome = \"converges\"\nwithin = \"10m\"\nzone_start_at_least = \"5m\"\n"
+    );
+    let s = parse("t.toml", &shipped).unwrap();
+    let exp = &s.expectations[&Variant::Nat(Strategy::ScrimletLocalWithZoneStart)];
+    assert_eq!(exp.zone_start_at_least, Some(Duration::from_secs(300)));
+    parse(
+        "i.toml",
+        &with_bound.replace(
+            "kind = \"instances\"\n",
+            "kind = \"instances\"\nservice_nat = \"scrimlet-local-with-zone-start\"\n",
+        ),
+    )
+    .unwrap();
+}
+
+/// `[expect.scrimlet-local-with-zone-start]` names the shipped strategy, and
+/// a near miss is refused with every strategy's name in the message.
+#[test]
+fn the_shipped_strategy_has_an_expectation_table_of_its_own() {
+    let text = format!(
+        "{GOOD}\n[expect.scrimlet-local-with-zone-start]\noutcome = \"fails\"\ndeadline = \"1h\"\n"
+    );
+    let s = parse("t.toml", &text).unwrap();
+    assert_eq!(
+        s.variant("scrimlet-local-with-zone-start").unwrap(),
+        Variant::Nat(Strategy::ScrimletLocalWithZoneStart)
+    );
+    let exp = &s.expectations[&Variant::Nat(Strategy::ScrimletLocalWithZoneStart)];
+    assert_eq!(exp.deadline, Duration::from_secs(3600));
+    // It is a table of its own, not scrimlet-local's.
+    assert!(!s
+        .expectations
+        .contains_key(&Variant::Nat(Strategy::ScrimletLocal)));
+    let typo = text.replace(
+        "[expect.scrimlet-local-with-zone-start]",
+        "[expect.scrimlet-local-with-zonestart]",
+    );
+    let e = error_of(&typo);
+    assert!(
+        e.message.contains("unknown strategy")
+            && e.message
+                .contains("scrimlet-local, scrimlet-local-with-zone-start"),
+        "{e}"
+    );
+    assert_points_at(&typo, &e, "scrimlet-local-with-zonestart");
 }
 
 /// A config-change step on the standard rack (sled2: boundary NTP; sled3:

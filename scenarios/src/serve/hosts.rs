@@ -352,7 +352,9 @@ impl Hosts {
         match env.strategy {
             Strategy::ScrimletLocal => self.start_scrimlet_reconcilers(env, index),
             Strategy::SledTask => self.follow_zones(env, index),
-            Strategy::Legacy => unreachable!("live mode refuses legacy"),
+            Strategy::Legacy | Strategy::ScrimletLocalWithZoneStart => {
+                unreachable!("live mode refuses the strategies that block zone start")
+            }
         }
         Ok(())
     }

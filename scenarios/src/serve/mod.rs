@@ -24,7 +24,11 @@
 //! * **No data path.** Nothing sends NTP through the switches: live mode
 //!   shows the reconcilers converging the switches' NAT tables and
 //!   repairing them, not zones coming up. `legacy` (which blocks zone
-//!   start) is therefore not offered, and `upstream-ntp` is no host here.
+//!   start) is therefore not offered, nor `scrimlet-local-with-zone-start`
+//!   (today's omicron: its reconcilers are `scrimlet-local`'s, and its
+//!   other half is that same zone-start path; offering only the first half
+//!   under its name would pass `scrimlet-local` off as what ships), and
+//!   `upstream-ntp` is no host here.
 //! * **One Nexus** stands for the rack's Nexus zones (see [`nexus`]).
 //! * **Links** are enforced where the reconcilers connect, not per packet
 //!   (see [`net`]).
@@ -80,11 +84,16 @@ pub async fn start(
     opts: &LiveOptions,
     trace: LiveTrace,
 ) -> Result<LiveRack, String> {
-    if !matches!(opts.strategy, Strategy::SledTask | Strategy::ScrimletLocal) {
+    if opts.strategy.blocks_zone_start() {
         return Err(format!(
             "live mode runs the sled-task or scrimlet-local reconcilers, not {}: \
-             legacy blocks zone start, and live mode starts no zones",
-            opts.strategy
+             it sets up NAT in the blocking zone-start path, and live mode starts no zones{}",
+            opts.strategy,
+            if opts.strategy.runs_scrimlet_reconcilers() {
+                " (its reconcilers are scrimlet-local's: run --strategy scrimlet-local)"
+            } else {
+                ""
+            }
         ));
     }
     let nexus_zone = rack

@@ -6,11 +6,12 @@
 //!   DNS server if the sled hosts it, OPTE, the strategy's reconcilers, and
 //!   then its zones;
 //! * [`reconcilers`] — the NAT reconcilers a strategy runs beside the zones
-//!   (`sled-task`: [`SledNatReconciler`]; `scrimlet-local`: the scrimlet's
-//!   reconcilers of its own switch zone);
-//! * [`zones`] — zone start and stop, per strategy: `legacy` blocks each
-//!   zone's start on `legacy::ensure_zone_nat`, the others start zones at
-//!   once;
+//!   (`sled-task`: [`SledNatReconciler`]; `scrimlet-local` and
+//!   `scrimlet-local-with-zone-start`: the scrimlet's reconcilers of its own
+//!   switch zone);
+//! * [`zones`] — zone start and stop, per strategy: `legacy` and
+//!   `scrimlet-local-with-zone-start` block each zone's start on
+//!   `legacy::ensure_zone_nat`, the others start zones at once;
 //! * [`opte`] — delivery of Geneve traffic to the zone it is for;
 //! * [`ntp`] — boundary NTP's client of the upstream server.
 //!
@@ -94,11 +95,16 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     // The reconcilers start with sled-agent, independently of zones. Their
     // input senders live as long as this host's software.
     let mut sled_task: Option<watch::Sender<Vec<NatEntry>>> = None;
+    // Under `scrimlet-local-with-zone-start` the scrimlet reconcilers start
+    // here, before any zone, as upstream's long-running task does: a zone
+    // blocked in the zone-start path below does not hold them up.
     match world.params.strategy {
         Strategy::SledTask => {
             reconcilers::follow_zones_in_sled_task(&world, &resolver, &mut sled_task, &zones)
         }
-        Strategy::ScrimletLocal => reconcilers::start_scrimlet_reconcilers(&world, index),
+        Strategy::ScrimletLocal | Strategy::ScrimletLocalWithZoneStart => {
+            reconcilers::start_scrimlet_reconcilers(&world, index)
+        }
         Strategy::Legacy => {}
     }
 

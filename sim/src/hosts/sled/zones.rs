@@ -1,4 +1,6 @@
-//! Zone start and stop, per strategy. `legacy` blocks each zone with
+//! Zone start and stop, per strategy. `legacy` and
+//! `scrimlet-local-with-zone-start` (today's omicron, which keeps the
+//! zone-start path beside the scrimlet reconcilers) block each zone with
 //! external connectivity on `legacy::ensure_zone_nat` (the bug seed 000
 //! describes); the other strategies start every zone at once and leave NAT
 //! to their reconcilers. A started zone runs its software: boundary NTP's
@@ -15,7 +17,6 @@ use super::ntp::ntp_client;
 use crate::{
     hosts::control_plane,
     net::{InternalDnsResolver, TurmoilConnector},
-    plan::Strategy,
     rack::ZoneKind,
     trace::{fmt_duration, Kind},
     world::{LiveZone, World, ZoneId},
@@ -53,8 +54,9 @@ pub(super) fn stop_zone(world: &World, index: usize, host: &str, id: ZoneId) {
     }
 }
 
-/// Start one zone: under `legacy` only once its NAT entry is ensured (the
-/// blocking path); then what runs in it. Returns that task, if any.
+/// Start one zone: under a strategy that [blocks zone
+/// start](crate::plan::Strategy::blocks_zone_start) only once its NAT entry is ensured
+/// (the blocking path); then what runs in it. Returns that task, if any.
 pub(super) async fn start_zone(
     world: &World,
     index: usize,
@@ -73,7 +75,7 @@ pub(super) async fn start_zone(
             .field("zone", kind),
     );
     let started = tokio::time::Instant::now();
-    if world.params.strategy == Strategy::Legacy {
+    if world.params.strategy.blocks_zone_start() {
         let entry = world.zone_nat_entry(zone);
         let expected: BTreeSet<_> = rack.uplinked_switches().into_iter().collect();
         let progress = watch::Sender::new(LegacyProgress::LookingUpSwitches);
