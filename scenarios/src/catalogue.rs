@@ -22,6 +22,8 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("dpd-restart-control-plane-down"),
     entry!("sidecar-power-cycle"),
     entry!("stale-entry"),
+    entry!("entry-lost-behind-dpd"),
+    entry!("inventory-misses-a-sled"),
     entry!("shared-snat"),
     entry!("dns-and-nexus-loss"),
     entry!("full-rack-combined"),
