@@ -20,7 +20,9 @@ fn task_lines(outcome: &RunOutcome, text: &str) -> usize {
 }
 
 /// `legacy` repairs a dpd restart with Nexus up only through Nexus's
-/// service-zone NAT task: with the task off, nobody restores switch1.
+/// service-zone NAT task: its rows are in the database, and the restarted
+/// dpd pulls them from generation 0. With the task off, nobody restores
+/// switch1.
 #[test]
 fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
     let cfg = RunConfig::new(RackSpec::madrid(), Strategy::Legacy, 5)
@@ -31,19 +33,26 @@ fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
         .with_deadline(Duration::from_secs(40 * 60));
     assert_eq!(
         cfg.era.nexus_service_nat,
-        NexusServiceNat::RepairsDpd,
+        NexusServiceNat::InventoryTracker,
         "the legacy era's default"
     );
     let default = run(&cfg);
     assert!(default.verdict.converged(), "{:?}", default.verdict);
-    assert!(task_lines(&default, "nexus service-NAT RPW #") > 0);
+    assert!(task_lines(&default, "nexus service-zone NAT tracker #") > 0);
+    // The repair is switch1's own pull, right after its restart.
+    assert!(
+        default.trace.iter().any(|l| l.at >= Duration::from_secs(20 * 60)
+            && l.host == "switch1"
+            && l.text.starts_with("dpd NAT RPW: applied 3 change(s) from generation 0")),
+        "switch1 did not pull the tracker's rows after its restart"
+    );
 
     let era = ControlPlaneEra {
         nexus_service_nat: NexusServiceNat::Off,
         ..cfg.era
     };
     let without = run(&cfg.clone().with_era(era));
-    assert_eq!(task_lines(&without, "nexus service-NAT RPW"), 0);
+    assert_eq!(task_lines(&without, "nexus service-zone NAT tracker"), 0);
     let Verdict::NotConverged { gaps, .. } = &without.verdict else {
         panic!(
             "converged without anyone to restore switch1: {:?}",
