@@ -424,14 +424,15 @@ fn a_long_run_of_a_large_rack_stays_small() {
     let doc = parse(&html);
     let block = doc.find("data-block", "sled-task");
     assert_eq!(lanes(block).len(), 2 + 2 + 32);
-    // Each periodic task (a sled-task per sled with a zone, Nexus's task)
-    // is one strip, yet every activation is counted in it.
+    // Each periodic task with a line per activation (a sled-task per sled
+    // with a zone; Nexus's service-zone NAT tracker is quiet while nothing
+    // changes) is one strip, yet every activation is counted in it.
     let strips = block
         .all()
         .iter()
         .filter(|e| e.attr("data-strip").is_some())
         .count();
-    assert!(strips >= 4, "{strips} strips");
+    assert!(strips >= 3, "{strips} strips");
     let recs = run
         .1
         .outcome
