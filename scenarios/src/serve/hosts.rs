@@ -291,6 +291,10 @@ impl Hosts {
         // dendrite of seed 002's time (what `legacy` start models) had no
         // NAT RPW: Nexus pushed instance NAT to it.
         if env.start != StartImpl::Legacy {
+            // A started dpd's RPW is due at once, its schedule based on
+            // this start (dendrite's `WorkflowServer::new`), whatever the
+            // timer held from the previous incarnation.
+            s.dpd.trigger().trigger();
             s.rpw = Some(tokio::spawn(dpd_nat_rpw(
                 slot,
                 s.dpd.clone(),
