@@ -337,9 +337,9 @@ pub struct Shared<S, C> {
     state: Arc<Mutex<S>>,
     observer: Option<Observer<C>>,
     fault: Arc<Mutex<Option<(Fault, tokio::time::Instant)>>>,
-    /// Wakes the service's background task (dpd: its NAT RPW, on
-    /// `POST /rpw/nat/trigger`).
-    trigger: Arc<tokio::sync::Notify>,
+    /// The service's background task's timer (dpd: its NAT RPW's, which
+    /// `POST /rpw/nat/trigger` makes due).
+    trigger: Arc<crate::dpd::NatRpwTimer>,
     /// Whether the service is down: a fault then holds no request (those
     /// it holds end), so that the service's server can close.
     down: Arc<tokio::sync::watch::Sender<bool>>,
@@ -380,10 +380,9 @@ impl<S, C> Shared<S, C> {
         self.down.send_replace(false);
     }
 
-    /// What `POST /rpw/nat/trigger` wakes: at most one pending wake-up (a
-    /// permit), so triggers that arrive while a pull runs cause one more
-    /// pull, not many.
-    pub fn trigger(&self) -> Arc<tokio::sync::Notify> {
+    /// The NAT RPW's timer, which `POST /rpw/nat/trigger` makes due (see
+    /// [`crate::dpd::NatRpwTimer`] for dendrite's schedule).
+    pub fn trigger(&self) -> Arc<crate::dpd::NatRpwTimer> {
         self.trigger.clone()
     }
 
@@ -660,7 +659,7 @@ impl DpdApi for DpdImpl {
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<()>, HttpError> {
         rqctx.context().meet_fault("dpd").await?;
-        rqctx.context().trigger.notify_one();
+        rqctx.context().trigger.trigger();
         Ok(HttpResponseOk(()))
     }
 

@@ -5,7 +5,8 @@
 //! zone could start:
 //!
 //! 1. **Find the switches.** Look up the switch zones in internal DNS and ask
-//!    each one's MGS which switch it manages. Repeat (with backoff) until
+//!    each one's MGS which switch it manages. Repeat (with the lookup's
+//!    backoff, [`SWITCH_MAPPING`], interval capped at 15 s) until
 //!    every *expected* (uplinked) switch is found — or, if at least one was
 //!    found, until [`SWITCH_DISCOVERY_TIMEOUT`] (5 minutes) has passed since
 //!    the start, then proceed with what the last lookup found. With none
@@ -15,7 +16,8 @@
 //!    with ports in the rack network config); with no uplinks at all there
 //!    is nothing to look up.
 //! 2. **Ensure the entry on each found switch,** in slot order, retrying
-//!    forever on *that address* until it succeeds: get the entry at
+//!    forever on *that address* (with [`INTERNAL_SERVICE_AGGRESSIVE`],
+//!    interval capped at 3 minutes) until it succeeds: get the entry at
 //!    `(external_ip, first_port)`; if it exists with the same `internal_ip`,
 //!    done; otherwise delete it (if present) and create the desired one.
 //!
@@ -58,46 +60,89 @@ use crate::{
 /// has been found.
 pub const SWITCH_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
-/// First retry delay (before jitter).
-pub const BACKOFF_INITIAL: Duration = Duration::from_millis(100);
-/// Growth of the delay per retry.
-pub const BACKOFF_MULTIPLIER: f64 = 1.2;
-/// Largest base delay (before jitter).
-pub const BACKOFF_MAX: Duration = Duration::from_secs(3 * 60);
-/// Each delay is the current base delay times a factor drawn uniformly from
-/// `[1 - BACKOFF_JITTER, 1 + BACKOFF_JITTER]`.
-pub const BACKOFF_JITTER: f64 = 0.5;
+/// An exponential backoff policy as the `backoff` crate's
+/// `ExponentialBackoff` holds one: delay `n` (from 0) is `base_n * u`, with
+/// `base_n = min(max_interval, initial * multiplier^n)` and `u` drawn
+/// uniformly from `[1 - randomization, 1 + randomization]`. As in the crate,
+/// the cap applies to the interval *before* jitter, so a delay can exceed
+/// `max_interval` by the randomization factor. There is no limit on elapsed
+/// time: both of omicron's policies modelled here set `max_elapsed_time` to
+/// `None`, and the caller decides when to stop.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BackoffPolicy {
+    pub initial: Duration,
+    pub multiplier: f64,
+    pub max_interval: Duration,
+    pub randomization: f64,
+}
 
-/// Backoff as omicron's `retry_policy_internal_service_aggressive` draws it
-/// (the `backoff` crate's exponential backoff: 100 ms initial interval,
-/// x1.2 per retry, interval capped at 3 minutes, randomization factor 0.5,
-/// no limit on elapsed time), with jitter from a caller-seeded RNG.
-///
-/// Delay `n` (from 0) is `base_n * u` with `base_n = min(3 min, 100 ms *
-/// 1.2^n)` and `u` uniform in `[0.5, 1.5]`: as in the `backoff` crate the
-/// cap applies to the interval, so a jittered delay can reach 4.5 minutes.
+impl BackoffPolicy {
+    /// The longest delay the policy can draw: the capped interval at the
+    /// top of its jitter.
+    pub fn max_delay(&self) -> Duration {
+        self.max_interval.mul_f64(1.0 + self.randomization)
+    }
+}
+
+/// The `backoff` crate's default randomization factor
+/// (`backoff::default::RANDOMIZATION_FACTOR`), which neither omicron policy
+/// below overrides.
+const BACKOFF_CRATE_RANDOMIZATION: f64 = 0.5;
+
+/// omicron's `retry_policy_internal_service_aggressive`
+/// (`common/src/backoff.rs`): 100 ms initial interval, x1.2 per retry,
+/// interval capped at 3 minutes. The legacy path's *ensure* loop (step 2)
+/// retries with it, forever, on each found switch.
+pub const INTERNAL_SERVICE_AGGRESSIVE: BackoffPolicy = BackoffPolicy {
+    initial: Duration::from_millis(100),
+    multiplier: 1.2,
+    max_interval: Duration::from_secs(3 * 60),
+    randomization: BACKOFF_CRATE_RANDOMIZATION,
+};
+
+/// omicron's `retry_policy_switch_mapping`
+/// (`sled-agent/early-networking/src/lib.rs`), which
+/// `lookup_uplinked_switch_zone_underlay_addrs` retries its lookups with:
+/// the aggressive policy's 100 ms x1.2, but the interval capped at 15 s,
+/// because the lookup does not retry forever (after the 5-minute wait it
+/// stops at the first lookup that finds any switch). The legacy path's
+/// *lookup* (step 1) uses it: so its give-up comes at most one 15 s x1.5
+/// delay after the 5 minutes, and a sled that finds no switch looks again
+/// at least every 22.5 s.
+pub const SWITCH_MAPPING: BackoffPolicy = BackoffPolicy {
+    initial: Duration::from_millis(100),
+    multiplier: 1.2,
+    max_interval: Duration::from_secs(15),
+    randomization: BACKOFF_CRATE_RANDOMIZATION,
+};
+
+/// A [`BackoffPolicy`] being drawn, with jitter from a caller-seeded RNG.
 /// Jitter keeps many sleds that failed together from retrying in lockstep;
 /// taking it from the caller's RNG keeps runs reproducible.
 #[derive(Clone, Debug)]
 pub struct Backoff<Rn> {
+    policy: BackoffPolicy,
     rng: Rn,
     base: Duration,
 }
 
 impl<Rn: rand::Rng> Backoff<Rn> {
-    pub fn new(rng: Rn) -> Self {
+    pub fn new(policy: BackoffPolicy, rng: Rn) -> Self {
         Backoff {
+            policy,
             rng,
-            base: BACKOFF_INITIAL,
+            base: policy.initial,
         }
     }
 
     pub fn next_delay(&mut self) -> Duration {
-        let factor = self
-            .rng
-            .random_range((1.0 - BACKOFF_JITTER)..=(1.0 + BACKOFF_JITTER));
+        let r = self.policy.randomization;
+        let factor = self.rng.random_range((1.0 - r)..=(1.0 + r));
         let delay = self.base.mul_f64(factor);
-        self.base = self.base.mul_f64(BACKOFF_MULTIPLIER).min(BACKOFF_MAX);
+        self.base = self
+            .base
+            .mul_f64(self.policy.multiplier)
+            .min(self.policy.max_interval);
         delay
     }
 }
@@ -200,7 +245,7 @@ pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rn
             connector.clone(),
             SocketAddr::new(address.into(), DPD_PORT),
         ));
-        let mut backoff = Backoff::new(&mut *rng);
+        let mut backoff = Backoff::new(INTERNAL_SERVICE_AGGRESSIVE, &mut *rng);
         let mut last_error = None;
         let mut attempts = 0;
         loop {
@@ -260,7 +305,7 @@ async fn discover_switches<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rng>
         return BTreeMap::new();
     }
     let start = Instant::now();
-    let mut backoff = Backoff::new(rng);
+    let mut backoff = Backoff::new(SWITCH_MAPPING, rng);
     progress.set(LegacyProgress::LookingUpSwitches, false);
     loop {
         // A switch without an uplink is not wanted, even when it answers:
@@ -438,30 +483,100 @@ mod tests {
         Running { progress: rx, task }
     }
 
-    #[test]
-    fn backoff_grows_by_1_2_with_jitter_of_half_and_caps_the_interval_at_3m() {
-        let mut backoff = Backoff::new(SmallRng::seed_from_u64(7));
-        let mut base = 0.1f64;
+    /// Draws `n` delays of `policy` with `seed`, checking each against its
+    /// jitter band around the expected base interval; returns them and the
+    /// final base.
+    fn draw_checked(policy: BackoffPolicy, seed: u64, n: usize) -> (Vec<f64>, f64) {
+        let mut backoff = Backoff::new(policy, SmallRng::seed_from_u64(seed));
+        let cap = policy.max_interval.as_secs_f64();
+        let mut base = policy.initial.as_secs_f64();
         let mut delays = Vec::new();
-        for _ in 0..60 {
+        for _ in 0..n {
             let d = backoff.next_delay().as_secs_f64();
             assert!(d >= base * 0.5 - 1e-9, "{d} < 0.5 * {base}");
             assert!(d <= base * 1.5 + 1e-9, "{d} > 1.5 * {base}");
             delays.push(d);
-            base = (base * 1.2).min(180.0);
+            base = (base * 1.2).min(cap);
         }
+        (delays, base)
+    }
+
+    #[test]
+    fn ensure_backoff_grows_by_1_2_with_jitter_of_half_and_caps_the_interval_at_3m() {
+        let (delays, base) = draw_checked(INTERNAL_SERVICE_AGGRESSIVE, 7, 60);
         // Grown to minutes: the interval is at its 3-minute cap.
         assert_eq!(base, 180.0);
         assert!(delays[59] >= 90.0 && delays[59] <= 270.0, "{}", delays[59]);
+        // Far past the lookup's 15 s cap: the two policies really differ.
+        assert!(delays[50..].iter().all(|&d| d > 22.5), "{delays:?}");
         // Jitter really varies...
         assert!(delays.windows(2).any(|w| (w[1] / w[0] - 1.2).abs() > 0.01));
         // ...and is a pure function of the seed.
-        let mut again = Backoff::new(SmallRng::seed_from_u64(7));
+        let mut again = Backoff::new(INTERNAL_SERVICE_AGGRESSIVE, SmallRng::seed_from_u64(7));
         let replay: Vec<f64> = (0..60).map(|_| again.next_delay().as_secs_f64()).collect();
         assert_eq!(delays, replay);
-        let mut other = Backoff::new(SmallRng::seed_from_u64(8));
+        let mut other = Backoff::new(INTERNAL_SERVICE_AGGRESSIVE, SmallRng::seed_from_u64(8));
         let different: Vec<f64> = (0..60).map(|_| other.next_delay().as_secs_f64()).collect();
         assert_ne!(delays, different);
+    }
+
+    #[test]
+    fn lookup_backoff_caps_the_interval_at_15s() {
+        for seed in 0..50 {
+            let (delays, base) = draw_checked(SWITCH_MAPPING, seed, 80);
+            assert_eq!(base, 15.0);
+            // 100 ms x1.2^n passes 15 s at n = 28: from there on every
+            // delay is 15 s jittered, never more than 22.5 s.
+            assert!(
+                delays[28..]
+                    .iter()
+                    .all(|&d| (7.5 - 1e-9..=22.5 + 1e-9).contains(&d)),
+                "seed {seed}: {delays:?}"
+            );
+            assert!(delays[28..].iter().any(|&d| d > 15.0), "seed {seed}");
+        }
+        assert_eq!(SWITCH_MAPPING.max_delay(), Duration::from_millis(22_500));
+        assert_eq!(
+            INTERNAL_SERVICE_AGGRESSIVE.max_delay(),
+            Duration::from_secs(270)
+        );
+    }
+
+    /// The give-up: the first lookup at or after 5 minutes (here lookups
+    /// take no time), over many seeds: never before 5:00, never after
+    /// 5:00 + 22.5 s; and the 15 s cap really is what bounds it (with the
+    /// 3-minute cap some seeds give up well after 5:30).
+    #[test]
+    fn give_up_lands_between_5m_and_5m22_5s_over_many_seeds() {
+        let give_up = |policy: BackoffPolicy, seed: u64| {
+            let mut backoff = Backoff::new(policy, SmallRng::seed_from_u64(seed));
+            let mut t = Duration::ZERO;
+            while t < SWITCH_DISCOVERY_TIMEOUT {
+                t += backoff.next_delay();
+            }
+            t
+        };
+        let times: Vec<Duration> = (0..2000)
+            .map(|seed| give_up(SWITCH_MAPPING, seed))
+            .collect();
+        let latest = SWITCH_DISCOVERY_TIMEOUT + SWITCH_MAPPING.max_delay();
+        assert!(times
+            .iter()
+            .all(|t| *t >= SWITCH_DISCOVERY_TIMEOUT && *t <= latest));
+        // The band is used, not a single point.
+        let max = times.iter().max().unwrap();
+        assert!(
+            *max > SWITCH_DISCOVERY_TIMEOUT + Duration::from_secs(10),
+            "{max:?}"
+        );
+        let old_cap = (0..2000)
+            .map(|seed| give_up(INTERNAL_SERVICE_AGGRESSIVE, seed))
+            .max()
+            .unwrap();
+        assert!(
+            old_cap > SWITCH_DISCOVERY_TIMEOUT + Duration::from_secs(60),
+            "{old_cap:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -559,17 +674,19 @@ mod tests {
         assert_eq!(programmed, vec![SwitchSlot::Switch0]);
         assert!(elapsed >= SWITCH_DISCOVERY_TIMEOUT, "{elapsed:?}");
         assert!(
-            elapsed <= SWITCH_DISCOVERY_TIMEOUT + BACKOFF_MAX.mul_f64(1.0 + BACKOFF_JITTER),
+            elapsed <= SWITCH_DISCOVERY_TIMEOUT + SWITCH_MAPPING.max_delay(),
             "{elapsed:?}"
         );
         assert_eq!(net.nat(zone_ip(1)), vec![ntp_entry().to_dpd()]);
         // Bug 2: the other switch never gets the entry.
         assert!(net.nat(zone_ip(2)).is_empty());
         assert!(net.requests(zone_ip(2), DPD_PORT).is_empty());
-        // It kept asking DNS/MGS all along, with growing delays: ~40 lookups
-        // for 5 minutes with this backoff, not thousands.
+        // It kept asking DNS/MGS all along, with growing delays: 28 lookups
+        // in the first ~80 s while the interval grows to its 15 s cap, then
+        // about one per 15 s: ~43 for 5 minutes, not thousands (and more
+        // than the ~35 the 3-minute cap would make).
         let lookups = net.requests(zone_ip(1), MGS_PORT).len();
-        assert!((30..=60).contains(&lookups), "{lookups} lookups");
+        assert!((38..=52).contains(&lookups), "{lookups} lookups");
     }
 
     #[tokio::test(start_paused = true)]
@@ -592,11 +709,15 @@ mod tests {
         resolver.set(vec![zone_ip(1)]);
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert!(!run.task.is_finished());
-        assert!(!net.requests(zone_ip(1), MGS_PORT).is_empty());
+        // An hour in, the lookup interval is long at its 15 s cap: at most
+        // 22.5 s between lookups, so at least 160 in this hour (the
+        // 3-minute cap would make ~27).
+        let lookups = net.requests(zone_ip(1), MGS_PORT).len();
+        assert!(lookups >= 160, "{lookups} lookups");
         // Once it appears, the 5-minute clock has long run out: proceed with
-        // one as soon as it is seen.
+        // one as soon as it is seen, within one capped delay.
         net.clear_failures();
-        tokio::time::sleep(Duration::from_secs(16)).await;
+        tokio::time::sleep(SWITCH_MAPPING.max_delay() + Duration::from_millis(10)).await;
         assert!(run.task.is_finished());
         let (programmed, _) = run.task.await.unwrap();
         assert_eq!(programmed, vec![SwitchSlot::Switch0]);

@@ -367,13 +367,16 @@ impl<'a> Driver<'a> {
             }
             Action::DpdRestart(slot) => {
                 // dpd alone restarts: an empty table at generation 0, and
-                // its NAT RPW pulls at once, as a starting dpd does.
-                // Simplified: the API does not go away meanwhile.
+                // its NAT RPW starts over, as a starting dpd's does (at its
+                // next look at its timer, within a second: `restart`
+                // takes no instant, since the plan does not run on the
+                // zone's clock). Simplified: the API does not go away
+                // meanwhile.
                 let mut st = world.lock();
                 if st.switches.dpd.contains_key(slot) {
                     st.switches.dpd.insert(*slot, DpdState::new(slot.index()));
                     if let Some(rpw) = st.switches.nat_rpw.get(slot) {
-                        rpw.notify_one();
+                        rpw.restart();
                     }
                 }
             }

@@ -499,7 +499,7 @@ pub struct SwitchesState {
     pub addresses: BTreeMap<SwitchSlot, Ipv6Addr>,
     /// What wakes each running dpd's instance NAT RPW (a trigger, or a
     /// restart of dpd: a dpd pulls as soon as it starts).
-    pub nat_rpw: BTreeMap<SwitchSlot, Arc<tokio::sync::Notify>>,
+    pub nat_rpw: BTreeMap<SwitchSlot, Arc<crate::fakes::dpd::NatRpwTimer>>,
 }
 
 /// What the sleds own: which exist and run, each sled-agent's state

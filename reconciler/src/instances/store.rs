@@ -452,16 +452,21 @@ impl NatTable {
         v
     }
 
-    /// The rows added or removed after version `from_gen`, ordered by the
-    /// version of that change, at most `limit`: what a dpd at generation
-    /// `from_gen` has not applied yet. A restarted dpd asks from 0 and gets
-    /// the whole history, removals included (removing an absent entry is
-    /// harmless).
+    /// The changes after version `from_gen`, ordered by version, at most
+    /// `limit`: what a dpd at generation `from_gen` has not applied yet. As
+    /// omicron's `nat_changes` view (`schema/crdb/dbinit.sql`, read by
+    /// `DataStore::nat_changeset` in
+    /// `nexus/db-queries/src/db/datastore/nat_entry.rs`) has it, each row is
+    /// **one** change: a live row at its `version_added`, a removed row only
+    /// at its `version_removed` (as `deleted`) — never both. So a row added
+    /// and removed after `from_gen` comes back once, as its removal, and a
+    /// restarted dpd asking from 0 gets every live row plus the removals
+    /// still kept (removing an absent entry is harmless).
     pub fn changeset(&self, from_gen: i64, limit: u32) -> Vec<NatEntryView> {
         let mut changes: Vec<NatEntryView> = self
             .rows
             .iter()
-            .flat_map(|r| {
+            .filter_map(|r| {
                 let view = |gen, deleted| NatEntryView {
                     external_address: r.entry.external_ip,
                     first_port: r.entry.first_port,
@@ -472,15 +477,13 @@ impl NatTable {
                     gen,
                     deleted,
                 };
-                // A row removed after `from_gen` but added before it is one
-                // change (its removal); added and removed after it, the
-                // dpd sees both, in order.
-                let added = (r.version_added > from_gen).then(|| view(r.version_added, false));
-                let removed = r
-                    .version_removed
-                    .filter(|&v| v > from_gen)
-                    .map(|v| view(v, true));
-                added.into_iter().chain(removed)
+                // The view's one version per row: the removal's if the
+                // row is removed, else the addition's.
+                let change = match r.version_removed {
+                    Some(v) => view(v, true),
+                    None => view(r.version_added, false),
+                };
+                (change.gen > from_gen).then_some(change)
             })
             .collect();
         changes.sort_by_key(|c| c.gen);

@@ -732,14 +732,16 @@ async fn saga_unwinds_when_register_fails() {
         }
         other => panic!("expected an unwound saga, got {other:?}"),
     }
-    // DPD_ENSURE's undo cleared the rows (the removals come after the
-    // additions, so a dpd that pulls from any generation ends without the
-    // entry) and triggered every dpd again.
+    // DPD_ENSURE's undo cleared the rows and triggered every dpd again.
+    // The removed row is one change, its removal (omicron's `nat_changes`
+    // view), so a dpd that pulls from any generation ends without the
+    // entry: one that applied the addition removes it, one that did not
+    // removes nothing.
     assert_eq!(store.nat_rows(), vec![]);
     let last = store.nat_changeset(0, 100).await.unwrap();
     assert_eq!(
-        last.iter().map(|c| c.deleted).collect::<Vec<_>>(),
-        [false, true]
+        last.iter().map(|c| (c.gen, c.deleted)).collect::<Vec<_>>(),
+        [(2, true)]
     );
     for zone in zones() {
         assert_eq!(
@@ -1713,14 +1715,13 @@ fn nat_table_versions_every_change_and_serves_changesets() {
     live.sort();
     assert_eq!(table.live(), live);
 
-    // From 0 (a restarted dpd): the whole history in version order, each
-    // removed row once as added and once as removed.
+    // From 0 (a restarted dpd): each row once, in version order — a live
+    // row at its addition, a removed row only at its removal (omicron's
+    // `nat_changes` view). Versions 1, 2 and 3 were the additions of rows
+    // since removed: they are not served.
     assert_eq!(
         changes(&table, 0, 100),
         vec![
-            (1, false, 10, 2),
-            (2, false, 11, 2),
-            (3, false, 12, 1),
             (4, true, 10, 2),
             (5, true, 11, 2),
             (6, false, 10, 3),
@@ -1728,8 +1729,7 @@ fn nat_table_versions_every_change_and_serves_changesets() {
             (8, true, 12, 1),
         ]
     );
-    // From the middle: a row added before and removed after `from_gen` is
-    // only its removal.
+    // From the middle: the same rows, those whose one version is later.
     assert_eq!(
         changes(&table, 3, 100),
         vec![
@@ -1740,17 +1740,51 @@ fn nat_table_versions_every_change_and_serves_changesets() {
             (8, true, 12, 1),
         ]
     );
+    assert_eq!(
+        changes(&table, 5, 100),
+        vec![(6, false, 10, 3), (7, false, 11, 3), (8, true, 12, 1)]
+    );
     assert_eq!(changes(&table, 7, 100), vec![(8, true, 12, 1)]);
     assert!(table.changeset(8, 100).is_empty());
     // The limit keeps the oldest changes; a dpd asks again from the last.
     assert_eq!(
-        changes(&table, 2, 2),
-        vec![(3, false, 12, 1), (4, true, 10, 2)]
+        changes(&table, 0, 2),
+        vec![(4, true, 10, 2), (5, true, 11, 2)]
     );
     assert_eq!(
-        changes(&table, 4, 2),
-        vec![(5, true, 11, 2), (6, false, 10, 3)]
+        changes(&table, 5, 2),
+        vec![(6, false, 10, 3), (7, false, 11, 3)]
     );
+}
+
+/// A row added and removed after `from_gen` is one change, its removal —
+/// not its addition and then its removal — and a dpd that pulls from 0
+/// and applies the changeset ends with exactly the live rows.
+#[test]
+fn nat_changeset_serves_each_row_once() {
+    let mut table = NatTable::default();
+    assert!(table.set_instance(7, &[nat_at(10, 2)])); // 1: added
+    assert!(table.set_instance(7, &[nat_at(10, 3)])); // 2: removed, 3: added
+    assert!(table.clear_instance(7)); // 4: removed
+    assert!(table.set_instance(8, &[nat_at(11, 4)])); // 5: added
+                                                      // Every row at most once: no version appears twice, no row twice.
+    let all = changes(&table, 0, 100);
+    assert_eq!(
+        all,
+        vec![(2, true, 10, 2), (4, true, 10, 3), (5, false, 11, 4)]
+    );
+    // After version 1 the first row is still one change (its removal),
+    // not two.
+    assert_eq!(changes(&table, 1, 100), all);
+    // Applying the whole changeset to an empty set leaves the live rows.
+    let mut applied: Vec<NatEntry> = Vec::new();
+    for c in table.changeset(0, 100) {
+        applied.retain(|e| *e != c.entry());
+        if !c.deleted {
+            applied.push(c.entry());
+        }
+    }
+    assert_eq!(applied, table.live());
 }
 
 #[test]

@@ -297,6 +297,10 @@ impl Hosts {
         if racksim_sim::era::ControlPlaneEra::of(env.strategy, env.start).dpd_nat_rpw
             == racksim_sim::era::Task::On
         {
+            // A started dpd's RPW is due at once, its schedule based on
+            // this start (dendrite's `WorkflowServer::new`), whatever the
+            // timer held from the previous incarnation.
+            s.dpd.trigger().trigger();
             s.rpw = Some(tokio::spawn(dpd_nat_rpw(
                 slot,
                 s.dpd.clone(),

@@ -14,14 +14,13 @@ use racksim_reconciler::{
     discovery::SwitchSlot, http::HttpClient, instances::NatEntryView, nat::NatEntry, DPD_PORT,
     MGS_PORT,
 };
-use tokio::sync::Notify;
 
 use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server};
 use crate::{
     era::Task,
     fakes::{
         dataplane::{Geneve, Inbound},
-        dpd::{DpdState, NatChange},
+        dpd::{DpdState, NatChange, NatRpwTimer},
         http::{ApiError, ApiRequest, ApiResponse, Handler},
         mgs::MgsState,
     },
@@ -67,7 +66,8 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
         Kind::Boot,
         format!("switch zone up (dpd :12224, MGS :12225); {table}"),
     );
-    let trigger = Arc::new(Notify::new());
+    // Made as the zone starts: a started dpd's RPW is due at once.
+    let trigger = Arc::new(NatRpwTimer::new());
     spawn_server(
         &world,
         &name,
@@ -96,8 +96,8 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
 struct DpdHandler {
     world: World,
     slot: SwitchSlot,
-    /// Wakes this dpd's NAT RPW (`POST /rpw/nat/trigger`).
-    trigger: Arc<Notify>,
+    /// This dpd's NAT RPW timer, which `POST /rpw/nat/trigger` makes due.
+    trigger: Arc<NatRpwTimer>,
 }
 
 impl Handler for DpdHandler {
@@ -150,9 +150,12 @@ impl Handler for DpdHandler {
                 && req.method == Method::POST
                 && req.segments() == ["rpw", "nat", "trigger"]
             {
-                // At most one pending wake-up (a permit): triggers that
-                // arrive while a pull runs cause one more pull, not many.
-                trigger.notify_one();
+                // As dendrite: the RPW is due now and sees it within a
+                // second; one that arrives while a pull runs only moves
+                // the base of the next scheduled run (see NatRpwTimer).
+                // This handler runs on the zone's own host, the clock of
+                // its RPW.
+                trigger.trigger();
             }
             response
         }
@@ -164,7 +167,7 @@ impl Handler for DpdHandler {
 /// `POST /rpw/nat/trigger` is called, pull the changes since this dpd's
 /// generation from Nexus and apply them. It runs as long as the switch zone
 /// does (turmoil drops its tasks when the zone goes down).
-async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<Notify>) {
+async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<NatRpwTimer>) {
     racksim_fakes::dpd::run_nat_rpw(
         trigger,
         NAT_RPW_PERIOD,
