@@ -66,6 +66,8 @@ snapshots! {
     dpd_restart_control_plane_down => "dpd-restart-control-plane-down": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
     sidecar_power_cycle => "sidecar-power-cycle": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
     stale_entry => "stale-entry": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
+    entry_lost_behind_dpd => "entry-lost-behind-dpd": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
+    inventory_misses_a_sled => "inventory-misses-a-sled": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
     shared_snat => "shared-snat": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
     dns_and_nexus_loss => "dns-and-nexus-loss": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
     full_rack_combined => "full-rack-combined": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],

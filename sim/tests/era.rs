@@ -41,9 +41,13 @@ fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
     assert!(task_lines(&default, "nexus service-zone NAT tracker #") > 0);
     // The repair is switch1's own pull, right after its restart.
     assert!(
-        default.trace.iter().any(|l| l.at >= Duration::from_secs(20 * 60)
-            && l.host == "switch1"
-            && l.text.starts_with("dpd NAT RPW: applied 3 change(s) from generation 0")),
+        default
+            .trace
+            .iter()
+            .any(|l| l.at >= Duration::from_secs(20 * 60)
+                && l.host == "switch1"
+                && l.text
+                    .starts_with("dpd NAT RPW: applied 3 change(s) from generation 0")),
         "switch1 did not pull the tracker's rows after its restart"
     );
 
