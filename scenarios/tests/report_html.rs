@@ -440,7 +440,8 @@ fn a_long_run_of_a_large_rack_stays_small() {
         .iter()
         .filter(|l| l.kind == Kind::Reconciler)
         .count();
-    assert!(recs > 900, "{recs}");
+    // Three sled-tasks' 240 activations each in two hours.
+    assert!(recs > 700, "{recs}");
     assert_eq!(block.count_kind("reconciler"), recs);
     assert!(block.find_all("data-kind", "reconciler").len() < 100);
 }

@@ -118,6 +118,8 @@ scenarios! {
     dpd_restart_control_plane_down => "dpd-restart-control-plane-down",
     sidecar_power_cycle => "sidecar-power-cycle",
     stale_entry => "stale-entry",
+    entry_lost_behind_dpd => "entry-lost-behind-dpd",
+    inventory_misses_a_sled => "inventory-misses-a-sled",
     shared_snat => "shared-snat",
     dns_and_nexus_loss => "dns-and-nexus-loss",
     full_rack_combined => "full-rack-combined",
