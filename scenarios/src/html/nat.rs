@@ -101,6 +101,15 @@ impl NatLanes {
         }
     }
 
+    /// The entry key of the first zone of `kind` (the one a plan step on
+    /// that kind acts on).
+    fn zone_key(&self, kind: racksim_sim::rack::ZoneKind) -> Option<(String, u16, u16)> {
+        self.zone_names
+            .iter()
+            .find(|(_, z)| z.starts_with(&format!("{kind} on")))
+            .map(|(k, _)| k.clone())
+    }
+
     pub(super) fn apply_step(&mut self, step: &ResolvedStep, line: &TraceLine) {
         for sw in self.switches.clone() {
             if wipes_switch(&step.action, &sw) {
@@ -109,12 +118,7 @@ impl NatLanes {
         }
         if let Action::StaleEntry { switch, zone } = &step.action {
             let sw = switch.to_string();
-            let key = self
-                .zone_names
-                .iter()
-                .find(|(_, z)| z.starts_with(&format!("{zone} on")))
-                .map(|(k, _)| k.clone());
-            if let Some(key) = key {
+            if let Some(key) = self.zone_key(*zone) {
                 self.close(&sw, &key, line.at, format!("replaced: {line}"));
                 let item = Item::span(line.at, line.at, "nat-span", "nat-stale")
                     .title(format!(
@@ -126,12 +130,7 @@ impl NatLanes {
         }
         if let Action::LostEntry { switch, zone } = &step.action {
             let sw = switch.to_string();
-            let key = self
-                .zone_names
-                .iter()
-                .find(|(_, z)| z.starts_with(&format!("{zone} on")))
-                .map(|(k, _)| k.clone());
-            if let Some(key) = key {
+            if let Some(key) = self.zone_key(*zone) {
                 self.close(
                     &sw,
                     &key,
