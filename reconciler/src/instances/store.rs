@@ -328,10 +328,29 @@ struct NatRow {
 /// `version_added`; a removed row is kept with `version_removed`, so a dpd
 /// that asks "what changed since version N" learns of removals too.
 /// (Omicron garbage-collects old removed rows; the simulation keeps them.)
+///
+/// Each write is one statement, as upstream's (`ensure_nat_entry`'s one
+/// `INSERT … SELECT … WHERE NOT EXISTS`, `nat_delete`'s one `UPDATE`, each
+/// its own implicit transaction), in two phases: [`NatTable::begin_set_instance`]
+/// (or [`NatTable::begin_sync_service_zones`]) draws the version from the
+/// sequence — `nextval`, which is not transactional: the draw is at once
+/// and for good — and leaves the change *pending*; [`NatTable::commit`]
+/// makes it visible. A pending change is what a CockroachDB statement is
+/// between its `nextval` and the write intent it lays: readers neither see
+/// it nor wait for it (a reader that scans before the intent exists reads
+/// past it, and the write is then pushed above the reader's timestamp, yet
+/// keeps the version it drew). [`NatTable::abort`] is a statement that never
+/// laid its intent (its gateway died): its version is burnt, a gap.
+/// Simplified: between the intent and the commit the simulation has no
+/// time, so a reader never waits; writers see pending changes (a conflicting
+/// intent), readers do not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NatTable {
     rows: Vec<NatRow>,
+    /// The sequence's last value (`nat_version`).
     version: i64,
+    /// Versions drawn whose change is not yet visible to readers.
+    pending: std::collections::BTreeSet<i64>,
 }
 
 impl NatTable {
@@ -343,35 +362,101 @@ impl NatTable {
     /// Replace `instance`'s live rows by `entries`: rows not wanted are
     /// removed, wanted rows not present are added; identical rows stay as
     /// they are (no version is spent). Returns whether anything changed.
+    /// Each change is one statement ([`NatTable::begin_set_instance`]),
+    /// committed at once.
     pub fn set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> bool {
         let mut changed = false;
-        for i in 0..self.rows.len() {
-            let row = self.rows[i];
-            if row.instance == Some(instance)
-                && row.version_removed.is_none()
-                && !entries.contains(&row.entry)
-            {
-                self.version += 1;
-                self.rows[i].version_removed = Some(self.version);
-                changed = true;
-            }
-        }
-        for e in entries {
-            let live = self.rows.iter().any(|r| {
-                r.instance == Some(instance) && r.version_removed.is_none() && r.entry == *e
-            });
-            if !live {
-                self.version += 1;
-                self.rows.push(NatRow {
-                    instance: Some(instance),
-                    entry: *e,
-                    version_added: self.version,
-                    version_removed: None,
-                });
-                changed = true;
-            }
+        while let Some(v) = self.begin_set_instance(instance, entries) {
+            self.commit(v);
+            changed = true;
         }
         changed
+    }
+
+    /// The next statement of [`NatTable::set_instance`], begun: the first
+    /// live row of `instance` not in `entries` is soft-deleted, or else the
+    /// first entry with no live row is added, at a version drawn now; the
+    /// change stays pending (invisible to [`NatTable::changeset`]) until
+    /// [`NatTable::commit`]. Returns the version drawn, or `None` when
+    /// nothing is left to change. A pending change counts as done for the
+    /// next statement (the writer sees its own intents).
+    pub fn begin_set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> Option<i64> {
+        let removal = self.rows.iter().position(|r| {
+            r.instance == Some(instance)
+                && r.version_removed.is_none()
+                && !entries.contains(&r.entry)
+        });
+        if let Some(i) = removal {
+            let v = self.draw();
+            self.rows[i].version_removed = Some(v);
+            return Some(v);
+        }
+        let addition = entries.iter().find(|e| {
+            !self.rows.iter().any(|r| {
+                r.instance == Some(instance) && r.version_removed.is_none() && r.entry == **e
+            })
+        })?;
+        let entry = *addition;
+        let v = self.draw();
+        self.rows.push(NatRow {
+            instance: Some(instance),
+            entry,
+            version_added: v,
+            version_removed: None,
+        });
+        Some(v)
+    }
+
+    /// `nextval`: the sequence's next value, drawn for good, its change
+    /// pending.
+    fn draw(&mut self) -> i64 {
+        self.version += 1;
+        self.pending.insert(self.version);
+        self.version
+    }
+
+    /// The statement that drew `version` commits: its change becomes
+    /// visible to readers, at the version it drew.
+    pub fn commit(&mut self, version: i64) {
+        self.pending.remove(&version);
+    }
+
+    /// The statement that drew `version` never wrote (its gateway died
+    /// before laying the intent): its change is undone and its version
+    /// stays unused.
+    pub fn abort(&mut self, version: i64) {
+        if !self.pending.remove(&version) {
+            return;
+        }
+        self.rows.retain(|r| r.version_added != version);
+        for r in &mut self.rows {
+            if r.version_removed == Some(version) {
+                r.version_removed = None;
+            }
+        }
+    }
+
+    /// Whether any drawn version's change is still pending.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// A row as readers see it: `None` while its addition is pending; live
+    /// while its removal is.
+    fn visible(&self, r: &NatRow) -> Option<NatRow> {
+        if self.pending.contains(&r.version_added) {
+            return None;
+        }
+        let mut r = *r;
+        if r.version_removed.is_some_and(|v| self.pending.contains(&v)) {
+            r.version_removed = None;
+        }
+        Some(r)
+    }
+
+    /// The rows as readers see them.
+    fn visible_rows(&self) -> impl Iterator<Item = NatRow> + '_ {
+        self.rows.iter().filter_map(|r| self.visible(r))
     }
 
     /// Remove every live row of `instance`.
@@ -391,35 +476,47 @@ impl NatTable {
     /// Upstream runs these as separate statements, not one transaction; the
     /// simulation applies them at once.
     pub fn sync_service_zones(&mut self, entries: &[NatEntry]) -> usize {
-        let services =
-            |r: &NatRow| r.entry.target.vni == crate::SERVICES_VNI && r.version_removed.is_none();
-        for i in 0..self.rows.len() {
-            if services(&self.rows[i]) && !entries.contains(&self.rows[i].entry) {
-                self.version += 1;
-                self.rows[i].version_removed = Some(self.version);
-            }
-        }
         let mut added = 0;
-        for e in entries {
-            if !self.rows.iter().any(|r| services(r) && r.entry == *e) {
-                self.version += 1;
-                self.rows.push(NatRow {
-                    instance: None,
-                    entry: *e,
-                    version_added: self.version,
-                    version_removed: None,
-                });
-                added += 1;
-            }
+        while let Some((v, add)) = self.begin_sync_service_zones(entries) {
+            self.commit(v);
+            added += usize::from(add);
         }
         added
+    }
+
+    /// The next statement of [`NatTable::sync_service_zones`], begun (as
+    /// [`NatTable::begin_set_instance`]): the version drawn, and whether
+    /// the statement adds a row (else it removes one); `None` when nothing
+    /// is left to change.
+    pub fn begin_sync_service_zones(&mut self, entries: &[NatEntry]) -> Option<(i64, bool)> {
+        let services =
+            |r: &NatRow| r.entry.target.vni == crate::SERVICES_VNI && r.version_removed.is_none();
+        if let Some(i) = self
+            .rows
+            .iter()
+            .position(|r| services(r) && !entries.contains(&r.entry))
+        {
+            let v = self.draw();
+            self.rows[i].version_removed = Some(v);
+            return Some((v, false));
+        }
+        let entry = *entries
+            .iter()
+            .find(|e| !self.rows.iter().any(|r| services(r) && r.entry == **e))?;
+        let v = self.draw();
+        self.rows.push(NatRow {
+            instance: None,
+            entry,
+            version_added: v,
+            version_removed: None,
+        });
+        Some((v, true))
     }
 
     /// The live service-zone rows (VNI 100), sorted.
     pub fn live_services(&self) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
-            .rows
-            .iter()
+            .visible_rows()
             .filter(|r| r.instance.is_none() && r.version_removed.is_none())
             .map(|r| r.entry)
             .collect();
@@ -430,8 +527,7 @@ impl NatTable {
     /// The live entries of one instance, sorted.
     pub fn live_of(&self, instance: u32) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
-            .rows
-            .iter()
+            .visible_rows()
             .filter(|r| r.instance == Some(instance) && r.version_removed.is_none())
             .map(|r| r.entry)
             .collect();
@@ -443,8 +539,7 @@ impl NatTable {
     /// [`NatTable::live_services`]).
     pub fn live(&self) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
-            .rows
-            .iter()
+            .visible_rows()
             .filter(|r| r.instance.is_some() && r.version_removed.is_none())
             .map(|r| r.entry)
             .collect();
@@ -458,9 +553,10 @@ impl NatTable {
     /// the whole history, removals included (removing an absent entry is
     /// harmless).
     pub fn changeset(&self, from_gen: i64, limit: u32) -> Vec<NatEntryView> {
+        // Only what a reader sees: a change whose statement drew its
+        // version but has not committed is skipped, not waited for.
         let mut changes: Vec<NatEntryView> = self
-            .rows
-            .iter()
+            .visible_rows()
             .flat_map(|r| {
                 let view = |gen, deleted| NatEntryView {
                     external_address: r.entry.external_ip,
