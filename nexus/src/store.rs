@@ -199,7 +199,7 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
 }
 
 /// Runs NAT statements one after another until `next` begins none, and
-/// returns what each begun statement reported. Each is one implicit
+/// returns what each statement that changed a row reported. Each is one implicit
 /// transaction, as upstream's (`ensure_nat_entry`, `nat_delete`): `next`
 /// draws its version from the sequence at once
 /// ([`NatTable::begin_set_instance`]); the change becomes visible
@@ -218,10 +218,11 @@ pub async fn nat_statements<H: NexusHost, T>(
 ) -> Vec<T> {
     let mut out = Vec::new();
     while let Some((version, t)) = host.db(|db| next(&mut db.nat)) {
-        out.push(t);
         let window = host.nat_window();
         if window.is_zero() {
-            host.db(|db| db.nat.commit(version));
+            if host.db(|db| db.nat.commit(version)) {
+                out.push(t);
+            }
             continue;
         }
         host.record(
@@ -239,15 +240,16 @@ pub async fn nat_statements<H: NexusHost, T>(
             version: Some(version),
         };
         tokio::time::sleep(window).await;
-        pending.commit();
-        host.wrote(Write::Nat);
-        host.record(
-            Event::new(
-                Lane::Instance,
-                format!("db: {what} at NAT version {version} committed (visible)"),
+        let text = if pending.commit() {
+            out.push(t);
+            host.wrote(Write::Nat);
+            format!("db: {what} at NAT version {version} committed (visible)")
+        } else {
+            format!(
+                "db: {what} at NAT version {version} met a newer write of the row: retried, nothing left to do (version {version} unused)"
             )
-            .field("nat_version", version),
-        );
+        };
+        host.record(Event::new(Lane::Instance, text).field("nat_version", version));
     }
     out
 }
@@ -268,10 +270,10 @@ struct Pending<H: NexusHost> {
 }
 
 impl<H: NexusHost> Pending<H> {
-    fn commit(mut self) {
-        if let Some(v) = self.version.take() {
-            self.host.db(|db| db.nat.commit(v));
-        }
+    fn commit(mut self) -> bool {
+        self.version
+            .take()
+            .is_some_and(|v| self.host.db(|db| db.nat.commit(v)))
     }
 }
 

@@ -332,29 +332,44 @@ struct NatRow {
 /// Each write is one statement, as upstream's (`ensure_nat_entry`'s one
 /// `INSERT … SELECT … WHERE NOT EXISTS`, `nat_delete`'s one `UPDATE`, each
 /// its own implicit transaction), in two phases: [`NatTable::begin_set_instance`]
-/// (or [`NatTable::begin_sync_service_zones`]) draws the version from the
-/// sequence — `nextval`, which is not transactional: the draw is at once
-/// and for good — and leaves the change *pending*; [`NatTable::commit`]
-/// makes it visible. A pending change is what a CockroachDB statement is
-/// between its `nextval` and the write intent it lays: readers neither see
-/// it nor wait for it (a reader that scans before the intent exists reads
-/// past it, and the write is then pushed above the reader's timestamp, yet
-/// keeps the version it drew). [`NatTable::abort`] is a statement that never
-/// laid its intent (its gateway died): its version is burnt, a gap.
-/// Simplified: between the intent and the commit the simulation has no
-/// time, so a reader never waits; writers see pending changes (a conflicting
-/// intent), readers do not.
+/// (or [`NatTable::begin_sync_service_zones`]) reads the table and draws
+/// the version from the sequence — `nextval`, which is not transactional:
+/// the draw is at once and for good — and holds the change *pending*;
+/// [`NatTable::commit`] writes it. Pending is what a CockroachDB statement
+/// is between its `nextval` and the write intent it lays: nobody sees it or
+/// waits for it (a reader that scans before the intent exists reads past
+/// it, and the write is then pushed above the reader's timestamp, yet keeps
+/// the version it drew), so [`NatTable::changeset`] and the live rows show
+/// only committed changes. A second writer of the same row meanwhile reads
+/// it as committed and may change it first; the pending statement then
+/// meets that newer write (CockroachDB's write-too-old), is retried, finds
+/// nothing left to do, and its version is burnt, a gap. So is the version
+/// of a statement that never laid its intent ([`NatTable::abort`]: its
+/// gateway died). Simplified: between the intent and the commit the
+/// simulation has no time, so a reader never waits; the retry's own
+/// `nextval` is not drawn (its value would be a gap too).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NatTable {
+    /// Committed rows only.
     rows: Vec<NatRow>,
     /// The sequence's last value (`nat_version`).
     version: i64,
-    /// Versions drawn whose change is not yet visible to readers.
-    pending: std::collections::BTreeSet<i64>,
+    /// Statements that drew their version and have not written yet.
+    pending: std::collections::BTreeMap<i64, PendingChange>,
+}
+
+/// A NAT statement between its `nextval` and its write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PendingChange {
+    /// Insert this row (its `version_added` is the version drawn).
+    Add(NatRow),
+    /// Soft-delete the row at this index of `rows`.
+    Remove(usize),
 }
 
 impl NatTable {
-    /// The latest version (0 for a table that never changed).
+    /// The latest version (0 for a table that never changed): the
+    /// sequence's, drawn or committed.
     pub fn version(&self) -> i64 {
         self.version
     }
@@ -367,19 +382,17 @@ impl NatTable {
     pub fn set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> bool {
         let mut changed = false;
         while let Some(v) = self.begin_set_instance(instance, entries) {
-            self.commit(v);
-            changed = true;
+            changed |= self.commit(v);
         }
         changed
     }
 
-    /// The next statement of [`NatTable::set_instance`], begun: the first
-    /// live row of `instance` not in `entries` is soft-deleted, or else the
-    /// first entry with no live row is added, at a version drawn now; the
-    /// change stays pending (invisible to [`NatTable::changeset`]) until
-    /// [`NatTable::commit`]. Returns the version drawn, or `None` when
-    /// nothing is left to change. A pending change counts as done for the
-    /// next statement (the writer sees its own intents).
+    /// The next statement of [`NatTable::set_instance`], begun on the
+    /// committed rows: the first live row of `instance` not in `entries` is
+    /// to be soft-deleted, or else the first entry with no live row added,
+    /// at a version drawn now; the change stays pending (seen by no one)
+    /// until [`NatTable::commit`]. Returns the version drawn, or `None`
+    /// when nothing is left to change.
     pub fn begin_set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> Option<i64> {
         let removal = self.rows.iter().position(|r| {
             r.instance == Some(instance)
@@ -387,76 +400,72 @@ impl NatTable {
                 && !entries.contains(&r.entry)
         });
         if let Some(i) = removal {
-            let v = self.draw();
-            self.rows[i].version_removed = Some(v);
-            return Some(v);
+            return Some(self.draw(PendingChange::Remove(i)));
         }
-        let addition = entries.iter().find(|e| {
+        let entry = *entries.iter().find(|e| {
             !self.rows.iter().any(|r| {
                 r.instance == Some(instance) && r.version_removed.is_none() && r.entry == **e
             })
         })?;
-        let entry = *addition;
-        let v = self.draw();
-        self.rows.push(NatRow {
-            instance: Some(instance),
-            entry,
-            version_added: v,
-            version_removed: None,
-        });
-        Some(v)
+        Some(self.draw_add(Some(instance), entry))
     }
 
-    /// `nextval`: the sequence's next value, drawn for good, its change
-    /// pending.
-    fn draw(&mut self) -> i64 {
+    /// `nextval`: the sequence's next value, drawn for good, for `change`.
+    fn draw(&mut self, change: PendingChange) -> i64 {
         self.version += 1;
-        self.pending.insert(self.version);
+        self.pending.insert(self.version, change);
         self.version
     }
 
-    /// The statement that drew `version` commits: its change becomes
-    /// visible to readers, at the version it drew.
-    pub fn commit(&mut self, version: i64) {
-        self.pending.remove(&version);
+    fn draw_add(&mut self, instance: Option<u32>, entry: NatEntry) -> i64 {
+        let v = self.version + 1;
+        self.draw(PendingChange::Add(NatRow {
+            instance,
+            entry,
+            version_added: v,
+            version_removed: None,
+        }))
     }
 
-    /// The statement that drew `version` never wrote (its gateway died
-    /// before laying the intent): its change is undone and its version
-    /// stays unused.
-    pub fn abort(&mut self, version: i64) {
-        if !self.pending.remove(&version) {
-            return;
-        }
-        self.rows.retain(|r| r.version_added != version);
-        for r in &mut self.rows {
-            if r.version_removed == Some(version) {
-                r.version_removed = None;
+    /// The statement that drew `version` writes and commits: its change
+    /// becomes visible, at the version it drew. Returns whether it changed
+    /// anything: not if a statement begun later already made the same
+    /// change (the row is already removed, an identical row already live);
+    /// the retried statement then does nothing and `version` is a gap.
+    pub fn commit(&mut self, version: i64) -> bool {
+        match self.pending.remove(&version) {
+            None => false,
+            Some(PendingChange::Remove(i)) => {
+                if self.rows[i].version_removed.is_some() {
+                    return false;
+                }
+                self.rows[i].version_removed = Some(version);
+                true
+            }
+            Some(PendingChange::Add(row)) => {
+                let live = self.rows.iter().any(|r| {
+                    r.instance == row.instance
+                        && r.version_removed.is_none()
+                        && r.entry == row.entry
+                });
+                if live {
+                    return false;
+                }
+                self.rows.push(row);
+                true
             }
         }
     }
 
-    /// Whether any drawn version's change is still pending.
+    /// The statement that drew `version` never wrote (its gateway died
+    /// before laying the intent): its version stays unused.
+    pub fn abort(&mut self, version: i64) {
+        self.pending.remove(&version);
+    }
+
+    /// Whether any drawn version's statement has not written yet.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
-    }
-
-    /// A row as readers see it: `None` while its addition is pending; live
-    /// while its removal is.
-    fn visible(&self, r: &NatRow) -> Option<NatRow> {
-        if self.pending.contains(&r.version_added) {
-            return None;
-        }
-        let mut r = *r;
-        if r.version_removed.is_some_and(|v| self.pending.contains(&v)) {
-            r.version_removed = None;
-        }
-        Some(r)
-    }
-
-    /// The rows as readers see them.
-    fn visible_rows(&self) -> impl Iterator<Item = NatRow> + '_ {
-        self.rows.iter().filter_map(|r| self.visible(r))
     }
 
     /// Remove every live row of `instance`.
@@ -478,8 +487,9 @@ impl NatTable {
     pub fn sync_service_zones(&mut self, entries: &[NatEntry]) -> usize {
         let mut added = 0;
         while let Some((v, add)) = self.begin_sync_service_zones(entries) {
-            self.commit(v);
-            added += usize::from(add);
+            if self.commit(v) && add {
+                added += 1;
+            }
         }
         added
     }
@@ -496,27 +506,19 @@ impl NatTable {
             .iter()
             .position(|r| services(r) && !entries.contains(&r.entry))
         {
-            let v = self.draw();
-            self.rows[i].version_removed = Some(v);
-            return Some((v, false));
+            return Some((self.draw(PendingChange::Remove(i)), false));
         }
         let entry = *entries
             .iter()
             .find(|e| !self.rows.iter().any(|r| services(r) && r.entry == **e))?;
-        let v = self.draw();
-        self.rows.push(NatRow {
-            instance: None,
-            entry,
-            version_added: v,
-            version_removed: None,
-        });
-        Some((v, true))
+        Some((self.draw_add(None, entry), true))
     }
 
     /// The live service-zone rows (VNI 100), sorted.
     pub fn live_services(&self) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
-            .visible_rows()
+            .rows
+            .iter()
             .filter(|r| r.instance.is_none() && r.version_removed.is_none())
             .map(|r| r.entry)
             .collect();
@@ -527,7 +529,8 @@ impl NatTable {
     /// The live entries of one instance, sorted.
     pub fn live_of(&self, instance: u32) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
-            .visible_rows()
+            .rows
+            .iter()
             .filter(|r| r.instance == Some(instance) && r.version_removed.is_none())
             .map(|r| r.entry)
             .collect();
@@ -539,7 +542,8 @@ impl NatTable {
     /// [`NatTable::live_services`]).
     pub fn live(&self) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
-            .visible_rows()
+            .rows
+            .iter()
             .filter(|r| r.instance.is_some() && r.version_removed.is_none())
             .map(|r| r.entry)
             .collect();
@@ -553,10 +557,9 @@ impl NatTable {
     /// the whole history, removals included (removing an absent entry is
     /// harmless).
     pub fn changeset(&self, from_gen: i64, limit: u32) -> Vec<NatEntryView> {
-        // Only what a reader sees: a change whose statement drew its
-        // version but has not committed is skipped, not waited for.
         let mut changes: Vec<NatEntryView> = self
-            .visible_rows()
+            .rows
+            .iter()
             .flat_map(|r| {
                 let view = |gen, deleted| NatEntryView {
                     external_address: r.entry.external_ip,

@@ -1856,31 +1856,37 @@ fn nat_row_drawn_before_but_committed_after_another_is_missed_from_the_later_gen
     );
 }
 
-/// A pending removal leaves the row live for readers; committed, the
-/// removal appears at its version. An aborted statement burns its version.
+/// A pending removal leaves the row live for everyone; committed, the
+/// removal appears at its version. A second writer that removes the row
+/// first wins; the first, retried, does nothing and its version is a gap.
+/// An aborted statement burns its version too.
 #[test]
-fn nat_pending_removal_is_invisible_and_an_aborted_statement_leaves_a_gap() {
+fn nat_pending_removal_is_invisible_and_a_lost_or_aborted_statement_leaves_a_gap() {
     let mut table = NatTable::default();
     assert!(table.set_instance(1, &[nat_at(11, 1)]));
     let rm = table.begin_set_instance(1, &[]).unwrap();
     assert_eq!(rm, 2);
     assert_eq!(table.live_of(1), vec![nat_at(11, 1)]);
     assert!(table.changeset(1, 100).is_empty());
-    // The writer sees its own intent: nothing more to do.
-    assert_eq!(table.begin_set_instance(1, &[]), None);
-    table.commit(rm);
+    // A second writer (the delete, beside the stop) reads the row live and
+    // removes it first, at version 3.
+    let rm2 = table.begin_set_instance(1, &[]).unwrap();
+    assert_eq!(rm2, 3);
+    assert!(table.commit(rm2));
     assert!(table.live_of(1).is_empty());
-    assert_eq!(changes(&table, 1, 100), vec![(2, true, 11, 1)]);
+    // The first meets the newer write: nothing left to do.
+    assert!(!table.commit(rm));
+    assert_eq!(changes(&table, 1, 100), vec![(3, true, 11, 1)]);
 
     let add = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
-    assert_eq!(add, 3);
+    assert_eq!(add, 4);
     table.abort(add);
     assert!(!table.has_pending());
     assert!(table.live_of(1).is_empty());
-    assert_eq!(table.version(), 3);
-    // The next statement draws 4: version 3 is a gap.
+    assert_eq!(table.version(), 4);
+    // The next statement draws 5: version 4 is a gap.
     assert!(table.set_instance(1, &[nat_at(11, 1)]));
-    assert_eq!(changes(&table, 2, 100), vec![(4, false, 11, 1)]);
+    assert_eq!(changes(&table, 3, 100), vec![(5, false, 11, 1)]);
 }
 
 /// At once (no window), the two-phase statements give exactly the versions
