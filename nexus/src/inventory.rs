@@ -198,12 +198,13 @@ async fn sync_once<H: NexusHost>(
         Err(e) => return (format!("collection #{}: {e}", collection.id), false),
     };
     host.round_trip().await;
-    let (added, removed) = host.db(|db| {
-        let before = db.nat.live_services();
-        let added = db.nat.sync_service_zones(&values);
-        let after = db.nat.live_services();
-        (added, before.iter().filter(|e| !after.contains(e)).count())
-    });
+    // One statement per row, as upstream's `nat_sync_service_zones`.
+    let adds = crate::store::nat_statements(host, "service zone NAT row", |nat| {
+        nat.begin_sync_service_zones(&values)
+    })
+    .await;
+    let added = adds.iter().filter(|&&a| a).count();
+    let removed = adds.len() - added;
     if added + removed > 0 {
         host.wrote(Write::Nat);
     }

@@ -178,6 +178,13 @@ pub trait NexusHost: Clone + Send + Sync + 'static {
     fn round_trip(&self) -> impl Future<Output = ()> + Send;
     /// A write went through (after its transaction).
     fn wrote(&self, write: Write<'_>);
+    /// The window of one NAT statement: how long after it drew its version
+    /// from the sequence (`nextval`) its write becomes visible to readers
+    /// ([`store::nat_statements`]). Drawn per statement; zero (at once,
+    /// the default) unless the host models a slow gateway.
+    fn nat_window(&self) -> Duration {
+        Duration::ZERO
+    }
     /// The inventory's in-service sleds.
     fn sleds(&self) -> Vec<SledRef>;
     /// The boundary switches' dpd addresses (the uplinked switch zones).

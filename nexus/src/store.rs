@@ -9,7 +9,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use racksim_reconciler::{
     instances::{
-        InstanceRecord, InstanceStore, NatEntryView, RuntimeUpdate, SagaRecord, SledRef, StoreError,
+        InstanceRecord, InstanceStore, NatEntryView, NatTable, RuntimeUpdate, SagaRecord, SledRef,
+        StoreError,
     },
     nat::NatEntry,
 };
@@ -87,14 +88,22 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
 
     async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
         self.host.round_trip().await;
-        self.host.db(|db| db.nat.set_instance(id, &entries));
+        let what = format!("{}'s NAT row", self.host.instance_name(id));
+        nat_statements(&self.host, &what, |nat| {
+            nat.begin_set_instance(id, &entries).map(|v| (v, ()))
+        })
+        .await;
         self.host.wrote(Write::Nat);
         Ok(())
     }
 
     async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
         self.host.round_trip().await;
-        self.host.db(|db| db.nat.clear_instance(id));
+        let what = format!("{}'s NAT row removal", self.host.instance_name(id));
+        nat_statements(&self.host, &what, |nat| {
+            nat.begin_set_instance(id, &[]).map(|v| (v, ()))
+        })
+        .await;
         self.host.wrote(Write::Nat);
         Ok(())
     }
@@ -186,5 +195,92 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
         self.host.round_trip().await;
         let sec = self.host.name().to_string();
         Ok(self.host.db(|db| db.sagas_unfinished(&sec)))
+    }
+}
+
+/// Runs NAT statements one after another until `next` begins none, and
+/// returns what each statement that changed a row reported. Each is one implicit
+/// transaction, as upstream's (`ensure_nat_entry`, `nat_delete`): `next`
+/// draws its version from the sequence at once
+/// ([`NatTable::begin_set_instance`]); the change becomes visible
+/// [`NexusHost::nat_window`] later ([`NatTable::commit`]). With no window
+/// it commits in the same step, and nothing is traced. If the caller's
+/// future is dropped during a window (a crash), the statement never wrote:
+/// its version is burnt ([`NatTable::abort`]).
+///
+/// [`NatTable::begin_set_instance`]: racksim_reconciler::instances::NatTable::begin_set_instance
+/// [`NatTable::commit`]: racksim_reconciler::instances::NatTable::commit
+/// [`NatTable::abort`]: racksim_reconciler::instances::NatTable::abort
+pub async fn nat_statements<H: NexusHost, T>(
+    host: &H,
+    what: &str,
+    mut next: impl FnMut(&mut NatTable) -> Option<(i64, T)>,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    while let Some((version, t)) = host.db(|db| next(&mut db.nat)) {
+        let window = host.nat_window();
+        if window.is_zero() {
+            if host.db(|db| db.nat.commit(version)) {
+                out.push(t);
+            }
+            continue;
+        }
+        host.record(
+            Event::new(
+                Lane::Instance,
+                format!(
+                    "db: {what} drew NAT version {version}; invisible to readers for {}",
+                    fmt_window(window)
+                ),
+            )
+            .field("nat_version", version),
+        );
+        let pending = Pending {
+            host: host.clone(),
+            version: Some(version),
+        };
+        tokio::time::sleep(window).await;
+        let text = if pending.commit() {
+            out.push(t);
+            host.wrote(Write::Nat);
+            format!("db: {what} at NAT version {version} committed (visible)")
+        } else {
+            format!(
+                "db: {what} at NAT version {version} met a newer write of the row: retried, nothing left to do (version {version} unused)"
+            )
+        };
+        host.record(Event::new(Lane::Instance, text).field("nat_version", version));
+    }
+    out
+}
+
+/// `1.234ms`, `250µs`.
+fn fmt_window(d: Duration) -> String {
+    if d >= Duration::from_millis(1) {
+        format!("{:.3}ms", d.as_secs_f64() * 1000.0)
+    } else {
+        format!("{}µs", d.as_micros())
+    }
+}
+
+/// A statement between its `nextval` and its write: aborted if dropped.
+struct Pending<H: NexusHost> {
+    host: H,
+    version: Option<i64>,
+}
+
+impl<H: NexusHost> Pending<H> {
+    fn commit(mut self) -> bool {
+        self.version
+            .take()
+            .is_some_and(|v| self.host.db(|db| db.nat.commit(v)))
+    }
+}
+
+impl<H: NexusHost> Drop for Pending<H> {
+    fn drop(&mut self) {
+        if let Some(v) = self.version.take() {
+            self.host.db(|db| db.nat.abort(v));
+        }
     }
 }

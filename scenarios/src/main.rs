@@ -161,6 +161,12 @@ enum Command {
         /// Instance start implementation: legacy, naive or saga.
         #[arg(long, default_value = "saga")]
         start: String,
+        /// Draw each seed's NAT statement window as well (the database's
+        /// window between a statement's `nextval` and its row becoming
+        /// visible: none, 1ms, 20ms, 200ms, 1s or 3s at most), written
+        /// into its plan as `nat_window`.
+        #[arg(long)]
+        nat_window: bool,
         /// Worker threads (default: the number of cores).
         #[arg(long)]
         jobs: Option<usize>,
@@ -384,10 +390,11 @@ fn main() -> ExitCode {
             json,
             mutant,
             known_defects,
+            nat_window,
         } => fuzz(
             seeds,
             plan,
-            (&rack, &strategy, &start),
+            (&rack, &strategy, &start, nat_window),
             jobs,
             shard,
             json,
@@ -1145,7 +1152,7 @@ fn parse_mutant(m: Option<&str>) -> Result<Option<racksim_reconciler::mutants::M
 fn fuzz(
     seeds: Option<(u64, u64)>,
     plan: Option<u64>,
-    (rack, strategy, start): (&str, &str, &str),
+    (rack, strategy, start, nat_window): (&str, &str, &str, bool),
     jobs: Option<usize>,
     shard: Option<(u64, u64)>,
     json: bool,
@@ -1158,8 +1165,9 @@ fn fuzz(
     let start = start.parse().map_err(|_| {
         format!("error: --start: unknown start implementation {start:?} (expected one of: legacy, naive, saga)")
     })?;
-    let opts =
+    let mut opts =
         fuzz::Options::new(rack, strategy, start).map_err(|e| format!("error: --rack: {e}"))?;
+    opts.draw_nat_window = nat_window;
     let mutant = parse_mutant(mutant)?;
     if let Some(seed) = plan {
         print!("{}", fuzz::plan_text(&opts, seed));

@@ -95,6 +95,14 @@ pub fn render(
         fmt_duration(MIN_LATENCY),
         fmt_duration(MAX_LATENCY)
     );
+    // Only when set: a run without a window prints what it always did.
+    if !scenario.nat_window.is_zero() {
+        let _ = writeln!(
+            w,
+            "database: each NAT statement's row invisible for a window drawn from the seed in 0..={} after its version is drawn",
+            fmt_duration(scenario.nat_window)
+        );
+    }
     let _ = writeln!(w, "plan (times drawn from the seed):");
     for step in &judged.outcome.steps {
         match step.drawn_from {

@@ -38,6 +38,7 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
         mutant: None,
         sabotage: None,
         recheck_every_event: false,
+        nat_window: scenario.nat_window,
     })
 }
 

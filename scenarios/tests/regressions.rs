@@ -43,3 +43,55 @@ fn replay_comments_are_read() {
         None
     );
 }
+
+/// The NAT-sequence finding is the window's: the same file and seed with
+/// no window (every statement visible at once) converges. With it, the
+/// run is deterministic: the same seed gives the same trace, windows and
+/// versions included.
+#[test]
+fn nat_row_missed_only_with_the_window_and_deterministically() {
+    let path = std::path::Path::new(shrink::REGRESSIONS_DIR)
+        .join("nat-row-missed-when-its-version-commits-late.toml");
+    let r = shrink::regression(path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!r.scenario.nat_window.is_zero());
+    let a = runner::run(&r.scenario, r.variant, r.seed).expect("has saga");
+    let b = runner::run(&r.scenario, r.variant, r.seed).expect("has saga");
+    assert_eq!(
+        a.outcome.trace, b.outcome.trace,
+        "same seed, different trace"
+    );
+    let drawn = |t: &[racksim_sim::trace::TraceLine]| {
+        t.iter()
+            .filter(|l| l.text.contains("drew NAT version"))
+            .map(|l| l.text.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        drawn(&a.outcome.trace).len(),
+        2,
+        "one statement per instance"
+    );
+    match &a.outcome.verdict {
+        racksim_sim::run::Verdict::NotConverged { gaps, .. } => {
+            assert!(
+                gaps.iter()
+                    .all(|g| g.contains("lacks the NAT entry of instance web1")),
+                "{gaps:?}"
+            )
+        }
+        v => panic!("expected not converged, got {v:?}"),
+    }
+
+    let mut none = r.scenario.clone();
+    none.nat_window = std::time::Duration::ZERO;
+    let c = runner::run(&none, r.variant, r.seed).expect("has saga");
+    assert!(
+        matches!(
+            c.outcome.verdict,
+            racksim_sim::run::Verdict::Converged { .. }
+        ),
+        "without the window: {:?}",
+        c.outcome.verdict
+    );
+    assert!(drawn(&c.outcome.trace).is_empty());
+}

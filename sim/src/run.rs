@@ -73,6 +73,9 @@ pub struct RunConfig {
     /// runs must agree byte for byte; `scenarios/tests/recheck.rs` runs the
     /// catalogue both ways.
     pub recheck_every_event: bool,
+    /// The widest window of one NAT statement ([`RunParams::nat_window`]);
+    /// zero by default.
+    pub nat_window: Duration,
 }
 
 impl RunConfig {
@@ -100,6 +103,7 @@ impl RunConfig {
             mutant: None,
             sabotage: None,
             recheck_every_event: false,
+            nat_window: Duration::ZERO,
         }
     }
 
@@ -671,6 +675,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         seed: cfg.seed,
         ntp_return_switch: cfg.ntp_return_switch,
         sabotage: cfg.sabotage.clone(),
+        nat_window: cfg.nat_window,
     });
     crate::testbed::install_panic_hook();
     crate::testbed::clear_panic();

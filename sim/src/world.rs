@@ -56,6 +56,11 @@ pub struct RunParams {
     pub ntp_return_switch: SwitchSlot,
     /// A deliberate failure of the testbed (tests only).
     pub sabotage: Option<crate::testbed::Sabotage>,
+    /// The widest window of one NAT statement of the database: each
+    /// statement's is drawn from the seed, uniformly in `0..=nat_window`
+    /// ([`World::nat_window`]). Zero (the default): every statement is
+    /// visible at once.
+    pub nat_window: Duration,
 }
 
 /// A fault injected into one dpd for a window of simulated time.
@@ -460,6 +465,9 @@ pub struct ControlPlaneState {
     pub deletes_completed: BTreeMap<u32, Duration>,
     /// When a Nexus last came up.
     pub last_up: Duration,
+    /// Draws the NAT statements' windows (seeded on first use from the
+    /// run's seed): the database's, whichever Nexus runs the statement.
+    pub nat_rng: Option<rand::rngs::SmallRng>,
 }
 
 /// Which hosts cannot reach which, as the driver's partitions left them:
@@ -683,6 +691,26 @@ impl World {
         let n = st.boots.entry(host.to_string()).or_insert(0);
         *n += 1;
         *n
+    }
+
+    /// The window of one NAT statement, between its `nextval` and its
+    /// write intent (`racksim_nexus::store::nat_statements`): uniform in
+    /// `0..=params.nat_window`, to the microsecond, from the database's
+    /// seeded generator. No draw at all when the parameter is zero, so a
+    /// run without a window is the run it always was.
+    pub fn nat_window(&self) -> Duration {
+        use rand::{Rng, SeedableRng};
+        let max = self.params.nat_window;
+        if max.is_zero() {
+            return Duration::ZERO;
+        }
+        let seed = self.derive_seed("nat-sequence", 0);
+        let mut st = self.lock();
+        let rng = st
+            .control_plane
+            .nat_rng
+            .get_or_insert_with(|| rand::rngs::SmallRng::seed_from_u64(seed));
+        Duration::from_micros(rng.random_range(0..=max.as_micros() as u64))
     }
 
     /// A seed for one boot of one host's software, derived from the run seed

@@ -328,14 +328,48 @@ struct NatRow {
 /// `version_added`; a removed row is kept with `version_removed`, so a dpd
 /// that asks "what changed since version N" learns of removals too.
 /// (Omicron garbage-collects old removed rows; the simulation keeps them.)
+///
+/// Each write is one statement, as upstream's (`ensure_nat_entry`'s one
+/// `INSERT … SELECT … WHERE NOT EXISTS`, `nat_delete`'s one `UPDATE`, each
+/// its own implicit transaction), in two phases: [`NatTable::begin_set_instance`]
+/// (or [`NatTable::begin_sync_service_zones`]) reads the table and draws
+/// the version from the sequence — `nextval`, which is not transactional:
+/// the draw is at once and for good — and holds the change *pending*;
+/// [`NatTable::commit`] writes it. Pending is what a CockroachDB statement
+/// is between its `nextval` and the write intent it lays: nobody sees it or
+/// waits for it (a reader that scans before the intent exists reads past
+/// it, and the write is then pushed above the reader's timestamp, yet keeps
+/// the version it drew), so [`NatTable::changeset`] and the live rows show
+/// only committed changes. A second writer of the same row meanwhile reads
+/// it as committed and may change it first; the pending statement then
+/// meets that newer write (CockroachDB's write-too-old), is retried, finds
+/// nothing left to do, and its version is burnt, a gap. So is the version
+/// of a statement that never laid its intent ([`NatTable::abort`]: its
+/// gateway died). Simplified: between the intent and the commit the
+/// simulation has no time, so a reader never waits; the retry's own
+/// `nextval` is not drawn (its value would be a gap too).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NatTable {
+    /// Committed rows only.
     rows: Vec<NatRow>,
+    /// The sequence's last value (`nat_version`).
     version: i64,
+    /// Statements that drew their version and have not written yet.
+    pending: std::collections::BTreeMap<i64, PendingChange>,
+}
+
+/// A NAT statement between its `nextval` and its write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PendingChange {
+    /// Insert this row (its `version_added` is the version drawn).
+    Add(NatRow),
+    /// Soft-delete the row at this index of `rows`.
+    Remove(usize),
 }
 
 impl NatTable {
-    /// The latest version (0 for a table that never changed).
+    /// The latest version (0 for a table that never changed): the
+    /// sequence's, drawn or committed.
     pub fn version(&self) -> i64 {
         self.version
     }
@@ -343,35 +377,95 @@ impl NatTable {
     /// Replace `instance`'s live rows by `entries`: rows not wanted are
     /// removed, wanted rows not present are added; identical rows stay as
     /// they are (no version is spent). Returns whether anything changed.
+    /// Each change is one statement ([`NatTable::begin_set_instance`]),
+    /// committed at once.
     pub fn set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> bool {
         let mut changed = false;
-        for i in 0..self.rows.len() {
-            let row = self.rows[i];
-            if row.instance == Some(instance)
-                && row.version_removed.is_none()
-                && !entries.contains(&row.entry)
-            {
-                self.version += 1;
-                self.rows[i].version_removed = Some(self.version);
-                changed = true;
-            }
-        }
-        for e in entries {
-            let live = self.rows.iter().any(|r| {
-                r.instance == Some(instance) && r.version_removed.is_none() && r.entry == *e
-            });
-            if !live {
-                self.version += 1;
-                self.rows.push(NatRow {
-                    instance: Some(instance),
-                    entry: *e,
-                    version_added: self.version,
-                    version_removed: None,
-                });
-                changed = true;
-            }
+        while let Some(v) = self.begin_set_instance(instance, entries) {
+            changed |= self.commit(v);
         }
         changed
+    }
+
+    /// The next statement of [`NatTable::set_instance`], begun on the
+    /// committed rows: the first live row of `instance` not in `entries` is
+    /// to be soft-deleted, or else the first entry with no live row added,
+    /// at a version drawn now; the change stays pending (seen by no one)
+    /// until [`NatTable::commit`]. Returns the version drawn, or `None`
+    /// when nothing is left to change.
+    pub fn begin_set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> Option<i64> {
+        let removal = self.rows.iter().position(|r| {
+            r.instance == Some(instance)
+                && r.version_removed.is_none()
+                && !entries.contains(&r.entry)
+        });
+        if let Some(i) = removal {
+            return Some(self.draw(PendingChange::Remove(i)));
+        }
+        let entry = *entries.iter().find(|e| {
+            !self.rows.iter().any(|r| {
+                r.instance == Some(instance) && r.version_removed.is_none() && r.entry == **e
+            })
+        })?;
+        Some(self.draw_add(Some(instance), entry))
+    }
+
+    /// `nextval`: the sequence's next value, drawn for good, for `change`.
+    fn draw(&mut self, change: PendingChange) -> i64 {
+        self.version += 1;
+        self.pending.insert(self.version, change);
+        self.version
+    }
+
+    fn draw_add(&mut self, instance: Option<u32>, entry: NatEntry) -> i64 {
+        let v = self.version + 1;
+        self.draw(PendingChange::Add(NatRow {
+            instance,
+            entry,
+            version_added: v,
+            version_removed: None,
+        }))
+    }
+
+    /// The statement that drew `version` writes and commits: its change
+    /// becomes visible, at the version it drew. Returns whether it changed
+    /// anything: not if a statement begun later already made the same
+    /// change (the row is already removed, an identical row already live);
+    /// the retried statement then does nothing and `version` is a gap.
+    pub fn commit(&mut self, version: i64) -> bool {
+        match self.pending.remove(&version) {
+            None => false,
+            Some(PendingChange::Remove(i)) => {
+                if self.rows[i].version_removed.is_some() {
+                    return false;
+                }
+                self.rows[i].version_removed = Some(version);
+                true
+            }
+            Some(PendingChange::Add(row)) => {
+                let live = self.rows.iter().any(|r| {
+                    r.instance == row.instance
+                        && r.version_removed.is_none()
+                        && r.entry == row.entry
+                });
+                if live {
+                    return false;
+                }
+                self.rows.push(row);
+                true
+            }
+        }
+    }
+
+    /// The statement that drew `version` never wrote (its gateway died
+    /// before laying the intent): its version stays unused.
+    pub fn abort(&mut self, version: i64) {
+        self.pending.remove(&version);
+    }
+
+    /// Whether any drawn version's statement has not written yet.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
     }
 
     /// Remove every live row of `instance`.
@@ -391,28 +485,33 @@ impl NatTable {
     /// Upstream runs these as separate statements, not one transaction; the
     /// simulation applies them at once.
     pub fn sync_service_zones(&mut self, entries: &[NatEntry]) -> usize {
-        let services =
-            |r: &NatRow| r.entry.target.vni == crate::SERVICES_VNI && r.version_removed.is_none();
-        for i in 0..self.rows.len() {
-            if services(&self.rows[i]) && !entries.contains(&self.rows[i].entry) {
-                self.version += 1;
-                self.rows[i].version_removed = Some(self.version);
-            }
-        }
         let mut added = 0;
-        for e in entries {
-            if !self.rows.iter().any(|r| services(r) && r.entry == *e) {
-                self.version += 1;
-                self.rows.push(NatRow {
-                    instance: None,
-                    entry: *e,
-                    version_added: self.version,
-                    version_removed: None,
-                });
+        while let Some((v, add)) = self.begin_sync_service_zones(entries) {
+            if self.commit(v) && add {
                 added += 1;
             }
         }
         added
+    }
+
+    /// The next statement of [`NatTable::sync_service_zones`], begun (as
+    /// [`NatTable::begin_set_instance`]): the version drawn, and whether
+    /// the statement adds a row (else it removes one); `None` when nothing
+    /// is left to change.
+    pub fn begin_sync_service_zones(&mut self, entries: &[NatEntry]) -> Option<(i64, bool)> {
+        let services =
+            |r: &NatRow| r.entry.target.vni == crate::SERVICES_VNI && r.version_removed.is_none();
+        if let Some(i) = self
+            .rows
+            .iter()
+            .position(|r| services(r) && !entries.contains(&r.entry))
+        {
+            return Some((self.draw(PendingChange::Remove(i)), false));
+        }
+        let entry = *entries
+            .iter()
+            .find(|e| !self.rows.iter().any(|r| services(r) && r.entry == **e))?;
+        Some((self.draw_add(None, entry), true))
     }
 
     /// The live service-zone rows (VNI 100), sorted.

@@ -1858,3 +1858,97 @@ fn service_zone_sync_replaces_the_services_rows_and_counts_only_additions() {
     // The instance's row was never touched by any of it.
     assert_eq!(table.live_of(7), vec![nat_at(10, 2)]);
 }
+
+/// Omicron's hazard (the sequence is not transactional): instance 1's row
+/// draws version 1, instance 2's draws 2 and commits first; a dpd pulling
+/// in between sees only version 2 and moves to generation 2; once version 1
+/// commits, a changeset from generation 2 never returns it. Only a pull
+/// from 0 (a restarted dpd) finds it.
+#[test]
+fn nat_row_drawn_before_but_committed_after_another_is_missed_from_the_later_generation() {
+    let mut table = NatTable::default();
+    let v1 = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
+    let v2 = table.begin_set_instance(2, &[nat_at(12, 2)]).unwrap();
+    assert_eq!((v1, v2), (1, 2));
+    // Both drawn, neither visible: a reader neither sees nor waits.
+    assert!(table.changeset(0, 100).is_empty());
+    assert!(table.live().is_empty());
+    assert!(table.has_pending());
+    table.commit(v2);
+    // The dpd's pull between the commits: only version 2.
+    assert_eq!(changes(&table, 0, 100), vec![(2, false, 12, 2)]);
+    let dpd_gen = 2;
+    table.commit(v1);
+    assert!(!table.has_pending());
+    assert_eq!(table.live_of(1), vec![nat_at(11, 1)]);
+    // From the later generation, version 1 never comes.
+    assert!(table.changeset(dpd_gen, 100).is_empty());
+    // From 0, both, in version order.
+    assert_eq!(
+        changes(&table, 0, 100),
+        vec![(1, false, 11, 1), (2, false, 12, 2)]
+    );
+}
+
+/// A pending removal leaves the row live for everyone; committed, the
+/// removal appears at its version. A second writer that removes the row
+/// first wins; the first, retried, does nothing and its version is a gap.
+/// An aborted statement burns its version too.
+#[test]
+fn nat_pending_removal_is_invisible_and_a_lost_or_aborted_statement_leaves_a_gap() {
+    let mut table = NatTable::default();
+    assert!(table.set_instance(1, &[nat_at(11, 1)]));
+    let rm = table.begin_set_instance(1, &[]).unwrap();
+    assert_eq!(rm, 2);
+    assert_eq!(table.live_of(1), vec![nat_at(11, 1)]);
+    assert!(table.changeset(1, 100).is_empty());
+    // A second writer (the delete, beside the stop) reads the row live and
+    // removes it first, at version 3.
+    let rm2 = table.begin_set_instance(1, &[]).unwrap();
+    assert_eq!(rm2, 3);
+    assert!(table.commit(rm2));
+    assert!(table.live_of(1).is_empty());
+    // The first meets the newer write: nothing left to do.
+    assert!(!table.commit(rm));
+    assert_eq!(changes(&table, 1, 100), vec![(3, true, 11, 1)]);
+
+    let add = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
+    assert_eq!(add, 4);
+    table.abort(add);
+    assert!(!table.has_pending());
+    assert!(table.live_of(1).is_empty());
+    assert_eq!(table.version(), 4);
+    // The next statement draws 5: version 4 is a gap.
+    assert!(table.set_instance(1, &[nat_at(11, 1)]));
+    assert_eq!(changes(&table, 3, 100), vec![(5, false, 11, 1)]);
+}
+
+/// At once (no window), the two-phase statements give exactly the versions
+/// the one-shot writes did.
+#[test]
+fn nat_statements_committed_at_once_keep_the_old_versions() {
+    let mut a = NatTable::default();
+    assert!(a.set_instance(7, &[nat_at(10, 2), nat_at(11, 2)]));
+    assert!(a.set_instance(7, &[nat_at(11, 3)]));
+    let mut b = NatTable::default();
+    for (inst, entries) in [
+        (7, vec![nat_at(10, 2), nat_at(11, 2)]),
+        (7, vec![nat_at(11, 3)]),
+    ] {
+        while let Some(v) = b.begin_set_instance(inst, &entries) {
+            b.commit(v);
+        }
+    }
+    assert_eq!(a, b);
+    // Removals first, then additions, as before.
+    assert_eq!(
+        changes(&a, 0, 100),
+        vec![
+            (1, false, 10, 2),
+            (2, false, 11, 2),
+            (3, true, 10, 2),
+            (4, true, 11, 2),
+            (5, false, 11, 3)
+        ]
+    );
+}

@@ -10,6 +10,8 @@
 //! rack = "madrid"                 # a rack shape from sim::rack
 //! ntp_return_switch = "switch1"   # where upstream NTP replies come back in
 //! stability = "1m"                # optional; how long converged must hold
+//! nat_window = "2s"               # optional; each NAT statement's window
+//!                                  # (nextval to visible), drawn in 0..=this
 //!
 //! [[step]]                         # timed plan steps, any order
 //! at = "0s"                        # or a window drawn from the seed: "5m..8m"
@@ -104,6 +106,11 @@ pub struct Scenario {
     pub rack: RackSpec,
     pub ntp_return_switch: SwitchSlot,
     pub stability: Duration,
+    /// The widest window of one NAT statement of the database (its
+    /// version drawn from the sequence, its row not yet visible); each
+    /// statement's is drawn from the seed. Zero (the default) when the file
+    /// sets none.
+    pub nat_window: Duration,
     pub plan: Plan,
     pub expectations: BTreeMap<Variant, Expectation>,
 }
@@ -220,6 +227,7 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
     }
 
     let stability = raw.stability.map(|d| d.0).unwrap_or(DEFAULT_STABILITY);
+    let nat_window = raw.nat_window.map(|d| d.0).unwrap_or_default();
     let expectations = expect::expectations(&raw, kind, service_nat, stability, &loc)?;
     let latest_deadline = expectations
         .values()
@@ -239,6 +247,7 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         rack,
         ntp_return_switch,
         stability,
+        nat_window,
         plan,
         expectations,
     })

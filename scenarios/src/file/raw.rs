@@ -23,6 +23,8 @@ pub(super) struct RawScenario {
     pub ntp_return_switch: Spanned<String>,
     #[serde(default)]
     pub stability: Option<DurationValue>,
+    #[serde(default)]
+    pub nat_window: Option<DurationValue>,
     #[serde(default, rename = "step")]
     pub steps: Vec<RawStep>,
     #[serde(default)]

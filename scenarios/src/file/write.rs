@@ -44,6 +44,9 @@ pub fn scenario_toml(s: &Scenario, header: &[String]) -> String {
     if s.stability != DEFAULT_STABILITY {
         let _ = writeln!(out, "stability = {}", quote(&duration(s.stability)));
     }
+    if !s.nat_window.is_zero() {
+        let _ = writeln!(out, "nat_window = {}", quote(&duration(s.nat_window)));
+    }
     if !preset {
         rack_table(&mut out, &s.rack);
     }

@@ -69,6 +69,11 @@ pub struct Defect {
     pub racks: Option<Vec<String>>,
     pub strategies: Option<Vec<Strategy>>,
     pub starts: Option<Vec<StartImpl>>,
+    /// `true`: only fuzz runs that draw the NAT statement window
+    /// (`--nat-window`); `false`: only those that do not; `None`: both. A
+    /// defect that needs the window must not explain, in the fuzz gate's
+    /// runs without it, a gap another bug would leave.
+    pub nat_window: Option<bool>,
 }
 
 /// What a failing run must look like to be this defect.
@@ -243,6 +248,7 @@ impl Defect {
                 .as_ref()
                 .is_none_or(|s| s.contains(&opts.strategy))
             && self.starts.as_ref().is_none_or(|s| s.contains(&opts.start))
+            && self.nat_window.is_none_or(|w| w == opts.draw_nat_window)
     }
 
     /// The bindings of each of `gaps` that is one of this entry's primary
@@ -431,9 +437,11 @@ struct RawDefect {
     strategies: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     starts: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    nat_window: Option<bool>,
 }
 
-const FIELDS: &str = "id, failure, gaps, follow_on_gaps, invariant, message, regression, why, racks, strategies, starts";
+const FIELDS: &str = "id, failure, gaps, follow_on_gaps, invariant, message, regression, why, racks, strategies, starts, nat_window";
 
 /// Parse and validate the text of a known-defects file; `origin` names it
 /// in errors, `base` is where its regression paths start.
@@ -684,6 +692,7 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
             racks,
             strategies,
             starts,
+            nat_window: d.nat_window,
         });
     }
     Ok(KnownDefects {

@@ -54,7 +54,23 @@ pub struct Options {
     pub strategy: Strategy,
     /// How the control plane starts instances.
     pub start: StartImpl,
+    /// Draw each seed's NAT statement window too (`--nat-window`,
+    /// [`NAT_WINDOWS`]); off, every plan has none, as before.
+    pub draw_nat_window: bool,
 }
+
+/// The widest NAT statement windows a seed may draw with `--nat-window`
+/// (each statement's own is then uniform below it): none; a cross-node RPC
+/// (a millisecond); a loaded node (tens of milliseconds); a GC pause or a
+/// descheduled gateway (hundreds of milliseconds to seconds).
+pub const NAT_WINDOWS: [Duration; 6] = [
+    Duration::ZERO,
+    Duration::from_millis(1),
+    Duration::from_millis(20),
+    Duration::from_millis(200),
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+];
 
 impl Options {
     pub fn new(rack: &str, strategy: Strategy, start: StartImpl) -> Result<Self, String> {
@@ -68,13 +84,19 @@ impl Options {
             rack: rack.to_string(),
             strategy,
             start,
+            draw_nat_window: false,
         })
     }
 
     /// The options as `racksim fuzz` flags.
     pub fn flags(&self) -> String {
+        let window = if self.draw_nat_window {
+            " --nat-window"
+        } else {
+            ""
+        };
         format!(
-            "--rack {} --strategy {} --start {}",
+            "--rack {} --strategy {} --start {}{window}",
             self.rack, self.strategy, self.start
         )
     }
@@ -401,6 +423,12 @@ fn draw(opts: &Options, seed: u64) -> Scenario {
         .unwrap_or_else(|e| panic!("BUG: the fuzzer's scenario frame is invalid:\n{e}"));
     scenario.instances = instances;
     scenario.plan = plan;
+    if opts.draw_nat_window {
+        // A generator of its own: the rest of the plan is the seed's
+        // plan without the window.
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x6e61_745f_7365_7121);
+        scenario.nat_window = NAT_WINDOWS[rng.random_range(0..NAT_WINDOWS.len())];
+    }
     scenario
 }
 

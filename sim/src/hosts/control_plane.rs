@@ -233,6 +233,10 @@ impl NexusHost for SimNexus {
         st.version += 1;
     }
 
+    fn nat_window(&self) -> Duration {
+        self.world.nat_window()
+    }
+
     fn sleds(&self) -> Vec<SledRef> {
         let st = self.world.lock();
         st.sleds
