@@ -290,10 +290,11 @@ enum Command {
         /// declared instances are used).
         #[arg(default_value = racksim::serve::DEFAULT_SCENARIO)]
         scenario: String,
-        /// `scrimlet-local` (default; the design after #9727) or
-        /// `sled-task`. Not `legacy` nor `scrimlet-local-with-zone-start`:
-        /// both set up NAT in the zone-start path, and live mode starts no
-        /// zones.
+        /// `scrimlet-local` (default; the design after #9727), `sled-task`,
+        /// `scrimlet-local-with-zone-start` (what ships at omicron b848b6df:
+        /// the scrimlet reconcilers and each zone's start through the
+        /// zone-start NAT path) or `legacy` (the zone-start path and
+        /// Nexus's inventory-driven tracker).
         #[arg(long)]
         strategy: Option<String>,
         /// How Nexus starts instances: `saga` (default), `naive` or

@@ -503,38 +503,79 @@ async fn refused_actions_say_why_and_change_nothing() {
     live.stop().await;
 }
 
-/// The strategies whose NAT is set up in the zone-start path cannot run
-/// live (live mode starts no zones): `legacy`, and today's shipped
-/// combination, which is pointed at the reconcilers it shares with
-/// `scrimlet-local`.
-#[test]
-fn strategies_that_block_zone_start_are_refused() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+/// The strategies that block zone start run live too: every zone of every
+/// sled starts through the zone-start NAT path, which looks the uplinked
+/// switches up and ensures the zone's entry on each. Under today's shipped
+/// combination the scrimlet reconcilers run beside it: a restarted dpd is
+/// refilled by them (the zone-start path never runs again), and a zone
+/// that starts while a switch is down stays in the path, waiting for it,
+/// while the reconcilers have long programmed the switch that is up.
+async fn zone_starts_live(strategy: Strategy) {
+    let live = start_live(strategy).await;
+    until_converged(&live, "converged at start").await;
+    until("every zone started", || async {
+        let state = live.state().await;
+        state
+            .sleds
+            .iter()
+            .flat_map(|s| &s.zone_starts)
+            .all(|z| z.started && z.progress.starts_with("NAT ensured on [switch0, switch1]"))
+    })
+    .await;
+    let state = live.state().await;
+    let zones: usize = state.sleds.iter().map(|s| s.zone_starts.len()).sum();
+    assert_eq!(zones, state.desired_nat.len(), "one start per zone");
+    let t = texts(&live);
+    assert!(
+        t.iter()
+            .any(|l| l.ends_with("starting zone boundary-ntp.0"))
+            && t.iter()
+                .any(|l| l.contains("zone boundary-ntp.0 started (start took ")),
+        "{t:#?}"
+    );
+
+    // The zone-start path ran once; a restarted dpd is refilled by what
+    // runs after it.
+    apply(&live, json!({"action": "dpd-restart", "switch": "switch1"})).await;
+    until_converged(&live, "switch1's table is restored").await;
+
+    // A sled restarted while switch1's zone is down: its zones wait in the
+    // path for the missing switch (up to 5 minutes); back, they start.
+    let sled = state
+        .sleds
+        .iter()
+        .find(|s| !s.zone_starts.is_empty())
+        .map(|s| s.sled.clone())
         .unwrap();
-    let refusal = |strategy| {
-        rt.block_on(async {
-            start(
-                &rack(),
-                &LiveOptions {
-                    strategy,
-                    control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
-                    period: PERIOD,
-                    start: StartImpl::Saga,
-                    instances: Vec::new(),
-                },
-                LiveTrace::new(false),
-            )
-            .await
-            .map(|_| ())
-        })
-        .unwrap_err()
-    };
-    let err = refusal(Strategy::Legacy);
-    assert!(err.contains("not legacy"), "{err}");
-    assert!(!err.contains("--strategy scrimlet-local"), "{err}");
-    let err = refusal(Strategy::ScrimletLocalWithZoneStart);
-    assert!(err.contains("not scrimlet-local-with-zone-start"), "{err}");
-    assert!(err.contains("run --strategy scrimlet-local"), "{err}");
+    apply(&live, json!({"action": "crash", "host": "switch1"})).await;
+    apply(&live, json!({"action": "crash", "host": sled})).await;
+    apply(&live, json!({"action": "restart", "host": sled})).await;
+    until("the restarted sled's zones wait for switch1", || async {
+        let state = live.state().await;
+        let s = state.sleds.iter().find(|s| s.sled == sled).unwrap();
+        !s.zone_starts.is_empty()
+            && s.zone_starts
+                .iter()
+                .all(|z| !z.started && z.progress.contains("switch1"))
+    })
+    .await;
+    apply(&live, json!({"action": "restart", "host": "switch1"})).await;
+    until("the restarted sled's zones started", || async {
+        let state = live.state().await;
+        let s = state.sleds.iter().find(|s| s.sled == sled).unwrap();
+        !s.zone_starts.is_empty() && s.zone_starts.iter().all(|z| z.started)
+    })
+    .await;
+    until_converged(&live, "converged after switch1 is back").await;
+    live.stop().await;
+}
+
+#[tokio::test]
+async fn shipped_zone_starts_and_reconcilers_live() {
+    zone_starts_live(Strategy::ScrimletLocalWithZoneStart).await;
+}
+
+#[tokio::test]
+async fn legacy_zone_starts_live() {
+    zone_starts_live(Strategy::Legacy).await;
 }

@@ -19,6 +19,7 @@ use racksim_nexus::InstanceRequest;
 use racksim_reconciler::{
     dpd::Ipv4Nat,
     instances::{VirtualNetworkInterfaceHost, VmmInfo},
+    legacy::LegacyProgress,
 };
 use racksim_sim::{rack::UPSTREAM_NTP_NAME, world::zone_nat_entry, Action};
 use schemars::JsonSchema;
@@ -115,6 +116,22 @@ pub struct SledDump {
     pub sled_agent: String,
     pub v2p: Vec<VirtualNetworkInterfaceHost>,
     pub vmms: Vec<VmmInfo>,
+    /// Under the strategies that block zone start (`legacy`,
+    /// `scrimlet-local-with-zone-start`): each of its zones' start, in the
+    /// zone-start NAT path or done. Empty under the others.
+    pub zone_starts: Vec<ZoneStartDump>,
+}
+
+/// One zone's start in the state dump.
+#[derive(Serialize, JsonSchema)]
+pub struct ZoneStartDump {
+    /// The zone, as `nexus.0`.
+    pub zone: String,
+    /// Whether the zone-start path has returned (the zone is started).
+    pub started: bool,
+    /// Where the path is: `looking up switches`, `waiting for …`,
+    /// `ensuring NAT entry on …`, `NAT ensured on [...]`.
+    pub progress: String,
 }
 
 /// One instance in the state dump, as the database has it.
@@ -411,6 +428,18 @@ impl Control {
                     sled_agent: s.agent_addr.to_string(),
                     v2p: a.v2p_list(),
                     vmms: a.instances(),
+                    zone_starts: s
+                        .zone_starts
+                        .values()
+                        .map(|z| {
+                            let p = z.progress.borrow();
+                            ZoneStartDump {
+                                zone: z.zone.clone(),
+                                started: matches!(*p, LegacyProgress::Done { .. }),
+                                progress: p.to_string(),
+                            }
+                        })
+                        .collect(),
                 }
             })
             .collect();

@@ -28,6 +28,7 @@ use racksim_fakes::{
 use racksim_reconciler::{
     discovery::SwitchSlot,
     instances::{StartImpl, SLED_AGENT_PORT},
+    legacy::{self, LegacyProgress},
     nat::NatEntry,
     scrimlet_local::ServiceZoneNat,
     scrimlet_local::{scrimlet_reconcilers, SwitchZoneServices, SystemNetworkingConfig},
@@ -39,9 +40,10 @@ use racksim_sim::{
     hosts::sled::follow_entries,
     plan::ConfigChange,
     rack::{sled_address, switch_zone_address},
-    world::{zone_nat_entry, ZoneSet},
+    world::{zone_nat_entry, ZoneId, ZoneSet},
     RackSpec, Strategy,
 };
+use rand::{rngs::SmallRng, SeedableRng};
 use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
 
@@ -116,6 +118,9 @@ pub(super) struct SledHost {
     config: Option<watch::Sender<Vec<NatEntry>>>,
     /// scrimlet-local: whether it is a scrimlet now.
     pub status: Option<watch::Sender<ScrimletStatus>>,
+    /// The strategies that block zone start: each of its zones' start,
+    /// in the zone-start NAT path or done.
+    pub zone_starts: BTreeMap<ZoneId, ZoneStart>,
     /// Replaced: it never comes back.
     pub retired: bool,
 }
@@ -124,6 +129,15 @@ impl SledHost {
     pub fn up(&self) -> bool {
         self.server.is_some()
     }
+}
+
+/// One zone's start in the blocking zone-start NAT path (`legacy`,
+/// `scrimlet-local-with-zone-start`): where the path is, and its task.
+pub(super) struct ZoneStart {
+    /// The zone, as `nexus.0`.
+    pub zone: String,
+    pub progress: watch::Receiver<LegacyProgress>,
+    task: JoinHandle<()>,
 }
 
 /// Every host of the live rack, and the rack-wide inputs of the
@@ -196,6 +210,7 @@ impl Env {
             tasks: Vec::new(),
             config: None,
             status: None,
+            zone_starts: BTreeMap::new(),
             retired: false,
         }
     }
@@ -353,12 +368,14 @@ impl Hosts {
             sled.agent_addr,
         );
         sled.server = Some(server);
-        match env.strategy {
-            Strategy::ScrimletLocal => self.start_scrimlet_reconcilers(env, index),
-            Strategy::SledTask => self.follow_zones(env, index),
-            Strategy::Legacy | Strategy::ScrimletLocalWithZoneStart => {
-                unreachable!("live mode refuses the strategies that block zone start")
-            }
+        if env.strategy.runs_scrimlet_reconcilers() {
+            self.start_scrimlet_reconcilers(env, index);
+        }
+        if env.strategy.blocks_zone_start() {
+            self.start_zones(env, index);
+        }
+        if env.strategy == Strategy::SledTask {
+            self.follow_zones(env, index);
         }
         Ok(())
     }
@@ -371,6 +388,9 @@ impl Hosts {
         }
         sled.config = None;
         sled.status = None;
+        for (_, z) in std::mem::take(&mut sled.zone_starts) {
+            z.task.abort();
+        }
         if let Some(server) = sled.server.take() {
             sled.agent.interrupt();
             sled.closing.push(tokio::spawn(async move {
@@ -411,6 +431,77 @@ impl Hosts {
             driver.instrument(tracing::info_span!("host", host = %sled.name)),
         ));
         sled.status = Some(status);
+    }
+
+    /// The strategies that block zone start: each zone of the sled not yet
+    /// started runs the zone-start NAT path (omicron's sled-agent before
+    /// #9727: look the uplinked switches up, waiting up to 5 minutes for
+    /// all, then ensure the zone's entry on each, retrying forever) and is
+    /// started when the path returns. The trace says when each zone starts
+    /// and how long its start took. Live mode's zones serve nothing: its one
+    /// Nexus is up from the start whatever its zone's start does (see
+    /// [`super::nexus`]), so a blocked start shows in the trace and the
+    /// state, not in what the rack can do.
+    fn start_zones(&mut self, env: &Env, index: usize) {
+        let sled = &mut self.sleds[index];
+        if !sled.up() {
+            return;
+        }
+        let zones = self.zones.on_sled(index);
+        // A zone moved away (or expunged) stops, mid-start or not.
+        sled.zone_starts.retain(|id, z| {
+            let kept = zones.iter().any(|l| l.id == *id);
+            if !kept {
+                z.task.abort();
+            }
+            kept
+        });
+        let expected: BTreeSet<SwitchSlot> = env.spec.uplinked_switches().into_iter().collect();
+        for zone in zones {
+            if sled.zone_starts.contains_key(&zone.id) {
+                continue;
+            }
+            let entry = zone_nat_entry(&zone.spec, sled.address);
+            let label = zone.id.to_string();
+            let (progress, rx) = watch::channel(LegacyProgress::LookingUpSwitches);
+            let connector = LinkConnector {
+                from: sled.name.clone(),
+                links: env.links.clone(),
+            };
+            let resolver = env.resolver.clone();
+            let trace = env.trace.clone();
+            let host = sled.name.clone();
+            let expected = expected.clone();
+            let what = label.clone();
+            // The backoff's jitter only: live mode is not a replay.
+            let mut rng = SmallRng::seed_from_u64(u64::from(zone.id.ordinal));
+            let task = tokio::spawn(
+                async move {
+                    trace.record(&host, format!("starting zone {what}"));
+                    let started = tokio::time::Instant::now();
+                    legacy::ensure_zone_nat(
+                        &connector, &resolver, &expected, &entry, &mut rng, &progress,
+                    )
+                    .await;
+                    trace.record(
+                        &host,
+                        format!(
+                            "zone {what} started (start took {})",
+                            racksim_sim::trace::fmt_duration(started.elapsed())
+                        ),
+                    );
+                }
+                .instrument(tracing::info_span!("host", host = %sled.name)),
+            );
+            sled.zone_starts.insert(
+                zone.id,
+                ZoneStart {
+                    zone: label,
+                    progress: rx,
+                    task,
+                },
+            );
+        }
     }
 
     /// sled-task: the sled's task's config is its zones' entries; the task
@@ -531,9 +622,12 @@ impl Hosts {
         self.zones = next;
         env.desired.send_replace(config.service_nat.clone());
         self.bootstore.send_replace(Some(config));
-        if env.strategy == Strategy::SledTask {
-            for i in 0..self.sleds.len() {
+        for i in 0..self.sleds.len() {
+            if env.strategy == Strategy::SledTask {
                 self.follow_zones(env, i);
+            }
+            if env.strategy.blocks_zone_start() {
+                self.start_zones(env, i);
             }
         }
         Ok(format!(

@@ -21,14 +21,12 @@
 //!   switch zones by their underlay addresses from a fixed map (no internal
 //!   DNS server) and connects through a connector that maps each underlay
 //!   address and fixed port to the loopback port serving it.
-//! * **No data path.** Nothing sends NTP through the switches: live mode
-//!   shows the reconcilers converging the switches' NAT tables and
-//!   repairing them, not zones coming up. `legacy` (which blocks zone
-//!   start) is therefore not offered, nor `scrimlet-local-with-zone-start`
-//!   (today's omicron: its reconcilers are `scrimlet-local`'s, and its
-//!   other half is that same zone-start path; offering only the first half
-//!   under its name would pass `scrimlet-local` off as what ships), and
-//!   `upstream-ntp` is no host here.
+//! * **No data path.** Nothing sends NTP through the switches and
+//!   `upstream-ntp` is no host here. Under the strategies that block zone
+//!   start (`legacy`, and `scrimlet-local-with-zone-start`, what ships)
+//!   each zone starts through the zone-start NAT path on live sockets
+//!   ([`hosts`]), but the zones serve nothing: a blocked start shows in
+//!   the trace and the state dump, not in what the rack can do.
 //! * **One Nexus** stands for the rack's Nexus zones (see [`nexus`]).
 //! * **Links** are enforced where the reconcilers connect, not per packet
 //!   (see [`net`]).
@@ -84,18 +82,6 @@ pub async fn start(
     opts: &LiveOptions,
     trace: LiveTrace,
 ) -> Result<LiveRack, String> {
-    if opts.strategy.blocks_zone_start() {
-        return Err(format!(
-            "live mode runs the sled-task or scrimlet-local reconcilers, not {}: \
-             it sets up NAT in the blocking zone-start path, and live mode starts no zones{}",
-            opts.strategy,
-            if opts.strategy.runs_scrimlet_reconcilers() {
-                " (its reconcilers are scrimlet-local's: run --strategy scrimlet-local)"
-            } else {
-                ""
-            }
-        ));
-    }
     let nexus_zone = rack
         .zones
         .iter()
