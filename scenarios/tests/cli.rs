@@ -449,12 +449,8 @@ fn serve_refuses_bad_arguments_before_starting_anything() {
             "unknown start implementation",
         ),
         (
-            &["serve", "--strategy", "legacy"][..],
-            "not legacy: it sets up NAT in the blocking zone-start path",
-        ),
-        (
-            &["serve", "--strategy", "scrimlet-local-with-zone-start"][..],
-            "run --strategy scrimlet-local",
+            &["serve", "--strategy", "legacy", "--bind", "127.0.0.1:nope"][..],
+            "--bind",
         ),
         (&["serve", "--strategy", "fast"][..], "unknown strategy"),
         (&["serve", "no-such-scenario"][..], "no-such-scenario"),
