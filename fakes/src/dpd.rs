@@ -433,6 +433,13 @@ impl DpdState {
             serial: format!("RSIM-SIDECAR-{}", self.slot),
             sidecar_id: format!("00000000-0000-4000-8000-00000000000{}", self.slot),
             slot: self.slot,
+            // A fake ASIC has no manufacturing data; dendrite sends null.
+            fab: None,
+            lot: None,
+            lotnum: None,
+            wafer: None,
+            wafer_loc: None,
+            fuse: None,
         }
     }
 

@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::http::{ClientError, Connector, HttpClient};
 
+pub mod fuse;
+
 /// The version of dpd's API these types and paths are written against
 /// (`info.version` of `reference/dpd-13.0.0-nat-subset.json`), sent as the
 /// `api-version` header.
@@ -213,7 +215,10 @@ pub struct ResultsPage<T> {
     pub next_page: Option<String>,
 }
 
-/// `GET /switch/identifiers` (only the required fields we use; unknown fields ignored).
+/// `GET /switch/identifiers`, as dpd 13.0.0 sends it: the required fields,
+/// and the ASIC's manufacturing identifiers, which dendrite sends as `null`
+/// when it has none (the fake sidecar has none; a client reading a real
+/// dpd gets them filled in).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SwitchIdentifiers {
@@ -224,6 +229,24 @@ pub struct SwitchIdentifiers {
     #[cfg_attr(feature = "schemars", schemars(with = "schema::Uuid"))]
     pub sidecar_id: String,
     pub slot: u16,
+    /// Fabrication plant identifier.
+    #[serde(default)]
+    pub fab: Option<char>,
+    /// Lot identifier.
+    #[serde(default)]
+    pub lot: Option<char>,
+    /// Lot number (4 characters within the lot).
+    #[serde(default)]
+    pub lotnum: Option<[char; 4]>,
+    /// Wafer number within the lot.
+    #[serde(default)]
+    pub wafer: Option<u8>,
+    /// The die's (x, y) location on the wafer.
+    #[serde(default)]
+    pub wafer_loc: Option<[i16; 2]>,
+    /// The ASIC's fuse data.
+    #[serde(default)]
+    pub fuse: Option<fuse::FuseData>,
 }
 
 /// Client of one dpd.

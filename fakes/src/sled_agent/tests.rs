@@ -23,8 +23,9 @@ fn req(method: Method, path: &str, body: serde_json::Value) -> ApiRequest {
 fn a_put_replaces_the_mapping_of_its_virtual_nic_and_a_delete_removes_it() {
     let mut agent = SledAgentState::default();
     let m = serde_json::to_value(mapping(0x102)).unwrap();
-    // sled-agent's MacAddr is a string on the wire.
-    assert_eq!(m["virtual_mac"], "a8:40:25:f0:00:01");
+    // sled-agent's MacAddr is a string on the wire, in upper case as
+    // omicron's (`macaddr::MacAddr6`'s Display) writes it.
+    assert_eq!(m["virtual_mac"], "A8:40:25:F0:00:01");
     let (r, change) = agent.handle(&req(Method::PUT, "/v2p", m.clone()));
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     assert_eq!(change, Some(SledAgentChange::V2pSet(mapping(0x102))));

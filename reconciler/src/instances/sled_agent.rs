@@ -2,7 +2,7 @@
 //!
 //! `/v2p` is exactly sled-agent's published API
 //! (`reference/sled-agent-v2p-subset.json`); note that its `MacAddr` is a
-//! *string* (`"a8:40:25:f0:00:01"`), unlike dpd's `{"a": [..]}` — the same
+//! *string* (`"A8:40:25:F0:00:01"`), unlike dpd's `{"a": [..]}` — the same
 //! Rust type, two wire formats, hence [`mac_string`]. `/instances` is this
 //! project's reduced instance API (register a VMM, set its state, list).
 
@@ -19,15 +19,20 @@ use crate::{
 /// (`info.version` of `reference/sled-agent-v2p-subset.json`).
 pub const API_VERSION: &str = "48.0.0";
 
-/// Serde `with` module: a [`MacAddr`] as sled-agent's `"aa:bb:cc:dd:ee:ff"`
-/// string.
+/// Serde `with` module: a [`MacAddr`] as sled-agent's `"AA:BB:CC:DD:EE:FF"`
+/// string. Omicron's `MacAddr` writes itself through `macaddr::MacAddr6`'s
+/// `Display`, in upper case, so that is what sled-agent lists; either case
+/// is read.
 pub mod mac_string {
     use serde::{de::Error as _, Deserialize, Deserializer, Serializer};
 
     use crate::dpd::MacAddr;
 
     pub fn serialize<S: Serializer>(mac: &MacAddr, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(mac)
+        let [a, b, c, d, e, f] = mac.a;
+        serializer.collect_str(&format_args!(
+            "{a:02X}:{b:02X}:{c:02X}:{d:02X}:{e:02X}:{f:02X}"
+        ))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<MacAddr, D::Error> {

@@ -266,13 +266,21 @@ fn v2p_wire_json_matches_the_reference() {
     };
     let wire = json!({
         "virtual_ip": "10.0.0.5",
-        "virtual_mac": "a8:40:25:f0:00:01",
+        "virtual_mac": "A8:40:25:F0:00:01",
         "physical_host_ip": "fd00:1122:3344:102::1",
         "vni": 1001,
     });
+    // Upper case, as omicron's MacAddr (through macaddr::MacAddr6) writes it.
     assert_eq!(serde_json::to_value(m).unwrap(), wire);
     assert_eq!(
         serde_json::from_value::<VirtualNetworkInterfaceHost>(wire.clone()).unwrap(),
+        m
+    );
+    // Lower case is read too.
+    let mut lower = wire.clone();
+    lower["virtual_mac"] = json!("a8:40:25:f0:00:01");
+    assert_eq!(
+        serde_json::from_value::<VirtualNetworkInterfaceHost>(lower).unwrap(),
         m
     );
     // dpd's MAC shape is not sled-agent's.
@@ -330,7 +338,7 @@ async fn sled_agent_client_paths_and_bodies() {
             state: VmmState::Running
         }]
     );
-    let wire = json!({"virtual_ip": "10.0.0.5", "virtual_mac": "a8:40:25:f0:00:05",
+    let wire = json!({"virtual_ip": "10.0.0.5", "virtual_mac": "A8:40:25:F0:00:05",
                       "physical_host_ip": "fd00:1122:3344:102::1", "vni": 1001});
     assert_eq!(
         *seen.lock().unwrap(),
