@@ -430,11 +430,11 @@ impl Control {
                     vmms: a.instances(),
                     zone_starts: s
                         .zone_starts
-                        .values()
-                        .map(|z| {
+                        .iter()
+                        .map(|(id, z)| {
                             let p = z.progress.borrow();
                             ZoneStartDump {
-                                zone: z.zone.clone(),
+                                zone: id.to_string(),
                                 started: matches!(*p, LegacyProgress::Done { .. }),
                                 progress: p.to_string(),
                             }

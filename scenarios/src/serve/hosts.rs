@@ -134,8 +134,6 @@ impl SledHost {
 /// One zone's start in the blocking zone-start NAT path (`legacy`,
 /// `scrimlet-local-with-zone-start`): where the path is, and its task.
 pub(super) struct ZoneStart {
-    /// The zone, as `nexus.0`.
-    pub zone: String,
     pub progress: watch::Receiver<LegacyProgress>,
     task: JoinHandle<()>,
 }
@@ -462,7 +460,6 @@ impl Hosts {
                 continue;
             }
             let entry = zone_nat_entry(&zone.spec, sled.address);
-            let label = zone.id.to_string();
             let (progress, rx) = watch::channel(LegacyProgress::LookingUpSwitches);
             let connector = LinkConnector {
                 from: sled.name.clone(),
@@ -472,7 +469,7 @@ impl Hosts {
             let trace = env.trace.clone();
             let host = sled.name.clone();
             let expected = expected.clone();
-            let what = label.clone();
+            let what = zone.id.to_string();
             // The backoff's jitter only: live mode is not a replay.
             let mut rng = SmallRng::seed_from_u64(u64::from(zone.id.ordinal));
             let task = tokio::spawn(
@@ -493,14 +490,8 @@ impl Hosts {
                 }
                 .instrument(tracing::info_span!("host", host = %sled.name)),
             );
-            sled.zone_starts.insert(
-                zone.id,
-                ZoneStart {
-                    zone: label,
-                    progress: rx,
-                    task,
-                },
-            );
+            sled.zone_starts
+                .insert(zone.id, ZoneStart { progress: rx, task });
         }
     }
 
