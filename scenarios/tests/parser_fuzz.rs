@@ -9,8 +9,14 @@
 //! figure is what the suite runs: 10,000 mutated catalogue files, 5,000
 //! arbitrary texts and 5,000 TOML-shaped ones.
 
-use proptest::prelude::*;
+use proptest::{prelude::*, test_runner::RngSeed};
 use racksim::{catalogue::CATALOGUE, file};
+
+/// The cases are drawn from a fixed seed, so the suite is a function of
+/// the code: a CI run cannot fail on inputs the previous one never drew.
+/// (Change the seed to explore new inputs; a failure found so becomes a
+/// fixed test below.)
+const SEED: u64 = 0x7261_636b_7369_6d21;
 
 fn check(text: &str) {
     match file::parse("fuzzed.toml", text) {
@@ -112,7 +118,7 @@ fn apply(text: &str, m: &Mutation) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 10_000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 10_000, failure_persistence: None, rng_seed: RngSeed::Fixed(SEED), ..ProptestConfig::default() })]
 
     #[test]
     fn mutated_catalogue_files_never_panic_and_errors_are_located(
@@ -128,7 +134,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 5_000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 5_000, failure_persistence: None, rng_seed: RngSeed::Fixed(SEED), ..ProptestConfig::default() })]
 
     #[test]
     fn arbitrary_text_never_panics_and_errors_are_located(text in "(?s).{0,400}") {
@@ -156,6 +162,15 @@ proptest! {
 #[test]
 fn every_catalogue_file_passes_the_check_unmutated() {
     for (_, _, text) in CATALOGUE {
+        check(text);
+    }
+}
+
+/// Found by the arbitrary-text property: toml locates an invalid escape at
+/// the line's trailing `\r`, one column past what a reader sees.
+#[test]
+fn an_error_at_a_trailing_carriage_return_is_located_on_the_line() {
+    for text in ["\"\\\r", "\"\\", "\"\\\r\n"] {
         check(text);
     }
 }

@@ -96,8 +96,11 @@ fn locate(
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let column = text[line_start..offset].chars().count() + 1;
     let source_line = text[line_start..].lines().next().unwrap_or("").to_string();
+    // An error at a line's trailing `\r` (toml reports one there) points
+    // just past the line's text: the `\r` is not a column a reader sees.
+    let visible = source_line.trim_end_matches('\r').chars().count();
+    let column = (text[line_start..offset].chars().count() + 1).min(visible + 1);
     ScenarioError {
         origin: origin.to_string(),
         line,
