@@ -38,6 +38,7 @@ use crate::{
     http::{ApiError, API_VERSION_HEADER},
     mgs::MgsState,
     sled_agent::{SledAgentChange, SledAgentState},
+    upstream::Service,
 };
 
 /// Path of `/nat/ipv4/{ipv4}`.
@@ -192,22 +193,63 @@ pub trait DpdApi {
     ) -> Result<HttpResponseUpdatedNoContent, HttpError>;
 
     /// Get NAT generation number.
-    #[endpoint { method = GET, path = "/rpw/nat/gen" }]
+    #[endpoint { method = GET, path = "/rpw/nat/gen", versions = "2.0.0".. }]
     async fn nat_generation(
         rqctx: RequestContext<Self::Context>,
     ) -> Result<HttpResponseOk<i64>, HttpError>;
 
+    /// Get NATv4 generation number (before dpd 2.0.0).
+    #[endpoint {
+        method = GET,
+        path = "/rpw/nat/ipv4/gen",
+        versions = .."2.0.0",
+        operation_id = "ipv4_nat_generation",
+    }]
+    async fn ipv4_nat_generation_v1(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<i64>, HttpError> {
+        Self::nat_generation(rqctx).await
+    }
+
     /// Trigger NAT Reconciliation.
-    #[endpoint { method = POST, path = "/rpw/nat/trigger" }]
+    #[endpoint { method = POST, path = "/rpw/nat/trigger", versions = "2.0.0".. }]
     async fn nat_trigger_update(
         rqctx: RequestContext<Self::Context>,
     ) -> Result<HttpResponseOk<()>, HttpError>;
 
+    /// Trigger NATv4 Reconciliation (before dpd 2.0.0).
+    #[endpoint {
+        method = POST,
+        path = "/rpw/nat/ipv4/trigger",
+        versions = .."2.0.0",
+        operation_id = "ipv4_nat_trigger_update",
+    }]
+    async fn ipv4_nat_trigger_update_v1(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<()>, HttpError> {
+        Self::nat_trigger_update(rqctx).await
+    }
+
     /// Get the identifiers of the switch this dpd manages.
-    #[endpoint { method = GET, path = "/switch/identifiers" }]
+    #[endpoint { method = GET, path = "/switch/identifiers", versions = "10.0.0".. }]
     async fn switch_identifiers(
         rqctx: RequestContext<Self::Context>,
     ) -> Result<HttpResponseOk<SwitchIdentifiers>, HttpError>;
+
+    /// Get the identifiers of the switch this dpd manages (before dpd
+    /// 10.0.0: no `lotnum`, no `fuse`).
+    #[endpoint {
+        method = GET,
+        path = "/switch/identifiers",
+        versions = .."10.0.0",
+        operation_id = "switch_identifiers",
+    }]
+    async fn switch_identifiers_v1(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<crate::dpd::SwitchIdentifiersV1>, HttpError> {
+        let identifiers = Self::switch_identifiers(rqctx).await?.0;
+        Ok(HttpResponseOk(identifiers.into()))
+    }
 }
 
 /// The management gateway's `/local/switch-id` (MGS 3.0.0).
@@ -826,12 +868,81 @@ impl std::fmt::Display for ServeError {
 
 impl std::error::Error for ServeError {}
 
+/// One string path variable (see [`register_unserved`]).
+#[derive(Deserialize, JsonSchema)]
+struct UnservedVariable {
+    #[allow(dead_code)]
+    variable: String,
+}
+
+/// Registers, unpublished, every operation of upstream's document that the
+/// fake does not serve: each answers the 501 of [`crate::upstream`], so a
+/// client generated from upstream's document learns the fake does not serve
+/// it instead of taking a 404 for "no such resource".
+fn register_unserved<C: dropshot::ServerContext>(
+    api: &mut dropshot::ApiDescription<C>,
+    service: Service,
+) -> Result<(), ServeError> {
+    for op in crate::upstream::unserved_operations(service) {
+        let error = crate::upstream::unserved_error(service, op);
+        let handler = move |_rqctx: RequestContext<C>| {
+            let error = error.clone();
+            async move { Err::<HttpResponseOk<()>, HttpError>(error.into()) }
+        };
+        let mut endpoint = dropshot::ApiEndpoint::new(
+            op.operation_id.clone(),
+            handler,
+            op.method.clone(),
+            "application/json",
+            &op.path,
+            dropshot::ApiEndpointVersions::All,
+        )
+        .visible(false);
+        // The handler reads no path variables, but dropshot requires every
+        // variable of a path to be a declared parameter.
+        endpoint.parameters = op
+            .variables()
+            .into_iter()
+            .map(|name| {
+                // A string parameter's schema, taken from a Path extractor's
+                // metadata (dropshot does not export the schema type).
+                let string = <Path<UnservedVariable> as dropshot::SharedExtractor>::metadata(
+                    dropshot::ApiEndpointBodyContentType::Json,
+                )
+                .parameters
+                .pop()
+                .expect("one path variable")
+                .schema;
+                dropshot::ApiEndpointParameter::new_named(
+                    &dropshot::ApiEndpointParameterLocation::Path,
+                    name,
+                    None,
+                    true,
+                    string,
+                    Vec::new(),
+                )
+            })
+            .collect();
+        api.register(endpoint).map_err(|e| {
+            ServeError(format!(
+                "{} API: unserved {} {}: {e}",
+                service.name(),
+                op.method,
+                op.path
+            ))
+        })?;
+    }
+    Ok(())
+}
+
 fn start<C: dropshot::ServerContext>(
-    api: dropshot::ApiDescription<C>,
+    mut api: dropshot::ApiDescription<C>,
     context: C,
     bind: SocketAddr,
     version: &str,
+    service: Service,
 ) -> Result<HttpServer<C>, ServeError> {
+    register_unserved(&mut api, service)?;
     let log = ConfigLogging::StderrTerminal {
         level: ConfigLoggingLevel::Critical,
     }
@@ -861,14 +972,14 @@ pub fn serve_dpd(
 ) -> Result<HttpServer<DpdContext>, ServeError> {
     let api = dpd_api_mod::api_description::<DpdImpl>()
         .map_err(|e| ServeError(format!("dpd API: {e}")))?;
-    start(api, context, bind, dpd::API_VERSION)
+    start(api, context, bind, dpd::API_VERSION, Service::Dpd)
 }
 
 /// Serves a fake MGS on `bind`.
 pub fn serve_mgs(bind: SocketAddr, mgs: MgsState) -> Result<HttpServer<MgsState>, ServeError> {
     let api = mgs_api_mod::api_description::<MgsImpl>()
         .map_err(|e| ServeError(format!("MGS API: {e}")))?;
-    start(api, mgs, bind, mgs::API_VERSION)
+    start(api, mgs, bind, mgs::API_VERSION, Service::Mgs)
 }
 
 /// Serves a fake sled-agent on `bind`.
@@ -878,5 +989,11 @@ pub fn serve_sled_agent(
 ) -> Result<HttpServer<SledAgentContext>, ServeError> {
     let api = sled_agent_api_mod::api_description::<SledAgentImpl>()
         .map_err(|e| ServeError(format!("sled-agent API: {e}")))?;
-    start(api, context, bind, SLED_AGENT_API_VERSION)
+    start(
+        api,
+        context,
+        bind,
+        SLED_AGENT_API_VERSION,
+        Service::SledAgent,
+    )
 }

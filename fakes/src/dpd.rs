@@ -36,7 +36,10 @@ use racksim_reconciler::dpd::{
     Ipv4Nat, Ipv6Nat, NatTarget, ResultsPage, SwitchIdentifiers, API_VERSION, MAX_VNI,
 };
 
-use crate::http::{ApiError, ApiRequest, ApiResponse};
+use crate::{
+    http::{ApiError, ApiRequest, ApiResponse},
+    upstream::Service,
+};
 
 /// Page size when the client gives no `limit` (dropshot's default).
 pub const DEFAULT_PAGE_ITEMS: usize = 100;
@@ -48,6 +51,48 @@ pub fn page_items(limit: Option<u32>) -> usize {
     limit
         .map_or(DEFAULT_PAGE_ITEMS, |l| l as usize)
         .min(MAX_PAGE_ITEMS)
+}
+
+/// dpd-api's `VERSION_DUAL_STACK_NAT_WORKFLOW`: from it, the NAT RPW's
+/// endpoints are `/rpw/nat/gen` and `/rpw/nat/trigger`; before it,
+/// `/rpw/nat/ipv4/gen` and `/rpw/nat/ipv4/trigger` (dendrite 2df9101
+/// `dpd-api/src/lib.rs`).
+pub const VERSION_DUAL_STACK_NAT_WORKFLOW: semver::Version = semver::Version::new(2, 0, 0);
+/// dpd-api's `VERSION_ASIC_DETAILS`: from it, `/switch/identifiers` carries
+/// `lotnum` and `fuse`; before it, the initial shape without them.
+pub const VERSION_ASIC_DETAILS: semver::Version = semver::Version::new(10, 0, 0);
+
+/// `/switch/identifiers` before [`VERSION_ASIC_DETAILS`] (dpd-types'
+/// `v1::switch_identifiers::SwitchIdentifiers`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct SwitchIdentifiersV1 {
+    pub sidecar_id: String,
+    pub asic_backend: String,
+    pub fab: Option<char>,
+    pub lot: Option<char>,
+    pub wafer: Option<u8>,
+    pub wafer_loc: Option<[i16; 2]>,
+    pub model: String,
+    pub revision: u32,
+    pub serial: String,
+    pub slot: u16,
+}
+
+impl From<SwitchIdentifiers> for SwitchIdentifiersV1 {
+    fn from(s: SwitchIdentifiers) -> Self {
+        SwitchIdentifiersV1 {
+            sidecar_id: s.sidecar_id,
+            asic_backend: s.asic_backend,
+            fab: s.fab,
+            lot: s.lot,
+            wafer: s.wafer,
+            wafer_loc: s.wafer_loc,
+            model: s.model,
+            revision: s.revision,
+            serial: s.serial,
+            slot: s.slot,
+        }
+    }
 }
 
 /// A change made to a NAT table: what a trace records.
@@ -454,18 +499,35 @@ impl DpdState {
     }
 
     fn route(&mut self, req: &ApiRequest) -> Result<(ApiResponse, Option<NatChange>), ApiError> {
-        req.check_version(API_VERSION)?;
+        let version = req.check_version(API_VERSION)?;
+        let dual_stack = version >= VERSION_DUAL_STACK_NAT_WORKFLOW;
         let segs = req.segments();
         let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
         let m = &req.method;
         let ok = |r: ApiResponse| Ok((r, None));
         let changed = |c: Option<NatChange>| Ok((ApiResponse::no_content(), c));
+        // Routes by version as dropshot does for dpd-api's versioned
+        // endpoints: outside its versions, an endpoint is a plain 404.
         match segs.as_slice() {
             ["switch", "identifiers"] if m == Method::GET => {
-                ok(ApiResponse::json(&self.identifiers()))
+                if version >= VERSION_ASIC_DETAILS {
+                    ok(ApiResponse::json(&self.identifiers()))
+                } else {
+                    ok(ApiResponse::json(&SwitchIdentifiersV1::from(
+                        self.identifiers(),
+                    )))
+                }
             }
-            ["rpw", "nat", "gen"] if m == Method::GET => ok(ApiResponse::json(&self.generation)),
-            ["rpw", "nat", "trigger"] if m == Method::POST => {
+            ["rpw", "nat", "gen"] | ["rpw", "nat", "trigger"] if !dual_stack => {
+                Err(ApiError::not_found_route(req))
+            }
+            ["rpw", "nat", "ipv4", "gen"] | ["rpw", "nat", "ipv4", "trigger"] if dual_stack => {
+                Err(ApiError::not_found_route(req))
+            }
+            ["rpw", "nat", "gen"] | ["rpw", "nat", "ipv4", "gen"] if m == Method::GET => {
+                ok(ApiResponse::json(&self.generation))
+            }
+            ["rpw", "nat", "trigger"] | ["rpw", "nat", "ipv4", "trigger"] if m == Method::POST => {
                 ok(ApiResponse::json(&serde_json::Value::Null))
             }
             ["nat", "ipv4"] if m == Method::GET => {
@@ -522,7 +584,7 @@ impl DpdState {
                 let target: NatTarget = req.json_body()?;
                 changed(self.ipv6_create(ip, low, high, target)?)
             }
-            _ => Err(ApiError::not_found_route(req)),
+            _ => Err(crate::upstream::unrouted(Service::Dpd, req)),
         }
     }
 }

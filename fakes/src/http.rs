@@ -76,8 +76,8 @@ impl ApiRequest {
 
     /// dropshot's `ClientSpecifiesVersionInHeader` with no default: the
     /// header must be there, be a semantic version, and not be newer than
-    /// the server's `latest`.
-    pub fn check_version(&self, latest: &str) -> Result<(), ApiError> {
+    /// the server's `latest`. Returns the version, which routes the request.
+    pub fn check_version(&self, latest: &str) -> Result<semver::Version, ApiError> {
         let latest: semver::Version = latest.parse().expect("servers name a valid version");
         let Some(raw) = &self.api_version else {
             return Err(ApiError::bad_request(format!(
@@ -94,7 +94,7 @@ impl ApiRequest {
                 "server does not support this API version: {v}"
             )));
         }
-        Ok(())
+        Ok(v)
     }
 
     /// The JSON body as `T`, or a 400 saying why not.
@@ -173,13 +173,17 @@ impl ApiError {
         )
     }
 
-    /// What dropshot answers for a path it has no route for.
-    pub fn not_found_route(req: &ApiRequest) -> Self {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            None,
-            format!("no route for {} {}", req.method, req.path),
-        )
+    /// What dropshot answers for a path it has no route for at the
+    /// request's version: a 404 whose body says only "Not Found" (dropshot
+    /// keeps "no route found" and "route has no handlers for version" as
+    /// internal messages, for its log).
+    pub fn not_found_route(_req: &ApiRequest) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, None, "Not Found")
+    }
+
+    /// What dropshot answers for a path it routes with other methods only.
+    pub fn method_not_allowed() -> Self {
+        ApiError::new(StatusCode::METHOD_NOT_ALLOWED, None, "Method Not Allowed")
     }
 
     pub fn unavailable(message: impl Into<String>) -> Self {

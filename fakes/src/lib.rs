@@ -67,3 +67,4 @@ pub mod http;
 pub mod memnet;
 pub mod mgs;
 pub mod sled_agent;
+pub mod upstream;

@@ -77,7 +77,7 @@ impl MgsState {
                 },
                 Err(_) => ApiError::bad_request(format!("invalid slot {slot:?}")).into_response(),
             },
-            _ => ApiError::not_found_route(req).into_response(),
+            _ => crate::upstream::unrouted(crate::upstream::Service::Mgs, req).into_response(),
         }
     }
 }

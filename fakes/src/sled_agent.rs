@@ -219,7 +219,10 @@ impl SledAgentState {
                 let id = instance_id(id)?;
                 changed(self.set_state(id, req.json_body()?)?)
             }
-            _ => Err(ApiError::not_found_route(req)),
+            _ => Err(crate::upstream::unrouted(
+                crate::upstream::Service::SledAgent,
+                req,
+            )),
         }
     }
 }

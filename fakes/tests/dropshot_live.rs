@@ -304,3 +304,93 @@ async fn injected_faults_last_their_window() {
     assert_eq!(ctx.lock().ipv4_entries().len(), 1);
     server.close().await.unwrap();
 }
+
+/// A request's answer without its `request_id`: `(status, body)`.
+fn comparable(status: u16, mut body: Value) -> (u16, Value) {
+    if let Some(o) = body.as_object_mut() {
+        o.remove("request_id");
+    }
+    (status, body)
+}
+
+/// The same requests to the dropshot servers and to the state machines'
+/// own routers (what the simulation and memnet serve with): both route by
+/// `api-version` as dpd-api does, answer an upstream operation they do not
+/// serve with the 501 that names it, and answer alike, byte for byte apart
+/// from the request id.
+#[tokio::test]
+async fn both_servers_route_by_version_and_refuse_unserved_operations_alike() {
+    use racksim_fakes::http::ApiRequest;
+
+    let (dpd_addr, _ctx, _dpd_server) = dpd().await;
+    let mgs_server = serve_mgs(loopback(), MgsState::new(1)).unwrap();
+    let agent_server =
+        serve_sled_agent(loopback(), SledAgentContext::new(SledAgentState::default())).unwrap();
+    #[derive(Clone, Copy, Debug)]
+    enum S {
+        Dpd,
+        Mgs,
+        Agent,
+    }
+    // (service, method, path, api-version, expected status)
+    let cases: &[(S, &str, &str, &str, u16)] = &[
+        (S::Dpd, "GET", "/rpw/nat/gen", "13.0.0", 200),
+        (S::Dpd, "GET", "/rpw/nat/gen", "2.0.0", 200),
+        (S::Dpd, "GET", "/rpw/nat/gen", "1.0.0", 404),
+        (S::Dpd, "POST", "/rpw/nat/trigger", "1.0.0", 404),
+        (S::Dpd, "GET", "/rpw/nat/ipv4/gen", "1.0.0", 200),
+        (S::Dpd, "POST", "/rpw/nat/ipv4/trigger", "1.9.9", 200),
+        (S::Dpd, "GET", "/rpw/nat/ipv4/gen", "2.0.0", 404),
+        (S::Dpd, "POST", "/rpw/nat/ipv4/trigger", "13.0.0", 404),
+        (S::Dpd, "GET", "/switch/identifiers", "13.0.0", 200),
+        (S::Dpd, "GET", "/switch/identifiers", "9.0.0", 200),
+        (S::Dpd, "GET", "/ports", "13.0.0", 501),
+        (S::Dpd, "GET", "/arp/10.0.0.1", "13.0.0", 501),
+        (S::Dpd, "GET", "/no/such/path", "13.0.0", 404),
+        (S::Dpd, "POST", "/nat/ipv4", "13.0.0", 405),
+        (S::Mgs, "GET", "/ignition", "3.0.0", 501),
+        (S::Mgs, "GET", "/local/all-sp-ids", "3.0.0", 501),
+        (S::Mgs, "GET", "/local/switch-id", "3.0.0", 200),
+        (S::Agent, "GET", "/inventory", "48.0.0", 501),
+        (S::Agent, "POST", "/v2p", "48.0.0", 405),
+        (S::Agent, "GET", "/v2p", "48.0.0", 200),
+    ];
+    for &(service, method, path, version, want) in cases {
+        let addr = match service {
+            S::Dpd => dpd_addr,
+            S::Mgs => mgs_server.local_addr(),
+            S::Agent => agent_server.local_addr(),
+        };
+        let (status, body) = call(addr, method, path, Some(version), None).await;
+        let live = comparable(status, body);
+        let req = ApiRequest::new(method.parse().unwrap(), path, "").versioned(version);
+        let r = match service {
+            S::Dpd => DpdState::new(0).handle(&req).0,
+            S::Mgs => MgsState::new(1).handle(&req),
+            S::Agent => SledAgentState::default().handle(&req).0,
+        };
+        let routed = comparable(r.status.as_u16(), r.body.unwrap_or(Value::Null));
+        assert_eq!(
+            live.0, want,
+            "{service:?} {method} {path} @{version}: {live:?}"
+        );
+        assert_eq!(routed, live, "{service:?} {method} {path} @{version}");
+        if want == 501 {
+            assert_eq!(live.1["error_code"], racksim_fakes::upstream::ERROR_CODE);
+            let message = live.1["message"].as_str().unwrap();
+            assert!(
+                message.contains(path.split('/').nth(1).unwrap()),
+                "{message}"
+            );
+        }
+    }
+    // Before dpd 10.0.0 the identifiers have no lotnum and no fuse; from it
+    // they have both, as null for a fake ASIC.
+    let (_, old) = call(dpd_addr, "GET", "/switch/identifiers", Some("9.0.0"), None).await;
+    let (_, new) = call(dpd_addr, "GET", "/switch/identifiers", Some("10.0.0"), None).await;
+    for key in ["lotnum", "fuse"] {
+        assert!(old.get(key).is_none(), "{key} before 10.0.0: {old}");
+        assert_eq!(new.get(key), Some(&Value::Null), "{key} from 10.0.0: {new}");
+    }
+    assert_eq!(old["slot"], new["slot"]);
+}

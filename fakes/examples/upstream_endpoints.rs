@@ -1,0 +1,3 @@
+fn main() {
+    print!("{}", racksim_fakes::upstream::endpoints_markdown());
+}
