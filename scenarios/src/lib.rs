@@ -4,13 +4,16 @@
 //! faults and actions, and what each strategy is expected to do. The
 //! [`catalogue`] holds the built-in ones; [`runner`] turns a scenario,
 //! strategy and seed into a simulation (`racksim-sim`) and judges the
-//! verdict against the expectation. The `racksim` binary is the CLI.
+//! verdict against the expectation. The `racksim` binary is the CLI;
+//! [`campaign`] holds the summaries of its sweeps and fuzz runs, and merges
+//! the shards of one.
 //!
 //! Data path: scenario file → [`file::Scenario`] → `sim::RunConfig` (plan,
 //! jitter drawn from the seed) → simulated world → trace → checks → verdict
 //! → [`runner::judge`].
 
 pub mod bench;
+pub mod campaign;
 pub mod catalogue;
 pub mod file;
 pub mod fuzz;

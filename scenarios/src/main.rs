@@ -5,6 +5,7 @@ use std::{path::Path, process::ExitCode, time::Instant};
 
 use clap::{Parser, Subcommand};
 use racksim::{
+    campaign::SweepSummary,
     catalogue,
     file::{self, Scenario, Variant},
     html, report, runner,
@@ -73,11 +74,11 @@ enum Command {
         #[arg(long)]
         jobs: Option<usize>,
         /// Run only shard I of N (0-based): the seeds A+I, A+I+N, ... — so
-        /// a large sweep splits across CI jobs, and their JSON merges. A
-        /// shard does not fail for `some_seeds_violate` (the requirement is
-        /// on the whole range, and one shard may see no violation): its JSON
-        /// says whether it saw one (`some_seeds_violate.met`); the merged
-        /// shards meet it when any shard did.
+        /// a large sweep splits across CI jobs, and `racksim merge` makes
+        /// their JSON the whole sweep's summary. A shard does not fail for
+        /// `some_seeds_violate` (the requirement is on the whole range, and
+        /// one shard may see no violation): its JSON says whether it saw
+        /// one (`some_seeds_violate.met`); the merge judges the range.
         #[arg(long, value_parser = parse_shard)]
         shard: Option<(u64, u64)>,
         /// Print JSON instead of text.
@@ -171,9 +172,10 @@ enum Command {
         #[arg(long)]
         jobs: Option<usize>,
         /// Run only shard I of N (0-based): the seeds A+I, A+I+N, ...
+        /// (`racksim merge` combines the shards' JSON).
         #[arg(long, value_parser = parse_shard)]
         shard: Option<(u64, u64)>,
-        /// Print JSON instead of text (shards' counts add up).
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Run against a deliberately broken reconciler (builds with
@@ -185,6 +187,26 @@ enum Command {
         /// to treat every failure as unlisted.
         #[arg(long, value_name = "PATH|none")]
         known_defects: Option<String>,
+    },
+    /// Merge the `--json` of the shards (`--shard I/N`) of one sweep or one
+    /// fuzz run into the summary the unsharded run prints: the same
+    /// counts, percentiles, failing seeds and replay commands, whatever the
+    /// order of the files. Refuses (and prints nothing else) files of
+    /// different runs (it lists the options that differ), a mix of sweeps
+    /// and fuzz runs, a missing or repeated shard, and a file that is not a
+    /// shard's JSON. See docs/campaigns.md.
+    ///
+    /// Exit status: that of the unsharded run: for a sweep 0 when every run
+    /// met the expectation and the whole range met `some_seeds_violate`, for
+    /// a fuzz run 0 when no failure is unlisted; 1 when not; 3 when some run
+    /// ended in a testbed error; 2 when the files cannot be merged.
+    Merge {
+        /// The shards' JSON files (every shard 0/N..N-1/N once).
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<std::path::PathBuf>,
+        /// Print the merged JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Reduce a failing plan while it still fails the same way (same
     /// invariant, or not converging with the same item missing), and write
@@ -401,6 +423,7 @@ fn main() -> ExitCode {
             json,
             (mutant.as_deref(), known_defects.as_deref()),
         ),
+        Command::Merge { files, json } => merge(&files, json),
         Command::Shrink {
             scenario,
             seed,
@@ -617,35 +640,6 @@ fn print_json_or(json: bool, value: &impl serde::Serialize, text: impl FnOnce() 
     }
 }
 
-/// Summary of a sweep, for `--json`.
-#[derive(serde::Serialize)]
-struct SweepSummary<'a> {
-    scenario: &'a str,
-    strategy: String,
-    seeds: (u64, u64),
-    /// `(I, N)`: this sweep ran shard I of N of the seed range.
-    shard: (u64, u64),
-    runs: usize,
-    converged: usize,
-    violated: std::collections::BTreeMap<&'static str, usize>,
-    as_expected: usize,
-    /// Runs that ended in a testbed error (racksim failed, not the strategy).
-    testbed_errors: usize,
-    ttc_p50_ms: Option<u64>,
-    ttc_p99_ms: Option<u64>,
-    ttc_max_ms: Option<u64>,
-    /// Each run's slowest repair, measured from its fault's end (the
-    /// system's repair time; `ttc` counts from the start of the run).
-    repair_p50_ms: Option<u64>,
-    repair_p99_ms: Option<u64>,
-    repair_max_ms: Option<u64>,
-    /// The expectation's `some_seeds_violate`, judged over the seeds this
-    /// sweep ran (with `--shard`, this shard's seeds only).
-    some_seeds_violate: Option<racksim::matrix::SomeSeeds>,
-    /// Seeds that broke an invariant or missed the expectation, with replay.
-    notable: Vec<(u64, String, String)>,
-}
-
 /// The strategy `name` of `scenario`, which must have an expectation for it.
 fn variant_of(scenario: &Scenario, name: &str, what: &str) -> Result<Variant, String> {
     let variant = scenario
@@ -687,136 +681,8 @@ fn sweep(
     let started = Instant::now();
     let runs = racksim::matrix::run_all(&jobs, threads, &|done| bar.set_position(done as u64));
     bar.finish_and_clear();
-    let mut ttc: Vec<u64> = runs
-        .iter()
-        .filter_map(|r| r.converged_at)
-        .map(|d| d.as_millis() as u64)
-        .collect();
-    ttc.sort();
-    let pct = |p: usize| (!ttc.is_empty()).then(|| ttc[((ttc.len() - 1) * p) / 100]);
-    let mut repair: Vec<u64> = runs
-        .iter()
-        .filter_map(|r| r.slowest_repair)
-        .map(|d| d.as_millis() as u64)
-        .collect();
-    repair.sort();
-    let repair_pct =
-        |p: usize| (!repair.is_empty()).then(|| repair[((repair.len() - 1) * p) / 100]);
-    let mut violated = std::collections::BTreeMap::new();
-    for r in &runs {
-        if let Some(inv) = r.violated {
-            *violated.entry(inv).or_insert(0) += 1;
-        }
-    }
-    let notable: Vec<(u64, String, String)> = runs
-        .iter()
-        .filter_map(|r| {
-            let why = match (&r.judgement, r.violated) {
-                (Err(why), _) => why.clone(),
-                (Ok(()), Some(inv)) => format!("broke {inv}"),
-                (Ok(()), None) => return None,
-            };
-            Some((r.seed, why, runner::replay_command(arg, variant, r.seed)))
-        })
-        .collect();
-    let seeds_desc = match shard {
-        None => format!("seeds {a}..={b}"),
-        Some((i, n)) => format!("seeds {a}..={b} of shard {i}/{n}"),
-    };
-    let some_seeds =
-        racksim::matrix::some_seeds(&scenario.expectations[&variant], &runs, seeds_desc);
-    let summary = SweepSummary {
-        scenario: &scenario.name,
-        strategy: variant.to_string(),
-        seeds: (a, b),
-        shard: (shard_i, shard_n),
-        runs: runs.len(),
-        converged: ttc.len(),
-        violated,
-        as_expected: runs.iter().filter(|r| r.judgement.is_ok()).count(),
-        testbed_errors: runs.iter().filter(|r| r.testbed_error).count(),
-        ttc_p50_ms: pct(50),
-        ttc_p99_ms: pct(99),
-        ttc_max_ms: ttc.last().copied(),
-        repair_p50_ms: repair_pct(50),
-        repair_p99_ms: repair_pct(99),
-        repair_max_ms: repair.last().copied(),
-        some_seeds_violate: some_seeds,
-        notable,
-    };
-    let some_seeds_failure = summary
-        .some_seeds_violate
-        .as_ref()
-        .and_then(racksim::matrix::SomeSeeds::failure);
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&summary).expect("summary serializes")
-        );
-    } else {
-        let ms = |v: Option<u64>| {
-            v.map(|ms| fmt_duration(std::time::Duration::from_millis(ms)))
-                .unwrap_or_else(|| "-".into())
-        };
-        println!(
-            "sweep: {} --strategy {variant}, seeds {a}..{b}{}",
-            scenario.name,
-            shard
-                .map(|(i, n)| format!(", shard {i}/{n}"))
-                .unwrap_or_default()
-        );
-        println!("runs: {}", summary.runs);
-        println!("converged: {}", summary.converged);
-        if summary.violated.is_empty() {
-            println!("invariant violations: none");
-        }
-        for (inv, n) in &summary.violated {
-            println!(
-                "invariant violations: {inv}: {n} of {} ({:.1}%)",
-                summary.runs,
-                100.0 * *n as f64 / summary.runs as f64
-            );
-        }
-        println!(
-            "expectation held: {} of {}",
-            summary.as_expected, summary.runs
-        );
-        match summary.testbed_errors {
-            0 => println!("testbed errors: none"),
-            n => println!(
-                "testbed errors: {n} of {} (failures of racksim itself, not of the strategy; exit status {TESTBED_ERROR_EXIT})",
-                summary.runs
-            ),
-        }
-        println!(
-            "slowest repair: p50 {}, p99 {}, max {} (each fault from its end)",
-            ms(summary.repair_p50_ms),
-            ms(summary.repair_p99_ms),
-            ms(summary.repair_max_ms)
-        );
-        println!(
-            "time to converge: p50 {}, p99 {}, max {} (from the start; at least the last plan step)",
-            ms(summary.ttc_p50_ms),
-            ms(summary.ttc_p99_ms),
-            ms(summary.ttc_max_ms)
-        );
-        for (seed, why, replay) in summary.notable.iter().take(20) {
-            println!("seed {seed}: {why}\n  replay: {replay}");
-        }
-        if summary.notable.len() > 20 {
-            println!(
-                "... and {} more (--json lists them all)",
-                summary.notable.len() - 20
-            );
-        }
-        if let Some(why) = &some_seeds_failure {
-            if shard.is_some() {
-                println!("note: {why} (a shard is not judged on this; merge the shards' JSON)");
-            } else {
-                println!("unexpected: {} / {variant}: {why}", scenario.name);
-            }
-        }
-    }
+    let summary = SweepSummary::of(&scenario, arg, variant, (a, b), shard, &runs);
+    print_json_or(json, &summary, || summary.text(shard.is_some()));
     eprintln!(
         "{} runs on {threads} threads in {:.1} s",
         summary.runs,
@@ -847,9 +713,8 @@ fn sweep(
     }
     // One shard's seeds need not include a violating one: the merged shards
     // decide `some_seeds_violate` (see --shard).
-    let seeds_met = shard.is_some() || some_seeds_failure.is_none();
     Ok(Status::of(
-        summary.as_expected == summary.runs && seeds_met,
+        summary.passed(shard.is_some()),
         summary.testbed_errors,
     ))
 }
@@ -1198,6 +1063,22 @@ fn fuzz(
     // Listed failures are recorded defects, not news: only an unlisted one
     // fails the command (and a testbed error, which is never listed, wins).
     Ok(Status::of(summary.unlisted == 0, summary.testbed_errors))
+}
+
+fn merge(files: &[std::path::PathBuf], json: bool) -> Result<Status, String> {
+    let merged = racksim::campaign::merge_files(files)?;
+    if json {
+        println!("{}", merged.json());
+    } else {
+        print!("{}", merged.text());
+    }
+    eprintln!(
+        "merged {} shards of {}: {} runs (the shards' wall-clock times are not in their JSON)",
+        files.len(),
+        merged.campaign().command,
+        merged.runs()
+    );
+    Ok(Status::of(merged.passed(), merged.testbed_errors()))
 }
 
 fn shrink(

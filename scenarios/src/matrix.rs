@@ -12,7 +12,7 @@ use std::{
 };
 
 use racksim_sim::{trace::fmt_duration, ControlPlaneEra, Era, InstanceEra};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     file::{Expectation, Scenario, Variant},
@@ -187,7 +187,7 @@ pub struct Unexpected {
 /// true` says at least one must end without converging, for a reason the
 /// verdict texts allow. The matrix, the sweep and the test suite all judge
 /// them here.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SomeSeeds {
     /// The seeds it was judged over, e.g. `seeds 1..=32`.
     pub seeds: String,
@@ -203,7 +203,7 @@ pub struct SomeSeeds {
 }
 
 /// One invariant of `some_seeds_violate`, judged.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Violating {
     pub invariant: String,
     /// How many runs broke it.

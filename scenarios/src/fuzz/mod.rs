@@ -26,9 +26,10 @@ use racksim_sim::{
     rack::RackSpec, Action, At, InstanceSpec, Plan, RunOutcome, Step, Strategy, Verdict,
 };
 use rand::{rngs::SmallRng, Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
+    campaign::Campaign,
     file::{self, write, Expectation, Outcome, Scenario, Variant},
     matrix, runner,
 };
@@ -644,9 +645,12 @@ pub fn shard_seeds((a, b): (u64, u64), (i, n): (u64, u64)) -> Vec<u64> {
 }
 
 /// A fuzz sweep's results, for text and `--json`. The counts of shards of
-/// one range add up to the counts of the whole range.
-#[derive(Clone, Debug, Serialize)]
+/// one range add up to the counts of the whole range (`racksim merge`,
+/// [`crate::campaign`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Which run this is (what `racksim merge` checks its shards share).
+    pub campaign: Campaign,
     pub rack: String,
     pub strategy: String,
     pub start: String,
@@ -677,12 +681,12 @@ pub struct Summary {
     pub failures: Vec<FailingSeed>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailingSeed {
     pub seed: u64,
     pub failure: String,
     /// `listed`, `unlisted` or `testbed-error`.
-    pub status: &'static str,
+    pub status: String,
     /// The known defects that explain it (when listed).
     pub defects: Vec<String>,
     /// What no known defect explains (when unlisted): the gaps, or the
@@ -698,7 +702,7 @@ impl FailingSeed {
     /// The seed's label in text: its defect ids, `UNLISTED` or `TESTBED
     /// ERROR`.
     pub fn label(&self) -> String {
-        match self.status {
+        match self.status.as_str() {
             "listed" => self.defects.join(" + "),
             "unlisted" => "UNLISTED".into(),
             _ => "TESTBED ERROR".into(),
@@ -756,7 +760,7 @@ pub fn summarise(
             Some(FailingSeed {
                 seed,
                 failure: failure.to_string(),
-                status,
+                status: status.to_string(),
                 defects,
                 unexplained,
                 replay: format!(
@@ -783,6 +787,13 @@ pub fn summarise(
     }
     let count = |status| failures.iter().filter(|f| f.status == status).count();
     Summary {
+        campaign: Campaign::fuzz(
+            opts,
+            range,
+            mutant.map(|m| m.to_string()),
+            known.name(),
+            &format!("{}{mutant_flag}{known_flag}", opts.flags()),
+        ),
         rack: opts.rack.clone(),
         strategy: opts.strategy.to_string(),
         start: opts.start.to_string(),
