@@ -27,5 +27,6 @@ pub mod sled_agent {
     progenitor::generate_api!(
         spec = "../openapi/reference/upstream/sled-agent-48.0.0-808ec1.json",
         interface = Positional,
+        derives = [PartialEq],
     );
 }
