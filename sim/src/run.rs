@@ -52,13 +52,17 @@ const TIMED_CHECK_PERIOD: Duration = Duration::from_secs(1);
 ///   is its own), in an order drawn from the seed (turmoil's
 ///   `enable_random_order`); a tick costs the same whether anything
 ///   happens or not, so an idle rack costs as much as a busy one.
-/// * Messages are delivered at tick boundaries: a hop's latency (drawn
-///   at nanosecond resolution in both modes, see vendor/turmoil/PATCH.md)
-///   rounds up to the tick, so with a 1 ms tick an in-rack hop costs one
-///   to two ticks instead of 50 µs..1 ms. Loopback traffic arrives a tick
-///   late.
-/// * Timers fire at their millisecond inside a host's tick, but what they
-///   send leaves at the next tick boundary.
+/// * Messages are delivered at tick boundaries: a message reaches its
+///   host at the start of that host's turn in the first tick after its
+///   latency (drawn at nanosecond resolution in both modes, see
+///   vendor/turmoil/PATCH.md) has passed, so with a 1 ms tick an in-rack
+///   hop costs one to two ticks instead of 50 µs..1 ms. Loopback traffic
+///   arrives a tick late.
+/// * Timers fire at their millisecond inside a host's tick (tokio's own
+///   granularity); what they send waits for a tick boundary as above.
+/// * The world the driver observes after a tick is stamped with the
+///   tick's start (the `drained` instant), up to a tick before the host's
+///   own stamp of the change.
 /// * Plan steps act between ticks, at the first tick boundary at or after
 ///   their drawn instant (they are stamped with that boundary), always
 ///   before the hosts' work of the tick that follows (event-driven runs
