@@ -114,21 +114,32 @@ enum Command {
     ///
     /// Simulated and wall time, their ratio, driver steps, hosts and peak RSS
     /// for a fixed set of workloads, each in its own child process, as the
-    /// median and spread (min..max) over repetitions.
+    /// median and spread (min..max) over repetitions. With --engine both,
+    /// each workload also runs on turmoil's stock tick engine (1 ms tick),
+    /// and the two wall times and their ratio print side by side.
     Bench {
         /// Print one JSON document instead of the table.
         #[arg(long)]
         json: bool,
-        /// Repetitions of each workload (default 5; 1 with --quick).
+        /// Repetitions of each workload (default 5 on the event-driven
+        /// engine, 1 on the tick engine; 1 with --quick).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
         reps: Option<u64>,
-        /// Fewer repetitions and a 100-seed sweep instead of 1,000.
+        /// Fewer repetitions and a 100-seed sweep instead of 1,000 (the tick
+        /// engine: 2 seeds instead of 10, 1-minute racks instead of 2).
         #[arg(long)]
         quick: bool,
         /// Only these workloads (repeatable): madrid-legacy, madrid-sled-task,
-        /// race-naive, race-saga, rack-8, rack-16, rack-32, madrid-sweep.
+        /// race-naive, race-saga, rack-8, rack-16, rack-32, rack-32-2h,
+        /// rack-32-8h, madrid-sweep.
         #[arg(long)]
         only: Vec<String>,
+        /// The engine(s) to measure: racksim's event-driven one, turmoil's
+        /// stock tick engine with a 1 ms tick (workloads too long for it
+        /// run reduced, or are skipped, as the output says), or both side
+        /// by side.
+        #[arg(long, value_enum, default_value = "event-driven")]
+        engine: racksim::bench::Engines,
     },
     /// Swarm fuzzing: each seed draws a whole fault plan (which kinds of
     /// fault at all, how many, when, how long, on which hosts; instance
@@ -264,6 +275,13 @@ enum Command {
         /// Seeds of the sweep workload.
         #[arg(long, default_value_t = racksim::bench::SWEEP_SEEDS)]
         seeds: u64,
+        /// The engine to run it on.
+        #[arg(long, value_enum, default_value = "event-driven")]
+        engine: racksim::bench::EngineName,
+        /// Simulated seconds of a single run instead of the workload's own
+        /// (a reduced form).
+        #[arg(long)]
+        sim_secs: Option<u64>,
     },
     /// Run a scenario: print the seed and options, the trace, the verdict.
     ///
@@ -392,8 +410,22 @@ fn main() -> ExitCode {
             reps,
             quick,
             only,
-        } => bench(json, reps, quick, only).map(Status::from),
-        Command::BenchOne { workload, seeds } => bench_one(&workload, seeds).map(Status::from),
+            engine,
+        } => bench(json, reps, quick, only, engine).map(Status::from),
+        Command::BenchOne {
+            workload,
+            seeds,
+            engine,
+            sim_secs,
+        } => bench_one(
+            &workload,
+            engine,
+            racksim::bench::Form {
+                seeds,
+                sim_time: sim_secs.map(std::time::Duration::from_secs),
+            },
+        )
+        .map(Status::from),
         Command::Serve {
             scenario,
             strategy,
@@ -953,7 +985,13 @@ fn write_records(
     out.flush()
 }
 
-fn bench(json: bool, reps: Option<u64>, quick: bool, only: Vec<String>) -> Result<bool, String> {
+fn bench(
+    json: bool,
+    reps: Option<u64>,
+    quick: bool,
+    only: Vec<String>,
+    engines: racksim::bench::Engines,
+) -> Result<bool, String> {
     use racksim::bench;
     if cfg!(debug_assertions) {
         eprintln!(
@@ -968,8 +1006,10 @@ fn bench(json: bool, reps: Option<u64>, quick: bool, only: Vec<String>) -> Resul
     };
     let opts = bench::Options {
         reps: reps.map(|r| r as usize).unwrap_or(default_reps),
+        tick_reps: reps.map(|r| r as usize).unwrap_or(bench::TICK_REPS),
         quick,
         only,
+        engines,
     };
     let exe = std::env::current_exe().map_err(|e| format!("error: current exe: {e}"))?;
     let report = bench::run(&exe, &opts)?;
@@ -984,8 +1024,12 @@ fn bench(json: bool, reps: Option<u64>, quick: bool, only: Vec<String>) -> Resul
     Ok(true)
 }
 
-fn bench_one(workload: &str, seeds: u64) -> Result<bool, String> {
-    let sample = racksim::bench::measure(workload, seeds)?;
+fn bench_one(
+    workload: &str,
+    engine: racksim::bench::EngineName,
+    form: racksim::bench::Form,
+) -> Result<bool, String> {
+    let sample = racksim::bench::measure(workload, engine, form)?;
     println!(
         "{}",
         serde_json::to_string(&sample).expect("sample serializes")

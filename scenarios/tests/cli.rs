@@ -201,11 +201,90 @@ fn bench_json_has_every_requested_workload_with_sane_figures() {
             assert!(w["peak_rss_mib"]["max"].as_f64().unwrap() > 0.0, "{w}");
         }
         assert!(w["seeds_per_minute"].is_null(), "{w}");
+        // The default engine, as listed, and nothing to compare.
+        assert_eq!(w["engine"], "event-driven", "{w}");
+        assert_eq!(w["form"], "as listed", "{w}");
+        assert_eq!(w["samples"][0]["engine"], "event-driven", "{w}");
     }
+    assert_eq!(report["engines"], "event-driven");
+    assert!(report["comparisons"].as_array().unwrap().is_empty());
+    assert!(report["skipped"].as_array().unwrap().is_empty());
     // Every N-sled rack simulates the same fixed time.
     let rack = workloads.iter().find(|w| w["name"] == "rack-8").unwrap();
     assert_eq!(rack["sim_secs"], 1800.0);
     assert_eq!(rack["outcome"], "converged, held to the end");
+}
+
+#[test]
+fn bench_on_both_engines_runs_the_same_form_to_the_same_verdict() {
+    // rack-8 on the tick engine runs a reduced form (with --quick one
+    // simulated minute, a few seconds of wall time); timings are printed,
+    // never asserted.
+    let (code, out, err) = racksim(&[
+        "bench", "--engine", "both", "--quick", "--only", "rack-8", "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["engines"], "both");
+    assert_eq!(report["tick_secs"], 0.001);
+    let measured: Vec<(&str, &str)> = report["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            assert_eq!(w["name"], "rack-8", "{w}");
+            for s in w["samples"].as_array().unwrap() {
+                assert_eq!(s["engine"], w["engine"], "{w}");
+            }
+            (w["engine"].as_str().unwrap(), w["form"].as_str().unwrap())
+        })
+        .collect();
+    let reduced = "1m simulated (listed: 30m)";
+    assert_eq!(
+        measured,
+        [
+            ("event-driven", "as listed"),
+            ("event-driven", reduced),
+            ("tick", reduced)
+        ]
+    );
+    // The reduced form simulates one minute on both engines; the tick
+    // engine's driver steps are its ticks.
+    let workloads = report["workloads"].as_array().unwrap();
+    for w in &workloads[1..] {
+        assert_eq!(w["sim_secs"], 60.0, "{w}");
+        assert_eq!(w["outcome"], "converged, held to the end", "{w}");
+    }
+    assert_eq!(workloads[2]["events"], 60_000);
+    let comparisons = report["comparisons"].as_array().unwrap();
+    assert_eq!(comparisons.len(), 1, "{comparisons:?}");
+    let c = &comparisons[0];
+    assert_eq!(c["workload"], "rack-8");
+    assert_eq!(c["form"], reduced);
+    assert_eq!(c["event_driven_outcome"], c["tick_outcome"]);
+    assert_eq!(c["verdict_matched"], true);
+    assert!(c["ratio"].as_f64().unwrap() > 0.0, "{c}");
+
+    // A workload too long for the tick engine is skipped, with its reason.
+    let (code, out, err) = racksim(&[
+        "bench",
+        "--engine",
+        "tick",
+        "--only",
+        "rack-32-8h",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        report["workloads"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{report}");
+    assert_eq!(skipped[0]["workload"], "rack-32-8h");
+    assert_eq!(skipped[0]["engine"], "tick");
+    assert!(skipped[0]["reason"].as_str().unwrap().contains("rack-32"));
 }
 
 #[test]

@@ -79,5 +79,5 @@ pub mod world;
 pub use era::{ControlPlaneEra, Era, InstanceEra};
 pub use plan::{Action, At, Plan, Step, Strategy};
 pub use rack::RackSpec;
-pub use run::{run, RunConfig, RunOutcome, Verdict};
+pub use run::{run, Engine, RunConfig, RunOutcome, Verdict};
 pub use world::InstanceSpec;

@@ -39,6 +39,64 @@ pub const MAX_LATENCY: Duration = Duration::from_millis(1);
 /// else happens.
 const TIMED_CHECK_PERIOD: Duration = Duration::from_secs(1);
 
+/// How simulated time advances (docs/decisions/0001-time-model.md).
+///
+/// Every run racksim reports — scenarios, sweeps, snapshots — is
+/// [`Engine::EventDriven`]. [`Engine::Tick`] is turmoil's stock tick
+/// engine, kept as a peer to measure against (`racksim bench --engine`);
+/// it runs the same rack, software and checks, but a run on it is a
+/// different run (other instants, other interleavings), not a replay of
+/// the event-driven one. Where it differs:
+///
+/// * Every host runs once per tick on its own runtime (each host's clock
+///   is its own), in an order drawn from the seed (turmoil's
+///   `enable_random_order`); a tick costs the same whether anything
+///   happens or not, so an idle rack costs as much as a busy one.
+/// * Messages are delivered at tick boundaries: a message reaches its
+///   host at the start of that host's turn in the first tick after its
+///   latency (drawn at nanosecond resolution in both modes, see
+///   vendor/turmoil/PATCH.md) has passed, so with a 1 ms tick an in-rack
+///   hop costs one to two ticks instead of 50 µs..1 ms. Loopback traffic
+///   arrives a tick late.
+/// * Timers fire at their millisecond inside a host's tick (tokio's own
+///   granularity); what they send waits for a tick boundary as above.
+/// * The world the driver observes after a tick is stamped with the
+///   tick's start (the `drained` instant), up to a tick before the host's
+///   own stamp of the change.
+/// * Plan steps act between ticks, at the first tick boundary at or after
+///   their drawn instant (they are stamped with that boundary), always
+///   before the hosts' work of the tick that follows (event-driven runs
+///   draw that order from the seed); the driver's checks look at the world
+///   after every tick.
+/// * The driver counts ticks as its steps ([`RunOutcome::events`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// racksim's patch: time jumps from one timer or delivery to the next.
+    #[default]
+    EventDriven,
+    /// turmoil's stock engine, stepping by this tick.
+    Tick(Duration),
+}
+
+impl Engine {
+    /// `event-driven`, or `tick` (the tick length is not part of the name).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Engine::EventDriven => "event-driven",
+            Engine::Tick(_) => "tick",
+        }
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Engine::EventDriven => f.write_str("event-driven"),
+            Engine::Tick(t) => write!(f, "tick ({})", fmt_duration(*t)),
+        }
+    }
+}
+
 /// Everything a run depends on besides the code.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -76,6 +134,9 @@ pub struct RunConfig {
     /// The widest window of one NAT statement ([`RunParams::nat_window`]);
     /// zero by default.
     pub nat_window: Duration,
+    /// How time advances: event-driven unless a benchmark asks for the
+    /// tick engine ([`Engine`]).
+    pub engine: Engine,
 }
 
 impl RunConfig {
@@ -104,6 +165,7 @@ impl RunConfig {
             sabotage: None,
             recheck_every_event: false,
             nat_window: Duration::ZERO,
+            engine: Engine::EventDriven,
         }
     }
 
@@ -681,18 +743,28 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     crate::testbed::clear_panic();
     // The reconciler's log events become trace lines, for this run only.
     let _logging = crate::logging::install(&world);
-    let sim = turmoil::Builder::new()
+    let mut builder = turmoil::Builder::new();
+    builder
         .rng_seed(cfg.seed)
         .epoch(epoch())
-        // Event-driven: time jumps from one timer or delivery to the next;
-        // see docs/decisions/0001-time-model.md.
-        .event_driven(true)
         .ip_version(turmoil::IpVersion::V6)
         .min_message_latency(MIN_LATENCY)
         .max_message_latency(MAX_LATENCY)
         // The driver enforces the deadline; turmoil's own limit is a backstop.
-        .simulation_duration(cfg.deadline + Duration::from_secs(3600))
-        .build();
+        .simulation_duration(cfg.deadline + Duration::from_secs(3600));
+    match cfg.engine {
+        // Event-driven: time jumps from one timer or delivery to the next;
+        // see docs/decisions/0001-time-model.md.
+        Engine::EventDriven => builder.event_driven(true),
+        // turmoil as published (see `Engine` for what differs); hosts
+        // ready in a tick run in a seeded order, not registration order.
+        Engine::Tick(tick) => builder
+            .event_driven(false)
+            .tick_duration(tick)
+            .enable_random_order(),
+    };
+    let tick_mode = matches!(cfg.engine, Engine::Tick(_));
+    let sim = builder.build();
     let mut driver = Driver {
         sim,
         world: world.clone(),
@@ -807,9 +879,11 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         // without time passing; a message sent then arrives later.) Steps
         // at 0s are the exception: they are the rack's condition as it
         // boots (madrid's hidden switch, a stale entry already in the
-        // ASIC), so they act before any host's software starts.
+        // ASIC), so they act before any host's software starts. On the
+        // tick engine a step cannot run "what is due now" without moving
+        // time a tick, so steps always act between ticks, before the next.
         if pending.peek().is_some_and(|s| s.at <= now) {
-            if now > Duration::ZERO && plan_order.random_bool(0.5) {
+            if now > Duration::ZERO && !tick_mode && plan_order.random_bool(0.5) {
                 // The hosts first: run what is due now, time stays put.
                 if let Err(e) = step_hosts(&mut driver, &world, now) {
                     break e;
@@ -826,6 +900,9 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         if let Some(step) = pending.peek() {
             limit = limit.min(step.at);
         }
+        // (On the tick engine `step_until` is one tick whatever `limit`:
+        // the loop comes round every tick and acts at the first one at or
+        // after each of these instants.)
         events += 1;
         drained = now;
         if let Err(e) = step_hosts(&mut driver, &world, limit) {
