@@ -5,9 +5,16 @@
 //! interface). This crate exists for its tests: they drive live mode's
 //! fakes with what upstream's own code would send.
 
+/// What the generated code names `progenitor::progenitor_client`: the
+/// runtime, without the `progenitor` facade crate (see `Cargo.toml`).
+mod progenitor {
+    pub use progenitor_client;
+}
+
 /// dendrite's dpd 13.0.0.
 pub mod dpd {
-    progenitor::generate_api!(
+    use crate::progenitor;
+    progenitor_macro::generate_api!(
         spec = "../openapi/reference/upstream/dpd-13.0.0-5db8bd.json",
         interface = Positional,
         derives = [PartialEq],
@@ -16,7 +23,8 @@ pub mod dpd {
 
 /// omicron's management gateway (MGS) 3.0.0.
 pub mod mgs {
-    progenitor::generate_api!(
+    use crate::progenitor;
+    progenitor_macro::generate_api!(
         spec = "../openapi/reference/upstream/gateway-3.0.0-dacda2.json",
         interface = Positional,
     );
@@ -24,7 +32,8 @@ pub mod mgs {
 
 /// omicron's sled-agent 48.0.0.
 pub mod sled_agent {
-    progenitor::generate_api!(
+    use crate::progenitor;
+    progenitor_macro::generate_api!(
         spec = "../openapi/reference/upstream/sled-agent-48.0.0-808ec1.json",
         interface = Positional,
         derives = [PartialEq],
