@@ -403,35 +403,12 @@ fn rust_log_never_changes_stdout() {
     assert!(stderr.contains("NAT plan computed"), "{stderr}");
 }
 
-/// A race scenario whose plan races nothing: no seed can break the
-/// invariant its `some_seeds_violate` names.
-const NO_RACE: &str = r#"name = "no-race"
-description = "a create and nothing else"
-kind = "instances"
-rack = "madrid"
-ntp_return_switch = "switch0"
-
-[[instance]]
-name = "web1"
-
-[[step]]
-at = "1m"
-action = "instance-create"
-instance = "web1"
-sled = "sled2"
-
-[expect.naive]
-outcome = "any"
-deadline = "3m"
-some_seeds_violate = "no-state-after-delete"
-"#;
-
 #[test]
 fn a_sweep_where_no_seed_breaks_the_race_invariant_is_not_as_expected() {
     let dir = common::scratch("no-race");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("no-race.toml");
-    std::fs::write(&path, NO_RACE).unwrap();
+    std::fs::write(&path, common::NO_RACE).unwrap();
     let path = path.to_str().unwrap();
 
     let (code, out, err) = racksim(&["sweep", path, "--strategy", "naive", "--seeds", "1..2"]);

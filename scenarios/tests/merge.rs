@@ -184,30 +184,7 @@ fn some_seeds_violate_is_judged_over_the_whole_range() {
 fn a_merge_fails_where_the_whole_range_misses_some_seeds_violate() {
     let dir = dir("merge-no-race");
     let path = dir.join("no-race.toml");
-    std::fs::write(
-        &path,
-        r#"name = "no-race"
-description = "a create and nothing else"
-kind = "instances"
-rack = "madrid"
-ntp_return_switch = "switch0"
-
-[[instance]]
-name = "web1"
-
-[[step]]
-at = "1m"
-action = "instance-create"
-instance = "web1"
-sled = "sled2"
-
-[expect.naive]
-outcome = "any"
-deadline = "3m"
-some_seeds_violate = "no-state-after-delete"
-"#,
-    )
-    .unwrap();
+    std::fs::write(&path, common::NO_RACE).unwrap();
     let path = path.to_str().unwrap();
     let args = ["sweep", path, "--strategy", "naive", "--seeds", "1..3"];
     let files = shards(&dir, "no-race", &args, 3, &[0]);
