@@ -22,13 +22,13 @@ use dropshot::{
     TypedBody, VersionPolicy, WhichPage,
 };
 use http::HeaderName;
-use racksim_reconciler::{
+use racksim_wire::{
     dpd::{self, Ipv4Nat, Ipv6Nat, NatTarget, SwitchIdentifiers},
-    instances::{
-        VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmStateRequest,
-        SLED_AGENT_API_VERSION,
-    },
     mgs::{self, SpIdentifier},
+    sled_agent::{
+        VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmStateRequest,
+        API_VERSION as SLED_AGENT_API_VERSION,
+    },
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -32,7 +32,8 @@ use std::{
 };
 
 use http::{Method, StatusCode};
-use racksim_reconciler::dpd::{
+pub use racksim_wire::dpd::SwitchIdentifiersV1;
+use racksim_wire::dpd::{
     Ipv4Nat, Ipv6Nat, NatTarget, ResultsPage, SwitchIdentifiers, API_VERSION, MAX_VNI,
 };
 
@@ -59,41 +60,9 @@ pub fn page_items(limit: Option<u32>) -> usize {
 /// `dpd-api/src/lib.rs`).
 pub const VERSION_DUAL_STACK_NAT_WORKFLOW: semver::Version = semver::Version::new(2, 0, 0);
 /// dpd-api's `VERSION_ASIC_DETAILS`: from it, `/switch/identifiers` carries
-/// `lotnum` and `fuse`; before it, the initial shape without them.
+/// `lotnum` and `fuse`; before it, the initial shape without them
+/// ([`SwitchIdentifiersV1`]).
 pub const VERSION_ASIC_DETAILS: semver::Version = semver::Version::new(10, 0, 0);
-
-/// `/switch/identifiers` before [`VERSION_ASIC_DETAILS`] (dpd-types'
-/// `v1::switch_identifiers::SwitchIdentifiers`).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct SwitchIdentifiersV1 {
-    pub sidecar_id: String,
-    pub asic_backend: String,
-    pub fab: Option<char>,
-    pub lot: Option<char>,
-    pub wafer: Option<u8>,
-    pub wafer_loc: Option<[i16; 2]>,
-    pub model: String,
-    pub revision: u32,
-    pub serial: String,
-    pub slot: u16,
-}
-
-impl From<SwitchIdentifiers> for SwitchIdentifiersV1 {
-    fn from(s: SwitchIdentifiers) -> Self {
-        SwitchIdentifiersV1 {
-            sidecar_id: s.sidecar_id,
-            asic_backend: s.asic_backend,
-            fab: s.fab,
-            lot: s.lot,
-            wafer: s.wafer,
-            wafer_loc: s.wafer_loc,
-            model: s.model,
-            revision: s.revision,
-            serial: s.serial,
-            slot: s.slot,
-        }
-    }
-}
 
 /// A change made to a NAT table: what a trace records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -291,9 +260,8 @@ impl DpdState {
     /// changeset.
     pub fn apply_nat_change(
         &mut self,
-        c: &racksim_reconciler::instances::NatEntryView,
+        c: &racksim_wire::nexus::NatEntryView,
     ) -> Vec<Result<NatChange, String>> {
-        let entry = c.entry();
         let mut done = Vec::new();
         if c.deleted {
             if c.first_port > c.last_port {
@@ -324,14 +292,14 @@ impl DpdState {
         let at_key = self
             .ipv4_get(c.external_address, c.first_port)
             .filter(|e| e.low == c.first_port);
-        let wanted = entry.to_dpd();
+        let wanted = c.to_dpd();
         match at_key {
             Some(e) if e == wanted => return done,
             Some(_) => done.extend(self.ipv4_delete(c.external_address, c.first_port).map(Ok)),
             None => {}
         }
         let (ip, first, last) = (c.external_address, c.first_port, c.last_port);
-        let mut created = self.ipv4_create(ip, first, last, entry.target);
+        let mut created = self.ipv4_create(ip, first, last, c.target());
         if matches!(created, Err(NatError::Conflict)) {
             let overlapping: Vec<u16> = self
                 .ipv4_entries()
@@ -342,7 +310,7 @@ impl DpdState {
             for low in overlapping {
                 done.extend(self.ipv4_delete(ip, low).map(Ok));
             }
-            created = self.ipv4_create(ip, first, last, entry.target);
+            created = self.ipv4_create(ip, first, last, c.target());
         }
         match created {
             Ok(change) => done.extend(change.map(Ok)),

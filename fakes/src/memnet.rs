@@ -25,10 +25,10 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::{body::Incoming, service::service_fn};
 use hyper_util::rt::TokioIo;
-use racksim_reconciler::{
-    dpd::{Ipv4Nat, NatTarget},
-    instances::{VirtualNetworkInterfaceHost, VmmInfo, SLED_AGENT_PORT},
-    DPD_PORT, MGS_PORT,
+use racksim_wire::{
+    dpd::{Ipv4Nat, MacAddr, NatTarget},
+    sled_agent::{VirtualNetworkInterfaceHost, VmmInfo},
+    DPD_PORT, MGS_PORT, SERVICES_VNI, SLED_AGENT_PORT,
 };
 use serde_json::json;
 
@@ -369,7 +369,7 @@ impl MemNet {
 pub fn service_target(sled: u16) -> NatTarget {
     NatTarget {
         internal_ip: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, sled, 0, 0, 0, 1),
-        inner_mac: racksim_reconciler::dpd::MacAddr::new([
+        inner_mac: MacAddr::new([
             0xa8,
             0x40,
             0x25,
@@ -377,7 +377,7 @@ pub fn service_target(sled: u16) -> NatTarget {
             0x00,
             u8::try_from(sled).expect("test sleds are numbered below 256"),
         ]),
-        vni: racksim_reconciler::SERVICES_VNI,
+        vni: SERVICES_VNI,
     }
 }
 

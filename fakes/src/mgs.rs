@@ -10,7 +10,7 @@
 //! know.
 
 use http::Method;
-use racksim_reconciler::mgs::{PowerState, SpIdentifier, SpType, API_VERSION};
+use racksim_wire::mgs::{PowerState, SpIdentifier, SpType, API_VERSION};
 
 use crate::http::{ApiError, ApiRequest, ApiResponse};
 

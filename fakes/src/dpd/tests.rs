@@ -1,9 +1,9 @@
 use std::net::Ipv6Addr;
 
 use http::{Method, StatusCode};
-use racksim_reconciler::{
+use racksim_wire::{
     dpd::{Ipv4Nat, Ipv6Nat, MacAddr, ResultsPage},
-    instances::NatEntryView,
+    nexus::NatEntryView,
 };
 
 use super::*;
@@ -301,7 +301,7 @@ fn changes_are_applied_as_dendrite_does() {
     );
     assert_eq!(
         dpd.ipv4_entries()[0].target,
-        nat_change(0, 99, 2, 3, false).entry().target
+        nat_change(0, 99, 2, 3, false).target()
     );
     // An overlapping range at another key: the overlapping entry is
     // cleared and the change set, as dendrite does on a conflict.
@@ -315,7 +315,7 @@ fn changes_are_applied_as_dendrite_does() {
     );
     assert_eq!(
         dpd.ipv4_entries(),
-        vec![nat_change(50, 150, 3, 4, false).entry().to_dpd()]
+        vec![nat_change(50, 150, 3, 4, false).to_dpd()]
     );
     // A removal clears the entry at its key, whatever its target.
     let ops = dpd.apply_nat_change(&nat_change(50, 150, 1, 5, true));
