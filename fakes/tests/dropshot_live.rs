@@ -194,7 +194,7 @@ async fn dpd_pages_hold_64_and_ipv6_tokens_round_trip() {
     // And one address's entries, percent-encoded in the path.
     let (s, body) = call(addr, "GET", "/nat/ipv6/fd00%3A%3A7", V, None).await;
     assert_eq!((s, body["items"].as_array().unwrap().len()), (200, 1));
-    assert_eq!(ctx.lock().ipv6_entries().len(), 70);
+    assert_eq!(ctx.lock().entries::<Ipv6Addr>().len(), 70);
     server.close().await.unwrap();
 }
 

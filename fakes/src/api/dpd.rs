@@ -15,14 +15,14 @@ use dropshot::{
 };
 use racksim_wire::dpd::{self, Ipv4Nat, Ipv6Nat, NatTarget, SwitchIdentifiers};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use super::{
     context::Shared,
     server::{document, start, ServeError},
 };
 use crate::{
-    dpd::{page_items, DpdState, NatChange},
+    dpd::{page_items, DpdState, Family, NatChange, NatError},
     http::ApiError,
     upstream::Service,
 };
@@ -69,16 +69,11 @@ pub struct NatIpv6RangePath {
     pub high: u16,
 }
 
-/// Page token of the address lists: the last address of the page.
+/// Page token of the address lists (`/nat/ipv4`, `/nat/ipv6`): the last
+/// address of the page.
 #[derive(Deserialize, Serialize)]
-pub struct Ipv4Token {
-    pub ip: Ipv4Addr,
-}
-
-/// Page token of the address lists: the last address of the page.
-#[derive(Deserialize, Serialize)]
-pub struct Ipv6Token {
-    pub ip: Ipv6Addr,
+pub struct AddressToken<A> {
+    pub ip: A,
 }
 
 /// Page token of one address' entries: the low port of the last entry.
@@ -96,7 +91,7 @@ pub trait DpdApi {
     #[endpoint { method = GET, path = "/nat/ipv4" }]
     async fn nat_ipv4_addresses_list(
         rqctx: RequestContext<Self::Context>,
-        query: Query<PaginationParams<EmptyScanParams, Ipv4Token>>,
+        query: Query<PaginationParams<EmptyScanParams, AddressToken<Ipv4Addr>>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv4Addr>>, HttpError>;
 
     /// Clear all IPv4 NAT mappings.
@@ -139,7 +134,7 @@ pub trait DpdApi {
     #[endpoint { method = GET, path = "/nat/ipv6" }]
     async fn nat_ipv6_addresses_list(
         rqctx: RequestContext<Self::Context>,
-        query: Query<PaginationParams<EmptyScanParams, Ipv6Token>>,
+        query: Query<PaginationParams<EmptyScanParams, AddressToken<Ipv6Addr>>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv6Addr>>, HttpError>;
 
     /// Clear all IPv6 NAT mappings.
@@ -278,29 +273,94 @@ fn limit<C: dropshot::ServerContext, K: Token>(
     Ok(page_items(Some(rqctx.page_limit(pag)?.get())))
 }
 
+// The NAT handlers, written once over the address family: each
+// `nat_ipv4_*` / `nat_ipv6_*` endpoint of `DpdImpl` takes its path apart
+// and calls one of these, as dendrite serves both families alike.
+
+async fn addresses_list<A: Family + JsonSchema + Serialize + DeserializeOwned>(
+    rqctx: RequestContext<DpdContext>,
+    query: Query<PaginationParams<EmptyScanParams, AddressToken<A>>>,
+) -> Result<HttpResponseOk<ResultsPage<A>>, HttpError> {
+    rqctx.context().meet_fault("dpd").await?;
+    let pag = query.into_inner();
+    let n = limit(&rqctx, &pag)?;
+    let items = rqctx
+        .context()
+        .lock()
+        .addresses_page(after(&pag, |t| t.ip), n);
+    nat_page(items, |ip| AddressToken { ip: *ip })
+}
+
+async fn reset<A: Family>(
+    rqctx: RequestContext<DpdContext>,
+) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+    rqctx.context().meet_fault("dpd").await?;
+    rqctx.context().change(|d| Ok(((), d.reset::<A>())))?;
+    Ok(HttpResponseUpdatedNoContent())
+}
+
+async fn list<A: Family<Nat: JsonSchema>>(
+    rqctx: RequestContext<DpdContext>,
+    ip: A,
+    query: Query<PaginationParams<EmptyScanParams, NatToken>>,
+) -> Result<HttpResponseOk<ResultsPage<A::Nat>>, HttpError> {
+    rqctx.context().meet_fault("dpd").await?;
+    let pag = query.into_inner();
+    let n = limit(&rqctx, &pag)?;
+    let items = rqctx.context().lock().page(ip, after(&pag, |t| t.port), n);
+    nat_page(items, |e| NatToken { port: A::low(e) })
+}
+
+async fn get<A: Family>(
+    rqctx: RequestContext<DpdContext>,
+    ip: A,
+    low: u16,
+) -> Result<HttpResponseOk<NatTarget>, HttpError> {
+    rqctx.context().meet_fault("dpd").await?;
+    let entry = rqctx.context().lock().get(ip, low);
+    let entry = entry.ok_or_else(|| ApiError::from(NatError::NotFound))?;
+    Ok(HttpResponseOk(A::target(&entry)))
+}
+
+async fn delete<A: Family>(
+    rqctx: RequestContext<DpdContext>,
+    ip: A,
+    low: u16,
+) -> Result<HttpResponseDeleted, HttpError> {
+    rqctx.context().meet_fault("dpd").await?;
+    rqctx.context().change(|d| Ok(((), d.delete(ip, low))))?;
+    Ok(HttpResponseDeleted())
+}
+
+async fn create<A: Family>(
+    rqctx: RequestContext<DpdContext>,
+    ip: A,
+    low: u16,
+    high: u16,
+    target: TypedBody<NatTarget>,
+) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+    rqctx.context().meet_fault("dpd").await?;
+    let target = target.into_inner();
+    rqctx
+        .context()
+        .change(|d| Ok(((), d.create(ip, low, high, target)?)))?;
+    Ok(HttpResponseUpdatedNoContent())
+}
+
 impl DpdApi for DpdImpl {
     type Context = DpdContext;
 
     async fn nat_ipv4_addresses_list(
         rqctx: RequestContext<DpdContext>,
-        query: Query<PaginationParams<EmptyScanParams, Ipv4Token>>,
+        query: Query<PaginationParams<EmptyScanParams, AddressToken<Ipv4Addr>>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv4Addr>>, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let pag = query.into_inner();
-        let n = limit(&rqctx, &pag)?;
-        let items = rqctx
-            .context()
-            .lock()
-            .ipv4_addresses_page(after(&pag, |t| t.ip), n);
-        nat_page(items, |ip| Ipv4Token { ip: *ip })
+        addresses_list(rqctx, query).await
     }
 
     async fn nat_ipv4_reset(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        rqctx.context().change(|d| Ok(((), d.ipv4_reset())))?;
-        Ok(HttpResponseUpdatedNoContent())
+        reset::<Ipv4Addr>(rqctx).await
     }
 
     async fn nat_ipv4_list(
@@ -308,38 +368,23 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv4Path>,
         query: Query<PaginationParams<EmptyScanParams, NatToken>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv4Nat>>, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let pag = query.into_inner();
-        let n = limit(&rqctx, &pag)?;
-        let ip = path.into_inner().ipv4;
-        let items = rqctx
-            .context()
-            .lock()
-            .ipv4_page(ip, after(&pag, |t| t.port), n);
-        nat_page(items, |e| NatToken { port: e.low })
+        list(rqctx, path.into_inner().ipv4, query).await
     }
 
     async fn nat_ipv4_get(
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv4PortPath>,
     ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let p = path.into_inner();
-        let entry = rqctx.context().lock().ipv4_get(p.ipv4, p.low);
-        let entry = entry.ok_or_else(|| ApiError::from(crate::dpd::NatError::NotFound))?;
-        Ok(HttpResponseOk(entry.target))
+        let NatIpv4PortPath { ipv4, low } = path.into_inner();
+        get(rqctx, ipv4, low).await
     }
 
     async fn nat_ipv4_delete(
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv4PortPath>,
     ) -> Result<HttpResponseDeleted, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let p = path.into_inner();
-        rqctx
-            .context()
-            .change(|d| Ok(((), d.ipv4_delete(p.ipv4, p.low))))?;
-        Ok(HttpResponseDeleted())
+        let NatIpv4PortPath { ipv4, low } = path.into_inner();
+        delete(rqctx, ipv4, low).await
     }
 
     async fn nat_ipv4_create(
@@ -347,35 +392,21 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv4RangePath>,
         target: TypedBody<NatTarget>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let p = path.into_inner();
-        let target = target.into_inner();
-        rqctx
-            .context()
-            .change(|d| Ok(((), d.ipv4_create(p.ipv4, p.low, p.high, target)?)))?;
-        Ok(HttpResponseUpdatedNoContent())
+        let NatIpv4RangePath { ipv4, low, high } = path.into_inner();
+        create(rqctx, ipv4, low, high, target).await
     }
 
     async fn nat_ipv6_addresses_list(
         rqctx: RequestContext<DpdContext>,
-        query: Query<PaginationParams<EmptyScanParams, Ipv6Token>>,
+        query: Query<PaginationParams<EmptyScanParams, AddressToken<Ipv6Addr>>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv6Addr>>, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let pag = query.into_inner();
-        let n = limit(&rqctx, &pag)?;
-        let items = rqctx
-            .context()
-            .lock()
-            .ipv6_addresses_page(after(&pag, |t| t.ip), n);
-        nat_page(items, |ip| Ipv6Token { ip: *ip })
+        addresses_list(rqctx, query).await
     }
 
     async fn nat_ipv6_reset(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        rqctx.context().change(|d| Ok(((), d.ipv6_reset())))?;
-        Ok(HttpResponseUpdatedNoContent())
+        reset::<Ipv6Addr>(rqctx).await
     }
 
     async fn nat_ipv6_list(
@@ -383,38 +414,23 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv6Path>,
         query: Query<PaginationParams<EmptyScanParams, NatToken>>,
     ) -> Result<HttpResponseOk<ResultsPage<Ipv6Nat>>, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let pag = query.into_inner();
-        let n = limit(&rqctx, &pag)?;
-        let ip = path.into_inner().ipv6;
-        let items = rqctx
-            .context()
-            .lock()
-            .ipv6_page(ip, after(&pag, |t| t.port), n);
-        nat_page(items, |e| NatToken { port: e.low })
+        list(rqctx, path.into_inner().ipv6, query).await
     }
 
     async fn nat_ipv6_get(
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv6PortPath>,
     ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let p = path.into_inner();
-        let entry = rqctx.context().lock().ipv6_get(p.ipv6, p.low);
-        let entry = entry.ok_or_else(|| ApiError::from(crate::dpd::NatError::NotFound))?;
-        Ok(HttpResponseOk(entry.target))
+        let NatIpv6PortPath { ipv6, low } = path.into_inner();
+        get(rqctx, ipv6, low).await
     }
 
     async fn nat_ipv6_delete(
         rqctx: RequestContext<DpdContext>,
         path: Path<NatIpv6PortPath>,
     ) -> Result<HttpResponseDeleted, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let p = path.into_inner();
-        rqctx
-            .context()
-            .change(|d| Ok(((), d.ipv6_delete(p.ipv6, p.low))))?;
-        Ok(HttpResponseDeleted())
+        let NatIpv6PortPath { ipv6, low } = path.into_inner();
+        delete(rqctx, ipv6, low).await
     }
 
     async fn nat_ipv6_create(
@@ -422,13 +438,8 @@ impl DpdApi for DpdImpl {
         path: Path<NatIpv6RangePath>,
         target: TypedBody<NatTarget>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        let p = path.into_inner();
-        let target = target.into_inner();
-        rqctx
-            .context()
-            .change(|d| Ok(((), d.ipv6_create(p.ipv6, p.low, p.high, target)?)))?;
-        Ok(HttpResponseUpdatedNoContent())
+        let NatIpv6RangePath { ipv6, low, high } = path.into_inner();
+        create(rqctx, ipv6, low, high, target).await
     }
 
     async fn nat_generation(

@@ -25,9 +25,9 @@ mod sled_agent;
 
 pub use context::{Fault, Observer, Shared};
 pub use dpd::{
-    dpd_api_mod, dpd_openapi, serve_dpd, DpdApi, DpdContext, DpdImpl, Ipv4Token, Ipv6Token,
-    NatIpv4Path, NatIpv4PortPath, NatIpv4RangePath, NatIpv6Path, NatIpv6PortPath, NatIpv6RangePath,
-    NatToken, Token, DPD_TITLE,
+    dpd_api_mod, dpd_openapi, serve_dpd, AddressToken, DpdApi, DpdContext, DpdImpl, NatIpv4Path,
+    NatIpv4PortPath, NatIpv4RangePath, NatIpv6Path, NatIpv6PortPath, NatIpv6RangePath, NatToken,
+    Token, DPD_TITLE,
 };
 pub use mgs::{mgs_api_mod, mgs_openapi, serve_mgs, MgsApi, MgsImpl, SpPath, MGS_TITLE};
 pub use server::ServeError;
