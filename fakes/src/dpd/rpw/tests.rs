@@ -25,6 +25,11 @@ fn nat_change(first_port: u16, last_port: u16, sled: u16, gen: i64, deleted: boo
     }
 }
 
+/// Whether applying a change deleted an entry, then created one.
+fn replaced(ops: &[Result<NatChange, String>]) -> bool {
+    matches!(ops, [Ok(NatChange::Deleted(_)), Ok(NatChange::Created(_))])
+}
+
 #[test]
 fn changes_are_applied_as_dendrite_does() {
     let mut dpd = DpdState::new(0);
@@ -40,13 +45,7 @@ fn changes_are_applied_as_dendrite_does() {
         .is_empty());
     // Set another target at the same key: replaced.
     let ops = dpd.apply_nat_change(&nat_change(0, 99, 2, 3, false));
-    assert!(
-        matches!(
-            ops[..],
-            [Ok(NatChange::Deleted(_)), Ok(NatChange::Created(_))]
-        ),
-        "{ops:?}"
-    );
+    assert!(replaced(&ops), "{ops:?}");
     assert_eq!(
         dpd.ipv4_entries()[0].target,
         nat_change(0, 99, 2, 3, false).target()
@@ -54,13 +53,7 @@ fn changes_are_applied_as_dendrite_does() {
     // An overlapping range at another key: the overlapping entry is
     // cleared and the change set, as dendrite does on a conflict.
     let ops = dpd.apply_nat_change(&nat_change(50, 150, 3, 4, false));
-    assert!(
-        matches!(
-            ops[..],
-            [Ok(NatChange::Deleted(_)), Ok(NatChange::Created(_))]
-        ),
-        "{ops:?}"
-    );
+    assert!(replaced(&ops), "{ops:?}");
     assert_eq!(
         dpd.ipv4_entries(),
         vec![nat_change(50, 150, 3, 4, false).to_dpd()]
@@ -120,40 +113,80 @@ fn a_removal_removes_the_first_overlapping_entry_whatever_its_target() {
 
 const PERIOD: Duration = Duration::from_secs(30);
 
-/// Runs the RPW with pulls that take `pull_time(n)` for pull `n` and
-/// records when each pull starts, in seconds since `t0`.
-fn spawn(
-    timer: Arc<NatRpwTimer>,
+/// An RPW running on `timer` with pulls that take `pull_time(n)` for pull
+/// `n`, recording when each pull starts, in seconds since `t0`. Dropping
+/// it aborts its task.
+struct Rpw {
     t0: Instant,
-    pull_time: impl Fn(usize) -> Duration + 'static,
-) -> (Arc<Mutex<Vec<f64>>>, tokio::task::JoinHandle<()>) {
-    let starts = Arc::new(Mutex::new(Vec::new()));
-    let log = starts.clone();
-    let task = tokio::task::spawn_local(async move {
-        run_nat_rpw(
-            timer,
-            PERIOD,
-            || {
-                let n = {
-                    let mut l = log.lock().unwrap();
-                    l.push((Instant::now() - t0).as_secs_f64());
-                    l.len() - 1
-                };
-                let d = pull_time(n);
-                async move {
-                    tokio::time::sleep(d).await;
-                    Ok(())
-                }
-            },
-            |_| {},
-        )
-        .await
-    });
-    (starts, task)
+    starts: Arc<Mutex<Vec<f64>>>,
+    task: tokio::task::JoinHandle<()>,
 }
 
-fn at(t0: Instant, secs: f64) -> Instant {
-    t0 + Duration::from_secs_f64(secs)
+impl Rpw {
+    fn spawn(
+        timer: Arc<NatRpwTimer>,
+        t0: Instant,
+        pull_time: impl Fn(usize) -> Duration + 'static,
+    ) -> Rpw {
+        let starts = Arc::new(Mutex::new(Vec::new()));
+        let log = starts.clone();
+        let task = tokio::task::spawn_local(async move {
+            run_nat_rpw(
+                timer,
+                PERIOD,
+                || {
+                    let n = {
+                        let mut l = log.lock().unwrap();
+                        l.push((Instant::now() - t0).as_secs_f64());
+                        l.len() - 1
+                    };
+                    let d = pull_time(n);
+                    async move {
+                        tokio::time::sleep(d).await;
+                        Ok(())
+                    }
+                },
+                |_| {},
+            )
+            .await
+        });
+        Rpw { t0, starts, task }
+    }
+
+    /// `secs` after `t0`.
+    fn at(&self, secs: f64) -> Instant {
+        self.t0 + Duration::from_secs_f64(secs)
+    }
+
+    /// Sleeps until `secs` after `t0`.
+    async fn until(&self, secs: f64) {
+        tokio::time::sleep_until(self.at(secs)).await;
+    }
+
+    fn starts(&self) -> Vec<f64> {
+        self.starts.lock().unwrap().clone()
+    }
+
+    /// Drops the RPW's future and waits until it is gone; the pulls it
+    /// started.
+    async fn stop(&mut self) -> Vec<f64> {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+        self.starts()
+    }
+}
+
+impl Drop for Rpw {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A fresh timer, and an RPW on it started now.
+fn start(pull_time: impl Fn(usize) -> Duration + 'static) -> (Arc<NatRpwTimer>, Rpw) {
+    let timer = Arc::new(NatRpwTimer::new());
+    let rpw = Rpw::spawn(timer.clone(), Instant::now(), pull_time);
+    (timer, rpw)
 }
 
 async fn run_local<F: std::future::Future<Output = ()>>(f: F) {
@@ -165,16 +198,13 @@ async fn run_local<F: std::future::Future<Output = ()>>(f: F) {
 #[tokio::test(start_paused = true)]
 async fn runs_at_start_then_30s_after_the_last_scheduled_time_on_1s_polls() {
     run_local(async {
-        let t0 = Instant::now();
-        let timer = Arc::new(NatRpwTimer::new());
         // Each pull takes 5.5 s: the polls after it fall on x.5 s, so
         // the run due at 30 s starts at 30.5 s; the next is still due
         // at 60 s (not 60.5 s), seen at the poll at 60 s exactly.
-        let (starts, task) = spawn(timer.clone(), t0, |_| Duration::from_millis(5500));
-        tokio::time::sleep_until(at(t0, 126.0)).await;
-        assert_eq!(*starts.lock().unwrap(), vec![0.0, 30.5, 60.0, 90.5, 120.0]);
-        assert_eq!(timer.due_at(), at(t0, 150.0));
-        task.abort();
+        let (timer, rpw) = start(|_| Duration::from_millis(5500));
+        rpw.until(126.0).await;
+        assert_eq!(rpw.starts(), vec![0.0, 30.5, 60.0, 90.5, 120.0]);
+        assert_eq!(timer.due_at(), rpw.at(150.0));
     })
     .await
 }
@@ -185,15 +215,12 @@ async fn runs_at_start_then_30s_after_the_last_scheduled_time_on_1s_polls() {
 #[tokio::test(start_paused = true)]
 async fn a_trigger_is_seen_within_a_poll_and_rebases_the_schedule() {
     run_local(async {
-        let t0 = Instant::now();
-        let timer = Arc::new(NatRpwTimer::new());
-        let (starts, task) = spawn(timer.clone(), t0, |_| Duration::ZERO);
-        tokio::time::sleep_until(at(t0, 10.3)).await;
+        let (timer, rpw) = start(|_| Duration::ZERO);
+        rpw.until(10.3).await;
         timer.trigger();
-        tokio::time::sleep_until(at(t0, 45.0)).await;
-        assert_eq!(*starts.lock().unwrap(), vec![0.0, 11.0, 41.0]);
+        rpw.until(45.0).await;
+        assert_eq!(rpw.starts(), vec![0.0, 11.0, 41.0]);
         assert!(NAT_RPW_POLL == Duration::from_secs(1));
-        task.abort();
     })
     .await
 }
@@ -203,15 +230,12 @@ async fn a_trigger_is_seen_within_a_poll_and_rebases_the_schedule() {
 #[tokio::test(start_paused = true)]
 async fn a_trigger_during_a_pull_waits_for_the_next_period() {
     run_local(async {
-        let t0 = Instant::now();
-        let timer = Arc::new(NatRpwTimer::new());
-        let (starts, task) = spawn(timer.clone(), t0, |_| Duration::from_secs(2));
-        tokio::time::sleep_until(at(t0, 1.0)).await;
+        let (timer, rpw) = start(|_| Duration::from_secs(2));
+        rpw.until(1.0).await;
         timer.trigger();
-        tokio::time::sleep_until(at(t0, 40.0)).await;
+        rpw.until(40.0).await;
         // Not at 2 s when the pull ended: at 1 + 30 = 31 s.
-        assert_eq!(*starts.lock().unwrap(), vec![0.0, 31.0]);
-        task.abort();
+        assert_eq!(rpw.starts(), vec![0.0, 31.0]);
     })
     .await
 }
@@ -221,15 +245,10 @@ async fn a_trigger_during_a_pull_waits_for_the_next_period() {
 #[tokio::test(start_paused = true)]
 async fn a_long_run_is_caught_up_at_once() {
     run_local(async {
-        let t0 = Instant::now();
-        let timer = Arc::new(NatRpwTimer::new());
-        let (starts, task) = spawn(timer.clone(), t0, |n| {
-            Duration::from_secs(if n == 0 { 70 } else { 0 })
-        });
-        tokio::time::sleep_until(at(t0, 95.0)).await;
+        let (_timer, rpw) = start(|n| Duration::from_secs(if n == 0 { 70 } else { 0 }));
+        rpw.until(95.0).await;
         // Due at 30 and 60 while the first ran: both at 70; then 90.
-        assert_eq!(*starts.lock().unwrap(), vec![0.0, 70.0, 70.0, 90.0]);
-        task.abort();
+        assert_eq!(rpw.starts(), vec![0.0, 70.0, 70.0, 90.0]);
     })
     .await
 }
@@ -241,24 +260,19 @@ async fn a_long_run_is_caught_up_at_once() {
 #[tokio::test(start_paused = true)]
 async fn dropping_the_rpw_loses_no_trigger_and_restart_rebases() {
     run_local(async {
-        let t0 = Instant::now();
-        let timer = Arc::new(NatRpwTimer::new());
-        let (first, task) = spawn(timer.clone(), t0, |_| Duration::ZERO);
-        tokio::time::sleep_until(at(t0, 5.2)).await;
-        task.abort();
-        let _ = task.await;
-        assert_eq!(*first.lock().unwrap(), vec![0.0]);
+        let (timer, mut first) = start(|_| Duration::ZERO);
+        first.until(5.2).await;
+        assert_eq!(first.stop().await, vec![0.0]);
         timer.trigger();
-        tokio::time::sleep_until(at(t0, 8.0)).await;
-        let (second, task) = spawn(timer.clone(), t0, |_| Duration::ZERO);
-        tokio::time::sleep_until(at(t0, 20.4)).await;
+        first.until(8.0).await;
+        let second = Rpw::spawn(timer.clone(), first.t0, |_| Duration::ZERO);
+        second.until(20.4).await;
         timer.restart();
-        tokio::time::sleep_until(at(t0, 60.0)).await;
+        second.until(60.0).await;
         // 8: the kept trigger; 21: the restart, seen at the poll
         // after 20.4 s (polls fall on whole seconds after 8 s); 51:
         // 30 s after the restart was seen.
-        assert_eq!(*second.lock().unwrap(), vec![8.0, 21.0, 51.0]);
-        task.abort();
+        assert_eq!(second.starts(), vec![8.0, 21.0, 51.0]);
     })
     .await
 }
