@@ -21,6 +21,14 @@ fn put(dpd: &mut DpdState, path: &str, t: NatTarget) -> (ApiResponse, Option<Nat
     dpd.handle(&req(Method::PUT, path, &serde_json::to_string(&t).unwrap()))
 }
 
+/// The dpd of switch `slot` with one entry, `PUT` at `path` to `target(1)`.
+fn dpd_with_entry(slot: u16, path: &str) -> DpdState {
+    let mut dpd = DpdState::new(slot);
+    let (r, _) = put(&mut dpd, path, target(1));
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{path}");
+    dpd
+}
+
 #[test]
 fn create_is_idempotent_and_overlap_is_dendrites_conflict() {
     let mut dpd = DpdState::new(0);
@@ -53,8 +61,7 @@ fn create_is_idempotent_and_overlap_is_dendrites_conflict() {
 
 #[test]
 fn get_finds_the_covering_entry_and_delete_of_an_absent_one_is_204() {
-    let mut dpd = DpdState::new(0);
-    put(&mut dpd, "/nat/ipv4/198.51.100.1/100/199", target(1));
+    let mut dpd = dpd_with_entry(0, "/nat/ipv4/198.51.100.1/100/199");
     let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv4/198.51.100.1/150", ""));
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.body.unwrap(), serde_json::to_value(target(1)).unwrap());
@@ -145,8 +152,7 @@ fn ipv6_tokens_are_percent_decoded() {
 
 #[test]
 fn bad_requests_get_a_clear_400_and_change_nothing() {
-    let mut dpd = DpdState::new(0);
-    put(&mut dpd, "/nat/ipv4/198.51.100.1/0/9", target(1));
+    let mut dpd = dpd_with_entry(0, "/nat/ipv4/198.51.100.1/0/9");
     let before = dpd.ipv4_entries();
     let good = serde_json::to_string(&target(1)).unwrap();
     let big_vni = serde_json::to_string(&NatTarget {
@@ -237,8 +243,7 @@ fn requests_without_a_supported_api_version_are_refused() {
 
 #[test]
 fn reset_empties_the_table_and_identifiers_name_the_slot() {
-    let mut dpd = DpdState::new(1);
-    put(&mut dpd, "/nat/ipv4/198.51.100.1/0/65535", target(1));
+    let mut dpd = dpd_with_entry(1, "/nat/ipv4/198.51.100.1/0/65535");
     let (r, change) = dpd.handle(&req(Method::DELETE, "/nat/ipv4", ""));
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     assert_eq!(change, Some(NatChange::Reset { removed: 1 }));
