@@ -18,13 +18,8 @@ pub struct InternalDns {
 impl InternalDns {
     pub fn handle(&self, req: &ApiRequest) -> ApiResponse {
         let segs = req.segments();
-        match (
-            req.method.clone(),
-            segs.iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .as_slice(),
-        ) {
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        match (req.method.clone(), segs.as_slice()) {
             (Method::GET, ["srv", service]) => match self.services.get(*service) {
                 Some(addresses) => {
                     ApiResponse::json(&serde_json::json!({ "addresses": addresses }))

@@ -23,6 +23,10 @@
 //! The table lives in the ASIC, so a new `DpdState` (a restarted dpd or
 //! switch zone) starts empty with generation 0. Every operation that fails
 //! leaves the tables as they were.
+//!
+//! IPv4 and IPv6 have a table each and the same operations, written once
+//! over the address [`Family`]. dpd's NAT RPW — how it applies Nexus's
+//! changesets and when it runs — is [`rpw`]'s.
 
 use std::{
     collections::BTreeMap,
@@ -32,9 +36,11 @@ use std::{
 };
 
 use http::{Method, StatusCode};
-use racksim_reconciler::dpd::{
+pub use racksim_wire::dpd::SwitchIdentifiersV1;
+use racksim_wire::dpd::{
     Ipv4Nat, Ipv6Nat, NatTarget, ResultsPage, SwitchIdentifiers, API_VERSION, MAX_VNI,
 };
+use serde::Serialize;
 
 use crate::{
     http::{ApiError, ApiRequest, ApiResponse},
@@ -59,41 +65,9 @@ pub fn page_items(limit: Option<u32>) -> usize {
 /// `dpd-api/src/lib.rs`).
 pub const VERSION_DUAL_STACK_NAT_WORKFLOW: semver::Version = semver::Version::new(2, 0, 0);
 /// dpd-api's `VERSION_ASIC_DETAILS`: from it, `/switch/identifiers` carries
-/// `lotnum` and `fuse`; before it, the initial shape without them.
+/// `lotnum` and `fuse`; before it, the initial shape without them
+/// ([`SwitchIdentifiersV1`]).
 pub const VERSION_ASIC_DETAILS: semver::Version = semver::Version::new(10, 0, 0);
-
-/// `/switch/identifiers` before [`VERSION_ASIC_DETAILS`] (dpd-types'
-/// `v1::switch_identifiers::SwitchIdentifiers`).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct SwitchIdentifiersV1 {
-    pub sidecar_id: String,
-    pub asic_backend: String,
-    pub fab: Option<char>,
-    pub lot: Option<char>,
-    pub wafer: Option<u8>,
-    pub wafer_loc: Option<[i16; 2]>,
-    pub model: String,
-    pub revision: u32,
-    pub serial: String,
-    pub slot: u16,
-}
-
-impl From<SwitchIdentifiers> for SwitchIdentifiersV1 {
-    fn from(s: SwitchIdentifiers) -> Self {
-        SwitchIdentifiersV1 {
-            sidecar_id: s.sidecar_id,
-            asic_backend: s.asic_backend,
-            fab: s.fab,
-            lot: s.lot,
-            wafer: s.wafer,
-            wafer_loc: s.wafer_loc,
-            model: s.model,
-            revision: s.revision,
-            serial: s.serial,
-            slot: s.slot,
-        }
-    }
-}
 
 /// A change made to a NAT table: what a trace records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,9 +102,85 @@ impl From<NatError> for ApiError {
     }
 }
 
-/// One address family's table: `external -> low -> (high, target)`.
+/// An address family of dpd's NAT API: IPv4 (`/nat/ipv4/...`, entries
+/// listed as [`Ipv4Nat`]) or IPv6 (`/nat/ipv6/...`, [`Ipv6Nat`]). dendrite
+/// keeps a table per family and serves the two alike; so does the fake,
+/// with each operation written once over the family ([`DpdState::create`]
+/// and the rest, the `handle` router, and the dropshot handlers of
+/// `crate::api`). Only what this trait names differs.
+pub trait Family: Copy + Ord + Display + FromStr + Serialize + Send + Sync + 'static {
+    /// An entry as dpd lists it.
+    type Nat: Copy + Serialize + Send + Sync + 'static;
+    /// The family's path segment, which is also the name of its address
+    /// parameter: `ipv4`, `ipv6`.
+    const NAME: &'static str;
+    /// The entry of `external` over `low..=high`.
+    fn nat(external: Self, low: u16, high: u16, target: NatTarget) -> Self::Nat;
+    /// An entry's low port: its key among its address' entries.
+    fn low(nat: &Self::Nat) -> u16;
+    /// Where an entry sends traffic.
+    fn target(nat: &Self::Nat) -> NatTarget;
+    /// The change of creating an entry.
+    fn created(nat: Self::Nat) -> NatChange;
+    /// The change of deleting an entry.
+    fn deleted(nat: Self::Nat) -> NatChange;
+    /// The family's table in a dpd.
+    fn table(dpd: &DpdState) -> &Table<Self>;
+    /// The family's table in a dpd, to change.
+    fn table_mut(dpd: &mut DpdState) -> &mut Table<Self>;
+}
+
+/// `impl Family` for one family: its address and entry types, its name,
+/// its [`NatChange`] variants and its table field of [`DpdState`].
+macro_rules! family {
+    ($addr:ty, $nat:ident, $name:literal, $created:ident, $deleted:ident, $table:ident) => {
+        impl Family for $addr {
+            type Nat = $nat;
+            const NAME: &'static str = $name;
+
+            fn nat(external: Self, low: u16, high: u16, target: NatTarget) -> $nat {
+                $nat {
+                    external,
+                    low,
+                    high,
+                    target,
+                }
+            }
+
+            fn low(nat: &$nat) -> u16 {
+                nat.low
+            }
+
+            fn target(nat: &$nat) -> NatTarget {
+                nat.target
+            }
+
+            fn created(nat: $nat) -> NatChange {
+                NatChange::$created(nat)
+            }
+
+            fn deleted(nat: $nat) -> NatChange {
+                NatChange::$deleted(nat)
+            }
+
+            fn table(dpd: &DpdState) -> &Table<Self> {
+                &dpd.$table
+            }
+
+            fn table_mut(dpd: &mut DpdState) -> &mut Table<Self> {
+                &mut dpd.$table
+            }
+        }
+    };
+}
+
+family!(Ipv4Addr, Ipv4Nat, "ipv4", Created, Deleted, v4);
+family!(Ipv6Addr, Ipv6Nat, "ipv6", Created6, Deleted6, v6);
+
+/// One address family's table: `external -> low -> (high, target)`. Opaque:
+/// [`DpdState`]'s operations read and change it.
 #[derive(Clone, Debug)]
-struct Table<A: Ord + Copy> {
+pub struct Table<A: Ord + Copy> {
     entries: BTreeMap<A, BTreeMap<u16, (u16, NatTarget)>>,
 }
 
@@ -216,24 +266,6 @@ impl<A: Ord + Copy> Table<A> {
     }
 }
 
-fn v4((external, low, high, target): (Ipv4Addr, u16, u16, NatTarget)) -> Ipv4Nat {
-    Ipv4Nat {
-        external,
-        low,
-        high,
-        target,
-    }
-}
-
-fn v6((external, low, high, target): (Ipv6Addr, u16, u16, NatTarget)) -> Ipv6Nat {
-    Ipv6Nat {
-        external,
-        low,
-        high,
-        target,
-    }
-}
-
 /// The NAT state of one dpd instance.
 #[derive(Clone, Debug)]
 pub struct DpdState {
@@ -272,120 +304,76 @@ impl DpdState {
         self.generation = generation;
     }
 
-    /// Applies one change of Nexus's instance NAT changeset as dendrite's
-    /// NAT RPW does (`apply_updates` in dendrite `dpd/src/rpw/mod.rs`):
-    ///
-    /// * a removal (`deleted`) is `nat::clear_mapping` with the change's
-    ///   whole range: `remove_mapping` (dendrite `dpd/src/nat.rs`) removes
-    ///   the *first* entry, in port order, of that external address whose
-    ///   range overlaps `[first_port, last_port]` — whatever its target and
-    ///   whatever its exact range — and only that one; with none, nothing;
-    /// * an addition sets the entry, and when that conflicts with entries
-    ///   whose ranges overlap it, clears every overlapping entry
-    ///   (`clear_overlapping_mappings`) and sets it again (Nexus's table is
-    ///   the truth).
-    ///
-    /// A change that still cannot be applied is reported and skipped, as
-    /// dendrite logs it and moves on. Returns the table operations made.
-    /// The caller moves the generation ([`Self::set_generation`]) past the
-    /// changeset.
-    pub fn apply_nat_change(
-        &mut self,
-        c: &racksim_reconciler::instances::NatEntryView,
-    ) -> Vec<Result<NatChange, String>> {
-        let entry = c.entry();
-        let mut done = Vec::new();
-        if c.deleted {
-            if c.first_port > c.last_port {
-                // dendrite's `PortRange::new` refuses it; the RPW logs the
-                // error and goes on.
-                done.push(Err(format!(
-                    "cannot apply the change of generation {}: invalid port range",
-                    c.gen
-                )));
-                return done;
-            }
-            // Entries are in port order (one address's entries never
-            // overlap), so the first overlapping one is the lowest.
-            let first_overlapping = self
-                .ipv4_entries()
-                .into_iter()
-                .find(|e| {
-                    e.external == c.external_address
-                        && e.low <= c.last_port
-                        && c.first_port <= e.high
-                })
-                .map(|e| e.low);
-            if let Some(low) = first_overlapping {
-                done.extend(self.ipv4_delete(c.external_address, low).map(Ok));
-            }
-            return done;
-        }
-        let at_key = self
-            .ipv4_get(c.external_address, c.first_port)
-            .filter(|e| e.low == c.first_port);
-        let wanted = entry.to_dpd();
-        match at_key {
-            Some(e) if e == wanted => return done,
-            Some(_) => done.extend(self.ipv4_delete(c.external_address, c.first_port).map(Ok)),
-            None => {}
-        }
-        let (ip, first, last) = (c.external_address, c.first_port, c.last_port);
-        let mut created = self.ipv4_create(ip, first, last, entry.target);
-        if matches!(created, Err(NatError::Conflict)) {
-            let overlapping: Vec<u16> = self
-                .ipv4_entries()
-                .into_iter()
-                .filter(|e| e.external == ip && e.low <= last && first <= e.high)
-                .map(|e| e.low)
-                .collect();
-            for low in overlapping {
-                done.extend(self.ipv4_delete(ip, low).map(Ok));
-            }
-            created = self.ipv4_create(ip, first, last, entry.target);
-        }
-        match created {
-            Ok(change) => done.extend(change.map(Ok)),
-            Err(e) => {
-                let m = match e {
-                    NatError::Conflict => "its range overlaps another entry".to_string(),
-                    NatError::NotFound => "no such entry".to_string(),
-                    NatError::BadRequest(m) => m,
-                };
-                done.push(Err(format!(
-                    "cannot apply the change of generation {}: {m}",
-                    c.gen
-                )))
-            }
-        }
-        done
+    /// Every entry of family `A`, in key order.
+    pub fn entries<A: Family>(&self) -> Vec<A::Nat> {
+        A::table(self)
+            .all()
+            .map(|(ip, l, h, t)| A::nat(ip, l, h, t))
+            .collect()
     }
+
+    /// The entry of `ip` whose range contains `port`.
+    pub fn get<A: Family>(&self, ip: A, port: u16) -> Option<A::Nat> {
+        A::table(self)
+            .covering(ip, port)
+            .map(|(l, h, t)| A::nat(ip, l, h, t))
+    }
+
+    /// Creates an entry; `Ok(None)` when the identical entry existed.
+    pub fn create<A: Family>(
+        &mut self,
+        ip: A,
+        low: u16,
+        high: u16,
+        target: NatTarget,
+    ) -> Result<Option<NatChange>, NatError> {
+        let created = A::table_mut(self).create(ip, low, high, target)?;
+        Ok(created.then(|| A::created(A::nat(ip, low, high, target))))
+    }
+
+    /// Removes the entry covering `port`; `None` when there was none (which
+    /// dpd answers with a 204 too).
+    pub fn delete<A: Family>(&mut self, ip: A, port: u16) -> Option<NatChange> {
+        let (l, h, t) = A::table_mut(self).delete(ip, port)?;
+        Some(A::deleted(A::nat(ip, l, h, t)))
+    }
+
+    /// `DELETE /nat/ipv4` (or `/nat/ipv6`): every entry of the family goes.
+    pub fn reset<A: Family>(&mut self) -> Option<NatChange> {
+        let table = A::table_mut(self);
+        let removed = table.len();
+        *table = Table::new();
+        (removed > 0).then_some(NatChange::Reset { removed })
+    }
+
+    /// Addresses with entries of family `A`, after `after`, at most `limit`.
+    pub fn addresses_page<A: Family>(&self, after: Option<A>, limit: usize) -> Vec<A> {
+        A::table(self).addresses_page(after, limit)
+    }
+
+    /// `ip`'s entries whose low port is above `after_low`, at most `limit`.
+    pub fn page<A: Family>(&self, ip: A, after_low: Option<u16>, limit: usize) -> Vec<A::Nat> {
+        let page = A::table(self).page(ip, after_low, limit);
+        page.into_iter()
+            .map(|(l, h, t)| A::nat(ip, l, h, t))
+            .collect()
+    }
+
+    // IPv4 by name: racksim's NAT (service zones and instances) is IPv4,
+    // and the simulation, live mode and tests read, change and plant it
+    // through these.
 
     /// Every IPv4 entry, in key order.
     pub fn ipv4_entries(&self) -> Vec<Ipv4Nat> {
-        self.v4.all().map(v4).collect()
-    }
-
-    /// Every IPv6 entry, in key order.
-    pub fn ipv6_entries(&self) -> Vec<Ipv6Nat> {
-        self.v6.all().map(v6).collect()
+        self.entries::<Ipv4Addr>()
     }
 
     /// The IPv4 entry whose range contains `port`.
     pub fn ipv4_get(&self, ip: Ipv4Addr, port: u16) -> Option<Ipv4Nat> {
-        self.v4
-            .covering(ip, port)
-            .map(|(l, h, t)| v4((ip, l, h, t)))
+        self.get(ip, port)
     }
 
-    /// The IPv6 entry whose range contains `port`.
-    pub fn ipv6_get(&self, ip: Ipv6Addr, port: u16) -> Option<Ipv6Nat> {
-        self.v6
-            .covering(ip, port)
-            .map(|(l, h, t)| v6((ip, l, h, t)))
-    }
-
-    /// Creates an entry; `Ok(None)` when the identical entry existed.
+    /// Creates an IPv4 entry ([`Self::create`]).
     pub fn ipv4_create(
         &mut self,
         ip: Ipv4Addr,
@@ -393,33 +381,12 @@ impl DpdState {
         high: u16,
         target: NatTarget,
     ) -> Result<Option<NatChange>, NatError> {
-        let created = self.v4.create(ip, low, high, target)?;
-        Ok(created.then(|| NatChange::Created(v4((ip, low, high, target)))))
+        self.create(ip, low, high, target)
     }
 
-    /// Creates an entry; `Ok(None)` when the identical entry existed.
-    pub fn ipv6_create(
-        &mut self,
-        ip: Ipv6Addr,
-        low: u16,
-        high: u16,
-        target: NatTarget,
-    ) -> Result<Option<NatChange>, NatError> {
-        let created = self.v6.create(ip, low, high, target)?;
-        Ok(created.then(|| NatChange::Created6(v6((ip, low, high, target)))))
-    }
-
-    /// Removes the entry covering `port`; `None` when there was none (which
-    /// dpd answers with a 204 too).
+    /// Removes the IPv4 entry covering `port` ([`Self::delete`]).
     pub fn ipv4_delete(&mut self, ip: Ipv4Addr, port: u16) -> Option<NatChange> {
-        let (l, h, t) = self.v4.delete(ip, port)?;
-        Some(NatChange::Deleted(v4((ip, l, h, t))))
-    }
-
-    /// Removes the entry covering `port`; `None` when there was none.
-    pub fn ipv6_delete(&mut self, ip: Ipv6Addr, port: u16) -> Option<NatChange> {
-        let (l, h, t) = self.v6.delete(ip, port)?;
-        Some(NatChange::Deleted6(v6((ip, l, h, t))))
+        self.delete(ip, port)
     }
 
     /// Plants an IPv4 entry as it is, bypassing every check (a table left
@@ -427,46 +394,6 @@ impl DpdState {
     pub fn ipv4_plant(&mut self, e: Ipv4Nat) {
         let ports = self.v4.entries.entry(e.external).or_default();
         ports.insert(e.low, (e.high, e.target));
-    }
-
-    /// `DELETE /nat/ipv4`.
-    pub fn ipv4_reset(&mut self) -> Option<NatChange> {
-        let removed = self.v4.len();
-        self.v4 = Table::new();
-        (removed > 0).then_some(NatChange::Reset { removed })
-    }
-
-    /// `DELETE /nat/ipv6`.
-    pub fn ipv6_reset(&mut self) -> Option<NatChange> {
-        let removed = self.v6.len();
-        self.v6 = Table::new();
-        (removed > 0).then_some(NatChange::Reset { removed })
-    }
-
-    /// Addresses with IPv4 entries, after `after`, at most `limit`.
-    pub fn ipv4_addresses_page(&self, after: Option<Ipv4Addr>, limit: usize) -> Vec<Ipv4Addr> {
-        self.v4.addresses_page(after, limit)
-    }
-
-    /// Addresses with IPv6 entries, after `after`, at most `limit`.
-    pub fn ipv6_addresses_page(&self, after: Option<Ipv6Addr>, limit: usize) -> Vec<Ipv6Addr> {
-        self.v6.addresses_page(after, limit)
-    }
-
-    /// `ip`'s IPv4 entries whose low port is above `after_low`.
-    pub fn ipv4_page(&self, ip: Ipv4Addr, after_low: Option<u16>, limit: usize) -> Vec<Ipv4Nat> {
-        let page = self.v4.page(ip, after_low, limit);
-        page.into_iter()
-            .map(|(l, h, t)| v4((ip, l, h, t)))
-            .collect()
-    }
-
-    /// `ip`'s IPv6 entries whose low port is above `after_low`.
-    pub fn ipv6_page(&self, ip: Ipv6Addr, after_low: Option<u16>, limit: usize) -> Vec<Ipv6Nat> {
-        let page = self.v6.page(ip, after_low, limit);
-        page.into_iter()
-            .map(|(l, h, t)| v6((ip, l, h, t)))
-            .collect()
     }
 
     /// `GET /switch/identifiers`: made-up identity of the fake sidecar.
@@ -505,7 +432,6 @@ impl DpdState {
         let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
         let m = &req.method;
         let ok = |r: ApiResponse| Ok((r, None));
-        let changed = |c: Option<NatChange>| Ok((ApiResponse::no_content(), c));
         // Routes by version as dropshot does for dpd-api's versioned
         // endpoints: outside its versions, an endpoint is a plain 404.
         match segs.as_slice() {
@@ -530,59 +456,49 @@ impl DpdState {
             ["rpw", "nat", "trigger"] | ["rpw", "nat", "ipv4", "trigger"] if m == Method::POST => {
                 ok(ApiResponse::json(&serde_json::Value::Null))
             }
-            ["nat", "ipv4"] if m == Method::GET => {
+            ["nat", "ipv4", rest @ ..] => self.route_nat::<Ipv4Addr>(req, rest),
+            ["nat", "ipv6", rest @ ..] => self.route_nat::<Ipv6Addr>(req, rest),
+            _ => Err(crate::upstream::unrouted(Service::Dpd, req)),
+        }
+    }
+
+    /// `/nat/{ipv4,ipv6}/...`: one family's table, `rest` the segments
+    /// after the family's.
+    fn route_nat<A: Family>(
+        &mut self,
+        req: &ApiRequest,
+        rest: &[&str],
+    ) -> Result<(ApiResponse, Option<NatChange>), ApiError> {
+        let m = &req.method;
+        let ok = |r: ApiResponse| Ok((r, None));
+        let changed = |c: Option<NatChange>| Ok((ApiResponse::no_content(), c));
+        match rest {
+            [] if m == Method::GET => {
                 let (after, limit) = page_params(req)?;
-                let items = self.ipv4_addresses_page(after, limit);
+                let items = self.addresses_page::<A>(after, limit);
                 ok(ApiResponse::json(&page(items, |a| *a)))
             }
-            ["nat", "ipv6"] if m == Method::GET => {
+            [] if m == Method::DELETE => changed(self.reset::<A>()),
+            [ip] if m == Method::GET => {
+                let ip: A = path_param(ip, A::NAME)?;
                 let (after, limit) = page_params(req)?;
-                let items = self.ipv6_addresses_page(after, limit);
-                ok(ApiResponse::json(&page(items, |a| *a)))
+                let items = self.page(ip, after, limit);
+                ok(ApiResponse::json(&page(items, A::low)))
             }
-            ["nat", "ipv4"] if m == Method::DELETE => changed(self.ipv4_reset()),
-            ["nat", "ipv6"] if m == Method::DELETE => changed(self.ipv6_reset()),
-            ["nat", "ipv4", ip] if m == Method::GET => {
-                let ip = path_param(ip, "ipv4")?;
-                let (after, limit) = page_params(req)?;
-                let items = self.ipv4_page(ip, after, limit);
-                ok(ApiResponse::json(&page(items, |e| e.low)))
+            [ip, low] if m == Method::GET => {
+                let (ip, low): (A, u16) = (path_param(ip, A::NAME)?, path_param(low, "low")?);
+                let e = self.get(ip, low).ok_or(NatError::NotFound)?;
+                ok(ApiResponse::json(&A::target(&e)))
             }
-            ["nat", "ipv6", ip] if m == Method::GET => {
-                let ip = path_param(ip, "ipv6")?;
-                let (after, limit) = page_params(req)?;
-                let items = self.ipv6_page(ip, after, limit);
-                ok(ApiResponse::json(&page(items, |e| e.low)))
+            [ip, low] if m == Method::DELETE => {
+                let (ip, low): (A, u16) = (path_param(ip, A::NAME)?, path_param(low, "low")?);
+                changed(self.delete(ip, low))
             }
-            ["nat", "ipv4", ip, low] if m == Method::GET => {
-                let (ip, low) = (path_param(ip, "ipv4")?, path_param(low, "low")?);
-                let e = self.ipv4_get(ip, low).ok_or(NatError::NotFound)?;
-                ok(ApiResponse::json(&e.target))
-            }
-            ["nat", "ipv6", ip, low] if m == Method::GET => {
-                let (ip, low) = (path_param(ip, "ipv6")?, path_param(low, "low")?);
-                let e = self.ipv6_get(ip, low).ok_or(NatError::NotFound)?;
-                ok(ApiResponse::json(&e.target))
-            }
-            ["nat", "ipv4", ip, low] if m == Method::DELETE => {
-                let (ip, low) = (path_param(ip, "ipv4")?, path_param(low, "low")?);
-                changed(self.ipv4_delete(ip, low))
-            }
-            ["nat", "ipv6", ip, low] if m == Method::DELETE => {
-                let (ip, low) = (path_param(ip, "ipv6")?, path_param(low, "low")?);
-                changed(self.ipv6_delete(ip, low))
-            }
-            ["nat", "ipv4", ip, low, high] if m == Method::PUT => {
-                let ip = path_param(ip, "ipv4")?;
+            [ip, low, high] if m == Method::PUT => {
+                let ip: A = path_param(ip, A::NAME)?;
                 let (low, high) = (path_param(low, "low")?, path_param(high, "high")?);
                 let target: NatTarget = req.json_body()?;
-                changed(self.ipv4_create(ip, low, high, target)?)
-            }
-            ["nat", "ipv6", ip, low, high] if m == Method::PUT => {
-                let ip = path_param(ip, "ipv6")?;
-                let (low, high) = (path_param(low, "low")?, path_param(high, "high")?);
-                let target: NatTarget = req.json_body()?;
-                changed(self.ipv6_create(ip, low, high, target)?)
+                changed(self.create(ip, low, high, target)?)
             }
             _ => Err(crate::upstream::unrouted(Service::Dpd, req)),
         }
@@ -626,141 +542,8 @@ fn page<T, K: Display>(items: Vec<T>, key: impl Fn(&T) -> K) -> ResultsPage<T> {
     ResultsPage { items, next_page }
 }
 
+mod rpw;
 #[cfg(test)]
 mod tests;
 
-/// How often dendrite's `wait` looks at the RPW's timer
-/// (`sleep(Duration::from_secs(1))` in `wait`, dendrite `dpd/src/rpw/mod.rs`).
-pub const NAT_RPW_POLL: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The NAT RPW's timer, as dendrite keeps it (`WorkflowServer::timers` in
-/// dendrite `dpd/src/rpw/mod.rs` at 2df9101e): one instant, the RPW's next
-/// scheduled run, shared between the RPW and the API.
-///
-/// * It starts at the moment it is made (`WorkflowServer::new` sets it to
-///   `Instant::now()`), so a started dpd pulls at once.
-/// * `POST /rpw/nat/trigger` ([`Self::trigger`], dendrite's
-///   `WorkflowServer::trigger`) sets it to *now*: it does not wake the RPW,
-///   it makes the RPW due. The RPW's `wait` notices at its next look, within
-///   [`NAT_RPW_POLL`].
-/// * After each run (done or failed) the RPW adds the period to it
-///   (`update_timer`): to the last *scheduled* time — or the last trigger's
-///   time, if one came since — not to the end of the run. So a run longer
-///   than the period is followed at once by another (the missed ones are
-///   caught up, one by one), and a trigger that arrives *during* a run,
-///   after its final (empty) fetch was answered, only moves the base: that
-///   change waits for the next scheduled run, up to a period (30 s) later.
-///
-/// The timer is data, not a notification: dropping the RPW's future
-/// (cancelling it, or the zone going down) loses no trigger, since a
-/// trigger is a store into the timer that the next wait reads.
-///
-/// Every instant is `tokio::time::Instant`, so under turmoil or a paused
-/// clock the schedule is simulated time and replays exactly. The
-/// instants must come from one clock: [`Self::trigger`] is called from the
-/// dpd's own server (the same runtime as its RPW); a caller on another
-/// clock (a simulation's plan) uses [`Self::restart`] instead.
-#[derive(Debug)]
-pub struct NatRpwTimer {
-    next: std::sync::Mutex<tokio::time::Instant>,
-    restarted: std::sync::atomic::AtomicBool,
-}
-
-impl Default for NatRpwTimer {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl NatRpwTimer {
-    /// A new dpd's timer: due now.
-    pub fn new() -> Self {
-        NatRpwTimer {
-            next: std::sync::Mutex::new(tokio::time::Instant::now()),
-            restarted: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    fn next(&self) -> std::sync::MutexGuard<'_, tokio::time::Instant> {
-        self.next.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// `POST /rpw/nat/trigger`: the RPW is due now.
-    pub fn trigger(&self) {
-        *self.next() = tokio::time::Instant::now();
-    }
-
-    /// dpd restarted: its RPW starts over, as a new `WorkflowServer`'s
-    /// would, at the RPW's next look at its timer (within
-    /// [`NAT_RPW_POLL`]; simplified: a real dpd's new RPW starts when the
-    /// process does). Takes no instant, so any clock may call it.
-    pub fn restart(&self) {
-        self.restarted
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// When the RPW is next due (for tests and traces).
-    pub fn due_at(&self) -> tokio::time::Instant {
-        *self.next()
-    }
-
-    /// dendrite's `update_timer`: the next run is one period after the
-    /// last scheduled (or triggered) one.
-    fn advance(&self, period: std::time::Duration) {
-        let mut next = self.next();
-        *next += period;
-    }
-
-    /// dendrite's `wait`: look at the timer, and while it is in the
-    /// future, sleep [`NAT_RPW_POLL`] and look again. Returns at once when
-    /// it is due (`checked_duration_since` is `Some` from the timer's
-    /// instant on). Cancel-safe: it holds nothing but a sleep.
-    async fn wait(&self) {
-        loop {
-            if self
-                .restarted
-                .swap(false, std::sync::atomic::Ordering::SeqCst)
-            {
-                *self.next() = tokio::time::Instant::now();
-            }
-            if tokio::time::Instant::now() >= *self.next() {
-                return;
-            }
-            tokio::time::sleep(NAT_RPW_POLL).await;
-        }
-    }
-}
-
-/// dpd's instance NAT RPW schedule, as dendrite's `nat_workflow` (dendrite
-/// `dpd/src/rpw/mod.rs` at 2df9101e) runs it: wait until the timer is due
-/// ([`NatRpwTimer`]: at start, `period` after the last scheduled run, or
-/// after a trigger, each seen within [`NAT_RPW_POLL`]), make one pull —
-/// `pull` fetches and applies changesets from the table's generation until
-/// one comes back empty, or fails — then move the timer one `period` on
-/// from its last scheduled time, whether the pull succeeded or not.
-/// `failed` hears of a failure once, not every period while it lasts.
-///
-/// Runs until dropped, as long as its switch zone does; shared by the
-/// simulation and live mode, which pull over their own sockets.
-/// Cancel-safe: the schedule and the triggers live in `timer`, which
-/// outlives this future; dropping it mid-wait loses nothing, and dropping
-/// it mid-pull leaves whatever the pull applied (as killing dpd would).
-pub async fn run_nat_rpw<F: std::future::Future<Output = Result<(), String>>>(
-    timer: std::sync::Arc<NatRpwTimer>,
-    period: std::time::Duration,
-    mut pull: impl FnMut() -> F,
-    mut failed: impl FnMut(&str),
-) {
-    let mut last_failure: Option<String> = None;
-    loop {
-        timer.wait().await;
-        let failure = pull().await.err();
-        if failure != last_failure {
-            if let Some(e) = &failure {
-                failed(e);
-            }
-            last_failure = failure;
-        }
-        timer.advance(period);
-    }
-}
+pub use rpw::{run_nat_rpw, NatRpwTimer, NAT_RPW_POLL};

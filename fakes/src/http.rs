@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
-pub use racksim_reconciler::http::API_VERSION_HEADER;
+pub use racksim_wire::API_VERSION_HEADER;
 use serde::{de::DeserializeOwned, Serialize};
 
 /// A parsed request.

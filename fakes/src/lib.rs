@@ -30,24 +30,23 @@
 //! * [`memnet`] — an in-memory network of fakes with a request log and
 //!   injectable failures, for unit tests that run on paused tokio time.
 //!
-//! ## Wire types: the client's, shaped for the server
+//! ## Wire types: shared with the clients
 //!
-//! The fakes speak with the reconciler crate's own wire types (`NatTarget`,
-//! `Ipv4Nat`, `SpIdentifier`, `VirtualNetworkInterfaceHost`, …): this crate
-//! depends on the reconciler, which, with its optional `schemars` feature
-//! (enabled here only), derives the JSON schemas dropshot needs, named and
-//! shaped as the published documents have them (`Vni`, dpd's `MacAddr`
-//! object, sled-agent's `MacAddr` string). So the conformance test checks
-//! the client's types against the real services' documents too, and the
+//! The fakes speak the wire types of `racksim-wire` (`NatTarget`,
+//! `Ipv4Nat`, `SpIdentifier`, `VirtualNetworkInterfaceHost`, …), the crate
+//! the reconciler's clients use too. With its `schemars` feature (enabled
+//! here) it derives the JSON schemas dropshot needs, named and shaped as
+//! the published documents have them (`Vni`, dpd's `MacAddr` object,
+//! sled-agent's `MacAddr` string). So the conformance test checks the
+//! clients' types against the real services' documents too, and the
 //! simulation's checks read the fakes' tables in the reconciler's types
 //! without conversion.
 //!
-//! The reconciler does not depend on this crate in production. Its unit
-//! tests do (a dev-dependency), which makes them a second build of the
-//! reconciler next to the one this crate links: the two builds' types are
-//! distinct, so its test adapter (`reconciler/src/testing.rs`) passes values
-//! across by their JSON wire format — the very format under test — and
-//! implements its `Connector` on [`memnet::MemNet`]'s streams.
+//! This crate does not depend on the reconciler. The reconciler's unit
+//! tests depend on this crate (a dev-dependency): its test adapter
+//! (`reconciler/src/testing.rs`) implements its `Connector` on
+//! [`memnet::MemNet`]'s streams and hands the fakes' values over as they
+//! are, one build of each crate.
 //!
 //! ## Faithful to the real services
 //!

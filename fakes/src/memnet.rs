@@ -25,10 +25,10 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::{body::Incoming, service::service_fn};
 use hyper_util::rt::TokioIo;
-use racksim_reconciler::{
-    dpd::{Ipv4Nat, NatTarget},
-    instances::{VirtualNetworkInterfaceHost, VmmInfo, SLED_AGENT_PORT},
-    DPD_PORT, MGS_PORT,
+use racksim_wire::{
+    dpd::{Ipv4Nat, MacAddr, NatTarget},
+    sled_agent::{VirtualNetworkInterfaceHost, VmmInfo},
+    DPD_PORT, MGS_PORT, SERVICES_VNI, SLED_AGENT_PORT,
 };
 use serde_json::json;
 
@@ -138,33 +138,7 @@ impl MemNet {
         let (client, server) = tokio::io::duplex(64 * 1024);
         let net = self.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req: Request<Incoming>| {
-                let net = net.clone();
-                async move {
-                    let (parts, body) = req.into_parts();
-                    let body = body.collect().await?.to_bytes();
-                    let path = parts
-                        .uri
-                        .path_and_query()
-                        .map(|p| p.as_str().to_string())
-                        .unwrap_or_default();
-                    let version = parts
-                        .headers
-                        .get(API_VERSION_HEADER)
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string);
-                    match net.handle(addr, &parts.method, &path, version, body) {
-                        Some(r) => Ok::<_, hyper::Error>(
-                            Response::builder()
-                                .status(r.status)
-                                .header(http::header::CONTENT_TYPE, "application/json")
-                                .body(Full::new(r.body))
-                                .expect("valid response"),
-                        ),
-                        None => std::future::pending().await,
-                    }
-                }
-            });
+            let service = service_fn(move |req| net.clone().serve(addr, req));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(server), service)
                 .await;
@@ -172,14 +146,42 @@ impl MemNet {
         Ok(client)
     }
 
+    /// One request on a connection to `addr`, answered by [`Self::handle`];
+    /// an answer of "never" is a response that never comes.
+    async fn serve(
+        self,
+        addr: SocketAddr,
+        req: Request<Incoming>,
+    ) -> Result<Response<Full<Bytes>>, hyper::Error> {
+        let (parts, body) = req.into_parts();
+        let body = body.collect().await?.to_bytes();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
+        let version = parts
+            .headers
+            .get(API_VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        match self.handle(addr, &parts.method, &path, version, body) {
+            Some(r) => Ok(Response::builder()
+                .status(r.status)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(r.body))
+                .expect("valid response")),
+            None => std::future::pending().await,
+        }
+    }
+
     /// A switch zone at `ip`: dpd on `DPD_PORT` and MGS on `MGS_PORT`, both
     /// for switch `slot`.
     pub fn add_switch_zone(&self, ip: Ipv6Addr, slot: u16) {
         let mut state = self.lock();
-        state.endpoints.insert(
-            SocketAddr::new(ip.into(), DPD_PORT),
-            Endpoint::Dpd(DpdState::new(slot)),
-        );
+        state
+            .endpoints
+            .insert(dpd_addr(ip), Endpoint::Dpd(DpdState::new(slot)));
         state.endpoints.insert(
             SocketAddr::new(ip.into(), MGS_PORT),
             Endpoint::Mgs(MgsState::new(slot)),
@@ -189,9 +191,7 @@ impl MemNet {
     /// Takes a whole switch zone off the network (connections refused).
     pub fn remove_switch_zone(&self, ip: Ipv6Addr) {
         let mut state = self.lock();
-        state
-            .endpoints
-            .remove(&SocketAddr::new(ip.into(), DPD_PORT));
+        state.endpoints.remove(&dpd_addr(ip));
         state
             .endpoints
             .remove(&SocketAddr::new(ip.into(), MGS_PORT));
@@ -199,11 +199,7 @@ impl MemNet {
 
     /// Runs `f` on the dpd of the switch zone at `zone`.
     pub fn with_dpd<T>(&self, zone: Ipv6Addr, f: impl FnOnce(&mut DpdState) -> T) -> T {
-        match self
-            .lock()
-            .endpoints
-            .get_mut(&SocketAddr::new(zone.into(), DPD_PORT))
-        {
+        match self.lock().endpoints.get_mut(&dpd_addr(zone)) {
             Some(Endpoint::Dpd(dpd)) => f(dpd),
             _ => panic!("no fake dpd at {zone}"),
         }
@@ -222,11 +218,7 @@ impl MemNet {
     /// All IPv4 NAT entries of the dpd in `zone`, sorted; none when there
     /// is no dpd there.
     pub fn nat(&self, zone: Ipv6Addr) -> Vec<Ipv4Nat> {
-        match self
-            .lock()
-            .endpoints
-            .get(&SocketAddr::new(zone.into(), DPD_PORT))
-        {
+        match self.lock().endpoints.get(&dpd_addr(zone)) {
             Some(Endpoint::Dpd(dpd)) => dpd.ipv4_entries(),
             _ => Vec::new(),
         }
@@ -235,18 +227,14 @@ impl MemNet {
     /// A sled-agent at `[ip]:SLED_AGENT_PORT` with no mappings and no VMMs.
     pub fn add_sled_agent(&self, ip: Ipv6Addr) {
         self.lock().endpoints.insert(
-            SocketAddr::new(ip.into(), SLED_AGENT_PORT),
+            sled_agent_addr(ip),
             Endpoint::SledAgent(SledAgentState::default()),
         );
     }
 
     /// Runs `f` on the sled-agent at `ip`.
     pub fn with_sled_agent<T>(&self, ip: Ipv6Addr, f: impl FnOnce(&mut SledAgentState) -> T) -> T {
-        match self
-            .lock()
-            .endpoints
-            .get_mut(&SocketAddr::new(ip.into(), SLED_AGENT_PORT))
-        {
+        match self.lock().endpoints.get_mut(&sled_agent_addr(ip)) {
             Some(Endpoint::SledAgent(agent)) => f(agent),
             _ => panic!("no fake sled-agent at {ip}"),
         }
@@ -367,18 +355,22 @@ impl MemNet {
 /// The target of test NAT entries: sled `sled`'s `::1`, a MAC derived from
 /// it, the services VNI.
 pub fn service_target(sled: u16) -> NatTarget {
+    let sled_byte = u8::try_from(sled).expect("test sleds are numbered below 256");
     NatTarget {
         internal_ip: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, sled, 0, 0, 0, 1),
-        inner_mac: racksim_reconciler::dpd::MacAddr::new([
-            0xa8,
-            0x40,
-            0x25,
-            0xff,
-            0x00,
-            u8::try_from(sled).expect("test sleds are numbered below 256"),
-        ]),
-        vni: racksim_reconciler::SERVICES_VNI,
+        inner_mac: MacAddr::new([0xa8, 0x40, 0x25, 0xff, 0x00, sled_byte]),
+        vni: SERVICES_VNI,
     }
+}
+
+/// dpd's address in the switch zone at `zone`.
+fn dpd_addr(zone: Ipv6Addr) -> SocketAddr {
+    SocketAddr::new(zone.into(), DPD_PORT)
+}
+
+/// sled-agent's address on the sled at `ip`.
+fn sled_agent_addr(ip: Ipv6Addr) -> SocketAddr {
+    SocketAddr::new(ip.into(), SLED_AGENT_PORT)
 }
 
 /// A `fd00:1122:3344:<sled>::2` switch-zone address.

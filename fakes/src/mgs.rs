@@ -10,7 +10,7 @@
 //! know.
 
 use http::Method;
-use racksim_reconciler::mgs::{PowerState, SpIdentifier, SpType, API_VERSION};
+use racksim_wire::mgs::{PowerState, SpIdentifier, SpType, API_VERSION};
 
 use crate::http::{ApiError, ApiRequest, ApiResponse};
 
@@ -62,13 +62,8 @@ impl MgsState {
             return e.into_response();
         }
         let segs = req.segments();
-        match (
-            req.method.clone(),
-            segs.iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .as_slice(),
-        ) {
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        match (req.method.clone(), segs.as_slice()) {
             (Method::GET, ["local", "switch-id"]) => ApiResponse::json(&self.local_switch_id()),
             (Method::GET, ["sp", "sled", slot, "power-state"]) => match slot.parse::<u16>() {
                 Ok(slot) => match self.sled_power_state(slot) {

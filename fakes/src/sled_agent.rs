@@ -15,11 +15,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use http::{Method, StatusCode};
-use racksim_reconciler::{
+use racksim_wire::{
     dpd::MAX_VNI,
-    instances::{
+    sled_agent::{
         VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState, VmmStateRequest,
-        NO_SUCH_INSTANCE, SLED_AGENT_API_VERSION,
+        API_VERSION as SLED_AGENT_API_VERSION, NO_SUCH_INSTANCE,
     },
 };
 

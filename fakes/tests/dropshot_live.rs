@@ -1,6 +1,7 @@
 //! The dropshot servers of the fakes on real loopback sockets: the wire
-//! details as a client other than racksim's sees them (raw HTTP/1.1 here),
-//! and racksim's own clients against them.
+//! details as a client other than racksim's sees them (raw HTTP/1.1 here).
+//! racksim's own clients are run against them by the reconciler crate's
+//! `tests/dropshot_fakes.rs` (this crate does not depend on the reconciler).
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -14,12 +15,7 @@ use racksim_fakes::{
     mgs::MgsState,
     sled_agent::SledAgentState,
 };
-use racksim_reconciler::{
-    dpd::{DpdClient, Ipv4Nat, API_VERSION},
-    http::{HttpClient, TokioConnector},
-    instances::SledAgentClient,
-    mgs::MgsClient,
-};
+use racksim_wire::dpd::API_VERSION;
 use serde_json::{json, Value};
 
 fn loopback() -> SocketAddr {
@@ -198,74 +194,8 @@ async fn dpd_pages_hold_64_and_ipv6_tokens_round_trip() {
     // And one address's entries, percent-encoded in the path.
     let (s, body) = call(addr, "GET", "/nat/ipv6/fd00%3A%3A7", V, None).await;
     assert_eq!((s, body["items"].as_array().unwrap().len()), (200, 1));
-    assert_eq!(ctx.lock().ipv6_entries().len(), 70);
+    assert_eq!(ctx.lock().entries::<Ipv6Addr>().len(), 70);
     server.close().await.unwrap();
-}
-
-#[tokio::test]
-async fn racksim_clients_work_against_the_dropshot_servers() {
-    let (addr, ctx, server) = dpd().await;
-    let client = DpdClient::new(HttpClient::new(TokioConnector, addr));
-    let ip = Ipv4Addr::new(198, 51, 100, 1);
-    for i in 0..100u16 {
-        client
-            .nat_ipv4_create(ip, i * 10, i * 10 + 9, &service_target(1))
-            .await
-            .unwrap();
-    }
-    let all = client.nat_ipv4_list_all(ip, 128).await.unwrap();
-    assert_eq!(all.len(), 100);
-    assert_eq!(all, ctx.lock().ipv4_entries());
-    let page = client.nat_ipv4_list(ip, Some(128), None).await.unwrap();
-    assert_eq!(page.items.len(), 64);
-    let conflict = client
-        .nat_ipv4_create(ip, 5, 25, &service_target(2))
-        .await
-        .unwrap_err();
-    assert_eq!(conflict.status(), Some(409));
-    client.nat_ipv4_delete(ip, 5).await.unwrap();
-    client.nat_ipv4_delete(ip, 5).await.unwrap();
-    assert_eq!(client.nat_ipv4_get(ip, 5).await.unwrap(), None);
-    assert_eq!(
-        ctx.lock().ipv4_entries().first().copied(),
-        Some(Ipv4Nat {
-            external: ip,
-            low: 10,
-            high: 19,
-            target: service_target(1)
-        })
-    );
-    server.close().await.unwrap();
-
-    let mgs = serve_mgs(loopback(), MgsState::new(1)).unwrap();
-    let id = MgsClient::new(HttpClient::new(TokioConnector, mgs.local_addr()))
-        .local_switch_id()
-        .await
-        .unwrap();
-    assert_eq!(id.slot, 1);
-    let (s, _) = call(mgs.local_addr(), "GET", "/local/switch-id", None, None).await;
-    assert_eq!(s, 400);
-    mgs.close().await.unwrap();
-
-    let agent_ctx = SledAgentContext::new(SledAgentState::default());
-    let agent = serve_sled_agent(loopback(), agent_ctx.clone()).unwrap();
-    let client = SledAgentClient::new(HttpClient::new(TokioConnector, agent.local_addr()));
-    let m = racksim_reconciler::instances::VirtualNetworkInterfaceHost {
-        virtual_ip: "172.30.0.5".parse().unwrap(),
-        virtual_mac: racksim_reconciler::dpd::MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 1]),
-        physical_host_ip: "fd00:1122:3344:102::1".parse().unwrap(),
-        vni: 1001,
-    };
-    client.v2p_set(&m).await.unwrap();
-    assert_eq!(client.v2p_list().await.unwrap(), vec![m]);
-    client.instance_register(7, 70).await.unwrap();
-    assert_eq!(
-        client.instance_register(7, 71).await.unwrap_err().status(),
-        Some(409)
-    );
-    client.v2p_del(&m).await.unwrap();
-    assert!(agent_ctx.lock().v2p_list().is_empty());
-    agent.close().await.unwrap();
 }
 
 #[tokio::test]

@@ -8,63 +8,10 @@
 //! zones are, not *which* switch each manages; that comes from MGS
 //! ([`crate::mgs`]) or dpd's `/switch/identifiers`.
 
-use std::{fmt, future::Future, net::Ipv6Addr, str::FromStr};
+use std::{future::Future, net::Ipv6Addr};
 
+pub use racksim_wire::mgs::SwitchSlot;
 use serde::{Deserialize, Serialize};
-
-/// Switch slot: `switch0` / `switch1`. Display "switch0". serde as "switch0".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum SwitchSlot {
-    #[serde(rename = "switch0")]
-    Switch0,
-    #[serde(rename = "switch1")]
-    Switch1,
-}
-
-impl SwitchSlot {
-    /// Both slots, in order.
-    pub const ALL: [SwitchSlot; 2] = [SwitchSlot::Switch0, SwitchSlot::Switch1];
-
-    /// The slot with MGS's / dpd's numeric index (0 or 1).
-    pub fn from_index(i: u16) -> Option<Self> {
-        match i {
-            0 => Some(SwitchSlot::Switch0),
-            1 => Some(SwitchSlot::Switch1),
-            _ => None,
-        }
-    }
-
-    pub fn index(self) -> u16 {
-        match self {
-            SwitchSlot::Switch0 => 0,
-            SwitchSlot::Switch1 => 1,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SwitchSlot::Switch0 => "switch0",
-            SwitchSlot::Switch1 => "switch1",
-        }
-    }
-}
-
-impl fmt::Display for SwitchSlot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for SwitchSlot {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SwitchSlot::ALL
-            .into_iter()
-            .find(|slot| slot.as_str() == s)
-            .ok_or_else(|| format!("unknown switch slot {s:?} (expected switch0 or switch1)"))
-    }
-}
 
 /// Internal DNS lookup of the switch zones currently advertised (their underlay
 /// IPv6 addresses; dpd and MGS listen on DPD_PORT / MGS_PORT there).
@@ -93,30 +40,6 @@ impl SwitchZoneResolver for StaticResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slot_names_and_indices() {
-        assert_eq!(SwitchSlot::ALL, [SwitchSlot::Switch0, SwitchSlot::Switch1]);
-        for (i, slot) in SwitchSlot::ALL.into_iter().enumerate() {
-            let i = u16::try_from(i).unwrap();
-            assert_eq!(slot.index(), i);
-            assert_eq!(SwitchSlot::from_index(i), Some(slot));
-            assert_eq!(slot.to_string(), format!("switch{i}"));
-            assert_eq!(
-                serde_json::to_string(&slot).unwrap(),
-                format!("\"switch{i}\"")
-            );
-            assert_eq!(
-                serde_json::from_str::<SwitchSlot>(&format!("\"switch{i}\"")).unwrap(),
-                slot
-            );
-            assert_eq!(format!("switch{i}").parse::<SwitchSlot>().unwrap(), slot);
-        }
-        assert_eq!(SwitchSlot::from_index(2), None);
-        assert!("Switch0".parse::<SwitchSlot>().is_err());
-        assert!(serde_json::from_str::<SwitchSlot>("\"Switch0\"").is_err());
-        assert!(SwitchSlot::Switch0 < SwitchSlot::Switch1);
-    }
 
     #[tokio::test]
     async fn static_resolver_answers_its_list() {

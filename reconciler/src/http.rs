@@ -38,7 +38,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 /// `ClientSpecifiesVersionInHeader`), and refuses a request without it
 /// with a 400. The typed clients ([`crate::dpd`], [`crate::mgs`],
 /// [`crate::instances`]) each send their API's version.
-pub const API_VERSION_HEADER: &str = "api-version";
+pub use racksim_wire::API_VERSION_HEADER;
 
 /// Default timeout of one whole request (connect, send, read the body).
 /// Matches the 15 s connect timeout of the production clients.

@@ -62,7 +62,9 @@
 //!   sockets in tests. Every request has a timeout.
 //! * [`dpd`] and [`mgs`] — typed clients for the parts of dendrite's and the
 //!   management gateway's APIs this crate needs, with the exact paths and JSON
-//!   of their published OpenAPI documents.
+//!   of their published OpenAPI documents. The JSON types themselves live in
+//!   the `racksim-wire` crate, which the fakes share; these modules (and
+//!   [`instances`] for sled-agent's) re-export them.
 //! * [`discovery`] — how a sled finds the switch zones (internal DNS).
 //! * [`nat`] — the desired-state model and the pure planner
 //!   (`{unchanged, to_remove, to_create}`), plus the executor that removes
@@ -93,10 +95,5 @@ pub mod task;
 mod testing;
 
 pub use http::{Connector, TokioConnector};
-
-/// Port of dendrite (`dpd`) inside a switch zone.
-pub const DPD_PORT: u16 = 12224;
-/// Port of the management gateway (MGS) inside a switch zone.
-pub const MGS_PORT: u16 = 12225;
-/// The VNI of rack services (boundary NTP, Nexus, external DNS).
-pub const SERVICES_VNI: u32 = 100;
+// The rack's well-known ports and the services VNI, from `racksim-wire`.
+pub use racksim_wire::{DPD_PORT, MGS_PORT, SERVICES_VNI};

@@ -5,60 +5,13 @@
 //! a switch zone's address to a slot: the addresses come from DNS, and DNS
 //! says nothing about which switch is behind which address. The answer is
 //! `{"type":"switch","slot":0}` (see `reference/gateway-local-switch-id-subset.json`).
+//! The wire types are those of `racksim-wire`, re-exported here.
 
 use std::net::SocketAddr;
 
-use serde::{Deserialize, Serialize};
+pub use racksim_wire::mgs::{PowerState, SpIdentifier, SpType, API_VERSION};
 
-use crate::{
-    discovery::SwitchSlot,
-    http::{ClientError, Connector, HttpClient},
-};
-
-/// The version of MGS's API this client is written against (`info.version`
-/// of `reference/gateway-local-switch-id-subset.json`).
-pub const API_VERSION: &str = "3.0.0";
-
-/// Kind of service processor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum SpType {
-    Sled,
-    Power,
-    Switch,
-}
-
-/// `{"type": "switch", "slot": 0}`
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
-pub struct SpIdentifier {
-    #[serde(rename = "type")]
-    pub typ: SpType,
-    pub slot: u16,
-}
-
-impl SpIdentifier {
-    /// The switch slot this identifier names, if it names a switch in a
-    /// valid slot. Anything else from `/local/switch-id` means the zone is
-    /// misconfigured, and callers treat that zone as not found.
-    pub fn switch_slot(&self) -> Option<SwitchSlot> {
-        match self.typ {
-            SpType::Switch => SwitchSlot::from_index(self.slot),
-            SpType::Sled | SpType::Power => None,
-        }
-    }
-}
-
-/// A service processor's view of its host's power (MGS's `PowerState`):
-/// `A0` is on; `A1` and `A2` are the off states.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
-pub enum PowerState {
-    A0,
-    A1,
-    A2,
-}
+use crate::http::{ClientError, Connector, HttpClient};
 
 /// Client of one MGS.
 #[derive(Clone, Debug)]
@@ -93,51 +46,11 @@ impl<C: Connector> MgsClient<C> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
     use crate::{
         testing::{zone_ip, FakeNet, FakeResponse},
         MGS_PORT,
     };
-
-    #[test]
-    fn sp_identifier_wire_shape() {
-        let id: SpIdentifier =
-            serde_json::from_value(json!({"type": "switch", "slot": 1})).unwrap();
-        assert_eq!(
-            id,
-            SpIdentifier {
-                typ: SpType::Switch,
-                slot: 1
-            }
-        );
-        assert_eq!(id.switch_slot(), Some(SwitchSlot::Switch1));
-        assert_eq!(
-            serde_json::to_value(SpIdentifier {
-                typ: SpType::Sled,
-                slot: 3
-            })
-            .unwrap(),
-            json!({"type": "sled", "slot": 3})
-        );
-        assert_eq!(
-            SpIdentifier {
-                typ: SpType::Sled,
-                slot: 0
-            }
-            .switch_slot(),
-            None
-        );
-        assert_eq!(
-            SpIdentifier {
-                typ: SpType::Switch,
-                slot: 2
-            }
-            .switch_slot(),
-            None
-        );
-    }
 
     #[tokio::test(start_paused = true)]
     async fn local_switch_id_against_fake() {

@@ -1,10 +1,7 @@
 use std::net::Ipv6Addr;
 
 use http::{Method, StatusCode};
-use racksim_reconciler::{
-    dpd::{Ipv4Nat, Ipv6Nat, MacAddr, ResultsPage},
-    instances::NatEntryView,
-};
+use racksim_wire::dpd::{Ipv4Nat, Ipv6Nat, MacAddr, ResultsPage};
 
 use super::*;
 
@@ -22,6 +19,14 @@ fn req(method: Method, path: &str, body: &str) -> ApiRequest {
 
 fn put(dpd: &mut DpdState, path: &str, t: NatTarget) -> (ApiResponse, Option<NatChange>) {
     dpd.handle(&req(Method::PUT, path, &serde_json::to_string(&t).unwrap()))
+}
+
+/// The dpd of switch `slot` with one entry, `PUT` at `path` to `target(1)`.
+fn dpd_with_entry(slot: u16, path: &str) -> DpdState {
+    let mut dpd = DpdState::new(slot);
+    let (r, _) = put(&mut dpd, path, target(1));
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{path}");
+    dpd
 }
 
 #[test]
@@ -56,8 +61,7 @@ fn create_is_idempotent_and_overlap_is_dendrites_conflict() {
 
 #[test]
 fn get_finds_the_covering_entry_and_delete_of_an_absent_one_is_204() {
-    let mut dpd = DpdState::new(0);
-    put(&mut dpd, "/nat/ipv4/198.51.100.1/100/199", target(1));
+    let mut dpd = dpd_with_entry(0, "/nat/ipv4/198.51.100.1/100/199");
     let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv4/198.51.100.1/150", ""));
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.body.unwrap(), serde_json::to_value(target(1)).unwrap());
@@ -143,13 +147,12 @@ fn ipv6_tokens_are_percent_decoded() {
     let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv6/fd00%3A%3A3", ""));
     let page: ResultsPage<Ipv6Nat> = serde_json::from_value(r.body.unwrap()).unwrap();
     assert_eq!(page.items.len(), 1);
-    assert_eq!(dpd.ipv6_get(addrs[0], 80).map(|e| e.low), Some(0));
+    assert_eq!(dpd.get(addrs[0], 80).map(|e| e.low), Some(0));
 }
 
 #[test]
 fn bad_requests_get_a_clear_400_and_change_nothing() {
-    let mut dpd = DpdState::new(0);
-    put(&mut dpd, "/nat/ipv4/198.51.100.1/0/9", target(1));
+    let mut dpd = dpd_with_entry(0, "/nat/ipv4/198.51.100.1/0/9");
     let before = dpd.ipv4_entries();
     let good = serde_json::to_string(&target(1)).unwrap();
     let big_vni = serde_json::to_string(&NatTarget {
@@ -208,7 +211,7 @@ fn bad_requests_get_a_clear_400_and_change_nothing() {
         assert!(message.contains(needle), "{method} {path}: {message}");
         assert!(change.is_none());
         assert_eq!(dpd.ipv4_entries(), before, "{method} {path}");
-        assert!(dpd.ipv6_entries().is_empty());
+        assert!(dpd.entries::<Ipv6Addr>().is_empty());
     }
     let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv5", ""));
     assert_eq!(r.status, StatusCode::NOT_FOUND);
@@ -240,8 +243,7 @@ fn requests_without_a_supported_api_version_are_refused() {
 
 #[test]
 fn reset_empties_the_table_and_identifiers_name_the_slot() {
-    let mut dpd = DpdState::new(1);
-    put(&mut dpd, "/nat/ipv4/198.51.100.1/0/65535", target(1));
+    let mut dpd = dpd_with_entry(1, "/nat/ipv4/198.51.100.1/0/65535");
     let (r, change) = dpd.handle(&req(Method::DELETE, "/nat/ipv4", ""));
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     assert_eq!(change, Some(NatChange::Reset { removed: 1 }));
@@ -262,266 +264,4 @@ fn reset_empties_the_table_and_identifiers_name_the_slot() {
         (r.status, r.body),
         (StatusCode::OK, Some(serde_json::Value::Null))
     );
-}
-
-fn nat_change(first_port: u16, last_port: u16, sled: u16, gen: i64, deleted: bool) -> NatEntryView {
-    NatEntryView {
-        external_address: Ipv4Addr::new(203, 0, 113, 10),
-        first_port,
-        last_port,
-        sled_address: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x100 + sled, 0, 0, 0, 1),
-        vni: 1001,
-        mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 5]),
-        gen,
-        deleted,
-    }
-}
-
-#[test]
-fn changes_are_applied_as_dendrite_does() {
-    let mut dpd = DpdState::new(0);
-    // Removing an absent entry does nothing.
-    assert!(dpd
-        .apply_nat_change(&nat_change(0, 99, 1, 1, true))
-        .is_empty());
-    // Set: created; the same again: nothing.
-    let ops = dpd.apply_nat_change(&nat_change(0, 99, 1, 2, false));
-    assert!(matches!(ops[..], [Ok(NatChange::Created(_))]), "{ops:?}");
-    assert!(dpd
-        .apply_nat_change(&nat_change(0, 99, 1, 2, false))
-        .is_empty());
-    // Set another target at the same key: replaced.
-    let ops = dpd.apply_nat_change(&nat_change(0, 99, 2, 3, false));
-    assert!(
-        matches!(
-            ops[..],
-            [Ok(NatChange::Deleted(_)), Ok(NatChange::Created(_))]
-        ),
-        "{ops:?}"
-    );
-    assert_eq!(
-        dpd.ipv4_entries()[0].target,
-        nat_change(0, 99, 2, 3, false).entry().target
-    );
-    // An overlapping range at another key: the overlapping entry is
-    // cleared and the change set, as dendrite does on a conflict.
-    let ops = dpd.apply_nat_change(&nat_change(50, 150, 3, 4, false));
-    assert!(
-        matches!(
-            ops[..],
-            [Ok(NatChange::Deleted(_)), Ok(NatChange::Created(_))]
-        ),
-        "{ops:?}"
-    );
-    assert_eq!(
-        dpd.ipv4_entries(),
-        vec![nat_change(50, 150, 3, 4, false).entry().to_dpd()]
-    );
-    // A removal clears the entry at its key, whatever its target.
-    let ops = dpd.apply_nat_change(&nat_change(50, 150, 1, 5, true));
-    assert!(matches!(ops[..], [Ok(NatChange::Deleted(_))]), "{ops:?}");
-    assert!(dpd.ipv4_entries().is_empty());
-    // A change that cannot be set at all (a bad range) is reported.
-    let ops = dpd.apply_nat_change(&nat_change(99, 0, 1, 6, false));
-    assert!(
-        matches!(&ops[..], [Err(m)] if m.contains("generation 6")),
-        "{ops:?}"
-    );
-    // Applying does not move the generation: the RPW sets it.
-    assert_eq!(dpd.generation(), 0);
-}
-
-/// A removal is dendrite's `remove_mapping` over the change's whole
-/// range: the first entry (in port order) that overlaps it goes, whatever
-/// its target or exact range, and only that one.
-#[test]
-fn a_removal_removes_the_first_overlapping_entry_whatever_its_target() {
-    let mut dpd = DpdState::new(0);
-    for (low, high, sled) in [(0, 99, 1), (100, 199, 2), (200, 299, 3)] {
-        dpd.apply_nat_change(&nat_change(low, high, sled, 1, false));
-    }
-    let lows = |dpd: &DpdState| dpd.ipv4_entries().iter().map(|e| e.low).collect::<Vec<_>>();
-    // [150, 250] overlaps the entries at 100 and 200: only the first
-    // (100-199, another sled's target than the change's) is removed.
-    let ops = dpd.apply_nat_change(&nat_change(150, 250, 9, 2, true));
-    match &ops[..] {
-        [Ok(NatChange::Deleted(e))] => assert_eq!((e.low, e.high), (100, 199)),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(lows(&dpd), vec![0, 200]);
-    // A range inside an entry but not at its first port still removes it.
-    let ops = dpd.apply_nat_change(&nat_change(250, 260, 3, 3, true));
-    assert!(matches!(ops[..], [Ok(NatChange::Deleted(_))]), "{ops:?}");
-    assert_eq!(lows(&dpd), vec![0]);
-    // No overlap: nothing; another address: nothing.
-    assert!(dpd
-        .apply_nat_change(&nat_change(100, 199, 1, 4, true))
-        .is_empty());
-    let mut elsewhere = nat_change(0, 99, 1, 5, true);
-    elsewhere.external_address = Ipv4Addr::new(203, 0, 113, 11);
-    assert!(dpd.apply_nat_change(&elsewhere).is_empty());
-    assert_eq!(lows(&dpd), vec![0]);
-    // An invalid range is refused, as dendrite's `PortRange::new` does.
-    let ops = dpd.apply_nat_change(&nat_change(99, 0, 1, 6, true));
-    assert!(
-        matches!(&ops[..], [Err(m)] if m.contains("invalid port range")),
-        "{ops:?}"
-    );
-    assert_eq!(lows(&dpd), vec![0]);
-}
-
-mod rpw {
-    use std::{
-        sync::{Arc, Mutex},
-        time::Duration,
-    };
-
-    use tokio::time::Instant;
-
-    use super::super::{run_nat_rpw, NatRpwTimer, NAT_RPW_POLL};
-
-    const PERIOD: Duration = Duration::from_secs(30);
-
-    /// Runs the RPW with pulls that take `pull_time(n)` for pull `n` and
-    /// records when each pull starts, in seconds since `t0`.
-    fn spawn(
-        timer: Arc<NatRpwTimer>,
-        t0: Instant,
-        pull_time: impl Fn(usize) -> Duration + 'static,
-    ) -> (Arc<Mutex<Vec<f64>>>, tokio::task::JoinHandle<()>) {
-        let starts = Arc::new(Mutex::new(Vec::new()));
-        let log = starts.clone();
-        let task = tokio::task::spawn_local(async move {
-            run_nat_rpw(
-                timer,
-                PERIOD,
-                || {
-                    let n = {
-                        let mut l = log.lock().unwrap();
-                        l.push((Instant::now() - t0).as_secs_f64());
-                        l.len() - 1
-                    };
-                    let d = pull_time(n);
-                    async move {
-                        tokio::time::sleep(d).await;
-                        Ok(())
-                    }
-                },
-                |_| {},
-            )
-            .await
-        });
-        (starts, task)
-    }
-
-    fn at(t0: Instant, secs: f64) -> Instant {
-        t0 + Duration::from_secs_f64(secs)
-    }
-
-    async fn run_local<F: std::future::Future<Output = ()>>(f: F) {
-        tokio::task::LocalSet::new().run_until(f).await
-    }
-
-    /// At start, then every 30 s after the last *scheduled* run, seen on
-    /// the wait's 1 s polls, which start when the previous run ends.
-    #[tokio::test(start_paused = true)]
-    async fn runs_at_start_then_30s_after_the_last_scheduled_time_on_1s_polls() {
-        run_local(async {
-            let t0 = Instant::now();
-            let timer = Arc::new(NatRpwTimer::new());
-            // Each pull takes 5.5 s: the polls after it fall on x.5 s, so
-            // the run due at 30 s starts at 30.5 s; the next is still due
-            // at 60 s (not 60.5 s), seen at the poll at 60 s exactly.
-            let (starts, task) = spawn(timer.clone(), t0, |_| Duration::from_millis(5500));
-            tokio::time::sleep_until(at(t0, 126.0)).await;
-            assert_eq!(*starts.lock().unwrap(), vec![0.0, 30.5, 60.0, 90.5, 120.0]);
-            assert_eq!(timer.due_at(), at(t0, 150.0));
-            task.abort();
-        })
-        .await
-    }
-
-    /// A trigger while the RPW waits makes it due at the trigger's
-    /// instant: the run starts at the next poll (within 1 s), and the
-    /// next scheduled run is 30 s after the trigger.
-    #[tokio::test(start_paused = true)]
-    async fn a_trigger_is_seen_within_a_poll_and_rebases_the_schedule() {
-        run_local(async {
-            let t0 = Instant::now();
-            let timer = Arc::new(NatRpwTimer::new());
-            let (starts, task) = spawn(timer.clone(), t0, |_| Duration::ZERO);
-            tokio::time::sleep_until(at(t0, 10.3)).await;
-            timer.trigger();
-            tokio::time::sleep_until(at(t0, 45.0)).await;
-            assert_eq!(*starts.lock().unwrap(), vec![0.0, 11.0, 41.0]);
-            assert!(NAT_RPW_POLL == Duration::from_secs(1));
-            task.abort();
-        })
-        .await
-    }
-
-    /// A trigger that arrives while a pull runs (after its last fetch)
-    /// only moves the base: the change it announces waits a whole period.
-    #[tokio::test(start_paused = true)]
-    async fn a_trigger_during_a_pull_waits_for_the_next_period() {
-        run_local(async {
-            let t0 = Instant::now();
-            let timer = Arc::new(NatRpwTimer::new());
-            let (starts, task) = spawn(timer.clone(), t0, |_| Duration::from_secs(2));
-            tokio::time::sleep_until(at(t0, 1.0)).await;
-            timer.trigger();
-            tokio::time::sleep_until(at(t0, 40.0)).await;
-            // Not at 2 s when the pull ended: at 1 + 30 = 31 s.
-            assert_eq!(*starts.lock().unwrap(), vec![0.0, 31.0]);
-            task.abort();
-        })
-        .await
-    }
-
-    /// A run longer than the period is followed at once by the runs it
-    /// missed, one by one, until the schedule is caught up.
-    #[tokio::test(start_paused = true)]
-    async fn a_long_run_is_caught_up_at_once() {
-        run_local(async {
-            let t0 = Instant::now();
-            let timer = Arc::new(NatRpwTimer::new());
-            let (starts, task) = spawn(timer.clone(), t0, |n| {
-                Duration::from_secs(if n == 0 { 70 } else { 0 })
-            });
-            tokio::time::sleep_until(at(t0, 95.0)).await;
-            // Due at 30 and 60 while the first ran: both at 70; then 90.
-            assert_eq!(*starts.lock().unwrap(), vec![0.0, 70.0, 70.0, 90.0]);
-            task.abort();
-        })
-        .await
-    }
-
-    /// Cancel safety: a trigger made while no RPW waits (its future was
-    /// dropped mid-wait) is kept in the timer, and a new RPW on that timer
-    /// runs at its first look. `restart` re-bases the schedule at the RPW's
-    /// next poll.
-    #[tokio::test(start_paused = true)]
-    async fn dropping_the_rpw_loses_no_trigger_and_restart_rebases() {
-        run_local(async {
-            let t0 = Instant::now();
-            let timer = Arc::new(NatRpwTimer::new());
-            let (first, task) = spawn(timer.clone(), t0, |_| Duration::ZERO);
-            tokio::time::sleep_until(at(t0, 5.2)).await;
-            task.abort();
-            let _ = task.await;
-            assert_eq!(*first.lock().unwrap(), vec![0.0]);
-            timer.trigger();
-            tokio::time::sleep_until(at(t0, 8.0)).await;
-            let (second, task) = spawn(timer.clone(), t0, |_| Duration::ZERO);
-            tokio::time::sleep_until(at(t0, 20.4)).await;
-            timer.restart();
-            tokio::time::sleep_until(at(t0, 60.0)).await;
-            // 8: the kept trigger; 21: the restart, seen at the poll
-            // after 20.4 s (polls fall on whole seconds after 8 s); 51:
-            // 30 s after the restart was seen.
-            assert_eq!(*second.lock().unwrap(), vec![8.0, 21.0, 51.0]);
-            task.abort();
-        })
-        .await
-    }
 }

@@ -1,7 +1,7 @@
 use std::net::{IpAddr, Ipv6Addr};
 
 use http::{Method, StatusCode};
-use racksim_reconciler::dpd::MacAddr;
+use racksim_wire::dpd::MacAddr;
 use serde_json::json;
 
 use super::*;

@@ -131,20 +131,21 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::dpd::MacAddr;
 pub use ops::{InstanceOps, OpError, ResumedSaga, NEXUS_SLED_AGENT_TIMEOUT};
+/// Port of sled-agent on a sled's underlay address.
+pub use racksim_wire::SLED_AGENT_PORT;
 pub use rpw::{v2p_sync, V2pSledOutcome};
 pub use sled_agent::{
     mac_string, SledAgentClient, VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState,
     VmmStateRequest, API_VERSION as SLED_AGENT_API_VERSION, NO_SUCH_INSTANCE,
 };
 pub use store::{
-    InstanceStore, NatEntryView, NatTable, NodeFailure, SagaNode, SagaRecord, SagaState, StoreError,
+    InstanceStore, NatEntryView, NatEntryViewExt, NatTable, NodeFailure, SagaNode, SagaRecord,
+    SagaState, StoreError,
 };
 pub use watcher::{AutoRestart, AutoRestartPolicy};
 
 /// The VNI of the one VPC the simulated rack's instances live in.
 pub const GUEST_VNI: u32 = 1001;
-/// Port of sled-agent on a sled's underlay address.
-pub const SLED_AGENT_PORT: u16 = 12345;
 
 /// Lifecycle state of an instance record. Displays (and serializes) as
 /// `snake_case`.

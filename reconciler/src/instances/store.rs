@@ -1,19 +1,12 @@
 //! What instance operations need from the control plane's database, and the
 //! saga log they keep in it.
 
-use std::{
-    fmt,
-    future::Future,
-    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
-};
+use std::{fmt, future::Future, net::SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
 use super::{InstanceRecord, RuntimeUpdate, SledRef};
-use crate::{
-    dpd::{MacAddr, NatTarget},
-    nat::NatEntry,
-};
+use crate::nat::NatEntry;
 
 /// Why a store operation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
@@ -280,35 +273,18 @@ impl SagaRecord {
     }
 }
 
-/// One change of the instance NAT table as Nexus serves it to dpd
-/// (`GET /nat/ipv4/changeset/{from_gen}`): the entry, and the table version
-/// at which it was added — or, if `deleted`, removed — as `gen`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
-pub struct NatEntryView {
-    pub external_address: Ipv4Addr,
-    pub first_port: u16,
-    pub last_port: u16,
-    pub sled_address: Ipv6Addr,
-    #[cfg_attr(feature = "schemars", schemars(with = "crate::dpd::schema::Vni"))]
-    pub vni: u32,
-    pub mac: MacAddr,
-    pub gen: i64,
-    pub deleted: bool,
+/// One change of the instance NAT table as Nexus serves it to dpd: a wire
+/// type, `racksim-wire`'s (the fake dpd applies it too).
+pub use racksim_wire::nexus::NatEntryView;
+
+/// A changeset's entry as this crate's [`NatEntry`].
+pub trait NatEntryViewExt {
+    fn entry(&self) -> NatEntry;
 }
 
-impl NatEntryView {
-    pub fn entry(&self) -> NatEntry {
-        NatEntry {
-            external_ip: self.external_address,
-            first_port: self.first_port,
-            last_port: self.last_port,
-            target: NatTarget {
-                internal_ip: self.sled_address,
-                inner_mac: self.mac,
-                vni: self.vni,
-            },
-        }
+impl NatEntryViewExt for NatEntryView {
+    fn entry(&self) -> NatEntry {
+        NatEntry::from_dpd(&self.to_dpd())
     }
 }
 

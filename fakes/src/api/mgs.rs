@@ -1,0 +1,88 @@
+//! MGS's API as dropshot serves it: the [`MgsApi`] trait
+//! (`/local/switch-id` and a sled's power state, as MGS publishes them),
+//! [`MgsImpl`] over the [`MgsState`] state machine, its OpenAPI document
+//! and its server. MGS has no faults to show and makes no changes, so its
+//! context is the state itself.
+
+use std::net::SocketAddr;
+
+use dropshot::{HttpError, HttpResponseOk, HttpServer, Path, RequestContext};
+use racksim_wire::mgs::{self, SpIdentifier};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::server::{document, start, ServeError};
+use crate::{mgs::MgsState, upstream::Service};
+
+/// The management gateway's `/local/switch-id` (MGS 3.0.0).
+#[dropshot::api_description]
+pub trait MgsApi {
+    type Context;
+
+    /// Get the identifier for the switch this MGS instance is connected to.
+    #[endpoint { method = GET, path = "/local/switch-id" }]
+    async fn sp_local_switch_id(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<SpIdentifier>, HttpError>;
+
+    /// Get the current power state of a sled via its SP.
+    #[endpoint { method = GET, path = "/sp/{type}/{slot}/power-state" }]
+    async fn sp_power_state_get(
+        rqctx: RequestContext<Self::Context>,
+        path: Path<SpPath>,
+    ) -> Result<HttpResponseOk<mgs::PowerState>, HttpError>;
+}
+
+/// Path of `/sp/{type}/{slot}/...`.
+#[derive(Deserialize, JsonSchema)]
+pub struct SpPath {
+    #[serde(rename = "type")]
+    pub typ: mgs::SpType,
+    pub slot: u16,
+}
+
+/// [`MgsApi`] served by [`MgsState`].
+pub enum MgsImpl {}
+
+impl MgsApi for MgsImpl {
+    type Context = MgsState;
+
+    async fn sp_local_switch_id(
+        rqctx: RequestContext<MgsState>,
+    ) -> Result<HttpResponseOk<SpIdentifier>, HttpError> {
+        Ok(HttpResponseOk(rqctx.context().local_switch_id()))
+    }
+
+    async fn sp_power_state_get(
+        rqctx: RequestContext<MgsState>,
+        path: Path<SpPath>,
+    ) -> Result<HttpResponseOk<mgs::PowerState>, HttpError> {
+        let SpPath { typ, slot } = path.into_inner();
+        match typ {
+            mgs::SpType::Sled => Ok(HttpResponseOk(rqctx.context().sled_power_state(slot)?)),
+            // The fake knows only its rack's sleds (see `crate::mgs`).
+            mgs::SpType::Switch | mgs::SpType::Power => Err(crate::http::ApiError::new(
+                http::StatusCode::NOT_FOUND,
+                Some("SpDoesNotExist"),
+                format!("the fake MGS reports power only for sleds, not {typ:?} {slot}"),
+            )
+            .into()),
+        }
+    }
+}
+
+/// Title of MGS's published API, as in its OpenAPI document.
+pub const MGS_TITLE: &str = "Oxide Management Gateway Service API";
+
+/// The OpenAPI document of the fake MGS.
+pub fn mgs_openapi() -> serde_json::Value {
+    let api = mgs_api_mod::stub_api_description().expect("the MGS API is well formed");
+    document(api, MGS_TITLE, mgs::API_VERSION)
+}
+
+/// Serves a fake MGS on `bind`.
+pub fn serve_mgs(bind: SocketAddr, mgs: MgsState) -> Result<HttpServer<MgsState>, ServeError> {
+    let api = mgs_api_mod::api_description::<MgsImpl>()
+        .map_err(|e| ServeError(format!("MGS API: {e}")))?;
+    start(api, mgs, bind, mgs::API_VERSION, Service::Mgs)
+}

@@ -1,0 +1,235 @@
+//! dpd's instance NAT RPW, as dendrite runs it (dendrite `dpd/src/rpw/mod.rs`
+//! at 2df9101e): how it applies one change of Nexus's changeset to the
+//! tables ([`DpdState::apply_nat_change`]), and when it runs
+//! ([`NatRpwTimer`], [`run_nat_rpw`]). The pull itself — fetching the
+//! changesets from Nexus — is the caller's, over its own sockets.
+
+use racksim_wire::nexus::NatEntryView;
+
+use super::{DpdState, NatChange, NatError};
+
+impl DpdState {
+    /// Applies one change of Nexus's instance NAT changeset as dendrite's
+    /// NAT RPW does (`apply_updates` in dendrite `dpd/src/rpw/mod.rs`):
+    ///
+    /// * a removal (`deleted`) is `nat::clear_mapping` with the change's
+    ///   whole range: `remove_mapping` (dendrite `dpd/src/nat.rs`) removes
+    ///   the *first* entry, in port order, of that external address whose
+    ///   range overlaps `[first_port, last_port]` — whatever its target and
+    ///   whatever its exact range — and only that one; with none, nothing;
+    /// * an addition sets the entry, and when that conflicts with entries
+    ///   whose ranges overlap it, clears every overlapping entry
+    ///   (`clear_overlapping_mappings`) and sets it again (Nexus's table is
+    ///   the truth).
+    ///
+    /// A change that still cannot be applied is reported and skipped, as
+    /// dendrite logs it and moves on. Returns the table operations made.
+    /// The caller moves the generation ([`Self::set_generation`]) past the
+    /// changeset.
+    pub fn apply_nat_change(&mut self, c: &NatEntryView) -> Vec<Result<NatChange, String>> {
+        let mut done = Vec::new();
+        if c.deleted {
+            if c.first_port > c.last_port {
+                // dendrite's `PortRange::new` refuses it; the RPW logs the
+                // error and goes on.
+                done.push(Err(format!(
+                    "cannot apply the change of generation {}: invalid port range",
+                    c.gen
+                )));
+                return done;
+            }
+            // Entries are in port order (one address's entries never
+            // overlap), so the first overlapping one is the lowest.
+            let first_overlapping = self
+                .ipv4_entries()
+                .into_iter()
+                .find(|e| {
+                    e.external == c.external_address
+                        && e.low <= c.last_port
+                        && c.first_port <= e.high
+                })
+                .map(|e| e.low);
+            if let Some(low) = first_overlapping {
+                done.extend(self.ipv4_delete(c.external_address, low).map(Ok));
+            }
+            return done;
+        }
+        let at_key = self
+            .ipv4_get(c.external_address, c.first_port)
+            .filter(|e| e.low == c.first_port);
+        let wanted = c.to_dpd();
+        match at_key {
+            Some(e) if e == wanted => return done,
+            Some(_) => done.extend(self.ipv4_delete(c.external_address, c.first_port).map(Ok)),
+            None => {}
+        }
+        let (ip, first, last) = (c.external_address, c.first_port, c.last_port);
+        let mut created = self.ipv4_create(ip, first, last, c.target());
+        if matches!(created, Err(NatError::Conflict)) {
+            let overlapping: Vec<u16> = self
+                .ipv4_entries()
+                .into_iter()
+                .filter(|e| e.external == ip && e.low <= last && first <= e.high)
+                .map(|e| e.low)
+                .collect();
+            for low in overlapping {
+                done.extend(self.ipv4_delete(ip, low).map(Ok));
+            }
+            created = self.ipv4_create(ip, first, last, c.target());
+        }
+        match created {
+            Ok(change) => done.extend(change.map(Ok)),
+            Err(e) => {
+                let m = match e {
+                    NatError::Conflict => "its range overlaps another entry".to_string(),
+                    NatError::NotFound => "no such entry".to_string(),
+                    NatError::BadRequest(m) => m,
+                };
+                done.push(Err(format!(
+                    "cannot apply the change of generation {}: {m}",
+                    c.gen
+                )))
+            }
+        }
+        done
+    }
+}
+
+/// How often dendrite's `wait` looks at the RPW's timer
+/// (`sleep(Duration::from_secs(1))` in `wait`, dendrite `dpd/src/rpw/mod.rs`).
+pub const NAT_RPW_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The NAT RPW's timer, as dendrite keeps it (`WorkflowServer::timers` in
+/// dendrite `dpd/src/rpw/mod.rs` at 2df9101e): one instant, the RPW's next
+/// scheduled run, shared between the RPW and the API.
+///
+/// * It starts at the moment it is made (`WorkflowServer::new` sets it to
+///   `Instant::now()`), so a started dpd pulls at once.
+/// * `POST /rpw/nat/trigger` ([`Self::trigger`], dendrite's
+///   `WorkflowServer::trigger`) sets it to *now*: it does not wake the RPW,
+///   it makes the RPW due. The RPW's `wait` notices at its next look, within
+///   [`NAT_RPW_POLL`].
+/// * After each run (done or failed) the RPW adds the period to it
+///   (`update_timer`): to the last *scheduled* time — or the last trigger's
+///   time, if one came since — not to the end of the run. So a run longer
+///   than the period is followed at once by another (the missed ones are
+///   caught up, one by one), and a trigger that arrives *during* a run,
+///   after its final (empty) fetch was answered, only moves the base: that
+///   change waits for the next scheduled run, up to a period (30 s) later.
+///
+/// The timer is data, not a notification: dropping the RPW's future
+/// (cancelling it, or the zone going down) loses no trigger, since a
+/// trigger is a store into the timer that the next wait reads.
+///
+/// Every instant is `tokio::time::Instant`, so under turmoil or a paused
+/// clock the schedule is simulated time and replays exactly. The
+/// instants must come from one clock: [`Self::trigger`] is called from the
+/// dpd's own server (the same runtime as its RPW); a caller on another
+/// clock (a simulation's plan) uses [`Self::restart`] instead.
+#[derive(Debug)]
+pub struct NatRpwTimer {
+    next: std::sync::Mutex<tokio::time::Instant>,
+    restarted: std::sync::atomic::AtomicBool,
+}
+
+impl Default for NatRpwTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NatRpwTimer {
+    /// A new dpd's timer: due now.
+    pub fn new() -> Self {
+        NatRpwTimer {
+            next: std::sync::Mutex::new(tokio::time::Instant::now()),
+            restarted: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn next(&self) -> std::sync::MutexGuard<'_, tokio::time::Instant> {
+        self.next.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `POST /rpw/nat/trigger`: the RPW is due now.
+    pub fn trigger(&self) {
+        *self.next() = tokio::time::Instant::now();
+    }
+
+    /// dpd restarted: its RPW starts over, as a new `WorkflowServer`'s
+    /// would, at the RPW's next look at its timer (within
+    /// [`NAT_RPW_POLL`]; simplified: a real dpd's new RPW starts when the
+    /// process does). Takes no instant, so any clock may call it.
+    pub fn restart(&self) {
+        self.restarted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// When the RPW is next due (for tests and traces).
+    pub fn due_at(&self) -> tokio::time::Instant {
+        *self.next()
+    }
+
+    /// dendrite's `update_timer`: the next run is one period after the
+    /// last scheduled (or triggered) one.
+    fn advance(&self, period: std::time::Duration) {
+        let mut next = self.next();
+        *next += period;
+    }
+
+    /// dendrite's `wait`: look at the timer, and while it is in the
+    /// future, sleep [`NAT_RPW_POLL`] and look again. Returns at once when
+    /// it is due (`checked_duration_since` is `Some` from the timer's
+    /// instant on). Cancel-safe: it holds nothing but a sleep.
+    async fn wait(&self) {
+        loop {
+            if self
+                .restarted
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                *self.next() = tokio::time::Instant::now();
+            }
+            if tokio::time::Instant::now() >= *self.next() {
+                return;
+            }
+            tokio::time::sleep(NAT_RPW_POLL).await;
+        }
+    }
+}
+
+/// dpd's instance NAT RPW schedule, as dendrite's `nat_workflow` (dendrite
+/// `dpd/src/rpw/mod.rs` at 2df9101e) runs it: wait until the timer is due
+/// ([`NatRpwTimer`]: at start, `period` after the last scheduled run, or
+/// after a trigger, each seen within [`NAT_RPW_POLL`]), make one pull —
+/// `pull` fetches and applies changesets from the table's generation until
+/// one comes back empty, or fails — then move the timer one `period` on
+/// from its last scheduled time, whether the pull succeeded or not.
+/// `failed` hears of a failure once, not every period while it lasts.
+///
+/// Runs until dropped, as long as its switch zone does; shared by the
+/// simulation and live mode, which pull over their own sockets.
+/// Cancel-safe: the schedule and the triggers live in `timer`, which
+/// outlives this future; dropping it mid-wait loses nothing, and dropping
+/// it mid-pull leaves whatever the pull applied (as killing dpd would).
+pub async fn run_nat_rpw<F: std::future::Future<Output = Result<(), String>>>(
+    timer: std::sync::Arc<NatRpwTimer>,
+    period: std::time::Duration,
+    mut pull: impl FnMut() -> F,
+    mut failed: impl FnMut(&str),
+) {
+    let mut last_failure: Option<String> = None;
+    loop {
+        timer.wait().await;
+        let failure = pull().await.err();
+        if failure != last_failure {
+            if let Some(e) = &failure {
+                failed(e);
+            }
+            last_failure = failure;
+        }
+        timer.advance(period);
+    }
+}
+
+#[cfg(test)]
+mod tests;
