@@ -63,14 +63,15 @@ compile_error!(
 );
 
 pub mod check;
+pub mod dataplane;
 pub mod era;
-pub mod fakes;
 pub mod hosts;
 pub mod logging;
 pub mod net;
 pub mod plan;
 pub mod rack;
 pub mod run;
+pub mod services;
 pub mod testbed;
 pub mod timing;
 pub mod trace;

@@ -8,6 +8,8 @@ use std::{
     time::{Duration, SystemTime},
 };
 
+use racksim_fakes::dpd::DpdState;
+use racksim_nexus::InstanceRequest;
 use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl, task::ScrimletStatus};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use tokio::sync::watch;
@@ -15,7 +17,6 @@ use tokio::sync::watch;
 use crate::{
     check::{convergence_gaps, invariant_violation, observe},
     era::ControlPlaneEra,
-    fakes::dpd::DpdState,
     hosts,
     plan::{Action, Plan, ResolvedStep, Strategy},
     rack::{
@@ -23,7 +24,7 @@ use crate::{
         UPSTREAM_NTP_NAME,
     },
     trace::{fmt_duration, fmt_time, Kind, TraceLine},
-    world::{DpdFault, HostKind, InstanceRequest, InstanceSpec, NexusCommand, RunParams, World},
+    world::{DpdFault, HostKind, InstanceSpec, NexusCommand, RunParams, World},
 };
 
 /// How long the rack must stay converged before a run ends as converged.
