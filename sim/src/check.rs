@@ -157,7 +157,7 @@ pub struct Snapshot {
         usize,
         String,
         std::net::Ipv6Addr,
-        crate::world::SledAgentState,
+        racksim_fakes::sled_agent::SledAgentState,
     )>,
     running_since: std::collections::BTreeMap<u32, std::time::Duration>,
     deletes_completed: std::collections::BTreeMap<u32, std::time::Duration>,

@@ -6,14 +6,21 @@
 //! NTP server and the control plane — and runs the **real** reconciler crate
 //! inside it, on simulated sockets and simulated time.
 //!
-//! The data path of a run, one module each:
+//! The data path of a run, scenario to verdict, one module each:
 //!
 //! ```text
-//! rack  (shape: sleds, switches, zones)      plan (timed faults/actions)
-//!    \                                      /
-//!     run::run ── world (shared state) ── hosts (software per host) ── fakes
-//!        |                                       (dpd, MGS, DNS, database, data path)
-//!      trace (one line per event) ── check (invariants, convergence gaps) ── Verdict
+//! scenario file (package racksim)   rack (sleds, switches, zones)   era
+//!        \                                  |                       /
+//!         RunConfig ── plan::Plan::resolve(seed): timed steps ──┐
+//!                                                               │ run (the driver)
+//!    hosts' software on turmoil ◀──▶ world (shared state) ◀─────┘ applies each step
+//!    (hosts, services, dataplane,         │
+//!     net, logging)                       ├──▶ trace (one line per event)
+//!                                         ▼
+//!                     check (invariants, convergence gaps), after every step
+//!                                         │
+//!                                         ▼
+//!                           run::Verdict + timing, in a RunOutcome
 //! ```
 //!
 //! * [`rack`] — the rack's shape and addressing; [`rack::RackSpec::madrid`],
@@ -22,19 +29,28 @@
 //!   control-plane tasks that era ran ([`ControlPlaneEra`]).
 //! * [`plan`] — strategies, faults and instance actions as timed steps,
 //!   jitter windows drawn from the seed; [`Plan::at`] / [`Plan::between`].
-//! * [`world`] — state shared by the hosts, the driver and the checks,
-//!   including the control plane's database (it outlives Nexus).
+//! * [`mod@run`] — the driver: [`RunConfig`] in, the plan's steps applied
+//!   to the simulation at their times, the checks after every step, a
+//!   [`Verdict`] out.
+//! * [`world`] — state shared by the hosts, the driver and the checks: the
+//!   rack's service zones and networking config, each owner's state, and
+//!   the control plane's database (it outlives Nexus).
 //! * [`hosts`] — the software of each simulated host: switch zones, sleds
 //!   (sled-agent, zones, OPTE, the per-sled or per-scrimlet reconcilers),
 //!   Nexus (instance API, background tasks), the upstream NTP server.
-//! * [`fakes`] — state machines of the fake services (dpd, MGS, internal
-//!   DNS, database) and their HTTP plumbing.
+//! * [`services`] — the fake services on turmoil sockets: the state
+//!   machines are `racksim-fakes`'s (dpd, MGS, sled-agent, internal DNS);
+//!   this module serves them and records their changes in the trace.
+//! * [`dataplane`] — the packets of the simulated data path (uplink, NAT,
+//!   Geneve, OPTE), the simulation's own.
 //! * [`net`] — the reconciler's I/O seams on turmoil (connector, resolver).
 //! * [`logging`] — the reconciler's `tracing` events as trace lines.
-//! * [`trace`], [`check`], [`mod@run`] — recording; safety invariants checked
-//!   after every step and convergence; the driver and its [`Verdict`].
+//! * [`trace`], [`check`] — recording; safety invariants checked after
+//!   every step, and convergence.
 //! * [`timing`] — when the rack first converged and how long each fault
 //!   took to repair.
+//! * [`testbed`] — failures of the testbed itself, which end a run as a
+//!   testbed error.
 //!
 //! ## Determinism
 //!
@@ -63,14 +79,15 @@ compile_error!(
 );
 
 pub mod check;
+pub mod dataplane;
 pub mod era;
-pub mod fakes;
 pub mod hosts;
 pub mod logging;
 pub mod net;
 pub mod plan;
 pub mod rack;
 pub mod run;
+pub mod services;
 pub mod testbed;
 pub mod timing;
 pub mod trace;

@@ -11,6 +11,7 @@ use std::{
     time::Duration,
 };
 
+use racksim_fakes::http::{ApiRequest, ApiResponse};
 use racksim_nexus::{
     internal_api, Event, InstanceRequest, Lane, NexusConfig, NexusHost, NexusStore, Requests, Write,
 };
@@ -20,10 +21,10 @@ use racksim_reconciler::{
     DPD_PORT,
 };
 
-use crate::fakes::sled_agent::TimeSync;
+use crate::services::sled_agent::TimeSync;
 use crate::{
-    fakes::http::{serve as serve_http, ApiRequest, ApiResponse, Handler},
     net::{InternalDnsResolver, TurmoilConnector, SLED_AGENT_PORT},
+    services::{serve as serve_http, Handler},
     trace::Kind,
     world::{NexusCommand, World},
 };

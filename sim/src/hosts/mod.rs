@@ -10,7 +10,7 @@ pub mod upstream;
 use racksim_reconciler::{dpd::NatTarget, nat::NatEntry};
 
 use crate::{
-    fakes::http::{serve, Handler},
+    services::{serve, Handler},
     world::World,
 };
 

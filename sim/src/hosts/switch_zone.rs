@@ -9,7 +9,12 @@ use std::{
 };
 
 use http::Method;
-use racksim_fakes::api::Fault;
+use racksim_fakes::{
+    api::Fault,
+    dpd::{DpdState, NatChange, NatRpwTimer},
+    http::{ApiError, ApiRequest, ApiResponse},
+    mgs::MgsState,
+};
 use racksim_reconciler::{
     discovery::SwitchSlot, http::HttpClient, instances::NatEntryView, nat::NatEntry, DPD_PORT,
     MGS_PORT,
@@ -17,15 +22,11 @@ use racksim_reconciler::{
 
 use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server};
 use crate::{
+    dataplane::{Geneve, Inbound},
     era::Task,
-    fakes::{
-        dataplane::{Geneve, Inbound},
-        dpd::{DpdState, NatChange, NatRpwTimer},
-        http::{ApiError, ApiRequest, ApiResponse, Handler},
-        mgs::MgsState,
-    },
     net::{TurmoilConnector, GENEVE_PORT, UPLINK_PORT},
     rack::ZoneKind,
+    services::Handler,
     trace::{Kind, TraceLine},
     world::{DpdFault, World},
 };

@@ -5,7 +5,7 @@
 use std::net::{Ipv6Addr, SocketAddr};
 
 use crate::{
-    fakes::dataplane::{Inbound, NtpQuery},
+    dataplane::{Inbound, NtpQuery},
     net::{NTP_PORT, UPLINK_PORT},
     rack::UPSTREAM_NTP_NAME,
     world::World,

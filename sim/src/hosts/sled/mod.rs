@@ -2,7 +2,7 @@
 //! data path that delivers NAT'd traffic to a zone). One module per concept:
 //!
 //! * this module — the sled host: it boots sled-agent (the fake of
-//!   `racksim-fakes`, served by [`crate::fakes::sled_agent`]), the internal
+//!   `racksim-fakes`, served by [`crate::services::sled_agent`]), the internal
 //!   DNS server if the sled hosts it, OPTE, the strategy's reconcilers, and
 //!   then its zones;
 //! * [`reconcilers`] — the NAT reconcilers a strategy runs beside the zones
@@ -30,6 +30,7 @@ mod zones;
 
 use std::collections::BTreeMap;
 
+use racksim_fakes::sled_agent::SledAgentState;
 use racksim_reconciler::nat::NatEntry;
 use rand::{rngs::SmallRng, SeedableRng};
 use tokio::{sync::watch, task::JoinHandle};
@@ -37,13 +38,13 @@ use tokio::{sync::watch, task::JoinHandle};
 pub use self::ntp::NTP_POLL_INTERVAL;
 pub use self::reconcilers::follow_entries;
 use super::spawn_server;
-pub use crate::fakes::sled_agent::TimeSync;
+pub use crate::services::sled_agent::TimeSync;
 use crate::{
-    fakes::{dns::InternalDnsApi, sled_agent::SledAgentApi},
     net::{InternalDnsResolver, INTERNAL_DNS_PORT, SLED_AGENT_PORT},
     plan::Strategy,
+    services::{dns::InternalDnsApi, sled_agent::SledAgentApi},
     trace::Kind,
-    world::{LiveZone, SledAgentState, World, ZoneId},
+    world::{LiveZone, World, ZoneId},
 };
 
 pub async fn run(world: World, index: usize) -> turmoil::Result {

@@ -7,7 +7,7 @@ use std::{
 };
 
 use crate::{
-    fakes::dataplane::NtpQuery,
+    dataplane::NtpQuery,
     net::NTP_PORT,
     rack::{ZoneSpec, UPSTREAM_NTP_ADDR},
     world::World,

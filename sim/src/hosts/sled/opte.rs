@@ -5,8 +5,8 @@
 use std::net::Ipv6Addr;
 
 use crate::{
-    fakes::dataplane::Geneve, hosts::upstream::NTP_REPLY, net::GENEVE_PORT, rack::ZoneKind,
-    trace::Kind, world::World,
+    dataplane::Geneve, hosts::upstream::NTP_REPLY, net::GENEVE_PORT, rack::ZoneKind, trace::Kind,
+    world::World,
 };
 
 /// OPTE: deliver Geneve traffic to the zone it is for, if VNI and MAC match.

@@ -1,5 +1,5 @@
-//! Fake sled-agent on the simulated network: the state machine of
-//! `racksim-fakes` ([`SledAgentState`], kept in the world so that the checks
+//! sled-agent on the simulated network: the state machine of
+//! `racksim-fakes` ([`SledAgentState`](racksim_fakes::sled_agent::SledAgentState), kept in the world so that the checks
 //! can read it), each change it makes recorded in the trace with host names.
 //!
 //! One route is the simulation's own: `GET /timesync`, which Nexus polls to
@@ -10,11 +10,14 @@
 use std::future::Future;
 
 use http::Method;
-use racksim_fakes::sled_agent::SledAgentChange;
+use racksim_fakes::{
+    http::{ApiRequest, ApiResponse},
+    sled_agent::SledAgentChange,
+};
 use racksim_reconciler::instances::{VirtualNetworkInterfaceHost, VmmState};
 use serde::{Deserialize, Serialize};
 
-use super::http::{ApiRequest, ApiResponse, Handler};
+use super::http::Handler;
 use crate::{trace::Kind, world::World};
 
 /// sled-agent's `GET /timesync` answer (the fields we use).

@@ -1,4 +1,4 @@
-//! The fakes on the simulated network: hyper on turmoil sockets.
+//! Hyper on turmoil sockets: a fake's router served on a simulated port.
 //!
 //! Each fake is a state machine of `racksim-fakes` with a
 //! `handle(&ApiRequest) -> ApiResponse` router. [`serve`] puts such a
@@ -8,7 +8,6 @@
 //! and the `api-version` header reaches the handler, which refuses a request
 //! without it as dropshot does.
 
-pub use racksim_fakes::http::{ApiError, ApiRequest, ApiResponse, API_VERSION_HEADER};
 use std::{
     convert::Infallible,
     future::Future,
@@ -20,6 +19,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
+use racksim_fakes::http::{ApiError, ApiRequest, ApiResponse, API_VERSION_HEADER};
 
 /// Something that answers requests. Async so a fake can hang or delay.
 pub trait Handler: 'static {

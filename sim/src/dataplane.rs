@@ -1,4 +1,6 @@
-//! The packets of the simulated data path, reduced to what NAT decides.
+//! The simulated data path: the packets that cross it, reduced to what NAT
+//! decides. It is the simulation's own (no fake of `racksim-fakes` carries
+//! traffic), and it is how a run sees NAT work or fail from outside.
 //!
 //! Inbound traffic from the outside world arrives at a switch's uplink
 //! addressed to an external IP and port. The switch looks the pair up in its
@@ -6,6 +8,18 @@
 //! the entry's `internal_ip` with its VNI and MAC; without an entry the packet
 //! is dropped. The sled's OPTE delivers it only to a zone whose external
 //! address, VNI and MAC all match, so a stale entry loses traffic too.
+//!
+//! One trip, hop by hop (every packet is JSON in one UDP datagram):
+//!
+//! ```text
+//! boundary NTP (hosts::sled::ntp)  --NtpQuery-->  upstream NTP (hosts::upstream)
+//! upstream  --Inbound-->  switch uplink, UPLINK_PORT (hosts::switch_zone: NAT lookup)
+//! switch    --Geneve-->   sled OPTE, GENEVE_PORT (hosts::sled::opte: zone, VNI, MAC)
+//! ```
+//!
+//! A reply that reaches boundary NTP synchronises the rack's time, which
+//! Nexus waits for; a switch that starts or stops dropping traffic, and
+//! every packet OPTE drops, is a trace line of kind `dataplane`.
 
 use std::net::Ipv4Addr;
 

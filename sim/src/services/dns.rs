@@ -1,13 +1,16 @@
-//! Fake internal DNS on the simulated network: the records are the world's
+//! Internal DNS on the simulated network: the records are the world's
 //! switch zones (dendrite instances) that discovery can currently see — a
 //! plan step can hide one, as happened on madrid — answered by the DNS
 //! state machine of `racksim-fakes`.
 
 use std::future::Future;
 
-use racksim_fakes::dns::InternalDns;
+use racksim_fakes::{
+    dns::InternalDns,
+    http::{ApiRequest, ApiResponse},
+};
 
-use super::http::{ApiRequest, ApiResponse, Handler};
+use super::http::Handler;
 use crate::world::World;
 
 /// The zone as the world has it now.

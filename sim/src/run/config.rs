@@ -1,0 +1,119 @@
+//! Everything a run depends on besides the code: the [`RunConfig`] a
+//! scenario file, a sweep or a test builds, and its defaults.
+
+use std::time::Duration;
+
+use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+
+use super::engine::Engine;
+use crate::{
+    era::ControlPlaneEra,
+    plan::{Plan, Strategy},
+    rack::RackSpec,
+    world::InstanceSpec,
+};
+
+/// How long the rack must stay converged before a run ends as converged.
+pub const DEFAULT_STABILITY: Duration = Duration::from_secs(60);
+
+/// Everything a run depends on besides the code.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub rack: RackSpec,
+    pub strategy: Strategy,
+    pub seed: u64,
+    pub plan: Plan,
+    /// The run ends unconverged at this simulated time.
+    pub deadline: Duration,
+    pub stability: Duration,
+    pub ntp_return_switch: SwitchSlot,
+    /// How the control plane starts instances.
+    pub start: StartImpl,
+    /// Which control-plane tasks run: by default those of the era the
+    /// strategy and `start` stand for ([`ControlPlaneEra::of`]). Set
+    /// `start` with [`RunConfig::with_start`], which keeps the two in step.
+    pub era: ControlPlaneEra,
+    /// Instances the plan refers to.
+    pub instances: Vec<InstanceSpec>,
+    /// A deliberate reconciler bug for this run (test builds only; see
+    /// `racksim_reconciler::mutants`).
+    pub mutant: Option<racksim_reconciler::mutants::Mutant>,
+    /// A deliberate failure of the testbed itself, for tests that prove it
+    /// ends the run as a testbed error (see [`crate::testbed`]).
+    pub sabotage: Option<crate::testbed::Sabotage>,
+    /// Judge the convergence gaps after every driver step, not only when
+    /// the world's version moved, and record in
+    /// [`RunOutcome::uncounted_changes`](super::RunOutcome::uncounted_changes) each step at which they differ
+    /// from the last gaps judged: a change of what the checks read that no
+    /// `version` bump counted. The run itself goes on exactly as without
+    /// the knob (the extra look changes nothing it decides), so the two
+    /// runs must agree byte for byte; `scenarios/tests/recheck.rs` runs the
+    /// catalogue both ways.
+    pub recheck_every_event: bool,
+    /// The widest window of one NAT statement ([`RunParams::nat_window`](crate::world::RunParams::nat_window));
+    /// zero by default.
+    pub nat_window: Duration,
+    /// How time advances: event-driven unless a benchmark asks for the
+    /// tick engine ([`Engine`]).
+    pub engine: Engine,
+}
+
+impl RunConfig {
+    /// A run of `rack` under `strategy` with no plan: a 2-hour deadline, the
+    /// default stability window, NTP replies through the first switch, no
+    /// instances, saga starts, the control plane of the strategy's era.
+    /// Adjust the fields or use the `with_*` methods.
+    pub fn new(rack: RackSpec, strategy: Strategy, seed: u64) -> Self {
+        let ntp_return_switch = rack
+            .switches
+            .first()
+            .map(|s| s.slot)
+            .unwrap_or(SwitchSlot::Switch0);
+        RunConfig {
+            rack,
+            strategy,
+            seed,
+            plan: Plan::default(),
+            deadline: Duration::from_secs(2 * 3600),
+            stability: DEFAULT_STABILITY,
+            ntp_return_switch,
+            start: StartImpl::Saga,
+            era: ControlPlaneEra::of(strategy, StartImpl::Saga),
+            instances: Vec::new(),
+            mutant: None,
+            sabotage: None,
+            recheck_every_event: false,
+            nat_window: Duration::ZERO,
+            engine: Engine::EventDriven,
+        }
+    }
+
+    /// Start instances with `start`, in the control plane of its era.
+    pub fn with_start(mut self, start: StartImpl) -> Self {
+        self.start = start;
+        self.era = ControlPlaneEra::of(self.strategy, start);
+        self
+    }
+
+    /// Run another control plane than the era's (after `with_start`,
+    /// which would reset it).
+    pub fn with_era(mut self, era: ControlPlaneEra) -> Self {
+        self.era = era;
+        self
+    }
+
+    pub fn with_plan(mut self, plan: Plan) -> Self {
+        self.plan = plan;
+        self
+    }
+
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    pub fn with_ntp_return_switch(mut self, slot: SwitchSlot) -> Self {
+        self.ntp_return_switch = slot;
+        self
+    }
+}

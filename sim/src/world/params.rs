@@ -1,0 +1,41 @@
+//! What is fixed for one run: the driver's [`RunParams`] as every host
+//! reads them, and the instances the scenario declares.
+//!
+//! `run::run` turns a [`RunConfig`](crate::RunConfig) into these once, at
+//! the start; nothing in the world changes them afterwards.
+
+use std::{sync::Arc, time::Duration};
+
+use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+
+use crate::{era::ControlPlaneEra, plan::Strategy, rack::RackSpec};
+
+/// Everything fixed for one run.
+#[derive(Clone, Debug)]
+pub struct RunParams {
+    pub rack: Arc<RackSpec>,
+    pub strategy: Strategy,
+    /// How the control plane starts instances.
+    pub start: StartImpl,
+    /// Which control-plane tasks run (the hosts read this, never the
+    /// strategy, to decide).
+    pub era: ControlPlaneEra,
+    /// The instances the scenario declares (their records exist from the start).
+    pub instances: Vec<InstanceSpec>,
+    pub seed: u64,
+    /// The switch through which the outside world's NTP replies return.
+    pub ntp_return_switch: SwitchSlot,
+    /// A deliberate failure of the testbed (tests only).
+    pub sabotage: Option<crate::testbed::Sabotage>,
+    /// The widest window of one NAT statement of the database: each
+    /// statement's is drawn from the seed, uniformly in `0..=nat_window`
+    /// ([`World::nat_window`](crate::world::World::nat_window)). Zero (the default): every statement is
+    /// visible at once.
+    pub nat_window: Duration,
+}
+
+/// An instance a scenario declares; addresses follow from its index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceSpec {
+    pub name: String,
+}
