@@ -16,6 +16,23 @@ use crate::{
     runner::{self, Judged},
 };
 
+/// Trace records as JSON lines (`racksim run --trace-json`), each with the
+/// strategy that produced it.
+pub fn write_trace_json(
+    out: &mut impl std::io::Write,
+    strategy: &str,
+    trace: &[racksim_sim::trace::TraceLine],
+) -> std::io::Result<()> {
+    for line in trace {
+        let mut value = serde_json::to_value(line).expect("trace lines serialize");
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("strategy".into(), strategy.into());
+        }
+        writeln!(out, "{value}")?;
+    }
+    out.flush()
+}
+
 /// Render one judged run. `scenario_arg` is how the user named the scenario
 /// (for the replay command); `drawn` says whether the seed was drawn at random.
 pub fn render(
