@@ -90,6 +90,14 @@ pub fn render(
         }
         let _ = writeln!(w, "control plane: {}", cfg.era);
     }
+    // Only with --mutant: a run of the real reconciler prints what it
+    // always did.
+    if let Some(m) = judged.mutant {
+        let _ = writeln!(
+            w,
+            "mutant: {m} (a deliberate reconciler bug, from the kill table of `racksim mutants`)"
+        );
+    }
     let _ = writeln!(
         w,
         "rack: {} ({} sleds; uplinked switches: {}); NTP replies return via {}",
@@ -159,7 +167,7 @@ pub fn render(
         let _ = writeln!(
             w,
             "replay: {}",
-            runner::replay_command(scenario_arg, strategy, seed)
+            judged.replay_command(scenario_arg, strategy, seed)
         );
     }
     out

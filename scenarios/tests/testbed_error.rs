@@ -23,7 +23,7 @@ fn broken_dpd() -> Sabotage {
 fn no_outcome_accepts_a_testbed_error() {
     let scenario = catalogue::get("madrid-one-switch").unwrap();
     let legacy = scenario.variant("legacy").unwrap();
-    let judged = runner::run_with(&scenario, legacy, 7, Some(broken_dpd())).unwrap();
+    let judged = runner::run_with(&scenario, legacy, 7, Some(broken_dpd()), None).unwrap();
     assert!(judged.outcome.verdict.is_testbed_error());
     let base = judged.expectation.clone();
     let outcomes = [

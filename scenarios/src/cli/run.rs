@@ -9,7 +9,7 @@ use racksim::{catalogue, file::Variant, html, report, runner};
 use racksim_sim::trace::fmt_duration;
 
 use super::{
-    args::parse_sabotage,
+    args::{parse_mutant, parse_sabotage},
     Status,
 };
 
@@ -61,6 +61,11 @@ pub struct RunArgs {
     /// `stop:switch0:12224@2m`.
     #[arg(long, hide = true, value_name = "KIND:HOST:PORT@TIME", value_parser = parse_sabotage)]
     sabotage: Option<racksim_sim::testbed::Sabotage>,
+    /// Run with a deliberately broken reconciler: a mutant as `racksim
+    /// mutants` names it, to replay one of its kills as one run (builds
+    /// with `--features mutants` only).
+    #[arg(long)]
+    mutant: Option<String>,
 }
 
 pub fn list() -> Result<Status, String> {
@@ -78,6 +83,7 @@ pub fn run(args: RunArgs) -> Result<Status, String> {
         trace_json,
         report: report_path,
         sabotage,
+        mutant,
     } = args;
     let scenario = catalogue::resolve(&arg)?;
     let strategy = strategy
@@ -103,6 +109,7 @@ pub fn run(args: RunArgs) -> Result<Status, String> {
         }
         None => scenario.expectations.keys().copied().collect(),
     };
+    let mutant = parse_mutant(mutant.as_deref())?;
     let (seed, drawn) = match seed {
         Some(s) => (s, false),
         None => (random_seed(), true),
@@ -126,7 +133,7 @@ pub fn run(args: RunArgs) -> Result<Status, String> {
             println!();
         }
         let started = Instant::now();
-        let judged = runner::run_with(&scenario, strategy, seed, sabotage.clone())
+        let judged = runner::run_with(&scenario, strategy, seed, sabotage.clone(), mutant)
             .expect("strategy has an expectation");
         let wall = started.elapsed();
         print!(

@@ -28,7 +28,7 @@ use racksim_sim::{
 
 use crate::{
     file::{Scenario, Variant},
-    runner::{self, Judged},
+    runner::Judged,
 };
 
 use svg::esc;
@@ -241,7 +241,7 @@ pub fn render(runs: &[RunInput<'_>]) -> String {
             r.seed,
             esc(&verdict),
             esc(&expectation),
-            esc(&runner::replay_command(r.scenario_arg, r.strategy, r.seed))
+            esc(&r.judged.replay_command(r.scenario_arg, r.strategy, r.seed))
         );
     }
     w.push_str("</table>");
@@ -341,7 +341,7 @@ pub fn render(runs: &[RunInput<'_>]) -> String {
                 w,
                 "({} lines: too many for this page; {} prints them)",
                 o.trace.len(),
-                esc(&runner::replay_command(r.scenario_arg, r.strategy, r.seed))
+                esc(&r.judged.replay_command(r.scenario_arg, r.strategy, r.seed))
             );
         }
         w.push_str("</pre></details>");
