@@ -1,5 +1,13 @@
 //! The built-in scenarios: the files in `scenarios/`, compiled into the
-//! binary so `racksim run NAME` works from any directory.
+//! binary so `racksim run NAME` works from any directory. Every command
+//! that takes a scenario takes a catalogue name or a file's path
+//! ([`resolve`]); `racksim list` prints the catalogue and the era each
+//! strategy stands for ([`listing`]).
+
+use std::path::Path;
+
+use racksim_reconciler::instances::StartImpl;
+use racksim_sim::{ControlPlaneEra, Era, InstanceEra, Strategy};
 
 use crate::file::{self, Scenario};
 
@@ -58,4 +66,99 @@ pub fn get(name: &str) -> Option<Scenario> {
 
 pub fn names() -> Vec<&'static str> {
     CATALOGUE.iter().map(|(n, _, _)| *n).collect()
+}
+
+/// A scenario argument: a catalogue name, or else the path of a scenario
+/// file.
+pub fn resolve(arg: &str) -> Result<Scenario, String> {
+    if let Some(s) = get(arg) {
+        return Ok(s);
+    }
+    let path = Path::new(arg);
+    if path.exists() {
+        return file::load(path);
+    }
+    Err(format!(
+        "error: no scenario {arg:?}: it is neither a catalogue name ({}) nor an existing file",
+        names().join(", ")
+    ))
+}
+
+/// The catalogued scenarios `only` names (every one when it is empty), in
+/// catalogue order; an unknown name is an error.
+pub fn select(only: &[String]) -> Result<Vec<Scenario>, String> {
+    let mut scenarios = all();
+    for name in only {
+        if !scenarios.iter().any(|s| &s.name == name) {
+            return Err(format!(
+                "error: no catalogued scenario {name:?} (known: {})",
+                names().join(", ")
+            ));
+        }
+    }
+    if !only.is_empty() {
+        scenarios.retain(|s| only.contains(&s.name));
+    }
+    Ok(scenarios)
+}
+
+/// What `racksim list` prints: a line per scenario (its description and
+/// each strategy's expectation), then [`eras`].
+pub fn listing() -> String {
+    let scenarios = all();
+    let width = scenarios.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for s in scenarios {
+        let strategies: Vec<String> = s
+            .expectations
+            .iter()
+            .map(|(st, e)| format!("{st}: {}", e.summary()))
+            .collect();
+        out += &format!(
+            "{:<width$}  {}  [{}]\n",
+            s.name,
+            s.description,
+            strategies.join("; ")
+        );
+    }
+    out + &eras()
+}
+
+/// Which era of upstream's code each strategy and start implementation
+/// stands for, and the control-plane tasks its runs get (`racksim_sim::era`).
+pub fn eras() -> String {
+    let mut out = String::from(
+        "\neras (the upstream code each strategy stands for; its runs get that era's control plane):\n",
+    );
+    // One column for every name, strategies and starts alike.
+    let width = Strategy::ALL
+        .iter()
+        .map(|s| s.name().len())
+        .chain(StartImpl::ALL.iter().map(|i| i.as_str().len()))
+        .max()
+        .unwrap_or(0);
+    for s in Strategy::ALL {
+        let era = Era::of(s);
+        out += &format!(
+            "  {:<width$}  {era}: {}\n  {:<width$}    control plane: {}\n",
+            s.name(),
+            era.upstream(),
+            "",
+            ControlPlaneEra::of(s, StartImpl::Saga)
+        );
+    }
+    out += "instance starts (kind = \"instances\"; service NAT as the file fixes it):\n";
+    for i in StartImpl::ALL {
+        let era = InstanceEra::of(i);
+        let cp = ControlPlaneEra::of(Strategy::Legacy, i);
+        out += &format!(
+            "  {:<width$}  {era}: {}\n  {:<width$}    control plane: dpd NAT RPW {}, nexus V2P task {}\n",
+            i.as_str(),
+            era.upstream(),
+            "",
+            cp.dpd_nat_rpw,
+            cp.nexus_v2p
+        );
+    }
+    out
 }

@@ -4,9 +4,16 @@
 //! faults and actions, and what each strategy is expected to do. The
 //! [`catalogue`] holds the built-in ones; [`runner`] turns a scenario,
 //! strategy and seed into a simulation (`racksim-sim`) and judges the
-//! verdict against the expectation. The `racksim` binary is the CLI;
-//! [`campaign`] holds the summaries of its sweeps and fuzz runs, and merges
-//! the shards of one.
+//! verdict against the expectation. The `racksim` binary is the CLI
+//! (`main.rs` parses and dispatches; `cli/`, the binary's own modules, read
+//! each command's arguments and print): everything a command does beyond
+//! that is here, a module per concept. [`campaign`] runs a range of seeds
+//! (a sweep, a fuzz run), summarises it and merges the shards of one;
+//! [`fuzz`] draws swarm plans and knows the known defects; [`shrink`]
+//! reduces a failing plan to a [`regression`]; [`mutants`] is the kill
+//! table; [`matrix`] the catalogue × strategies table; [`report`] and
+//! [`html`] what a run prints and draws; [`bench`] what a simulation costs;
+//! [`serve`] live mode.
 //!
 //! Data path: scenario file → [`file::Scenario`] → `sim::RunConfig` (plan,
 //! jitter drawn from the seed) → simulated world → trace → checks → verdict

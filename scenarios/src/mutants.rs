@@ -170,11 +170,16 @@ pub fn kill_table(
 
 /// Run one job (with `mutant`): how it missed its expectation, if it did.
 fn run(job: &Job, mutant: Option<Mutant>) -> Option<Kill> {
-    let replay = mutant
-        .map(|m| format!("racksim mutants --mutant {m}"))
-        .unwrap_or_default();
     match job {
         Job::Catalogue(s, v, seed) | Job::Regression(s, v, seed) => {
+            // One run replays the kill (`racksim run --mutant`).
+            let arg = match job {
+                Job::Catalogue(..) => s.name.clone(),
+                _ => crate::regression::shown(&s.origin),
+            };
+            let replay = mutant
+                .map(|m| format!("{} --mutant {m}", runner::replay_command(&arg, *v, *seed)))
+                .unwrap_or_default();
             let mut cfg = runner::config(s, *v, *seed).expect("has the expectation");
             cfg.mutant = mutant;
             let outcome = racksim_sim::run(&cfg);

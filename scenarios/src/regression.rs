@@ -9,6 +9,16 @@ use crate::file::{self, Scenario, Variant};
 /// Where regression files live (the suite runs every one of them).
 pub const REGRESSIONS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/regressions");
 
+/// A path as output shows it: one in the committed regressions directory
+/// by its path in the repository (so output does not depend on where the
+/// repository is checked out), any other as given.
+pub fn shown(path: &str) -> String {
+    match path.strip_prefix(REGRESSIONS_DIR) {
+        Some(rest) => format!("scenarios/regressions{rest}"),
+        None => path.to_string(),
+    }
+}
+
 /// A regression file: the scenario and the run its `# Replay:` comment
 /// names.
 #[derive(Clone, Debug)]

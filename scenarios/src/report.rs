@@ -16,6 +16,23 @@ use crate::{
     runner::{self, Judged},
 };
 
+/// Trace records as JSON lines (`racksim run --trace-json`), each with the
+/// strategy that produced it.
+pub fn write_trace_json(
+    out: &mut impl std::io::Write,
+    strategy: &str,
+    trace: &[racksim_sim::trace::TraceLine],
+) -> std::io::Result<()> {
+    for line in trace {
+        let mut value = serde_json::to_value(line).expect("trace lines serialize");
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("strategy".into(), strategy.into());
+        }
+        writeln!(out, "{value}")?;
+    }
+    out.flush()
+}
+
 /// Render one judged run. `scenario_arg` is how the user named the scenario
 /// (for the replay command); `drawn` says whether the seed was drawn at random.
 pub fn render(
@@ -72,6 +89,14 @@ pub fn render(
             }
         }
         let _ = writeln!(w, "control plane: {}", cfg.era);
+    }
+    // Only with --mutant: a run of the real reconciler prints what it
+    // always did.
+    if let Some(m) = judged.mutant {
+        let _ = writeln!(
+            w,
+            "mutant: {m} (a deliberate reconciler bug, from the kill table of `racksim mutants`)"
+        );
     }
     let _ = writeln!(
         w,
@@ -142,7 +167,7 @@ pub fn render(
         let _ = writeln!(
             w,
             "replay: {}",
-            runner::replay_command(scenario_arg, strategy, seed)
+            judged.replay_command(scenario_arg, strategy, seed)
         );
     }
     out

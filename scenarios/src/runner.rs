@@ -1,8 +1,10 @@
 //! Runs a scenario under a strategy and seed, and judges the result against
 //! the scenario's expectation.
 
-use racksim_reconciler::instances::StartImpl;
-use racksim_sim::{run::RunConfig, trace::fmt_duration, ControlPlaneEra, RunOutcome, Verdict};
+use racksim_reconciler::{instances::StartImpl, mutants::Mutant};
+use racksim_sim::{
+    run::RunConfig, testbed::Sabotage, trace::fmt_duration, ControlPlaneEra, RunOutcome, Verdict,
+};
 
 use crate::file::{Expectation, Outcome, Scenario, Variant};
 
@@ -13,6 +15,20 @@ pub struct Judged {
     pub expectation: Expectation,
     /// `Ok` when the expectation holds, else why not.
     pub judgement: Result<String, String>,
+    /// The mutant the run was made with (`racksim run --mutant`), if any.
+    pub mutant: Option<Mutant>,
+}
+
+impl Judged {
+    /// The command that replays this run exactly ([`replay_command`], and
+    /// its mutant).
+    pub fn replay_command(&self, scenario_arg: &str, strategy: Variant, seed: u64) -> String {
+        let mut command = replay_command(scenario_arg, strategy, seed);
+        if let Some(m) = self.mutant {
+            command += &format!(" --mutant {m}");
+        }
+        command
+    }
 }
 
 /// The run configuration of a scenario for one strategy and seed.
@@ -45,19 +61,23 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
 
 /// Run and judge. `None` when the scenario has no expectation for `strategy`.
 pub fn run(scenario: &Scenario, strategy: Variant, seed: u64) -> Option<Judged> {
-    run_with(scenario, strategy, seed, None)
+    run_with(scenario, strategy, seed, None, None)
 }
 
 /// [`run`], with the testbed broken on purpose (`racksim run --sabotage`,
-/// tests of testbed errors).
+/// tests of testbed errors) or a mutant of the reconciler (`racksim run
+/// --mutant`, a kill of the kill table replayed; the simulation refuses one
+/// in a build without mutants).
 pub fn run_with(
     scenario: &Scenario,
     strategy: Variant,
     seed: u64,
-    sabotage: Option<racksim_sim::testbed::Sabotage>,
+    sabotage: Option<Sabotage>,
+    mutant: Option<Mutant>,
 ) -> Option<Judged> {
     let mut cfg = config(scenario, strategy, seed)?;
     cfg.sabotage = sabotage;
+    cfg.mutant = mutant;
     let expectation = scenario.expectations[&strategy].clone();
     let outcome = racksim_sim::run(&cfg);
     let judgement = judge(&expectation, &outcome);
@@ -65,6 +85,7 @@ pub fn run_with(
         outcome,
         expectation,
         judgement,
+        mutant,
     })
 }
 

@@ -479,4 +479,47 @@ pub fn regression_toml(
     write::scenario_toml(&s, &header)
 }
 
+/// A regression's name (`racksim shrink --name`): letters, digits, `-`
+/// and `_`, so that it is a file name anywhere.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "error: --name {name:?}: use letters, digits, - and _"
+        ));
+    }
+    Ok(())
+}
+
+/// Write `shrunk` as the regression file `out/NAME.toml` (the directory
+/// created if need be), with the header comments of the file `source_arg`
+/// names carried over (a fuzz plan's origin): the path written.
+pub fn write_regression(
+    shrunk: &Shrunk,
+    source_arg: &str,
+    name: &str,
+    out: &std::path::Path,
+) -> Result<std::path::PathBuf, String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("error: --out {}: {e}", out.display()))?;
+    let path = out.join(format!("{name}.toml"));
+    let source_header: Vec<String> = std::fs::read_to_string(source_arg)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim().to_string())
+        .collect();
+    let text = regression_toml(
+        shrunk,
+        source_arg,
+        &source_header,
+        name,
+        &path.display().to_string(),
+    );
+    std::fs::write(&path, &text).map_err(|e| format!("error: {}: {e}", path.display()))?;
+    Ok(path)
+}
+
 pub use crate::regression::{regression, regressions, replay_of, Regression, REGRESSIONS_DIR};

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use racksim::{
+    campaign,
     file::Variant,
     fuzz::{
         self,
@@ -44,7 +45,7 @@ fn production(rack: &str) -> Options {
 fn unlisted(opts: &Options, known: &KnownDefects, results: &[SeedResult]) -> Vec<String> {
     let first = results.first().map_or(0, |r| r.seed);
     let last = results.last().map_or(0, |r| r.seed);
-    let summary = fuzz::summarise(opts, (first, last), (0, 1), None, known, results);
+    let summary = campaign::fuzz::summarise(opts, (first, last), (0, 1), None, known, results);
     assert_eq!(
         summary.failed,
         summary.listed + summary.unlisted + summary.testbed_errors

@@ -23,7 +23,7 @@ fn broken_dpd() -> Sabotage {
 fn no_outcome_accepts_a_testbed_error() {
     let scenario = catalogue::get("madrid-one-switch").unwrap();
     let legacy = scenario.variant("legacy").unwrap();
-    let judged = runner::run_with(&scenario, legacy, 7, Some(broken_dpd())).unwrap();
+    let judged = runner::run_with(&scenario, legacy, 7, Some(broken_dpd()), None).unwrap();
     assert!(judged.outcome.verdict.is_testbed_error());
     let base = judged.expectation.clone();
     let outcomes = [
@@ -51,7 +51,10 @@ fn no_outcome_accepts_a_testbed_error() {
 
 #[test]
 fn the_fuzz_summary_counts_testbed_errors_apart() {
-    use racksim::fuzz::{self, Failure, SeedResult};
+    use racksim::{
+        campaign,
+        fuzz::{self, Failure, SeedResult},
+    };
     let opts = fuzz::Options::new(
         "madrid",
         racksim_sim::Strategy::ScrimletLocal,
@@ -70,9 +73,9 @@ fn the_fuzz_summary_counts_testbed_errors_apart() {
     ];
     // The committed known defects: a testbed error is never one of them.
     let known = fuzz::known::load(std::path::Path::new(fuzz::known::KNOWN_DEFECTS)).unwrap();
-    let summary = fuzz::summarise(&opts, (1, 3), (0, 1), None, &known, &results);
+    let summary = campaign::fuzz::summarise(&opts, (1, 3), (0, 1), None, &known, &results);
     assert_eq!((summary.failed, summary.testbed_errors), (2, 1));
     assert_eq!((summary.listed, summary.unlisted), (0, 1));
     assert_eq!(summary.failures[0].label(), "TESTBED ERROR");
-    assert!(fuzz::text(&summary).contains("testbed errors: 1 (failures of racksim itself"));
+    assert!(campaign::fuzz::text(&summary).contains("testbed errors: 1 (failures of racksim itself"));
 }

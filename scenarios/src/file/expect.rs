@@ -19,13 +19,12 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use racksim_sim::{check::INVARIANTS, Strategy};
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
     error::{Locator, ScenarioError},
     parse_variant,
-    raw::{DurationValue, RawScenario},
+    raw::{InvariantNames, RawScenario},
     Kind, Variant,
 };
 
@@ -167,44 +166,6 @@ impl Expectation {
         }
         Ok(())
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawExpect {
-    pub outcome: Spanned<String>,
-    #[serde(default)]
-    pub within: Option<Spanned<DurationValue>>,
-    #[serde(default)]
-    pub deadline: Option<Spanned<DurationValue>>,
-    #[serde(default)]
-    pub verdict_mentions: Option<Spanned<Vec<Spanned<String>>>>,
-    #[serde(default)]
-    pub verdict_mentions_any: Option<Spanned<Vec<Spanned<String>>>>,
-    #[serde(default)]
-    pub settle: Option<Spanned<DurationValue>>,
-    #[serde(default)]
-    pub zone_start_at_most: Option<Spanned<DurationValue>>,
-    #[serde(default)]
-    pub zone_start_at_least: Option<Spanned<DurationValue>>,
-    #[serde(default)]
-    pub some_seeds_violate: Option<Spanned<InvariantNames>>,
-    #[serde(default)]
-    pub some_seeds_fail: Option<Spanned<bool>>,
-    #[serde(default)]
-    pub invariant: Option<Spanned<String>>,
-    #[serde(default)]
-    pub converged_by: Option<Spanned<DurationValue>>,
-    #[serde(default)]
-    pub repair_within: Option<Spanned<DurationValue>>,
-}
-
-/// `some_seeds_violate`: one invariant's name or a list of them.
-#[derive(Deserialize)]
-#[serde(untagged)]
-pub(super) enum InvariantNames {
-    One(String),
-    Many(Vec<String>),
 }
 
 /// The outcomes a file may name.

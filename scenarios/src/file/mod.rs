@@ -120,6 +120,21 @@ impl Scenario {
     pub fn variant(&self, name: &str) -> Result<Variant, String> {
         parse_variant(self.kind, name)
     }
+
+    /// The strategy `name`, which must be one this scenario has an
+    /// expectation for; `what` names the argument in errors.
+    pub fn expected_variant(&self, name: &str, what: &str) -> Result<Variant, String> {
+        let variant = self
+            .variant(name)
+            .map_err(|e| format!("error: {what}: {e}"))?;
+        if !self.expectations.contains_key(&variant) {
+            return Err(format!(
+                "error: scenario {} has no expectation for strategy {variant}",
+                self.name
+            ));
+        }
+        Ok(variant)
+    }
 }
 
 fn parse_variant(kind: Kind, name: &str) -> Result<Variant, String> {

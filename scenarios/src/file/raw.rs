@@ -6,7 +6,7 @@ use racksim_sim::At;
 use serde::{de, Deserialize, Deserializer};
 use toml::Spanned;
 
-use super::{expect::RawExpect, rack::RawRack};
+use super::rack::RawRack;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,6 +66,45 @@ pub(super) struct RawStep {
     pub change: Option<Spanned<String>>,
     #[serde(default)]
     pub external_ip: Option<Spanned<String>>,
+}
+
+/// An `[expect.STRATEGY]` table as written ([`super::expect`] validates it).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpect {
+    pub outcome: Spanned<String>,
+    #[serde(default)]
+    pub within: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub deadline: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub verdict_mentions: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub verdict_mentions_any: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub settle: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub zone_start_at_most: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub zone_start_at_least: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub some_seeds_violate: Option<Spanned<InvariantNames>>,
+    #[serde(default)]
+    pub some_seeds_fail: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub invariant: Option<Spanned<String>>,
+    #[serde(default)]
+    pub converged_by: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub repair_within: Option<Spanned<DurationValue>>,
+}
+
+/// `some_seeds_violate`: one invariant's name or a list of them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum InvariantNames {
+    One(String),
+    Many(Vec<String>),
 }
 
 /// One host or a list of hosts.

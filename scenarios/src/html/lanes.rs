@@ -1,5 +1,9 @@
 //! From a run's structured trace to lanes of spans and marks: what the
 //! timeline shows, before any pixel is placed (that is [`super::svg`]).
+//! This module walks the trace once and hands each record to the lane it
+//! belongs to: the switches' NAT tables to [`super::nat`], each sled's rows
+//! to [`super::sled`]; the plan lane, the rack lane and the verdict are
+//! built here. What a lane is made of is [`super::timeline`].
 //!
 //! Everything here reads the trace's `kind` and `fields`, never its text
 //! (the text only goes into tooltips), so reconciler wording can change
@@ -13,142 +17,12 @@ use racksim_sim::{
     Action, Verdict,
 };
 
-use super::{nat::NatLanes, sled::SledRows, RunInput};
-
-/// Something drawn on a row: a span (`to` is set) or a mark.
-#[derive(Clone, Debug)]
-pub struct Item {
-    pub from: Duration,
-    pub to: Option<Duration>,
-    /// `data-kind` of the element.
-    pub kind: &'static str,
-    /// CSS class (colour).
-    pub class: &'static str,
-    /// Text drawn beside or inside it.
-    pub label: Option<String>,
-    /// Tooltip: the trace line(s) behind it.
-    pub title: String,
-    /// One more `data-*` attribute.
-    pub data: Option<(&'static str, String)>,
-}
-
-impl Item {
-    pub(super) fn span(
-        from: Duration,
-        to: Duration,
-        kind: &'static str,
-        class: &'static str,
-    ) -> Self {
-        Item {
-            from,
-            to: Some(to.max(from)),
-            kind,
-            class,
-            label: None,
-            title: String::new(),
-            data: None,
-        }
-    }
-
-    pub(super) fn mark(line: &TraceLine, kind: &'static str, class: &'static str) -> Self {
-        Item {
-            from: line.at,
-            to: None,
-            kind,
-            class,
-            label: None,
-            title: line.to_string(),
-            data: None,
-        }
-    }
-
-    pub(super) fn label(mut self, label: impl Into<String>) -> Self {
-        self.label = Some(label.into());
-        self
-    }
-
-    pub(super) fn title(mut self, title: impl Into<String>) -> Self {
-        self.title = title.into();
-        self
-    }
-
-    pub(super) fn data(mut self, key: &'static str, value: impl Into<String>) -> Self {
-        self.data = Some((key, value.into()));
-        self
-    }
-}
-
-/// How a row's items share its height.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// Everything on one line, in order (later items on top).
-    Overlay,
-    /// Items (with their labels) spread over as many lines as needed so
-    /// that none overlaps another.
-    Pack,
-}
-
-#[derive(Clone, Debug)]
-pub struct Row {
-    pub label: String,
-    pub layout: Layout,
-    pub items: Vec<Item>,
-    /// Said in the row when it has nothing to show.
-    pub empty_note: Option<&'static str>,
-}
-
-impl Row {
-    pub(super) fn new(label: impl Into<String>, layout: Layout) -> Self {
-        Row {
-            label: label.into(),
-            layout,
-            items: Vec::new(),
-            empty_note: None,
-        }
-    }
-
-    fn note(mut self, note: &'static str) -> Self {
-        self.empty_note = Some(note);
-        self
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct Lane {
-    /// `data-lane`: a host name, or `plan` / `rack`.
-    pub name: String,
-    pub rows: Vec<Row>,
-}
-
-/// One run, ready to draw.
-#[derive(Clone, Debug)]
-pub struct Block {
-    pub lanes: Vec<Lane>,
-    /// Drawn across the whole block: convergence, deadline, violation.
-    pub verdict: Vec<Item>,
-    pub end: Duration,
-}
-
-impl Block {
-    /// Every instant something happens (to choose the time axis).
-    pub fn times(&self) -> Vec<Duration> {
-        let mut t: Vec<Duration> = self
-            .lanes
-            .iter()
-            .flat_map(|l| &l.rows)
-            .flat_map(|r| &r.items)
-            .filter(|i| !matches!(i.kind, "nat-desired" | "missing"))
-            .flat_map(|i| [Some(i.from), i.to].into_iter().flatten())
-            .chain(self.verdict.iter().map(|i| i.from))
-            .collect();
-        t.push(self.end);
-        t
-    }
-}
-
-pub(super) fn field<'a>(line: &'a TraceLine, key: &str) -> Option<&'a str> {
-    line.fields.get(key).map(|s| s.as_str())
-}
+use super::{
+    nat::NatLanes,
+    sled::SledRows,
+    timeline::{field, Block, Item, Lane, Layout, Row},
+    RunInput,
+};
 
 /// `sled12` sorts after `sled2`.
 fn host_order(name: &str) -> (String, u64) {
@@ -371,18 +245,6 @@ fn wipes_sled(action: &Action, sled: &str) -> bool {
     }
 }
 
-/// Does this step empty the switch's NAT table?
-pub(super) fn wipes_switch(action: &Action, switch: &str) -> bool {
-    match action {
-        Action::DpdRestart(s) | Action::SidecarPowerOff(s) | Action::ReplaceScrimlet(s) => {
-            s.to_string() == switch
-        }
-        Action::Crash(h) | Action::Restart(h) => h == switch,
-        Action::PowerOff => true,
-        _ => false,
-    }
-}
-
 /// The plan lane: steps as bands (a fault and its undoing) or markers.
 fn plan_lane(steps: &[ResolvedStep], trace: &[TraceLine], end: Duration) -> Lane {
     let lines: Vec<&TraceLine> = trace
@@ -496,28 +358,5 @@ fn band_label(open: &Action) -> String {
         Action::ControlPlaneCrash => "control plane crashed".into(),
         Action::Crash(h) => format!("{h} down"),
         other => other.to_string(),
-    }
-}
-
-/// Colour of a reconciler record: its `outcome` field when it has one;
-/// otherwise a hint from its text.
-pub(super) fn reconciler_class(line: &TraceLine) -> &'static str {
-    let text = line.text.to_ascii_lowercase();
-    let troubled = ["error", "fail", "timed out", "unavailable", "refused"]
-        .iter()
-        .any(|w| text.contains(w));
-    let outcome = field(line, "outcome").unwrap_or("");
-    let level = field(line, "level").unwrap_or("");
-    if outcome == "inert" {
-        "inert"
-    } else if outcome.contains("fail") || outcome.contains("error") || level == "error" {
-        "bad"
-    } else if troubled || level.starts_with("warn") {
-        "warn"
-    } else if !outcome.is_empty() || line.fields.contains_key("activation") {
-        // A completed activation (its outcome, or its activation count).
-        "ok"
-    } else {
-        "info"
     }
 }

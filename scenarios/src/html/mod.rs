@@ -17,6 +17,7 @@ mod lanes;
 mod nat;
 mod sled;
 mod svg;
+mod timeline;
 
 use std::{fmt::Write, path::Path};
 
@@ -27,7 +28,7 @@ use racksim_sim::{
 
 use crate::{
     file::{Scenario, Variant},
-    runner::{self, Judged},
+    runner::Judged,
 };
 
 use svg::esc;
@@ -67,6 +68,29 @@ pub fn file_name(scenario: &Scenario, strategy: Variant, seed: u64) -> String {
 /// path is an input error.
 pub fn create(path: &Path) -> Result<std::fs::File, String> {
     std::fs::File::create(path).map_err(|e| format!("error: --report {}: {e}", path.display()))
+}
+
+/// Render `runs` of `scenario` (as `scenario_arg` names it on the command
+/// line), each a strategy, seed and judged run, on one time axis, and write
+/// the page to `path`, created with [`create`] before they ran.
+pub fn write_runs(
+    file: std::fs::File,
+    path: &Path,
+    scenario: &Scenario,
+    scenario_arg: &str,
+    runs: &[(Variant, u64, &Judged)],
+) -> Result<(), String> {
+    let inputs: Vec<RunInput> = runs
+        .iter()
+        .map(|&(strategy, seed, judged)| RunInput {
+            scenario,
+            scenario_arg,
+            strategy,
+            seed,
+            judged,
+        })
+        .collect();
+    write(file, path, &render(&inputs))
 }
 
 /// Write a rendered report to a file created with [`create`].
@@ -169,7 +193,7 @@ const LEGEND: &[(&str, &str)] = &[
 /// Render one or more runs of a scenario (same seed or not) as one page,
 /// their blocks on one time axis.
 pub fn render(runs: &[RunInput<'_>]) -> String {
-    let blocks: Vec<lanes::Block> = runs.iter().map(lanes::build).collect();
+    let blocks: Vec<timeline::Block> = runs.iter().map(lanes::build).collect();
     let end = blocks.iter().map(|b| b.end).max().unwrap_or_default();
     let times: Vec<_> = blocks.iter().flat_map(|b| b.times()).collect();
     let scale = svg::Scale::new(&times, end);
@@ -217,7 +241,7 @@ pub fn render(runs: &[RunInput<'_>]) -> String {
             r.seed,
             esc(&verdict),
             esc(&expectation),
-            esc(&runner::replay_command(r.scenario_arg, r.strategy, r.seed))
+            esc(&r.judged.replay_command(r.scenario_arg, r.strategy, r.seed))
         );
     }
     w.push_str("</table>");
@@ -317,7 +341,7 @@ pub fn render(runs: &[RunInput<'_>]) -> String {
                 w,
                 "({} lines: too many for this page; {} prints them)",
                 o.trace.len(),
-                esc(&runner::replay_command(r.scenario_arg, r.strategy, r.seed))
+                esc(&r.judged.replay_command(r.scenario_arg, r.strategy, r.seed))
             );
         }
         w.push_str("</pre></details>");

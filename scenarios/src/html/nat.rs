@@ -10,7 +10,7 @@ use racksim_sim::{
 };
 
 use super::{
-    lanes::{field, wipes_switch, Item, Lane, Layout, Row},
+    timeline::{field, Item, Lane, Layout, Row},
     RunInput,
 };
 
@@ -326,4 +326,16 @@ fn parse_entry(s: &str) -> Option<NatKey> {
     let (ip, ports) = head.split_once('/')?;
     let (lo, hi) = ports.split_once('-')?;
     Some((ip.to_string(), lo.parse().ok()?, hi.parse().ok()?))
+}
+
+/// Does this step empty the switch's NAT table?
+fn wipes_switch(action: &Action, switch: &str) -> bool {
+    match action {
+        Action::DpdRestart(s) | Action::SidecarPowerOff(s) | Action::ReplaceScrimlet(s) => {
+            s.to_string() == switch
+        }
+        Action::Crash(h) | Action::Restart(h) => h == switch,
+        Action::PowerOff => true,
+        _ => false,
+    }
 }

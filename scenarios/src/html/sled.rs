@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use racksim_sim::trace::{fmt_duration, Kind, TraceLine};
 
-use super::lanes::{field, reconciler_class, Item, Layout, Row};
+use super::timeline::{field, Item, Layout, Row};
 
 /// A sled's rows: zones, reconciler tasks, VMMs, V2P.
 #[derive(Default)]
@@ -205,5 +205,28 @@ impl SledRows {
             }
         }
         rows
+    }
+}
+
+/// Colour of a reconciler record: its `outcome` field when it has one;
+/// otherwise a hint from its text.
+fn reconciler_class(line: &TraceLine) -> &'static str {
+    let text = line.text.to_ascii_lowercase();
+    let troubled = ["error", "fail", "timed out", "unavailable", "refused"]
+        .iter()
+        .any(|w| text.contains(w));
+    let outcome = field(line, "outcome").unwrap_or("");
+    let level = field(line, "level").unwrap_or("");
+    if outcome == "inert" {
+        "inert"
+    } else if outcome.contains("fail") || outcome.contains("error") || level == "error" {
+        "bad"
+    } else if troubled || level.starts_with("warn") {
+        "warn"
+    } else if !outcome.is_empty() || line.fields.contains_key("activation") {
+        // A completed activation (its outcome, or its activation count).
+        "ok"
+    } else {
+        "info"
     }
 }

@@ -8,7 +8,7 @@ use std::{fmt::Write, time::Duration};
 
 use racksim_sim::trace::fmt_duration;
 
-use super::lanes::{Block, Item, Layout, Row};
+use super::timeline::{Block, Item, Layout, Row};
 
 /// Width of the whole picture, in CSS pixels (fits a 1280 px window).
 pub const WIDTH: f64 = 1248.0;

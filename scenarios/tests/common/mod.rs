@@ -4,7 +4,13 @@ use std::process::Command;
 
 /// Run `racksim` with `args`: exit code, stdout, stderr.
 pub fn racksim(args: &[&str]) -> (Option<i32>, String, String) {
+    racksim_in(".", args)
+}
+
+/// [`racksim`] in the directory `dir`.
+pub fn racksim_in(dir: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
+        .current_dir(dir)
         .args(args)
         .output()
         .expect("racksim runs");

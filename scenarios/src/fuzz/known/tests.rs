@@ -1,3 +1,5 @@
+use std::path::Path;
+
 use super::*;
 
 const VMM_REGRESSION: &str = "regressions/running-instance-left-without-vmm-by-power-cycle.toml";
@@ -313,13 +315,13 @@ fn the_summary_reports_listed_and_unlisted_apart() {
             ..not_converged(&[STUCK_GAP])
         },
     ];
-    let s = super::super::summarise(&o, (1, 3), (0, 1), None, &k, &results);
+    let s = crate::campaign::fuzz::summarise(&o, (1, 3), (0, 1), None, &k, &results);
     assert_eq!(
         (s.failed, s.listed, s.unlisted, s.testbed_errors),
         (2, 1, 1, 0)
     );
     assert_eq!(s.by_defect.get("instance-without-vmm"), Some(&1));
-    let text = super::super::text(&s);
+    let text = crate::campaign::fuzz::text(&s);
     assert!(
         text.contains("seed 2: [instance-without-vmm] not converged"),
         "{text}"

@@ -1,4 +1,8 @@
+use racksim_reconciler::instances::StartImpl;
+use racksim_sim::Strategy;
+
 use super::*;
+use crate::file::Outcome;
 
 fn opts(rack: &str, strategy: Strategy) -> Options {
     Options::new(rack, strategy, StartImpl::Saga).unwrap()
@@ -45,14 +49,6 @@ fn seeds_enable_different_kinds() {
     for kind in KINDS {
         assert!(every.contains(kind), "no seed of 40 enables {kind}");
     }
-}
-
-#[test]
-fn shards_cover_the_range_once() {
-    let mut all: Vec<u64> = (0..3).flat_map(|i| shard_seeds((5, 104), (i, 3))).collect();
-    all.sort();
-    assert_eq!(all, (5..=104).collect::<Vec<_>>());
-    assert_eq!(shard_seeds((1, 1), (0, 1)), vec![1]);
 }
 
 #[test]

@@ -1,0 +1,41 @@
+//! `racksim serve`: live mode, the scenario's rack on loopback in real
+//! time until Ctrl-C (the work is `racksim::serve`).
+
+use clap::Args;
+use racksim::catalogue;
+
+use super::Status;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// A catalogue name or a path to a scenario file (its rack and its
+    /// declared instances are used).
+    #[arg(default_value = racksim::serve::DEFAULT_SCENARIO)]
+    scenario: String,
+    /// `scrimlet-local` (default; the design after #9727), `sled-task`,
+    /// `scrimlet-local-with-zone-start` (what ships at omicron b848b6df:
+    /// the scrimlet reconcilers and each zone's start through the
+    /// zone-start NAT path) or `legacy` (the zone-start path and
+    /// Nexus's inventory-driven tracker).
+    #[arg(long)]
+    strategy: Option<String>,
+    /// How Nexus starts instances: `saga` (default), `naive` or
+    /// `legacy`.
+    #[arg(long)]
+    start: Option<String>,
+    /// Where the control API listens.
+    #[arg(long, default_value = "127.0.0.1:12280")]
+    bind: std::net::SocketAddr,
+}
+
+pub fn serve(args: ServeArgs) -> Result<Status, String> {
+    let ServeArgs {
+        scenario,
+        strategy,
+        start,
+        bind,
+    } = args;
+    catalogue::resolve(&scenario)
+        .and_then(|s| racksim::serve::command(&s, strategy.as_deref(), start.as_deref(), bind))
+        .map(Status::from)
+}

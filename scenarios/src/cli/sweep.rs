@@ -1,0 +1,164 @@
+//! Many seeds of one scenario, or of every one: `racksim matrix` (the
+//! catalogue), `racksim sweep` (one scenario and strategy over a seed
+//! range, optionally one shard of it) and `racksim merge` (the shards of a
+//! sweep or a fuzz run back into one summary).
+
+use std::time::Instant;
+
+use clap::Args;
+use racksim::{campaign, catalogue};
+
+use super::{
+    args::{parse_seed_range, parse_shard},
+    print_json_or, progress_bar, progress_of, threads, Status,
+};
+
+#[derive(Args)]
+pub struct MatrixArgs {
+    /// Seeds 1..=N for every cell.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    seeds: u64,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Only these scenarios (catalogue names; repeatable).
+    #[arg(long = "scenario")]
+    only: Vec<String>,
+    /// Worker threads (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+}
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// A catalogue name or a path to a scenario file.
+    scenario: String,
+    /// Strategy (or, for instance scenarios, start implementation).
+    #[arg(long)]
+    strategy: String,
+    /// Seeds as A..B (inclusive), e.g. 1..1000.
+    #[arg(long, value_parser = parse_seed_range)]
+    seeds: (u64, u64),
+    /// Worker threads (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Run only shard I of N (0-based): the seeds A+I, A+I+N, ... — so
+    /// a large sweep splits across CI jobs, and `racksim merge` makes
+    /// their JSON the whole sweep's summary. A shard does not fail for
+    /// `some_seeds_violate` (the requirement is on the whole range, and
+    /// one shard may see no violation): its JSON says whether it saw
+    /// one (`some_seeds_violate.met`); the merge judges the range.
+    #[arg(long, value_parser = parse_shard)]
+    shard: Option<(u64, u64)>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Write an HTML timeline of every run that did not converge or
+    /// missed its expectation into this directory (created if need be),
+    /// as SCENARIO-STRATEGY-seedN.html.
+    #[arg(long, value_name = "DIR")]
+    report: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+pub struct MergeArgs {
+    /// The shards' JSON files (every shard 0/N..N-1/N once).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<std::path::PathBuf>,
+    /// Print the merged JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn matrix(args: MatrixArgs) -> Result<Status, String> {
+    let MatrixArgs {
+        seeds,
+        json,
+        only,
+        jobs,
+    } = args;
+    let scenarios = catalogue::select(&only)?;
+    let threads = threads(jobs);
+    let seed_list: Vec<u64> = (1..=seeds).collect();
+    let bar = progress_bar();
+    let started = Instant::now();
+    let cells = racksim::matrix::matrix(&scenarios, &seed_list, threads, &progress_of(&bar));
+    bar.finish_and_clear();
+    print_json_or(json, &cells, || racksim::matrix::table(&cells));
+    let runs: usize = cells.iter().map(|c| c.runs).sum();
+    eprintln!(
+        "{runs} runs ({} scenarios, seeds 1..={seeds}) on {threads} threads in {:.1} s",
+        scenarios.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Status::of(
+        cells.iter().all(|c| c.met),
+        cells.iter().map(|c| c.testbed_errors).sum(),
+    ))
+}
+
+/// Passed when every run met the scenario's expectation (and, unsharded,
+/// the seeds together met `some_seeds_violate`).
+pub fn sweep(args: SweepArgs) -> Result<Status, String> {
+    let SweepArgs {
+        scenario: arg,
+        strategy,
+        seeds,
+        jobs,
+        shard,
+        json,
+        report: report_dir,
+    } = args;
+    let scenario = catalogue::resolve(&arg)?;
+    let variant = scenario.expected_variant(&strategy, "--strategy")?;
+    if let Some(dir) = &report_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("error: --report {}: {e}", dir.display()))?;
+    }
+    let threads = threads(jobs);
+    let bar = progress_bar();
+    let started = Instant::now();
+    let (summary, runs) = campaign::sweep::sweep(
+        &scenario,
+        &arg,
+        variant,
+        seeds,
+        shard,
+        threads,
+        &progress_of(&bar),
+    );
+    bar.finish_and_clear();
+    print_json_or(json, &summary, || summary.text(shard.is_some()));
+    eprintln!(
+        "{} runs on {threads} threads in {:.1} s",
+        summary.runs,
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(dir) = &report_dir {
+        let written = campaign::sweep::write_reports(dir, &scenario, &arg, variant, &runs)?;
+        eprintln!("wrote {written} reports to {}", dir.display());
+    }
+    // One shard's seeds need not include a violating one: the merged shards
+    // decide `some_seeds_violate` (see --shard).
+    Ok(Status::of(
+        summary.passed(shard.is_some()),
+        summary.testbed_errors,
+    ))
+}
+
+pub fn merge(args: MergeArgs) -> Result<Status, String> {
+    let MergeArgs { files, json } = args;
+    let merged = campaign::merge_files(&files)?;
+    if json {
+        println!("{}", merged.json());
+    } else {
+        print!("{}", merged.text());
+    }
+    eprintln!(
+        "merged {} shards of {}: {} runs (the shards' wall-clock times are not in their JSON)",
+        files.len(),
+        merged.campaign().command,
+        merged.runs()
+    );
+    Ok(Status::of(merged.passed(), merged.testbed_errors()))
+}

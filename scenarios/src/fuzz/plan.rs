@@ -1,0 +1,453 @@
+//! Drawing a seed's swarm plan: which kinds of fault are in at all, then
+//! how many of each, when, for how long and on which hosts, written as a
+//! scenario file and parsed back, so that what runs is what the printed
+//! file says.
+
+#[cfg(test)]
+mod tests;
+
+use std::{collections::BTreeMap, time::Duration};
+
+use racksim_reconciler::discovery::SwitchSlot;
+use racksim_sim::{rack::RackSpec, Action, At, InstanceSpec, Plan, Step};
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+
+use super::{Options, CP_MIN_DOWN, CREATE_RETRY, LIVENESS, NAT_WINDOWS};
+use crate::file::{self, write, Scenario};
+
+/// The kinds of fault and action a seed may enable.
+const KINDS: [&str; 13] = [
+    "hide-switch",
+    "crash",
+    "dpd-restart",
+    "partition",
+    "latency",
+    "dpd-errors",
+    "dpd-hang",
+    "sidecar-power-cycle",
+    "replace-scrimlet",
+    "control-plane",
+    "power-cycle",
+    "stale-entry",
+    "instances",
+];
+
+/// The plan of `seed` as a scenario file.
+pub fn plan_text(opts: &Options, seed: u64) -> String {
+    let scenario = draw(opts, seed);
+    let header = vec![
+        format!(
+            "Swarm plan drawn by `racksim fuzz --plan {seed} {}`.",
+            opts.flags()
+        ),
+        format!(
+            "Replay: racksim run THIS_FILE --seed {seed} --strategy {}",
+            opts.variant()
+        ),
+    ];
+    write::scenario_toml(&scenario, &header)
+}
+
+/// The plan of `seed`, parsed back from its text: exactly what the printed
+/// file says.
+pub fn scenario(opts: &Options, seed: u64) -> Scenario {
+    let origin = format!("fuzz:{seed}");
+    file::parse(&origin, &plan_text(opts, seed))
+        .unwrap_or_else(|e| panic!("BUG: the fuzzer drew an invalid plan for seed {seed}:\n{e}"))
+}
+
+/// Intervals each piece of state is busy, so that faults on the same
+/// state never overlap (the parser requires their order to be the same in
+/// every draw; overlapping hides of one switch make no sense).
+#[derive(Default)]
+struct Busy(BTreeMap<String, Vec<(Duration, Duration)>>);
+
+impl Busy {
+    /// Claim `[from, to]` on `resource` (and nothing may overlap a rack
+    /// power cycle, which stops every host). False if taken.
+    fn claim(&mut self, resource: &str, from: Duration, to: Duration) -> bool {
+        let margin = Duration::from_millis(1);
+        let clash = |r: &str| {
+            self.0.get(r).is_some_and(|v| {
+                v.iter()
+                    .any(|&(a, b)| from <= b + margin && a <= to + margin)
+            })
+        };
+        if clash(resource)
+            || clash("rack power")
+            || (resource == "rack power" && self.any_overlap(from, to))
+        {
+            return false;
+        }
+        self.0
+            .entry(resource.to_string())
+            .or_default()
+            .push((from, to));
+        true
+    }
+
+    fn any_overlap(&self, from: Duration, to: Duration) -> bool {
+        self.0
+            .values()
+            .flatten()
+            .any(|&(a, b)| from <= b && a <= to)
+    }
+}
+
+/// Draw the plan of `seed` (not yet through the parser; see [`scenario`]).
+fn draw(opts: &Options, seed: u64) -> Scenario {
+    // A stream of its own, apart from the run's (which the seed also drives).
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x6675_7a7a_706c_616e);
+    let rack = RackSpec::by_name(&opts.rack).expect("checked by Options::new");
+    let chaos = Duration::from_secs(60 * [10, 20, 30][rng.random_range(0..3)]);
+    // Swarm: each kind is in or out for the whole plan (at least one in).
+    let mut enabled: Vec<&str> = KINDS
+        .iter()
+        .copied()
+        .filter(|_| rng.random_bool(0.5))
+        .collect();
+    if enabled.is_empty() {
+        enabled.push(KINDS[rng.random_range(0..KINDS.len())]);
+    }
+    let mut steps: Vec<(At, Action)> = Vec::new();
+    let mut busy = Busy::default();
+    let switches: Vec<SwitchSlot> = rack.switches.iter().map(|s| s.slot).collect();
+    let hosts = rack.host_names();
+    let sleds: Vec<String> = rack.sleds.iter().map(|s| s.name.clone()).collect();
+    let ms = |d: Duration| d.as_millis() as u64;
+    // Power cycles first: nothing else may overlap them.
+    let order: Vec<&str> = {
+        let mut o = enabled.clone();
+        o.sort_by_key(|k| *k != "power-cycle");
+        o
+    };
+    let mut instances: Vec<InstanceSpec> = Vec::new();
+    let mut replaced: Vec<usize> = Vec::new();
+    for kind in order {
+        let count = rng.random_range(1..=3);
+        for _ in 0..count {
+            // One fault in five is there from the start: the rack's boot,
+            // when zones start and the legacy path looks for its switches,
+            // is where the madrid incident happened.
+            let from = if rng.random_bool(0.2) {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(rng.random_range(0..ms(chaos) - 1000))
+            };
+            let to = (from + draw_duration(&mut rng)).min(chaos);
+            let switch = switches[rng.random_range(0..switches.len())];
+            let host = hosts[rng.random_range(0..hosts.len())].clone();
+            let fixed = At::Fixed;
+            match kind {
+                "hide-switch" if busy.claim(&format!("dns {switch}"), from, to) => {
+                    steps.push((fixed(from), Action::HideSwitch(switch)));
+                    steps.push((fixed(to), Action::RevealSwitch(switch)));
+                }
+                "crash" if busy.claim(&format!("host {host}"), from, to) => {
+                    steps.push((fixed(from), Action::Crash(host.clone())));
+                    steps.push((fixed(to), Action::Restart(host)));
+                }
+                "dpd-restart" if busy.claim(&format!("dpd {switch} {}", ms(from)), from, from) => {
+                    steps.push((fixed(from), Action::DpdRestart(switch)));
+                }
+                "partition" => {
+                    let others: Vec<&String> = hosts.iter().filter(|h| **h != host).collect();
+                    let mut b: Vec<String> = others
+                        .iter()
+                        .filter(|_| rng.random_bool(0.3))
+                        .map(|h| h.to_string())
+                        .collect();
+                    if b.is_empty() {
+                        b.push(others[rng.random_range(0..others.len())].clone());
+                    }
+                    let oneway = rng.random_bool(0.3);
+                    let a = vec![host];
+                    let key = format!("partition {} / {} / {oneway}", a.join(","), b.join(","));
+                    if busy.claim(&key, from, to) {
+                        steps.push((
+                            fixed(from),
+                            Action::Partition {
+                                a: a.clone(),
+                                b: b.clone(),
+                                oneway,
+                            },
+                        ));
+                        steps.push((fixed(to), Action::Heal { a, b, oneway }));
+                    }
+                }
+                "latency" => {
+                    let other = hosts[rng.random_range(0..hosts.len())].clone();
+                    let key = format!("latency {host} {other}");
+                    if other != host && busy.claim(&key, from, to) {
+                        let ms = [5, 50, 250, 1000, 3000][rng.random_range(0..5)];
+                        let (a, b) = (vec![host], vec![other]);
+                        steps.push((
+                            fixed(from),
+                            Action::Latency {
+                                a: a.clone(),
+                                b: b.clone(),
+                                latency: Duration::from_millis(ms),
+                            },
+                        ));
+                        // Back to the top of the in-rack range.
+                        steps.push((
+                            fixed(to),
+                            Action::Latency {
+                                a,
+                                b,
+                                latency: racksim_sim::run::MAX_LATENCY,
+                            },
+                        ));
+                    }
+                }
+                "dpd-errors" | "dpd-hang"
+                    if busy.claim(&format!("dpd fault {switch}"), from, to) =>
+                {
+                    let window = to - from;
+                    steps.push((
+                        fixed(from),
+                        if kind == "dpd-errors" {
+                            Action::DpdErrors { switch, window }
+                        } else {
+                            Action::DpdHang { switch, window }
+                        },
+                    ));
+                }
+                "sidecar-power-cycle" if busy.claim(&format!("sidecar {switch}"), from, to) => {
+                    steps.push((fixed(from), Action::SidecarPowerOff(switch)));
+                    steps.push((fixed(to), Action::SidecarPowerOn(switch)));
+                }
+                // Only where the scrimlet hosts no zones: replacing a
+                // scrimlet that runs Nexus or internal DNS loses them for
+                // good, which no reconciler could repair.
+                "replace-scrimlet"
+                    if scrimlet_is_bare(&rack, switch)
+                        && busy.claim(&format!("sidecar {switch}"), from, chaos)
+                        && busy.claim(&format!("replaced {switch}"), Duration::ZERO, chaos) =>
+                {
+                    steps.push((fixed(from), Action::ReplaceScrimlet(switch)));
+                    replaced.push(rack.switch(switch).expect("a rack switch").scrimlet);
+                }
+                // Down for at least CP_MIN_DOWN.
+                "control-plane"
+                    if to >= from + CP_MIN_DOWN && busy.claim("control plane", from, to) =>
+                {
+                    let down = if rng.random_bool(0.5) {
+                        Action::ControlPlaneCrash
+                    } else {
+                        Action::ControlPlaneDown
+                    };
+                    steps.push((fixed(from), down));
+                    steps.push((fixed(to), Action::ControlPlaneUp));
+                }
+                "power-cycle" if busy.claim("rack power", from, to) => {
+                    steps.push((fixed(from), Action::PowerOff));
+                    steps.push((fixed(to), Action::ColdBoot));
+                }
+                "stale-entry" => {
+                    // Drift behind dpd's back: a stale entry planted, or
+                    // an entry deleted.
+                    let zone = rack.zones[rng.random_range(0..rack.zones.len())].kind;
+                    let action = if rng.random_bool(0.5) {
+                        Action::StaleEntry { switch, zone }
+                    } else {
+                        Action::LostEntry { switch, zone }
+                    };
+                    if busy.claim(&format!("stale {switch} {}", ms(from)), from, from) {
+                        steps.push((fixed(from), action));
+                    }
+                }
+                "instances" => {
+                    // Not on a scrimlet the plan replaces: the API finds no
+                    // such sled afterwards (drawn after replace-scrimlet, in
+                    // KINDS order).
+                    let placeable: Vec<String> = sleds
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !replaced.contains(i))
+                        .map(|(_, s)| s.clone())
+                        .collect();
+                    let name = format!("web{}", instances.len() + 1);
+                    instance_ops(&mut rng, &name, &placeable, chaos, &mut steps);
+                    instances.push(InstanceSpec { name });
+                }
+                _ => {}
+            }
+        }
+    }
+    // A client whose create was refused (the control plane down, the rack
+    // off) tries again once everything has healed; for an instance that
+    // exists by then the retry is refused and changes nothing. Without it a
+    // declared instance no request ever reached would stay `creating`, a
+    // gap no reconciler could close.
+    for i in &instances {
+        let first_create = steps.iter().find_map(|(_, a)| match a {
+            Action::InstanceCreate { instance, sled } if *instance == i.name => Some(sled.clone()),
+            _ => None,
+        });
+        if let Some(sled) = first_create {
+            steps.push((
+                At::Fixed(chaos + CREATE_RETRY),
+                Action::InstanceCreate {
+                    instance: i.name.clone(),
+                    sled,
+                },
+            ));
+        }
+    }
+    // File order: by latest time, then as drawn (the parser checks order
+    // by latest time, and steps at one instant run in file order).
+    steps.sort_by_key(|(at, _)| at.latest());
+    let plan = Plan {
+        steps: steps
+            .into_iter()
+            .map(|(at, action)| Step { at, action })
+            .collect(),
+    };
+    let within = chaos + LIVENESS;
+    let ntp_return_switch = {
+        let up = rack.uplinked_switches();
+        up[rng.random_range(0..up.len())]
+    };
+    // The scenario's frame through the parser (so a field the format gains
+    // gets its default), then the drawn parts.
+    let name = format!("fuzz-{}-{}-{}-{seed}", opts.rack, opts.strategy, opts.start);
+    let description = format!(
+        "swarm plan of seed {seed}: {} over {} of chaos, then {} to converge",
+        enabled.join(", "),
+        racksim_sim::trace::fmt_duration(chaos),
+        racksim_sim::trace::fmt_duration(LIVENESS)
+    );
+    let frame = format!(
+        "name = {name:?}\ndescription = {description:?}\nkind = \"instances\"\n\
+         service_nat = \"{}\"\nrack = \"{}\"\nntp_return_switch = \"{ntp_return_switch}\"\n\
+         [expect.{}]\noutcome = \"converges\"\nwithin = \"{}\"\n",
+        opts.strategy,
+        opts.rack,
+        opts.variant(),
+        write::duration(within),
+    );
+    let mut scenario = file::parse(&format!("fuzz:{seed}"), &frame)
+        .unwrap_or_else(|e| panic!("BUG: the fuzzer's scenario frame is invalid:\n{e}"));
+    scenario.instances = instances;
+    scenario.plan = plan;
+    if opts.draw_nat_window {
+        // A generator of its own: the rest of the plan is the seed's
+        // plan without the window.
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x6e61_745f_7365_7121);
+        scenario.nat_window = NAT_WINDOWS[rng.random_range(0..NAT_WINDOWS.len())];
+    }
+    scenario
+}
+
+/// A fault's duration: a scale first (seconds, tens of seconds, minutes,
+/// many minutes), then uniformly within it, to the millisecond.
+fn draw_duration(rng: &mut SmallRng) -> Duration {
+    let (lo, hi) = [(1, 10), (10, 60), (60, 300), (300, 900)][rng.random_range(0..4)];
+    Duration::from_millis(rng.random_range(lo * 1000..=hi * 1000))
+}
+
+fn scrimlet_is_bare(rack: &RackSpec, slot: SwitchSlot) -> bool {
+    rack.switch(slot).is_some_and(|sw| {
+        rack.zones.iter().all(|z| z.sled != sw.scrimlet)
+            && !rack.internal_dns.contains(&sw.scrimlet)
+    })
+}
+
+/// An instance's life during the chaos: created on a sled, then a few of
+/// stop, start, move (stop, start elsewhere), concurrent starts on two
+/// sleds, a start racing a delete, stop and delete, or a delete of what may
+/// be running.
+fn instance_ops(
+    rng: &mut SmallRng,
+    name: &str,
+    sleds: &[String],
+    chaos: Duration,
+    steps: &mut Vec<(At, Action)>,
+) {
+    let instance = name.to_string();
+    let sled = |rng: &mut SmallRng| sleds[rng.random_range(0..sleds.len())].clone();
+    let mut t = Duration::from_millis(
+        rng.random_range(60_000..=(chaos.as_millis() as u64 / 2).max(60_000)),
+    );
+    let fixed = At::Fixed;
+    // Operations run their course (a start saga takes ~150 ms; with faults
+    // seconds), so the next one comes after a gap, sometimes a short one.
+    let gap = |rng: &mut SmallRng| {
+        let (lo, hi) = [(100, 2_000), (2_000, 30_000), (30_000, 180_000)][rng.random_range(0..3)];
+        Duration::from_millis(rng.random_range(lo..=hi))
+    };
+    // A 50 ms window both operations of a race are drawn from.
+    let race = |t: Duration| At::Window(t, t + Duration::from_millis(50));
+    steps.push((
+        fixed(t),
+        Action::InstanceCreate {
+            instance: instance.clone(),
+            sled: sled(rng),
+        },
+    ));
+    for _ in 0..rng.random_range(1..=5) {
+        t += gap(rng);
+        if t + Duration::from_secs(1) >= chaos {
+            return;
+        }
+        let stop = Action::InstanceStop {
+            instance: instance.clone(),
+        };
+        let start = |rng: &mut SmallRng| Action::InstanceStart {
+            instance: instance.clone(),
+            sled: sled(rng),
+        };
+        match rng.random_range(0..7) {
+            0 => steps.push((fixed(t), stop)),
+            // A client deleting an instance that may be running: the API
+            // must refuse it (delete is only allowed once stopped).
+            6 => steps.push((
+                fixed(t),
+                Action::InstanceDelete {
+                    instance: instance.clone(),
+                },
+            )),
+            1 => steps.push((fixed(t), start(rng))),
+            2 => {
+                // Move: stop, then start on another sled.
+                steps.push((fixed(t), stop));
+                t += gap(rng);
+                steps.push((fixed(t.min(chaos)), start(rng)));
+            }
+            3 => {
+                // Concurrent starts to (possibly) different sleds.
+                steps.push((fixed(t), stop));
+                t += gap(rng);
+                let t = t.min(chaos - Duration::from_millis(50));
+                steps.push((race(t), start(rng)));
+                steps.push((race(t), start(rng)));
+            }
+            4 => {
+                // A start racing a delete (seed 002's race).
+                steps.push((fixed(t), stop));
+                t += gap(rng);
+                let t = t.min(chaos - Duration::from_millis(50));
+                steps.push((race(t), start(rng)));
+                steps.push((
+                    race(t),
+                    Action::InstanceDelete {
+                        instance: instance.clone(),
+                    },
+                ));
+                return;
+            }
+            _ => {
+                steps.push((fixed(t), stop));
+                t += gap(rng);
+                steps.push((
+                    fixed(t.min(chaos)),
+                    Action::InstanceDelete {
+                        instance: instance.clone(),
+                    },
+                ));
+                return;
+            }
+        }
+    }
+}
