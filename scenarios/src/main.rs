@@ -44,6 +44,9 @@ enum Command {
         /// Print JSON instead of the table.
         #[arg(long)]
         json: bool,
+        /// Print the table as Markdown (for docs/catalogue.md).
+        #[arg(long, conflicts_with = "json")]
+        markdown: bool,
         /// Only these scenarios (catalogue names; repeatable).
         #[arg(long = "scenario")]
         only: Vec<String>,
@@ -324,7 +327,7 @@ enum Command {
     /// Live mode: the scenario's rack on loopback in real time — fake
     /// switch zones (dpd, MGS) and sled-agents as dropshot servers, a
     /// Nexus, the strategy's reconcilers against them on TCP, a control
-    /// API — until Ctrl-C. See the README's "Live mode".
+    /// API — until Ctrl-C. See docs/live-mode.md.
     Serve {
         /// A catalogue name or a path to a scenario file (its rack and its
         /// declared instances are used).
@@ -357,9 +360,10 @@ fn main() -> ExitCode {
         Command::Matrix {
             seeds,
             json,
+            markdown,
             only,
             jobs,
-        } => matrix(seeds, json, &only, jobs),
+        } => matrix(seeds, json, markdown, &only, jobs),
         Command::Sweep {
             scenario,
             strategy,
@@ -809,7 +813,13 @@ fn compare(
     ))
 }
 
-fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Result<Status, String> {
+fn matrix(
+    seeds: u64,
+    json: bool,
+    markdown: bool,
+    only: &[String],
+    jobs: Option<usize>,
+) -> Result<Status, String> {
     let mut scenarios = catalogue::all();
     for name in only {
         if !scenarios.iter().any(|s| &s.name == name) {
@@ -828,7 +838,13 @@ fn matrix(seeds: u64, json: bool, only: &[String], jobs: Option<usize>) -> Resul
     let started = Instant::now();
     let cells = racksim::matrix::matrix(&scenarios, &seed_list, threads, &progress_of(&bar));
     bar.finish_and_clear();
-    print_json_or(json, &cells, || racksim::matrix::table(&cells));
+    print_json_or(json, &cells, || {
+        if markdown {
+            racksim::matrix::markdown(&cells)
+        } else {
+            racksim::matrix::table(&cells)
+        }
+    });
     let runs: usize = cells.iter().map(|c| c.runs).sum();
     eprintln!(
         "{runs} runs ({} scenarios, seeds 1..={seeds}) on {threads} threads in {:.1} s",
