@@ -122,7 +122,7 @@ enum Command {
     /// Live mode: the scenario's rack on loopback in real time — fake
     /// switch zones (dpd, MGS) and sled-agents as dropshot servers, a
     /// Nexus, the strategy's reconcilers against them on TCP, a control
-    /// API — until Ctrl-C. See the README's "Live mode".
+    /// API — until Ctrl-C. See docs/live-mode.md.
     Serve(cli::serve::ServeArgs),
 }
 

@@ -299,10 +299,17 @@ pub fn matrix(
         .collect();
     let total = jobs.len();
     let results = run_all(&jobs, threads, &|done| progress(done, total));
+    // With no seeds every cell is there, with no runs: the columns that do
+    // not depend on runs (scenario, strategy, era, expected) are still
+    // filled in (`scenarios/tests/docs.rs` checks those of the committed
+    // table so).
+    let n = seeds.len();
     cells
         .iter()
-        .zip(results.chunks(seeds.len().max(1)))
-        .map(|(&(scenario, strategy), runs)| summarise(scenario, strategy, runs, seeds))
+        .enumerate()
+        .map(|(i, &(scenario, strategy))| {
+            summarise(scenario, strategy, &results[i * n..(i + 1) * n], seeds)
+        })
         .collect()
 }
 
@@ -357,29 +364,29 @@ fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary], seeds:
     }
 }
 
-/// The matrix as a text table. `repair` is each run's slowest repair,
-/// measured from the end of its fault; `settle` is time to converge after
-/// the last plan step.
-pub fn table(cells: &[Cell]) -> String {
+/// The table's columns.
+const HEADER: [&str; 12] = [
+    "scenario",
+    "strategy",
+    "era",
+    "expected",
+    "converged",
+    "failed",
+    "violated",
+    "as expected",
+    "repair p50",
+    "repair max",
+    "settle p50",
+    "settle max",
+];
+
+/// One row per cell, in [`HEADER`]'s columns.
+fn rows(cells: &[Cell]) -> Vec<[String; 12]> {
     let ms = |v: Option<u64>| {
         v.map(|ms| fmt_duration(Duration::from_millis(ms)))
             .unwrap_or_else(|| "-".into())
     };
-    let header = [
-        "scenario",
-        "strategy",
-        "era",
-        "expected",
-        "converged",
-        "failed",
-        "violated",
-        "as expected",
-        "repair p50",
-        "repair max",
-        "settle p50",
-        "settle max",
-    ];
-    let rows: Vec<[String; 12]> = cells
+    cells
         .iter()
         .map(|c| {
             [
@@ -401,17 +408,24 @@ pub fn table(cells: &[Cell]) -> String {
                 ms(c.settle_max_ms),
             ]
         })
-        .collect();
-    let mut out = columns(&header, &rows);
+        .collect()
+}
+
+/// What follows the rows, one note each: the testbed errors, what each
+/// era's runs had (once per era and control plane seen), then every cell
+/// and run not as expected, a run with its replay command.
+fn notes(cells: &[Cell]) -> Vec<(String, Option<String>)> {
     let testbed: usize = cells.iter().map(|c| c.testbed_errors).sum();
-    out += &match testbed {
-        0 => "testbed errors: none\n".to_string(),
-        n => format!(
-            "testbed errors: {n} runs (failures of racksim itself, not of any strategy; \
-             listed below)\n"
-        ),
-    };
-    // What each era's runs had, once per era and control plane seen.
+    let mut notes = vec![(
+        match testbed {
+            0 => "testbed errors: none".to_string(),
+            n => format!(
+                "testbed errors: {n} runs (failures of racksim itself, not of any strategy; \
+                 listed below)"
+            ),
+        },
+        None,
+    )];
     let mut eras: Vec<(&str, ControlPlaneEra)> = Vec::new();
     for c in cells {
         if !eras.contains(&(c.era.as_str(), c.control_plane)) {
@@ -419,18 +433,62 @@ pub fn table(cells: &[Cell]) -> String {
         }
     }
     for (era, control_plane) in eras {
-        out += &format!("era {era}: {control_plane}\n");
+        notes.push((format!("era {era}: {control_plane}"), None));
     }
     for c in cells {
         if let Some(why) = c.some_seeds_violate.as_ref().and_then(SomeSeeds::failure) {
-            out += &format!("unexpected: {} / {}: {why}\n", c.scenario, c.strategy);
+            notes.push((
+                format!("unexpected: {} / {}: {why}", c.scenario, c.strategy),
+                None,
+            ));
         }
         for u in &c.unexpected {
-            out += &format!(
-                "unexpected: {} / {} seed {}: {}\n  replay: {}\n",
-                c.scenario, c.strategy, u.seed, u.why, u.replay
-            );
+            notes.push((
+                format!(
+                    "unexpected: {} / {} seed {}: {}",
+                    c.scenario, c.strategy, u.seed, u.why
+                ),
+                Some(u.replay.clone()),
+            ));
         }
+    }
+    notes
+}
+
+/// The matrix as a text table. `repair` is each run's slowest repair,
+/// measured from the end of its fault; `settle` is time to converge after
+/// the last plan step.
+pub fn table(cells: &[Cell]) -> String {
+    let mut out = columns(&HEADER, &rows(cells));
+    for (note, replay) in notes(cells) {
+        out += &note;
+        out += "\n";
+        if let Some(replay) = replay {
+            out += &format!("  replay: {replay}\n");
+        }
+    }
+    out
+}
+
+/// The same table as Markdown (`racksim matrix --markdown`), for the
+/// documentation: the rows as a table, then the notes as a list.
+/// `scenarios/tests/docs.rs` checks the committed one against it.
+pub fn markdown(cells: &[Cell]) -> String {
+    let row = |cells: &mut dyn Iterator<Item = &str>| {
+        let cells: Vec<String> = cells.map(|c| c.replace('|', "\\|")).collect();
+        format!("| {} |\n", cells.join(" | "))
+    };
+    let mut out = row(&mut HEADER.iter().copied());
+    out += &format!("|{}\n", "---|".repeat(HEADER.len()));
+    for r in rows(cells) {
+        out += &row(&mut r.iter().map(String::as_str));
+    }
+    out += "\n";
+    for (note, replay) in notes(cells) {
+        out += &match replay {
+            None => format!("* {note}\n"),
+            Some(replay) => format!("* {note}; replay: `{replay}`\n"),
+        };
     }
     out
 }
@@ -461,86 +519,4 @@ pub fn columns<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(seed: u64, violated: Option<&'static str>, failed_as_allowed: bool) -> RunSummary {
-        RunSummary {
-            seed,
-            converged_at: None,
-            settled_after: None,
-            slowest_repair: None,
-            judgement: Ok(()),
-            violated,
-            failed_as_allowed,
-            testbed_error: false,
-            sim_time: Duration::ZERO,
-            events: 0,
-        }
-    }
-
-    fn any(body: &str) -> Expectation {
-        let text = format!(
-            "name = \"m\"\ndescription = \"d\"\nkind = \"instances\"\nrack = \"madrid\"\n\
-             ntp_return_switch = \"switch0\"\n\n[expect.naive]\noutcome = \"any\"\n\
-             deadline = \"5m\"\n{body}"
-        );
-        let s = crate::file::parse("m.toml", &text).unwrap_or_else(|e| panic!("{e}"));
-        s.expectations[&s.variant("naive").unwrap()].clone()
-    }
-
-    /// Each listed invariant must be broken by some run, and only a run
-    /// that broke that very one counts.
-    #[test]
-    fn some_seeds_violate_needs_each_listed_invariant() {
-        let exp = any("some_seeds_violate = [\"one-vmm\", \"nat-follows-vmm\"]\n");
-        let runs = [run(1, Some("one-vmm"), false), run(2, None, false)];
-        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2])).unwrap();
-        assert!(!s.met);
-        assert_eq!(
-            s.failure().unwrap(),
-            "expected some of seeds 1..=2 to violate nat-follows-vmm, none did"
-        );
-        let runs = [
-            run(1, Some("one-vmm"), false),
-            run(2, Some("nat-follows-vmm"), false),
-            run(3, Some("nat-follows-vmm"), false),
-        ];
-        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2, 3])).unwrap();
-        assert!(s.met, "{s:?}");
-        assert_eq!(
-            s.violate.iter().map(|v| v.violating).collect::<Vec<_>>(),
-            [1, 2]
-        );
-    }
-
-    /// `some_seeds_fail` counts runs that failed for an allowed reason,
-    /// not runs that broke an invariant or converged.
-    #[test]
-    fn some_seeds_fail_needs_a_run_that_failed_as_allowed() {
-        let exp = any("verdict_mentions = [\"vmm\"]\nsome_seeds_fail = true\n");
-        let runs = [run(1, None, false), run(2, Some("one-vmm"), false)];
-        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2])).unwrap();
-        assert!(!s.met);
-        assert!(
-            s.failure().unwrap().contains("to fail to converge"),
-            "{s:?}"
-        );
-        let runs = [run(1, None, false), run(2, None, true)];
-        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2])).unwrap();
-        assert!(s.met && s.failing == 1, "{s:?}");
-        // Both requirements at once: both must hold.
-        let exp = any(
-            "some_seeds_violate = \"one-vmm\"\nverdict_mentions = [\"vmm\"]\nsome_seeds_fail = true\n",
-        );
-        let s = some_seeds(&exp, &runs, describe_seeds(&[1, 2])).unwrap();
-        assert!(!s.met);
-        assert!(s.failure().unwrap().contains("to violate one-vmm"), "{s:?}");
-        // A converges expectation has no sweep-level requirement.
-        let text = "name = \"m\"\ndescription = \"d\"\nrack = \"madrid\"\nntp_return_switch = \"switch0\"\n\n\
-                    [expect.sled-task]\noutcome = \"converges\"\nwithin = \"5m\"\n";
-        let s = crate::file::parse("m.toml", text).unwrap();
-        let exp = &s.expectations[&s.variant("sled-task").unwrap()];
-        assert!(some_seeds(exp, &runs, "x".into()).is_none());
-    }
-}
+mod tests;

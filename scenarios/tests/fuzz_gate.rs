@@ -75,7 +75,7 @@ fn gate(rack: &str) {
         bad.is_empty(),
         "{} of {n} fuzz seeds ({}) failed in a way scenarios/known-defects.toml does not list:\n{}\n\
          Fix the code under test; or, for a defect that is recorded and not fixed, shrink it \
-         to a regression file and add a [[defect]] entry (README, \"Known defects\").",
+         to a regression file and add a [[defect]] entry (docs/finding-bugs.md, \"Known defects\").",
         bad.len(),
         opts.flags(),
         bad.join("\n")

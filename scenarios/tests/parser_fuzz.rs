@@ -5,7 +5,7 @@
 //! the text and it shows that very line. What it accepts, written back out
 //! (file/write.rs), parses to the same plan.
 //!
-//! Case counts are fixed here (not left to PROPTEST_CASES) so the README's
+//! Case counts are fixed here (not left to PROPTEST_CASES) so docs/finding-bugs.md's
 //! figure is what the suite runs: 10,000 mutated catalogue files, 5,000
 //! arbitrary texts and 5,000 TOML-shaped ones.
 

@@ -1,5 +1,5 @@
 //! The sweeps of `scenarios/sweeps/` (issue 16: can upstream's start saga
-//! leave a VMM on a sled with no record that owns it?) run as the README
+//! leave a VMM on a sled with no record that owns it?) run as docs/upstream-findings.md
 //! says, on a few seeds: each meets its expectation, and the lost-reply
 //! sweep shows both outcomes — seeds that leak and seeds that converge —
 //! so neither the finding nor its absence is hard-wired into the file.

@@ -75,7 +75,7 @@ compile_error!(
     "racksim-sim must be built with `--cfg tokio_unstable`: without it a run does not replay \
      from its seed and a panicking host task is lost. .cargo/config.toml sets it, but RUSTFLAGS \
      in the environment replaces that setting: add the flag to yours, e.g. \
-     RUSTFLAGS=\"--cfg tokio_unstable -D warnings\" (see the README, Determinism)."
+     RUSTFLAGS=\"--cfg tokio_unstable -D warnings\" (see docs/determinism.md)."
 );
 
 pub mod check;

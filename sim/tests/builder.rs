@@ -173,7 +173,7 @@ fn an_orderly_stop_finishes_the_saga_in_flight_and_a_crash_leaves_it_to_resume()
 }
 
 /// Every preset is a rack Omicron could run, and `full` has the shape the
-/// README promises.
+/// docs/racks.md promises.
 #[test]
 fn presets_validate_and_full_has_redundant_services() {
     for name in RackSpec::NAMES {

@@ -21,6 +21,9 @@ pub struct MatrixArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
+    /// Print the table as Markdown (for docs/catalogue.md).
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
     /// Only these scenarios (catalogue names; repeatable).
     #[arg(long = "scenario")]
     only: Vec<String>,
@@ -74,6 +77,7 @@ pub fn matrix(args: MatrixArgs) -> Result<Status, String> {
     let MatrixArgs {
         seeds,
         json,
+        markdown,
         only,
         jobs,
     } = args;
@@ -84,7 +88,13 @@ pub fn matrix(args: MatrixArgs) -> Result<Status, String> {
     let started = Instant::now();
     let cells = racksim::matrix::matrix(&scenarios, &seed_list, threads, &progress_of(&bar));
     bar.finish_and_clear();
-    print_json_or(json, &cells, || racksim::matrix::table(&cells));
+    print_json_or(json, &cells, || {
+        if markdown {
+            racksim::matrix::markdown(&cells)
+        } else {
+            racksim::matrix::table(&cells)
+        }
+    });
     let runs: usize = cells.iter().map(|c| c.runs).sum();
     eprintln!(
         "{runs} runs ({} scenarios, seeds 1..={seeds}) on {threads} threads in {:.1} s",

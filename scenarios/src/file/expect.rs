@@ -3,8 +3,8 @@
 //! Every field a file writes is judged, and every judgement can fail: a
 //! field that would not be judged for its outcome or strategy, or that no
 //! run could fail, is refused here with a located error and a hint. What
-//! each outcome accepts and which fields it takes (the README's "Scenario
-//! files" says the same):
+//! each outcome accepts and which fields it takes (docs/scenario-files.md,
+//! "Expectations", says the same):
 //!
 //! | field | converges | fails | violates | any |
 //! |---|---|---|---|---|

@@ -136,7 +136,7 @@ fn expectation(out: &mut String, e: &Expectation, stability: Duration) {
 }
 
 /// The fields of an action besides `at` and `action`, as TOML values, in
-/// the order the README's action table lists them.
+/// the order docs/scenario-files.md's action table lists them.
 fn action_fields(a: &Action) -> Vec<(&'static str, String)> {
     let s = |v: &dyn ToString| quote(&v.to_string());
     let group = |hosts: &[String]| match hosts {

@@ -85,7 +85,7 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
         let message = e.message().trim().to_string();
         let hint = if message.contains("unknown field") {
             Some(format!(
-                "a [[defect]] has the fields {FIELDS} (see the README, \"Known defects\")"
+                "a [[defect]] has the fields {FIELDS} (see docs/finding-bugs.md, \"Known defects\")"
             ))
         } else if message.contains("missing field") {
             Some("every [[defect]] needs id, failure, regression and why".into())
