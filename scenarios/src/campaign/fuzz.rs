@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use racksim_reconciler::mutants::Mutant;
 use serde::{Deserialize, Serialize};
 
-use super::Campaign;
 use super::shard_seeds;
+use super::Campaign;
 use crate::fuzz::{self, known, Failure, Options, SeedResult};
 
 /// A fuzz run's results, for text and `--json`. The counts of shards of

@@ -228,7 +228,11 @@ pub fn compare(args: CompareArgs) -> Result<Status, String> {
         println!("  replay: {}", runner::replay_command(&arg, *v, seed));
     }
     if let (Some(file), Some(path)) = (file, report_path.as_deref()) {
-        let runs: Vec<_> = variants.iter().zip(&judged).map(|(&v, j)| (v, seed, j)).collect();
+        let runs: Vec<_> = variants
+            .iter()
+            .zip(&judged)
+            .map(|(&v, j)| (v, seed, j))
+            .collect();
         html::write_runs(file, path, &scenario, &arg, &runs)?;
         eprintln!("wrote {}", path.display());
     }
