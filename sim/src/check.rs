@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use racksim_reconciler::{
     discovery::SwitchSlot,
-    instances::{SagaState, VmmState},
+    instances::{SagaState, VmmInfo, VmmState},
     nat::NatEntry,
     SERVICES_VNI,
 };
@@ -173,6 +173,16 @@ pub struct Snapshot {
     paths_since: std::time::Duration,
 }
 
+impl Snapshot {
+    /// The VMMs instance `id` has on the up sleds, with their sled's name,
+    /// in sled order.
+    fn vmms_of(&self, id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
+        self.sleds
+            .iter()
+            .filter_map(move |(_, sled, _, a)| a.vmms.get(&id).map(|v| (sled.as_str(), v)))
+    }
+}
+
 pub fn observe(world: &World) -> Snapshot {
     let rack = world.rack();
     let st = world.lock();
@@ -262,36 +272,29 @@ pub fn invariant_violation(
                     ),
                 });
             }
-            for (_, sled, _, agent) in &o.sleds {
-                if let Some(v) = agent.vmms.get(&inst.id) {
-                    let what = if v.state == VmmState::Starting {
-                        "holds its registered, never-started"
-                    } else {
-                        "runs its"
-                    };
-                    return Some(Violation {
-                        invariant: NO_STATE_AFTER_DELETE,
-                        cause: None,
-                        message: format!(
-                            "the delete of instance {name} completed, but {sled} still {what} VMM {}",
-                            v.vmm_id
-                        ),
-                    });
-                }
+            if let Some((sled, v)) = o.vmms_of(inst.id).next() {
+                let what = if v.state == VmmState::Starting {
+                    "holds its registered, never-started"
+                } else {
+                    "runs its"
+                };
+                return Some(Violation {
+                    invariant: NO_STATE_AFTER_DELETE,
+                    cause: None,
+                    message: format!(
+                        "the delete of instance {name} completed, but {sled} still {what} VMM {}",
+                        v.vmm_id
+                    ),
+                });
             }
         }
         // Guests, not registrations: a VMM that was only registered has no
         // Propolis zone yet (upstream's sled-agent creates it on the first
         // request to run), so it cannot be a second copy of the guest.
         let vmms: Vec<String> = o
-            .sleds
-            .iter()
-            .filter_map(|(_, sled, _, a)| {
-                a.vmms
-                    .get(&inst.id)
-                    .filter(|v| v.state != VmmState::Starting)
-                    .map(|v| format!("VMM {} on {sled}", v.vmm_id))
-            })
+            .vmms_of(inst.id)
+            .filter(|(_, v)| v.state != VmmState::Starting)
+            .map(|(sled, v)| format!("VMM {} on {sled}", v.vmm_id))
             .collect();
         if vmms.len() > 1 {
             return Some(Violation {
@@ -451,26 +454,23 @@ fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
                         }
                     }
                 }
-                for (_, sled_name, _, agent) in &o.sleds {
-                    if let Some(v) = agent.vmms.get(&inst.id) {
-                        // Upstream's sled-agent creates the Propolis zone
-                        // (and so a guest) only on the first request to
-                        // run; a VMM only registered is an idle runner,
-                        // leaked all the same (omicron b848b6df
-                        // `sled-agent/src/instance.rs`).
-                        let what = if v.state == VmmState::Starting {
-                            "holds a registered, never-started VMM"
-                        } else {
-                            "runs a VMM"
-                        };
-                        gaps.push(
-                            format!(
-                                "instance {name} is {:?} but {sled_name} still {what} for it",
-                                inst.state
-                            )
-                            .to_lowercase(),
-                        );
-                    }
+                for (sled_name, v) in o.vmms_of(inst.id) {
+                    // Upstream's sled-agent creates the Propolis zone (and
+                    // so a guest) only on the first request to run; a VMM
+                    // only registered is an idle runner, leaked all the
+                    // same (omicron b848b6df `sled-agent/src/instance.rs`).
+                    let what = if v.state == VmmState::Starting {
+                        "holds a registered, never-started VMM"
+                    } else {
+                        "runs a VMM"
+                    };
+                    gaps.push(
+                        format!(
+                            "instance {name} is {:?} but {sled_name} still {what} for it",
+                            inst.state
+                        )
+                        .to_lowercase(),
+                    );
                 }
             }
             (state, _) => {

@@ -90,11 +90,7 @@ impl Era {
     }
 }
 
-impl fmt::Display for Era {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(Era);
 
 /// The era of upstream's instance networking an instance start
 /// implementation stands for.
@@ -140,11 +136,7 @@ impl InstanceEra {
     }
 }
 
-impl fmt::Display for InstanceEra {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(InstanceEra);
 
 /// What Nexus does about service-zone NAT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -178,11 +170,7 @@ impl Task {
     }
 }
 
-impl fmt::Display for Task {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(Task);
 
 /// Which control-plane mechanisms a run has: the control plane of an era.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
