@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use racksim_reconciler::{
     discovery::SwitchSlot,
-    instances::{SagaState, VmmState},
+    instances::{SagaState, VmmInfo, VmmState},
     nat::NatEntry,
     SERVICES_VNI,
 };
@@ -173,6 +173,16 @@ pub struct Snapshot {
     paths_since: std::time::Duration,
 }
 
+impl Snapshot {
+    /// The VMMs instance `id` has on the up sleds, with their sled's name,
+    /// in sled order.
+    fn vmms_of(&self, id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
+        self.sleds
+            .iter()
+            .filter_map(move |(_, sled, _, a)| a.vmms.get(&id).map(|v| (sled.as_str(), v)))
+    }
+}
+
 pub fn observe(world: &World) -> Snapshot {
     let rack = world.rack();
     let st = world.lock();
@@ -262,36 +272,29 @@ pub fn invariant_violation(
                     ),
                 });
             }
-            for (_, sled, _, agent) in &o.sleds {
-                if let Some(v) = agent.vmms.get(&inst.id) {
-                    let what = if v.state == VmmState::Starting {
-                        "holds its registered, never-started"
-                    } else {
-                        "runs its"
-                    };
-                    return Some(Violation {
-                        invariant: NO_STATE_AFTER_DELETE,
-                        cause: None,
-                        message: format!(
-                            "the delete of instance {name} completed, but {sled} still {what} VMM {}",
-                            v.vmm_id
-                        ),
-                    });
-                }
+            if let Some((sled, v)) = o.vmms_of(inst.id).next() {
+                let what = if v.state == VmmState::Starting {
+                    "holds its registered, never-started"
+                } else {
+                    "runs its"
+                };
+                return Some(Violation {
+                    invariant: NO_STATE_AFTER_DELETE,
+                    cause: None,
+                    message: format!(
+                        "the delete of instance {name} completed, but {sled} still {what} VMM {}",
+                        v.vmm_id
+                    ),
+                });
             }
         }
         // Guests, not registrations: a VMM that was only registered has no
         // Propolis zone yet (upstream's sled-agent creates it on the first
         // request to run), so it cannot be a second copy of the guest.
         let vmms: Vec<String> = o
-            .sleds
-            .iter()
-            .filter_map(|(_, sled, _, a)| {
-                a.vmms
-                    .get(&inst.id)
-                    .filter(|v| v.state != VmmState::Starting)
-                    .map(|v| format!("VMM {} on {sled}", v.vmm_id))
-            })
+            .vmms_of(inst.id)
+            .filter(|(_, v)| v.state != VmmState::Starting)
+            .map(|(sled, v)| format!("VMM {} on {sled}", v.vmm_id))
             .collect();
         if vmms.len() > 1 {
             return Some(Violation {
@@ -451,26 +454,23 @@ fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
                         }
                     }
                 }
-                for (_, sled_name, _, agent) in &o.sleds {
-                    if let Some(v) = agent.vmms.get(&inst.id) {
-                        // Upstream's sled-agent creates the Propolis zone
-                        // (and so a guest) only on the first request to
-                        // run; a VMM only registered is an idle runner,
-                        // leaked all the same (omicron b848b6df
-                        // `sled-agent/src/instance.rs`).
-                        let what = if v.state == VmmState::Starting {
-                            "holds a registered, never-started VMM"
-                        } else {
-                            "runs a VMM"
-                        };
-                        gaps.push(
-                            format!(
-                                "instance {name} is {:?} but {sled_name} still {what} for it",
-                                inst.state
-                            )
-                            .to_lowercase(),
-                        );
-                    }
+                for (sled_name, v) in o.vmms_of(inst.id) {
+                    // Upstream's sled-agent creates the Propolis zone (and
+                    // so a guest) only on the first request to run; a VMM
+                    // only registered is an idle runner, leaked all the
+                    // same (omicron b848b6df `sled-agent/src/instance.rs`).
+                    let what = if v.state == VmmState::Starting {
+                        "holds a registered, never-started VMM"
+                    } else {
+                        "runs a VMM"
+                    };
+                    gaps.push(
+                        format!(
+                            "instance {name} is {:?} but {sled_name} still {what} for it",
+                            inst.state
+                        )
+                        .to_lowercase(),
+                    );
                 }
             }
             (state, _) => {
@@ -482,96 +482,4 @@ fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use racksim_reconciler::instances::{NodeFailure, SagaNode, SagaRecord};
-
-    /// A stuck saga is a gap naming the saga, its instance and sled, the
-    /// undo that failed and the failure that started the unwind; no other
-    /// state of a saga is.
-    #[test]
-    fn a_stuck_saga_is_a_gap_and_no_other_saga_state_is() {
-        let failed = NodeFailure {
-            node: SagaNode::Run,
-            error: "sled1 went away".into(),
-        };
-        let mut saga = SagaRecord {
-            done: vec![SagaNode::MarkAsStarting, SagaNode::DpdEnsure],
-            state: SagaState::Stuck {
-                failed: failed.clone(),
-                undo: NodeFailure {
-                    node: SagaNode::DpdEnsure,
-                    error: "database unavailable".into(),
-                },
-            },
-            ..SagaRecord::new(3, 1, 1)
-        };
-        assert_eq!(
-            stuck_saga_gap(&saga, "web1", "sled1").as_deref(),
-            Some(
-                "saga 3 (start of web1 on sled1) is stuck: undo of DPD_ENSURE failed: \
-                 database unavailable (after RUN failed: sled1 went away)"
-            )
-        );
-        for state in [
-            SagaState::Running,
-            SagaState::Unwinding {
-                failed: failed.clone(),
-            },
-            SagaState::Unwound { failed },
-            SagaState::Done,
-        ] {
-            saga.state = state;
-            assert_eq!(
-                stuck_saga_gap(&saga, "web1", "sled1"),
-                None,
-                "{:?}",
-                saga.state
-            );
-        }
-    }
-
-    /// The name a `Violation { invariant: X, .. }` of this module's code
-    /// reports: a string literal, or a `pub const X: &str` declared here.
-    fn reported_name(code: &str, value: &str) -> Option<String> {
-        if let Some(lit) = value.strip_prefix('"') {
-            return Some(lit.trim_end_matches('"').to_string());
-        }
-        let decl = format!("pub const {value}: &str = \"");
-        let at = code.find(&decl)? + decl.len();
-        Some(code[at..].split('"').next()?.to_string())
-    }
-
-    /// Every invariant the checker can report is in [`INVARIANTS`] (the
-    /// list scenario files are checked against), and every listed one is
-    /// reported somewhere: read from this module's own source, so a new
-    /// `Violation` with an unlisted name fails here rather than in a
-    /// scenario file that names it.
-    #[test]
-    fn every_reported_invariant_is_listed_and_every_listed_one_reported() {
-        let source = include_str!("check.rs");
-        let code = source
-            .split("#[cfg(test)]")
-            .next()
-            .expect("the module's code");
-        let mut reported = BTreeSet::new();
-        for line in code.lines().map(str::trim) {
-            if line.starts_with("//") {
-                continue;
-            }
-            let Some(value) = line.strip_prefix("invariant: ") else {
-                continue;
-            };
-            let value = value.trim_end_matches(',');
-            let name = reported_name(code, value)
-                .unwrap_or_else(|| panic!("cannot tell which invariant `{line}` reports"));
-            assert!(
-                INVARIANTS.contains(&name.as_str()),
-                "check.rs reports {name:?}, which INVARIANTS does not list"
-            );
-            reported.insert(name);
-        }
-        let listed: BTreeSet<String> = INVARIANTS.iter().map(|s| s.to_string()).collect();
-        assert_eq!(reported, listed, "listed invariants nothing reports");
-    }
-}
+mod tests;

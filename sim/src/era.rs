@@ -90,11 +90,7 @@ impl Era {
     }
 }
 
-impl fmt::Display for Era {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(Era);
 
 /// The era of upstream's instance networking an instance start
 /// implementation stands for.
@@ -140,11 +136,7 @@ impl InstanceEra {
     }
 }
 
-impl fmt::Display for InstanceEra {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(InstanceEra);
 
 /// What Nexus does about service-zone NAT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -178,11 +170,7 @@ impl Task {
     }
 }
 
-impl fmt::Display for Task {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(Task);
 
 /// Which control-plane mechanisms a run has: the control plane of an era.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -297,122 +285,4 @@ impl fmt::Display for ControlPlaneEra {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_strategy_and_start_runs_its_eras_control_plane() {
-        use NexusServiceNat::{InventoryTracker, Off};
-        let service_nat = |s| ControlPlaneEra::of(s, StartImpl::Saga).nexus_service_nat;
-        for s in Strategy::ALL {
-            // Seed 002's time had no tracker, whatever ran on the sleds.
-            assert_eq!(
-                ControlPlaneEra::of(s, StartImpl::Legacy).nexus_service_nat,
-                Off
-            );
-        }
-        assert_eq!(service_nat(Strategy::Legacy), InventoryTracker);
-        assert_eq!(service_nat(Strategy::SledTask), InventoryTracker);
-        assert_eq!(service_nat(Strategy::ScrimletLocal), Off);
-        assert_eq!(service_nat(Strategy::ScrimletLocalWithZoneStart), Off);
-        for strategy in Strategy::ALL {
-            // Instance networking follows the start alone, whatever the
-            // service-NAT strategy.
-            for (start, task) in [
-                (StartImpl::Legacy, Task::Off),
-                (StartImpl::Naive, Task::On),
-                (StartImpl::Saga, Task::On),
-            ] {
-                let era = ControlPlaneEra::of(strategy, start);
-                assert_eq!(era.nexus_v2p, task, "{start}");
-                // dpd pulls wherever someone writes rows for it: instance
-                // operations of the current era, or the tracker (which
-                // only the current era has).
-                assert_eq!(era.dpd_nat_rpw, task, "{strategy} {start}");
-                assert_eq!(
-                    (era.instance_watcher, era.reincarnation),
-                    (task, task),
-                    "{start}"
-                );
-                // ... and service NAT the strategy, in the current era.
-                if task == Task::On {
-                    assert_eq!(era.nexus_service_nat, service_nat(strategy));
-                }
-            }
-        }
-        assert_eq!(
-            Strategy::ALL.map(|s| Era::of(s).name()),
-            ["legacy", "proposal", "target", "shipped"]
-        );
-        assert_eq!(
-            StartImpl::ALL.map(|s| InstanceEra::of(s).name()),
-            ["seed-002", "current", "current"]
-        );
-    }
-
-    /// Each strategy's sled-side code: which of the two service-NAT paths
-    /// it runs. Today's shipped code is the only one with both, and its
-    /// era's Nexus is the target's (the tracker went in the same PR).
-    #[test]
-    fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
-        let paths = |s: Strategy| (s.blocks_zone_start(), s.runs_scrimlet_reconcilers());
-        assert_eq!(paths(Strategy::Legacy), (true, false));
-        assert_eq!(paths(Strategy::SledTask), (false, false));
-        assert_eq!(paths(Strategy::ScrimletLocal), (false, true));
-        assert_eq!(paths(Strategy::ScrimletLocalWithZoneStart), (true, true));
-        assert_eq!(Era::of(Strategy::ScrimletLocalWithZoneStart), Era::Shipped);
-        assert!(Era::Shipped.upstream().contains("b848b6df"));
-        assert!(Era::Target.upstream().starts_with("the design after #9727"));
-        for start in StartImpl::ALL {
-            assert_eq!(
-                ControlPlaneEra::of(Strategy::ScrimletLocalWithZoneStart, start),
-                ControlPlaneEra::of(Strategy::ScrimletLocal, start),
-                "{start}"
-            );
-        }
-        assert_eq!(
-            "scrimlet-local-with-zone-start".parse::<Strategy>(),
-            Ok(Strategy::ScrimletLocalWithZoneStart)
-        );
-        assert_eq!(
-            Strategy::ALL.map(|s| s.name()),
-            [
-                "legacy",
-                "sled-task",
-                "scrimlet-local",
-                "scrimlet-local-with-zone-start"
-            ]
-        );
-    }
-
-    #[test]
-    fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
-        let legacy = ControlPlaneEra::of(Strategy::Legacy, StartImpl::Legacy);
-        assert_eq!(
-            legacy.to_string(),
-            "nexus service-NAT task off, dpd NAT RPW off, nexus V2P task off, \
-             instance watcher off, reincarnation off"
-        );
-        let target = ControlPlaneEra::of(Strategy::ScrimletLocal, StartImpl::Saga);
-        assert_eq!(
-            target.to_string(),
-            "nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on, \
-             instance watcher on, reincarnation on"
-        );
-        let json = serde_json::to_value(target).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({
-                "nexus_service_nat": "off",
-                "dpd_nat_rpw": "on",
-                "nexus_v2p": "on",
-                "instance_watcher": "on",
-                "reincarnation": "on",
-            })
-        );
-        assert_eq!(
-            serde_json::from_value::<ControlPlaneEra>(json).unwrap(),
-            target
-        );
-    }
-}
+mod tests;

@@ -78,6 +78,18 @@ compile_error!(
      RUSTFLAGS=\"--cfg tokio_unstable -D warnings\" (see docs/determinism.md)."
 );
 
+/// `Display` as the type's `name()`: the one spelling scenario files,
+/// traces and the CLI use for a strategy, era, task or zone kind.
+macro_rules! display_by_name {
+    ($($t:ty),+ $(,)?) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    )+};
+}
+
 pub mod check;
 pub mod dataplane;
 pub mod era;

@@ -67,11 +67,7 @@ impl Strategy {
     }
 }
 
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(Strategy);
 
 impl FromStr for Strategy {
     type Err = String;

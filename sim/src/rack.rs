@@ -38,11 +38,7 @@ impl ZoneKind {
     }
 }
 
-impl std::fmt::Display for ZoneKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+display_by_name!(ZoneKind);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SledSpec {

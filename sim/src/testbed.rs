@@ -51,6 +51,25 @@ pub enum Sabotage {
 }
 
 impl Sabotage {
+    /// The server on `port` of `host` stops with an error at `at`.
+    pub fn stop_server(host: &str, port: u16, at: Duration) -> Self {
+        let host = host.to_string();
+        Sabotage::StopServer { host, port, at }
+    }
+
+    /// The task serving `port` on `host` panics at `at`.
+    pub fn panic(host: &str, port: u16, at: Duration) -> Self {
+        let host = host.to_string();
+        Sabotage::Panic { host, port, at }
+    }
+
+    /// When it strikes.
+    pub fn at(&self) -> Duration {
+        match self {
+            Sabotage::StopServer { at, .. } | Sabotage::Panic { at, .. } => *at,
+        }
+    }
+
     /// The `(host, port)` whose server it breaks.
     pub fn target(&self) -> (&str, u16) {
         match self {
@@ -63,11 +82,8 @@ impl Sabotage {
     /// Wait until the sabotage is due, then strike: an error for the
     /// server to stop with, or a panic. Runs on the host's simulated clock.
     pub(crate) async fn strike(&self) -> std::io::Error {
-        let at = match self {
-            Sabotage::StopServer { at, .. } | Sabotage::Panic { at, .. } => *at,
-        };
         let now = turmoil::sim_elapsed().unwrap_or_default();
-        tokio::time::sleep(at.saturating_sub(now)).await;
+        tokio::time::sleep(self.at().saturating_sub(now)).await;
         match self {
             Sabotage::StopServer { .. } => {
                 std::io::Error::other("sabotaged: the listener failed (a test broke it on purpose)")

@@ -6,6 +6,7 @@
 
 use std::{
     cell::RefCell,
+    future::Future,
     net::{IpAddr, Ipv4Addr},
     rc::Rc,
     time::Duration,
@@ -27,6 +28,11 @@ fn sim(seed: u64) -> turmoil::Sim<'static> {
         .build()
 }
 
+/// A simulation and the log its hosts write to.
+fn logged_sim(seed: u64) -> (turmoil::Sim<'static>, Log) {
+    (sim(seed), Log::default())
+}
+
 fn now() -> Duration {
     turmoil::sim_elapsed().expect("inside a host")
 }
@@ -45,6 +51,24 @@ fn run_until(sim: &mut turmoil::Sim<'_>, limit: Duration, done: impl Fn() -> boo
     steps
 }
 
+/// Add host `name`, whose software (`software`, run again at every boot)
+/// writes to `log`.
+fn logged_host<F, Fut>(sim: &mut turmoil::Sim<'static>, name: &'static str, log: &Log, software: F)
+where
+    F: Fn(Log) -> Fut + 'static,
+    Fut: Future<Output = turmoil::Result> + 'static,
+{
+    let log = log.clone();
+    sim.host(name, move || software(log.clone()));
+}
+
+/// Step until `log` holds `n` lines or `limit` simulated time passes;
+/// returns steps.
+fn run_until_logged(sim: &mut turmoil::Sim<'_>, limit: Duration, log: &Log, n: usize) -> u64 {
+    let log = log.clone();
+    run_until(sim, limit, move || log.borrow().len() == n)
+}
+
 /// A UDP echo server on host `server`, port 9000.
 fn echo_server(sim: &mut turmoil::Sim<'static>) {
     sim.host("server", || async {
@@ -59,30 +83,22 @@ fn echo_server(sim: &mut turmoil::Sim<'static>) {
 
 #[test]
 fn a_message_arrives_after_exactly_its_link_latency() {
-    let mut sim = sim(1);
-    let log: Log = Default::default();
+    let (mut sim, log) = logged_sim(1);
     echo_server(&mut sim);
-    let l = log.clone();
-    sim.host("client", move || {
-        let l = l.clone();
-        async move {
-            // Start off the millisecond grid, so nothing lines up by luck.
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).await?;
-            record(&l, "sent");
-            sock.send_to(b"ping", ("server", 9000)).await?;
-            let mut buf = [0u8; 16];
-            sock.recv_from(&mut buf).await?;
-            record(&l, "echoed");
-            std::future::pending::<()>().await;
-            Ok(())
-        }
+    logged_host(&mut sim, "client", &log, |l| async move {
+        // Start off the millisecond grid, so nothing lines up by luck.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).await?;
+        record(&l, "sent");
+        sock.send_to(b"ping", ("server", 9000)).await?;
+        let mut buf = [0u8; 16];
+        sock.recv_from(&mut buf).await?;
+        record(&l, "echoed");
+        std::future::pending::<()>().await;
+        Ok(())
     });
     sim.set_link_latency("client", "server", Duration::from_micros(137));
-    let l = log.clone();
-    run_until(&mut sim, Duration::from_secs(1), move || {
-        l.borrow().len() == 2
-    });
+    run_until_logged(&mut sim, Duration::from_secs(1), &log, 2);
     let log = log.borrow();
     assert_eq!(log[0].0, Duration::from_millis(5));
     // Two hops of 137 µs each, not rounded to any tick.
@@ -91,24 +107,16 @@ fn a_message_arrives_after_exactly_its_link_latency() {
 
 #[test]
 fn timers_fire_when_tokio_fires_them_and_idle_time_is_skipped() {
-    let mut sim = sim(1);
-    let log: Log = Default::default();
-    let l = log.clone();
-    sim.host("sleeper", move || {
-        let l = l.clone();
-        async move {
-            for _ in 0..4 {
-                tokio::time::sleep(Duration::from_secs(1800)).await;
-                record(&l, "woke");
-            }
-            std::future::pending::<()>().await;
-            Ok(())
+    let (mut sim, log) = logged_sim(1);
+    logged_host(&mut sim, "sleeper", &log, |l| async move {
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_secs(1800)).await;
+            record(&l, "woke");
         }
+        std::future::pending::<()>().await;
+        Ok(())
     });
-    let l = log.clone();
-    let steps = run_until(&mut sim, Duration::from_secs(3 * 3600), move || {
-        l.borrow().len() == 4
-    });
+    let steps = run_until_logged(&mut sim, Duration::from_secs(3 * 3600), &log, 4);
     let times: Vec<_> = log.borrow().iter().map(|(t, _)| *t).collect();
     let half_hour = Duration::from_secs(1800);
     assert_eq!(
@@ -139,23 +147,15 @@ fn a_step_never_runs_past_its_limit() {
 
 /// The order in which three hosts whose timers fire at the same instant run.
 fn simultaneous_order(seed: u64) -> Vec<String> {
-    let mut sim = sim(seed);
-    let log: Log = Default::default();
+    let (mut sim, log) = logged_sim(seed);
     for name in ["a", "b", "c"] {
-        let l = log.clone();
-        sim.host(name, move || {
-            let l = l.clone();
-            async move {
-                tokio::time::sleep(Duration::from_secs(30)).await;
-                record(&l, name);
-                Ok(())
-            }
+        logged_host(&mut sim, name, &log, move |l| async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            record(&l, name);
+            Ok(())
         });
     }
-    let l = log.clone();
-    run_until(&mut sim, Duration::from_secs(60), move || {
-        l.borrow().len() == 3
-    });
+    run_until_logged(&mut sim, Duration::from_secs(60), &log, 3);
     let log = log.borrow();
     assert!(log.iter().all(|(t, _)| *t == Duration::from_secs(30)));
     log.iter().map(|(_, n)| n.clone()).collect()
@@ -175,17 +175,12 @@ fn hosts_ready_at_the_same_instant_run_in_an_order_drawn_from_the_seed() {
 
 #[test]
 fn a_crashed_host_does_nothing_until_it_is_restarted() {
-    let mut sim = sim(1);
-    let log: Log = Default::default();
-    let l = log.clone();
-    sim.host("ticker", move || {
-        let l = l.clone();
-        async move {
-            record(&l, "boot");
-            loop {
-                tokio::time::sleep(Duration::from_secs(10)).await;
-                record(&l, "tick");
-            }
+    let (mut sim, log) = logged_sim(1);
+    logged_host(&mut sim, "ticker", &log, |l| async move {
+        record(&l, "boot");
+        loop {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            record(&l, "tick");
         }
     });
     let ticker = sim.lookup("ticker");
@@ -210,37 +205,29 @@ fn a_crashed_host_does_nothing_until_it_is_restarted() {
 
 #[test]
 fn loopback_tcp_is_delivered_at_the_same_instant() {
-    let mut sim = sim(1);
-    let log: Log = Default::default();
-    let l = log.clone();
-    sim.host("box", move || {
-        let l = l.clone();
-        async move {
-            let listener = TcpListener::bind((IpAddr::from(Ipv4Addr::UNSPECIFIED), 80)).await?;
-            tokio::task::spawn_local(async move {
-                while let Ok((mut s, _)) = listener.accept().await {
-                    let mut buf = [0u8; 4];
-                    if s.read_exact(&mut buf).await.is_ok() {
-                        let _ = s.write_all(&buf).await;
-                    }
+    let (mut sim, log) = logged_sim(1);
+    logged_host(&mut sim, "box", &log, |l| async move {
+        let listener = TcpListener::bind((IpAddr::from(Ipv4Addr::UNSPECIFIED), 80)).await?;
+        tokio::task::spawn_local(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = [0u8; 4];
+                if s.read_exact(&mut buf).await.is_ok() {
+                    let _ = s.write_all(&buf).await;
                 }
-            });
-            tokio::time::sleep(Duration::from_millis(3)).await;
-            record(&l, "connect");
-            let own = turmoil::lookup("box");
-            let mut s = TcpStream::connect((own, 80)).await?;
-            s.write_all(b"ping").await?;
-            let mut buf = [0u8; 4];
-            s.read_exact(&mut buf).await?;
-            record(&l, "echoed");
-            std::future::pending::<()>().await;
-            Ok(())
-        }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        record(&l, "connect");
+        let own = turmoil::lookup("box");
+        let mut s = TcpStream::connect((own, 80)).await?;
+        s.write_all(b"ping").await?;
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).await?;
+        record(&l, "echoed");
+        std::future::pending::<()>().await;
+        Ok(())
     });
-    let l = log.clone();
-    run_until(&mut sim, Duration::from_secs(1), move || {
-        l.borrow().len() == 2
-    });
+    run_until_logged(&mut sim, Duration::from_secs(1), &log, 2);
     let log = log.borrow();
     assert_eq!(log.len(), 2, "the loopback exchange completed");
     assert_eq!(log[0].0, log[1].0);
@@ -248,23 +235,18 @@ fn loopback_tcp_is_delivered_at_the_same_instant() {
 
 #[test]
 fn a_partition_drops_messages_and_a_repair_lets_them_through() {
-    let mut sim = sim(1);
-    let log: Log = Default::default();
+    let (mut sim, log) = logged_sim(1);
     echo_server(&mut sim);
-    let l = log.clone();
-    sim.host("client", move || {
-        let l = l.clone();
-        async move {
-            let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).await?;
-            let mut buf = [0u8; 16];
-            loop {
-                sock.send_to(b"ping", ("server", 9000)).await?;
-                let r = tokio::time::timeout(Duration::from_secs(1), sock.recv_from(&mut buf));
-                if r.await.is_ok() {
-                    record(&l, "echoed");
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
+    logged_host(&mut sim, "client", &log, |l| async move {
+        let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).await?;
+        let mut buf = [0u8; 16];
+        loop {
+            sock.send_to(b"ping", ("server", 9000)).await?;
+            let r = tokio::time::timeout(Duration::from_secs(1), sock.recv_from(&mut buf));
+            if r.await.is_ok() {
+                record(&l, "echoed");
             }
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
     });
     sim.partition("client", "server");

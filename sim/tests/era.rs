@@ -19,6 +19,16 @@ fn task_lines(outcome: &RunOutcome, text: &str) -> usize {
         .count()
 }
 
+/// The gaps of a run with a task switched off: no trace line of the task
+/// (`task`), and no convergence (`what` says what should have repaired it).
+fn gaps_without<'a>(outcome: &'a RunOutcome, task: &str, what: &str) -> &'a [String] {
+    assert_eq!(task_lines(outcome, task), 0, "{task} ran");
+    let Verdict::NotConverged { gaps, .. } = &outcome.verdict else {
+        panic!("converged without {what}: {:?}", outcome.verdict);
+    };
+    gaps
+}
+
 /// `legacy` repairs a dpd restart with Nexus up only through Nexus's
 /// service-zone NAT task: its rows are in the database, and the restarted
 /// dpd pulls them from generation 0. With the task off, nobody restores
@@ -56,13 +66,11 @@ fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
         ..cfg.era
     };
     let without = run(&cfg.clone().with_era(era));
-    assert_eq!(task_lines(&without, "nexus service-zone NAT tracker"), 0);
-    let Verdict::NotConverged { gaps, .. } = &without.verdict else {
-        panic!(
-            "converged without anyone to restore switch1: {:?}",
-            without.verdict
-        );
-    };
+    let gaps = gaps_without(
+        &without,
+        "nexus service-zone NAT tracker",
+        "anyone to restore switch1",
+    );
     assert!(
         gaps.iter()
             .any(|g| g.starts_with("switch1 lacks the NAT entry")),
@@ -121,10 +129,7 @@ fn the_current_eras_instance_tasks_switched_off_leave_instance_networking_undone
         dpd_nat_rpw: Task::Off,
         ..era
     });
-    assert_eq!(task_lines(&no_rpw, "dpd NAT RPW"), 0);
-    let Verdict::NotConverged { gaps, .. } = &no_rpw.verdict else {
-        panic!("converged without dpd's RPW: {:?}", no_rpw.verdict);
-    };
+    let gaps = gaps_without(&no_rpw, "dpd NAT RPW", "dpd's RPW");
     for switch in ["switch0", "switch1"] {
         let gap = format!("{switch} lacks the NAT entry of instance web1");
         assert!(gaps.iter().any(|g| g.starts_with(&gap)), "{gaps:?}");
@@ -134,10 +139,7 @@ fn the_current_eras_instance_tasks_switched_off_leave_instance_networking_undone
         nexus_v2p: Task::Off,
         ..era
     });
-    assert_eq!(task_lines(&no_v2p, "nexus V2P RPW"), 0);
-    let Verdict::NotConverged { gaps, .. } = &no_v2p.verdict else {
-        panic!("converged without the V2P task: {:?}", no_v2p.verdict);
-    };
+    let gaps = gaps_without(&no_v2p, "nexus V2P RPW", "the V2P task");
     assert!(
         !gaps.is_empty()
             && gaps

@@ -7,7 +7,7 @@ use std::time::Duration;
 use racksim_reconciler::{discovery::SwitchSlot, DPD_PORT};
 
 use super::Sabotage;
-use crate::{trace::Kind, Action, Plan, RackSpec, RunConfig, Strategy, Verdict};
+use crate::{trace::Kind, Action, Plan, RackSpec, RunConfig, RunOutcome, Strategy, Verdict};
 
 /// Madrid's plan: switch1 hidden at boot, revealed between 5m30s and 8m.
 fn madrid(strategy: Strategy, sabotage: Option<Sabotage>) -> RunConfig {
@@ -26,12 +26,20 @@ fn madrid(strategy: Strategy, sabotage: Option<Sabotage>) -> RunConfig {
     cfg
 }
 
-/// The failure a run ended on, which must be a testbed error.
-fn testbed_error(outcome: &crate::RunOutcome) -> (Duration, &str, &str) {
-    match &outcome.verdict {
-        Verdict::TestbedError { at, host, error } => (*at, host, error),
+/// A madrid run under `strategy` broken by `sabotage`: it must end in a
+/// testbed error at the sabotage's instant, on its host. Returns the run
+/// and the error.
+fn broken_run(strategy: Strategy, sabotage: Sabotage) -> (RunOutcome, String) {
+    let expected = (sabotage.at(), sabotage.target().0.to_string());
+    let outcome = crate::run(&madrid(strategy, Some(sabotage)));
+    let error = match &outcome.verdict {
+        Verdict::TestbedError { at, host, error } => {
+            assert_eq!((*at, host.clone()), expected);
+            error.clone()
+        }
         other => panic!("a broken testbed must end in a testbed error: {other:?}"),
-    }
+    };
+    (outcome, error)
 }
 
 #[test]
@@ -46,16 +54,10 @@ fn a_fake_server_that_stops_is_a_testbed_error() {
     );
 
     let at = Duration::from_secs(120);
-    let broken = crate::run(&madrid(
+    let (broken, error) = broken_run(
         Strategy::Legacy,
-        Some(Sabotage::StopServer {
-            host: "switch0".into(),
-            port: DPD_PORT,
-            at,
-        }),
-    ));
-    let (failed_at, host, error) = testbed_error(&broken);
-    assert_eq!((failed_at, host), (at, "switch0"));
+        Sabotage::stop_server("switch0", DPD_PORT, at),
+    );
     assert!(
         error.contains("server on port 12224 stopped") && error.contains("sabotaged"),
         "{error}"
@@ -80,25 +82,15 @@ fn a_fake_server_that_stops_is_a_testbed_error() {
 #[test]
 fn a_panicking_host_task_is_a_testbed_error_naming_its_host() {
     let at = Duration::from_secs(90);
-    let broken = crate::run(&madrid(
-        Strategy::SledTask,
-        Some(Sabotage::Panic {
-            host: "switch1".into(),
-            port: DPD_PORT,
-            at,
-        }),
-    ));
-    let (failed_at, host, error) = testbed_error(&broken);
-    assert_eq!((failed_at, host), (at, "switch1"));
+    let (_, error) = broken_run(Strategy::SledTask, Sabotage::panic("switch1", DPD_PORT, at));
     assert!(error.starts_with("panicked: sabotaged"), "{error}");
 }
 
 #[test]
 fn sabotage_names_the_server_it_breaks() {
-    let s = Sabotage::StopServer {
-        host: "sled1".into(),
-        port: 12345,
-        at: Duration::ZERO,
-    };
+    let s = Sabotage::stop_server("sled1", 12345, Duration::from_secs(7));
     assert_eq!(s.target(), ("sled1", 12345));
+    assert_eq!(s.at(), Duration::from_secs(7));
+    let s = Sabotage::panic("sled2", 80, Duration::ZERO);
+    assert_eq!((s.target(), s.at()), (("sled2", 80), Duration::ZERO));
 }

@@ -6,6 +6,15 @@ fn s(secs: u64) -> Duration {
     Duration::from_secs(secs)
 }
 
+/// A timeline sampled at these instants: `(seconds, converged)`.
+fn timeline(samples: &[(u64, bool)]) -> Timeline {
+    let mut t = Timeline::default();
+    for &(at, converged) in samples {
+        t.sample(s(at), converged);
+    }
+    t
+}
+
 fn step(at: u64, action: Action) -> ResolvedStep {
     ResolvedStep {
         at: s(at),
@@ -16,35 +25,34 @@ fn step(at: u64, action: Action) -> ResolvedStep {
 
 #[test]
 fn first_converged_needs_the_stability_window() {
-    let mut t = Timeline::default();
-    t.sample(s(0), false);
-    t.sample(s(10), true); // a blip: 5 s only
-    t.sample(s(15), false);
-    t.sample(s(40), true);
-    t.sample(s(200), false);
+    let t = timeline(&[
+        (0, false),
+        (10, true), // a blip: 5 s only
+        (15, false),
+        (40, true),
+        (200, false),
+    ]);
     let timing = t.timing(&[], s(60), s(300));
     assert_eq!(timing.first_converged, Some(s(40)));
     // A run that ends converged counts its last stretch, however short.
-    let mut t = Timeline::default();
-    t.sample(s(0), false);
-    t.sample(s(90), true);
+    let t = timeline(&[(0, false), (90, true)]);
     assert_eq!(t.timing(&[], s(60), s(100)).first_converged, Some(s(90)));
-    let mut never = Timeline::default();
-    never.sample(s(0), false);
+    let never = timeline(&[(0, false)]);
     assert_eq!(never.timing(&[], s(60), s(100)).first_converged, None);
 }
 
 #[test]
 fn repairs_are_measured_from_the_end_of_each_fault() {
-    let mut t = Timeline::default();
-    t.sample(s(0), false);
-    t.sample(s(30), true);
-    // dpd restart at 100: broken at once, repaired at 103.
-    t.sample(s(100), false);
-    t.sample(s(103), true);
-    // hidden at 200 (no effect), errors 300..310, repaired at 340.
-    t.sample(s(305), false);
-    t.sample(s(340), true);
+    let t = timeline(&[
+        (0, false),
+        (30, true),
+        // dpd restart at 100: broken at once, repaired at 103.
+        (100, false),
+        (103, true),
+        // hidden at 200 (no effect), errors 300..310, repaired at 340.
+        (305, false),
+        (340, true),
+    ]);
     let steps = [
         step(100, Action::DpdRestart(SwitchSlot::Switch1)),
         step(200, Action::HideSwitch(SwitchSlot::Switch1)),
@@ -76,9 +84,7 @@ fn repairs_are_measured_from_the_end_of_each_fault() {
 
 #[test]
 fn a_fault_never_repaired_says_so() {
-    let mut t = Timeline::default();
-    t.sample(s(0), true);
-    t.sample(s(50), false);
+    let t = timeline(&[(0, true), (50, false)]);
     let timing = t.timing(
         &[step(50, Action::DpdRestart(SwitchSlot::Switch0))],
         s(10),
@@ -97,11 +103,12 @@ fn a_fault_never_repaired_says_so() {
 /// switch zone not up yet) is not repaired until it is converged for good.
 #[test]
 fn a_momentary_convergence_is_not_a_repair() {
-    let mut t = Timeline::default();
-    t.sample(s(0), true);
-    t.sample(s(100), true); // sidecar back on at 100: nothing missing yet
-    t.sample(s(101), false); // its zone is up, with an empty table
-    t.sample(s(104), true);
+    let t = timeline(&[
+        (0, true),
+        (100, true),  // sidecar back on at 100: nothing missing yet
+        (101, false), // its zone is up, with an empty table
+        (104, true),
+    ]);
     let timing = t.timing(
         &[
             step(50, Action::SidecarPowerOff(SwitchSlot::Switch1)),
@@ -119,16 +126,17 @@ fn a_momentary_convergence_is_not_a_repair() {
 /// An outage of another host, or a partition, does not move it.
 #[test]
 fn a_repair_waits_for_an_outage_of_its_own_host_only() {
-    let mut t = Timeline::default();
-    t.sample(s(0), false);
-    t.sample(s(30), true);
-    // switch0 answers 500s from 100 to 220; restarted at 130; repaired at
-    // 221. switch1 restarted at 300 while sled1 is crashed (300..400) and
-    // repaired at 302.
-    t.sample(s(130), false);
-    t.sample(s(221), true);
-    t.sample(s(300), false);
-    t.sample(s(302), true);
+    let t = timeline(&[
+        (0, false),
+        (30, true),
+        // switch0 answers 500s from 100 to 220; restarted at 130; repaired at
+        // 221. switch1 restarted at 300 while sled1 is crashed (300..400) and
+        // repaired at 302.
+        (130, false),
+        (221, true),
+        (300, false),
+        (302, true),
+    ]);
     let steps = [
         step(
             100,

@@ -12,27 +12,18 @@
 //! in [`State`] ([`NexusCommand`]), and the faults the driver injects
 //! ([`DpdFault`]).
 
-use std::{
-    collections::{BTreeMap, BTreeSet, VecDeque},
-    net::Ipv6Addr,
-    sync::Arc,
-    time::Duration,
-};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::{net::Ipv6Addr, sync::Arc, time::Duration};
 
-use racksim_fakes::{
-    dpd::{DpdState, NatRpwTimer},
-    sled_agent::SledAgentState,
-};
+use racksim_fakes::dpd::{DpdState, NatRpwTimer};
+use racksim_fakes::sled_agent::SledAgentState;
 use racksim_nexus::{Db, InstanceRequest};
 use racksim_reconciler::{discovery::SwitchSlot, task::ScrimletStatus};
 use tokio::sync::watch;
 
 use super::zones::ZoneId;
-use crate::{
-    rack::{SledSpec, ZoneKind},
-    testbed::TestbedFailure,
-    trace::TraceLine,
-};
+use crate::rack::{SledSpec, ZoneKind};
+use crate::{testbed::TestbedFailure, trace::TraceLine};
 
 /// Mutable state of the world, grouped by who owns it: the control plane,
 /// the switches, the sleds and internal DNS each own their part (the fake
