@@ -53,7 +53,10 @@ fn a_kill_replays_as_one_run() {
     let rows = kill_table(&some, 1, 0, 2, &|_, _| {});
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     for (m, row) in some.iter().zip(&rows) {
-        let kill = row.killed.as_ref().unwrap_or_else(|| panic!("{m} survived"));
+        let kill = row
+            .killed
+            .as_ref()
+            .unwrap_or_else(|| panic!("{m} survived"));
         assert!(
             ["catalogue", "regression"].contains(&kill.by.as_str()),
             "{m}: {kill:?}"
@@ -72,7 +75,11 @@ fn a_kill_replays_as_one_run() {
         let words: Vec<&str> = kill.replay.split_whitespace().skip(1).collect();
         let with: Vec<&str> = words.iter().copied().chain(["--expect"]).collect();
         let (code, out, err) = common::racksim_in(root, &with);
-        assert_eq!(code, Some(1), "{with:?}: the mutant's run passed\n{out}{err}");
+        assert_eq!(
+            code,
+            Some(1),
+            "{with:?}: the mutant's run passed\n{out}{err}"
+        );
         assert!(out.contains(&format!("mutant: {m} (")), "{out}");
         assert!(
             out.contains(&format!("DOES NOT HOLD ({})", kill.how)),
@@ -80,9 +87,17 @@ fn a_kill_replays_as_one_run() {
             kill.how
         );
         assert!(out.contains(&format!("replay: {}", kill.replay)), "{out}");
-        let without: Vec<&str> = with.iter().copied().filter(|w| *w != "--mutant" && *w != m.name()).collect();
+        let without: Vec<&str> = with
+            .iter()
+            .copied()
+            .filter(|w| *w != "--mutant" && *w != m.name())
+            .collect();
         let (code, out, err) = common::racksim_in(root, &without);
-        assert_eq!(code, Some(0), "{without:?}: the real reconciler's run failed\n{out}{err}");
+        assert_eq!(
+            code,
+            Some(0),
+            "{without:?}: the real reconciler's run failed\n{out}{err}"
+        );
         assert!(!out.contains("mutant:"), "{out}");
     }
 }

@@ -77,5 +77,7 @@ fn the_fuzz_summary_counts_testbed_errors_apart() {
     assert_eq!((summary.failed, summary.testbed_errors), (2, 1));
     assert_eq!((summary.listed, summary.unlisted), (0, 1));
     assert_eq!(summary.failures[0].label(), "TESTBED ERROR");
-    assert!(campaign::fuzz::text(&summary).contains("testbed errors: 1 (failures of racksim itself"));
+    assert!(
+        campaign::fuzz::text(&summary).contains("testbed errors: 1 (failures of racksim itself")
+    );
 }

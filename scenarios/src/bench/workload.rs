@@ -113,20 +113,25 @@ fn one(
     if let Some(d) = deadline {
         cfg.deadline = d;
     }
+    Ok(single(workload, &cfg))
+}
+
+/// One run of `cfg`, measured.
+fn single(workload: &str, cfg: &RunConfig) -> Sample {
     let started = Instant::now();
-    let out = racksim_sim::run(&cfg);
+    let out = racksim_sim::run(cfg);
     let wall = started.elapsed();
-    Ok(Sample {
+    Sample {
         workload: workload.to_string(),
-        engine: EngineName::of(engine),
-        hosts: hosts(&scenario.rack),
+        engine: EngineName::of(cfg.engine),
+        hosts: hosts(&cfg.rack),
         runs: 1,
         sim_secs: out.sim_time.as_secs_f64(),
         wall_secs: wall.as_secs_f64(),
         events: out.events,
         outcome: outcome(&out.verdict),
         peak_rss_kib: None,
-    })
+    }
 }
 
 fn outcome(verdict: &Verdict) -> String {
@@ -160,27 +165,12 @@ pub fn rack_of(sleds: usize) -> RackSpec {
 }
 
 fn rack(workload: &str, sleds: usize, sim_time: Duration, engine: Engine) -> Sample {
-    let rack = rack_of(sleds);
-    let hosts = hosts(&rack);
     // The stability window equals the deadline, so the run never ends
     // early as converged: it simulates exactly `sim_time`, whatever N.
-    let mut cfg = RunConfig::new(rack, Strategy::SledTask, SEED).with_deadline(sim_time);
+    let mut cfg = RunConfig::new(rack_of(sleds), Strategy::SledTask, SEED).with_deadline(sim_time);
     cfg.stability = sim_time;
     cfg.engine = engine;
-    let started = Instant::now();
-    let out = racksim_sim::run(&cfg);
-    let wall = started.elapsed();
-    Sample {
-        workload: workload.to_string(),
-        engine: EngineName::of(engine),
-        hosts,
-        runs: 1,
-        sim_secs: out.sim_time.as_secs_f64(),
-        wall_secs: wall.as_secs_f64(),
-        events: out.events,
-        outcome: outcome(&out.verdict),
-        peak_rss_kib: None,
-    }
+    single(workload, &cfg)
 }
 
 fn sweep(

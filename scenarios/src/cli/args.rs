@@ -71,4 +71,5 @@ pub fn parse_mutant(m: Option<&str>) -> Result<Option<Mutant>, String> {
 }
 
 /// What a build without mutants says to `--mutant`.
-const NO_MUTANTS: &str = "error: --mutant: this racksim has no mutants; build it with --features mutants";
+const NO_MUTANTS: &str =
+    "error: --mutant: this racksim has no mutants; build it with --features mutants";

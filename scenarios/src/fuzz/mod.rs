@@ -109,7 +109,6 @@ impl Options {
     }
 }
 
-
 /// Run seed `seed`'s plan (with `mutant`, in test builds).
 pub fn run_seed(opts: &Options, seed: u64, mutant: Option<Mutant>) -> SeedResult {
     let scenario = scenario(opts, seed);
@@ -119,7 +118,6 @@ pub fn run_seed(opts: &Options, seed: u64, mutant: Option<Mutant>) -> SeedResult
     let outcome = racksim_sim::run(&cfg);
     result_of(seed, &scenario.expectations[&variant], &outcome)
 }
-
 
 /// Fuzz `seeds` on `threads` threads; results in seed order whatever the
 /// thread count.
