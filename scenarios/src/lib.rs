@@ -12,7 +12,7 @@
 //! [`fuzz`] draws swarm plans and knows the known defects; [`shrink`]
 //! reduces a failing plan to a [`regression`]; [`mutants`] is the kill
 //! table; [`matrix`] the catalogue × strategies table; [`report`] and
-//! [`html`] what a run prints and draws; [`bench`] what a simulation costs;
+//! [`html`] what a run prints and draws; [`mod@bench`] what a simulation costs;
 //! [`serve`] live mode.
 //!
 //! Data path: scenario file → [`file::Scenario`] → `sim::RunConfig` (plan,

@@ -94,7 +94,7 @@ pub struct WorkloadReport {
     pub description: String,
     /// The engine the measurements ran on.
     pub engine: EngineName,
-    /// `as listed`, or the reduced form the tick engine runs ([`peer`]).
+    /// `as listed`, or the reduced form the tick engine runs ([`super::peer()`]).
     pub form: String,
     pub hosts: usize,
     pub runs: u64,

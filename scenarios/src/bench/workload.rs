@@ -36,7 +36,7 @@ pub struct Sample {
 
 /// The size of a workload: as listed ([`Form::listed`]), or a reduced form
 /// for the tick engine, on which the listed one would take too long
-/// ([`peer`]).
+/// ([`super::peer()`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Form {
     /// Seeds of the sweep workload.
@@ -47,7 +47,7 @@ pub struct Form {
 }
 
 impl Form {
-    /// The workload as [`WORKLOADS`] lists it (the sweep's seeds depend on
+    /// The workload as [`super::WORKLOADS`] lists it (the sweep's seeds depend on
     /// `--quick`).
     pub fn listed(quick: bool) -> Form {
         Form {

@@ -76,8 +76,6 @@ impl FailingSeed {
     }
 }
 
-/// Fuzz `seeds` on `threads` threads; results in seed order whatever the
-
 /// Summarise `results` of a sweep over `range` (shard `shard`), each
 /// failure matched against `known`.
 pub fn summarise(

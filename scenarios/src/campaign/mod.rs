@@ -9,7 +9,7 @@
 //! ([`Campaign`]) that lets shards run apart be put back together. What one
 //! seed does is elsewhere ([`crate::runner`] for a scenario's run,
 //! [`crate::fuzz`] for a drawn plan); this module runs the range and
-//! counts. [`sweep`] summarises a sweep, [`fuzz`] a fuzz run, [`merge`]
+//! counts. [`sweep`] summarises a sweep, [`fuzz`] a fuzz run, [`mod@merge`]
 //! joins shards of either.
 //!
 //! Every summary carries a [`Campaign`]: its kind and every option that

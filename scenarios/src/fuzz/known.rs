@@ -22,6 +22,7 @@
 //! * `failure = "too-slow"`: converged, but later than the plan allows.
 //!
 //! A testbed error is never a known defect: the file cannot say one, and a
+//! run that ends in one is counted apart (and `racksim fuzz` exits 3).
 //!
 //! Its parts: [`Pattern`] is the text pattern a signature is written in
 //! (`pattern.rs`); `parse.rs` reads and validates the file ([`load`],

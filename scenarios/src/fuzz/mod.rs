@@ -15,7 +15,7 @@
 //! says, parsed, so `racksim run` on the printed file replays the run
 //! exactly.
 //!
-//! The module's parts: [`plan`] draws a seed's plan; [`failure`] says how
+//! The module's parts: `plan.rs` draws a seed's plan; `failure.rs` says how
 //! a run failed, as the shrinker and the known defects compare failures;
 //! [`known`] is the file of failures that are recorded, not fixed. Running
 //! a range of seeds and summarising it is a campaign
