@@ -2,7 +2,7 @@
 //! and bench, through the real binary.
 
 mod common;
-use common::racksim;
+use common::{racksim, run_madrid};
 
 use std::process::Command;
 
@@ -302,16 +302,7 @@ fn bench_rejects_an_unknown_workload() {
 fn trace_json_has_a_record_per_trace_line() {
     let path = std::env::temp_dir().join(format!("racksim-trace-{}.jsonl", std::process::id()));
     let path_str = path.to_str().unwrap();
-    let (code, out, _) = racksim(&[
-        "run",
-        "madrid-one-switch",
-        "--seed",
-        "7",
-        "--strategy",
-        "sled-task",
-        "--trace-json",
-        path_str,
-    ]);
+    let (code, out, _) = run_madrid("7", "sled-task", &["--trace-json", path_str]);
     assert_eq!(code, Some(0));
     let text = std::fs::read_to_string(&path).expect("the file was written");
     std::fs::remove_file(&path).ok();
@@ -422,41 +413,26 @@ fn a_sweep_where_no_seed_breaks_the_race_invariant_is_not_as_expected() {
         "{out}"
     );
 
-    let (code, out, err) = racksim(&[
-        "sweep",
-        path,
-        "--strategy",
-        "naive",
-        "--seeds",
-        "1..2",
-        "--json",
-    ]);
-    assert_eq!(code, Some(1), "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["some_seeds_violate"]["met"], false, "{out}");
-    assert_eq!(
-        v["some_seeds_violate"]["violate"][0]["violating"], 0,
-        "{out}"
-    );
+    // The same sweep's JSON, with `extra` options; its exit status must be
+    // `code`, and the seeds it ran saw no violation.
+    let json = |extra: &[&str], code| {
+        let mut args = vec!["sweep", path, "--strategy", "naive", "--seeds", "1..2"];
+        args.extend(extra);
+        args.push("--json");
+        let (got, out, err) = racksim(&args);
+        assert_eq!(got, Some(code), "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["some_seeds_violate"]["met"], false, "{out}");
+        v
+    };
+    let v = json(&[], 1);
+    assert_eq!(v["some_seeds_violate"]["violate"][0]["violating"], 0, "{v}");
 
     // One shard is not judged on it: it says what it saw, for the merge.
-    let (code, out, err) = racksim(&[
-        "sweep",
-        path,
-        "--strategy",
-        "naive",
-        "--seeds",
-        "1..2",
-        "--shard",
-        "0/2",
-        "--json",
-    ]);
-    assert_eq!(code, Some(0), "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["some_seeds_violate"]["met"], false, "{out}");
+    let v = json(&["--shard", "0/2"], 0);
     assert_eq!(
         v["some_seeds_violate"]["seeds"], "seeds 1..=2 of shard 0/2",
-        "{out}"
+        "{v}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -543,17 +519,8 @@ fn a_seed_range_no_machine_runs_is_refused_before_it_allocates() {
 #[test]
 fn a_testbed_error_has_its_own_exit_status_that_no_expectation_accepts() {
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            "madrid-one-switch",
-            "--seed",
-            "7",
-            "--strategy",
-            "legacy",
-            "--expect",
-        ];
-        args.extend_from_slice(extra);
-        racksim(&args)
+        let args: Vec<&str> = ["--expect"].iter().chain(extra).copied().collect();
+        run_madrid("7", "legacy", &args)
     };
     let (code, out, _) = run(&[]);
     assert_eq!(

@@ -18,6 +18,19 @@ use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartIm
 use racksim_sim::{InstanceSpec, RackSpec, Strategy};
 use serde_json::{json, Value};
 
+/// A `#[tokio::test]` per line: `name => check(Strategy)` runs
+/// `check(Strategy::Strategy)`.
+macro_rules! live_tests {
+    ($($name:ident => $check:ident($strategy:ident),)*) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                $check(Strategy::$strategy).await;
+            }
+        )*
+    };
+}
+
 const PERIOD: Duration = Duration::from_millis(200);
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -285,14 +298,9 @@ async fn instances_through_the_live_control_plane(strategy: Strategy) {
     live.stop().await;
 }
 
-#[tokio::test]
-async fn scrimlet_local_instances_through_the_live_control_plane() {
-    instances_through_the_live_control_plane(Strategy::ScrimletLocal).await;
-}
-
-#[tokio::test]
-async fn sled_task_instances_through_the_live_control_plane() {
-    instances_through_the_live_control_plane(Strategy::SledTask).await;
+live_tests! {
+    scrimlet_local_instances_through_the_live_control_plane => instances_through_the_live_control_plane(ScrimletLocal),
+    sled_task_instances_through_the_live_control_plane => instances_through_the_live_control_plane(SledTask),
 }
 
 /// Crash and restart, partitions, a replaced scrimlet, a config change and
@@ -430,24 +438,11 @@ async fn repairs_what_host_and_network_actions_break(strategy: Strategy) {
     live.stop().await;
 }
 
-#[tokio::test]
-async fn scrimlet_local_converges_and_repairs_a_dpd_restart() {
-    converges_and_repairs_a_dpd_restart(Strategy::ScrimletLocal).await;
-}
-
-#[tokio::test]
-async fn sled_task_converges_and_repairs_a_dpd_restart() {
-    converges_and_repairs_a_dpd_restart(Strategy::SledTask).await;
-}
-
-#[tokio::test]
-async fn scrimlet_local_repairs_host_and_network_actions() {
-    repairs_what_host_and_network_actions_break(Strategy::ScrimletLocal).await;
-}
-
-#[tokio::test]
-async fn sled_task_repairs_host_and_network_actions() {
-    repairs_what_host_and_network_actions_break(Strategy::SledTask).await;
+live_tests! {
+    scrimlet_local_converges_and_repairs_a_dpd_restart => converges_and_repairs_a_dpd_restart(ScrimletLocal),
+    sled_task_converges_and_repairs_a_dpd_restart => converges_and_repairs_a_dpd_restart(SledTask),
+    scrimlet_local_repairs_host_and_network_actions => repairs_what_host_and_network_actions_break(ScrimletLocal),
+    sled_task_repairs_host_and_network_actions => repairs_what_host_and_network_actions_break(SledTask),
 }
 
 /// Refused actions are 400s that say why and change nothing.
@@ -570,12 +565,7 @@ async fn zone_starts_live(strategy: Strategy) {
     live.stop().await;
 }
 
-#[tokio::test]
-async fn shipped_zone_starts_and_reconcilers_live() {
-    zone_starts_live(Strategy::ScrimletLocalWithZoneStart).await;
-}
-
-#[tokio::test]
-async fn legacy_zone_starts_live() {
-    zone_starts_live(Strategy::Legacy).await;
+live_tests! {
+    shipped_zone_starts_and_reconcilers_live => zone_starts_live(ScrimletLocalWithZoneStart),
+    legacy_zone_starts_live => zone_starts_live(Legacy),
 }

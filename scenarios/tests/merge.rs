@@ -9,6 +9,23 @@ use common::{racksim, scratch};
 
 use std::path::{Path, PathBuf};
 
+/// `racksim sweep SCENARIO --strategy STRATEGY --seeds SEEDS`.
+fn sweep_args<'a>(scenario: &'a str, strategy: &'a str, seeds: &'a str) -> [&'a str; 6] {
+    ["sweep", scenario, "--strategy", strategy, "--seeds", seeds]
+}
+
+/// The JSON in the file `path`.
+fn read_json(path: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Write `text` to `dir/name`; its path.
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
 /// A scratch directory for one test.
 fn dir(name: &str) -> PathBuf {
     let dir = scratch(name);
@@ -94,14 +111,7 @@ fn assert_merge_is_the_whole(args: &[&str], shards: &[String]) -> (i32, String) 
 fn merged_sweep_shards_print_what_the_unsharded_sweep_prints() {
     let dir = dir("merge-sweep");
     // Converging runs: percentiles over seeds of different shards.
-    let args = [
-        "sweep",
-        "madrid-one-switch",
-        "--strategy",
-        "sled-task",
-        "--seeds",
-        "1..8",
-    ];
+    let args = sweep_args("madrid-one-switch", "sled-task", "1..8");
     let files = shards(&dir, "madrid", &args, 3, &[0]);
     let (code, text) = assert_merge_is_the_whole(&args, &files);
     assert_eq!(code, 0);
@@ -111,8 +121,7 @@ fn merged_sweep_shards_print_what_the_unsharded_sweep_prints() {
     let p99 = &merged["repair_p99_ms"];
     assert!(p99.is_u64(), "{merged}");
     for f in &files {
-        let shard: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let shard: serde_json::Value = read_json(f);
         assert_ne!(&shard["repair_p99_ms"], p99, "{f}");
     }
     assert!(text.contains("runs: 8\n"), "{text}");
@@ -123,14 +132,7 @@ fn merged_sweep_shards_print_what_the_unsharded_sweep_prints() {
 
     // Notable seeds in every shard, interleaved in seed order, with their
     // replay commands.
-    let args = [
-        "sweep",
-        "start-delete-race",
-        "--strategy",
-        "naive",
-        "--seeds",
-        "1..8",
-    ];
+    let args = sweep_args("start-delete-race", "naive", "1..8");
     let files = shards(&dir, "race", &args, 3, &[0]);
     let (code, text) = assert_merge_is_the_whole(&args, &files);
     assert_eq!(code, 0);
@@ -155,17 +157,9 @@ fn merged_sweep_shards_print_what_the_unsharded_sweep_prints() {
 #[test]
 fn some_seeds_violate_is_judged_over_the_whole_range() {
     let dir = dir("merge-some-seeds");
-    let args = [
-        "sweep",
-        "start-delete-race",
-        "--strategy",
-        "naive",
-        "--seeds",
-        "1..2",
-    ];
+    let args = sweep_args("start-delete-race", "naive", "1..2");
     let files = shards(&dir, "race", &args, 2, &[0]);
-    let shard1: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+    let shard1: serde_json::Value = read_json(&files[1]);
     assert_eq!(shard1["some_seeds_violate"]["met"], false, "{shard1}");
     let (code, json, err) = merge(&files.iter().collect::<Vec<_>>(), &["--json"]);
     assert_eq!(code, Some(0), "{err}");
@@ -186,7 +180,7 @@ fn a_merge_fails_where_the_whole_range_misses_some_seeds_violate() {
     let path = dir.join("no-race.toml");
     std::fs::write(&path, common::NO_RACE).unwrap();
     let path = path.to_str().unwrap();
-    let args = ["sweep", path, "--strategy", "naive", "--seeds", "1..3"];
+    let args = sweep_args(path, "naive", "1..3");
     let files = shards(&dir, "no-race", &args, 3, &[0]);
     let (code, text) = assert_merge_is_the_whole(&args, &files);
     assert_eq!(code, 1);
@@ -230,16 +224,7 @@ fn assert_refused(files: &[&String], needles: &[&str]) {
 #[test]
 fn shards_of_different_runs_are_refused_naming_what_differs() {
     let dir = dir("merge-mismatch");
-    let sweep = |strategy, seeds| {
-        [
-            "sweep",
-            "start-delete-race",
-            "--strategy",
-            strategy,
-            "--seeds",
-            seeds,
-        ]
-    };
+    let sweep = |strategy, seeds| sweep_args("start-delete-race", strategy, seeds);
     let naive = shards(&dir, "naive", &sweep("naive", "1..6"), 2, &[0]);
     let saga = shards(&dir, "saga", &sweep("saga", "1..6"), 2, &[0]);
     let other_range = shards(&dir, "range", &sweep("naive", "1..7"), 2, &[0]);
@@ -307,14 +292,7 @@ fn shards_of_different_runs_are_refused_naming_what_differs() {
 #[test]
 fn a_missing_or_repeated_shard_is_refused_naming_it() {
     let dir = dir("merge-missing");
-    let args = [
-        "sweep",
-        "madrid-one-switch",
-        "--strategy",
-        "sled-task",
-        "--seeds",
-        "1..8",
-    ];
+    let args = sweep_args("madrid-one-switch", "sled-task", "1..8");
     let files = shards(&dir, "s", &args, 3, &[0]);
     assert_refused(
         &[&files[2], &files[0]],
@@ -327,23 +305,17 @@ fn a_missing_or_repeated_shard_is_refused_naming_it() {
     );
     // A fuzz shard that is cut short (a seed's run removed).
     let fuzz = shards(&dir, "f", &["fuzz", "--seeds", "1..6"], 2, &[0, 1]);
-    let mut short: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&fuzz[1]).unwrap()).unwrap();
+    let mut short: serde_json::Value = read_json(&fuzz[1]);
     short["runs"] = serde_json::json!(2);
-    let short_path = dir.join("short.json");
-    std::fs::write(&short_path, short.to_string()).unwrap();
-    let short_path = short_path.to_str().unwrap().to_string();
+    let short_path = write(&dir, "short.json", &short.to_string());
     assert_refused(
         &[&fuzz[0], &short_path],
         &["short.json: shard 1/2 of seeds 1..6 runs 3 seeds, but the file has 2 runs"],
     );
     // So is a sweep shard that lists another shard's seeds.
-    let mut other: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+    let mut other: serde_json::Value = read_json(&files[1]);
     other["per_seed"][0]["seed"] = serde_json::json!(1);
-    let other_path = dir.join("other.json");
-    std::fs::write(&other_path, other.to_string()).unwrap();
-    let other_path = other_path.to_str().unwrap().to_string();
+    let other_path = write(&dir, "other.json", &other.to_string());
     assert_refused(
         &[&files[0], &other_path, &files[2]],
         &[
@@ -357,20 +329,9 @@ fn a_missing_or_repeated_shard_is_refused_naming_it() {
 #[test]
 fn a_file_that_is_not_a_shards_json_is_refused_saying_why() {
     let dir = dir("merge-bad");
-    let args = [
-        "sweep",
-        "madrid-one-switch",
-        "--strategy",
-        "sled-task",
-        "--seeds",
-        "1..4",
-    ];
+    let args = sweep_args("madrid-one-switch", "sled-task", "1..4");
     let files = shards(&dir, "s", &args, 2, &[0]);
-    let write = |name: &str, text: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.to_str().unwrap().to_string()
-    };
+    let write = |name: &str, text: &str| write(&dir, name, text);
 
     let truncated = write("truncated.json", "{\n  \"campaign\": {\n");
     assert_refused(
@@ -383,8 +344,7 @@ fn a_file_that_is_not_a_shards_json_is_refused_saying_why() {
     let list = write("list.json", "[1, 2]\n");
     assert_refused(&[&list], &["list.json: not the --json output of `racksim sweep` or `racksim fuzz`: it is not a JSON object"]);
     // What an older racksim wrote: no `campaign`.
-    let whole: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+    let whole: serde_json::Value = read_json(&files[1]);
     let mut old = whole.clone();
     old.as_object_mut().unwrap().remove("campaign");
     let old = write("old.json", &old.to_string());

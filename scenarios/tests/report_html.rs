@@ -4,7 +4,7 @@
 //! `data-kind` attributes — never at raw markup.
 
 mod common;
-use common::{racksim, scratch};
+use common::{racksim, run_madrid, scratch};
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -470,16 +470,7 @@ fn cli_writes_reports_and_rejects_bad_input() {
 
     // Unwritable path: exit 2.
     let bad = dir.join("no-such-dir").join("run.html");
-    let (code, _, err) = racksim(&[
-        "run",
-        "madrid-one-switch",
-        "--seed",
-        "7",
-        "--strategy",
-        "sled-task",
-        "--report",
-        bad.to_str().unwrap(),
-    ]);
+    let (code, _, err) = run_madrid("7", "sled-task", &["--report", bad.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--report"), "{err}");
 

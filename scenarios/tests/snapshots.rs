@@ -22,8 +22,25 @@ fn snapshot(name: &str, strategy: &str) {
     });
 }
 
+/// `service_nat: [module => "scenario", ...]` and `instances: [...]`: a
+/// test module per scenario, with a test per service-NAT strategy or per
+/// start implementation.
 macro_rules! snapshots {
-    ($($module:ident => $name:literal: [$($test:ident => $strategy:literal),*],)*) => {
+    (
+        service_nat: [$($nat:ident => $nat_name:literal,)*]
+        instances: [$($starts:ident => $starts_name:literal,)*]
+    ) => {
+        snapshots!(@each
+            $($nat => $nat_name: [
+                legacy => "legacy",
+                sled_task => "sled-task",
+                scrimlet_local => "scrimlet-local",
+                shipped => "scrimlet-local-with-zone-start"
+            ],)*
+            $($starts => $starts_name: [legacy => "legacy", naive => "naive", saga => "saga"],)*
+        );
+    };
+    (@each $($module:ident => $name:literal: [$($test:ident => $strategy:literal),*],)*) => {
         $(
             mod $module {
                 use super::*;
@@ -60,25 +77,29 @@ macro_rules! snapshots {
 }
 
 snapshots! {
-    madrid_one_switch => "madrid-one-switch": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    zone_start_blocked => "zone-start-blocked": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    switch_replaced_before_ensure => "switch-replaced-before-ensure": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    dpd_restart_control_plane_down => "dpd-restart-control-plane-down": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    sidecar_power_cycle => "sidecar-power-cycle": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    stale_entry => "stale-entry": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    entry_lost_behind_dpd => "entry-lost-behind-dpd": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    inventory_misses_a_sled => "inventory-misses-a-sled": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    shared_snat => "shared-snat": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    dns_and_nexus_loss => "dns-and-nexus-loss": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    full_rack_combined => "full-rack-combined": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    cold_boot => "cold-boot": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    network_faults => "network-faults": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    cold_boot_restart => "cold-boot-restart": [legacy => "legacy", naive => "naive", saga => "saga"],
-    cold_boot_restart_workaround => "cold-boot-restart-workaround": [legacy => "legacy", naive => "naive", saga => "saga"],
-    start_delete_race => "start-delete-race": [legacy => "legacy", naive => "naive", saga => "saga"],
-    concurrent_starts => "concurrent-starts": [legacy => "legacy", naive => "naive", saga => "saga"],
-    control_plane_crash_mid_saga => "control-plane-crash-mid-saga": [legacy => "legacy", naive => "naive", saga => "saga"],
-    instance_migrate_like_move => "instance-migrate-like-move": [legacy => "legacy", naive => "naive", saga => "saga"],
-    config_change => "config-change": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
-    config_invalid => "config-invalid": [legacy => "legacy", sled_task => "sled-task", scrimlet_local => "scrimlet-local", shipped => "scrimlet-local-with-zone-start"],
+    service_nat: [
+        madrid_one_switch => "madrid-one-switch",
+        zone_start_blocked => "zone-start-blocked",
+        switch_replaced_before_ensure => "switch-replaced-before-ensure",
+        dpd_restart_control_plane_down => "dpd-restart-control-plane-down",
+        sidecar_power_cycle => "sidecar-power-cycle",
+        stale_entry => "stale-entry",
+        entry_lost_behind_dpd => "entry-lost-behind-dpd",
+        inventory_misses_a_sled => "inventory-misses-a-sled",
+        shared_snat => "shared-snat",
+        dns_and_nexus_loss => "dns-and-nexus-loss",
+        full_rack_combined => "full-rack-combined",
+        cold_boot => "cold-boot",
+        network_faults => "network-faults",
+        config_change => "config-change",
+        config_invalid => "config-invalid",
+    ]
+    instances: [
+        cold_boot_restart => "cold-boot-restart",
+        cold_boot_restart_workaround => "cold-boot-restart-workaround",
+        start_delete_race => "start-delete-race",
+        concurrent_starts => "concurrent-starts",
+        control_plane_crash_mid_saga => "control-plane-crash-mid-saga",
+        instance_migrate_like_move => "instance-migrate-like-move",
+    ]
 }

@@ -8,9 +8,8 @@ use std::collections::BTreeMap;
 use racksim_reconciler::mutants::Mutant;
 use serde::{Deserialize, Serialize};
 
-use super::shard_seeds;
 use super::Campaign;
-use crate::fuzz::{self, known, Failure, Options, SeedResult};
+use crate::fuzz::{known, Failure, Options, SeedResult};
 
 /// A fuzz run's results, for text and `--json`. The counts of shards of
 /// one range add up to the counts of the whole range (`racksim merge`).
@@ -235,23 +234,4 @@ pub fn text(s: &FuzzSummary) -> String {
         }
     }
     out
-}
-
-/// Fuzz the seeds of `range` (shard `shard` of it) with `mutant` on
-/// `threads` threads, reporting `(done, total)` to `progress`, and
-/// summarise them against `known`.
-pub fn run(
-    opts: &Options,
-    range: (u64, u64),
-    shard: (u64, u64),
-    mutant: Option<Mutant>,
-    known: &known::KnownDefects,
-    threads: usize,
-    progress: &(dyn Fn(usize, usize) + Sync),
-) -> FuzzSummary {
-    let seeds = shard_seeds(range, shard);
-    let total = seeds.len();
-    progress(0, total);
-    let results = fuzz::fuzz(opts, &seeds, mutant, threads, &|done| progress(done, total));
-    summarise(opts, range, shard, mutant, known, &results)
 }

@@ -74,16 +74,15 @@ pub(super) fn seeds_desc((a, b): (u64, u64), shard: Option<(u64, u64)>) -> Strin
 }
 
 impl SweepSummary {
-    /// Summarise `runs` of `scenario` (`arg` as given on the command line)
-    /// under `variant`, over `range` (with `shard`, that shard of it).
-    pub fn of(
-        scenario: &Scenario,
-        arg: &str,
-        variant: Variant,
-        range: (u64, u64),
-        shard: Option<(u64, u64)>,
-        runs: &[RunSummary],
-    ) -> SweepSummary {
+    /// Summarise `runs`, the runs of `sweep`.
+    pub fn of(sweep: &Sweep, runs: &[RunSummary]) -> SweepSummary {
+        let Sweep {
+            scenario,
+            arg,
+            variant,
+            seeds: range,
+            shard,
+        } = *sweep;
         let mut violated = BTreeMap::new();
         for r in runs {
             if let Some(inv) = r.violated {
@@ -255,56 +254,62 @@ impl SweepSummary {
     }
 }
 
-/// Run the seeds of `range` (with `shard`, that shard's share of them) of
-/// `scenario` (`arg` as the command line names it) under `variant` on
-/// `threads` threads, reporting `(done, total)` to `progress`: the summary,
-/// and each run's own figures in seed order.
-pub fn sweep(
-    scenario: &Scenario,
-    arg: &str,
-    variant: Variant,
-    range: (u64, u64),
-    shard: Option<(u64, u64)>,
-    threads: usize,
-    progress: &(dyn Fn(usize, usize) + Sync),
-) -> (SweepSummary, Vec<RunSummary>) {
-    let jobs: Vec<_> = shard_seeds(range, shard.unwrap_or((0, 1)))
-        .into_iter()
-        .map(|seed| (scenario, variant, seed))
-        .collect();
-    let total = jobs.len();
-    progress(0, total);
-    let runs = matrix::run_all(&jobs, threads, &|done| progress(done, total));
-    let summary = SweepSummary::of(scenario, arg, variant, range, shard, &runs);
-    (summary, runs)
+/// A sweep: one scenario and strategy over a range of seeds, or one shard
+/// of it.
+#[derive(Clone, Copy)]
+pub struct Sweep<'a> {
+    pub scenario: &'a Scenario,
+    /// The scenario as the command line names it (in replay commands).
+    pub arg: &'a str,
+    pub variant: Variant,
+    /// `A..=B`.
+    pub seeds: (u64, u64),
+    /// `(I, N)`: only shard I of N of the seeds.
+    pub shard: Option<(u64, u64)>,
 }
 
-/// Write an HTML timeline of every run of `runs` that did not converge or
-/// missed its expectation into `dir`, named by [`html::file_name`]; how
-/// many it wrote. Runs are deterministic: the notable seeds run again for
-/// their traces rather than the sweep keeping every trace.
-pub fn write_reports(
-    dir: &Path,
-    scenario: &Scenario,
-    arg: &str,
-    variant: Variant,
-    runs: &[RunSummary],
-) -> Result<usize, String> {
-    let mut written = 0;
-    for r in runs
-        .iter()
-        .filter(|r| r.converged_at.is_none() || r.judgement.is_err())
-    {
-        let judged = runner::run(scenario, variant, r.seed).expect("strategy has an expectation");
-        let path = dir.join(html::file_name(scenario, variant, r.seed));
-        html::write_runs(
-            html::create(&path)?,
-            &path,
-            scenario,
-            arg,
-            &[(variant, r.seed, &judged)],
-        )?;
-        written += 1;
+impl Sweep<'_> {
+    /// Run the sweep's seeds on `threads` threads, reporting `(done,
+    /// total)` to `progress`: the summary, and each run's own figures in
+    /// seed order.
+    pub fn run(
+        &self,
+        threads: usize,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> (SweepSummary, Vec<RunSummary>) {
+        let jobs: Vec<_> = shard_seeds(self.seeds, self.shard.unwrap_or((0, 1)))
+            .into_iter()
+            .map(|seed| (self.scenario, self.variant, seed))
+            .collect();
+        let total = jobs.len();
+        progress(0, total);
+        let runs = matrix::run_all(&jobs, threads, &|done| progress(done, total));
+        (SweepSummary::of(self, &runs), runs)
     }
-    Ok(written)
+
+    /// Write an HTML timeline of every run of `runs` that did not converge
+    /// or missed its expectation into `dir`, named by [`html::file_name`];
+    /// how many it wrote. Runs are deterministic: the notable seeds run
+    /// again for their traces rather than the sweep keeping every trace.
+    pub fn write_reports(&self, dir: &Path, runs: &[RunSummary]) -> Result<usize, String> {
+        let (scenario, variant) = (self.scenario, self.variant);
+        let mut written = 0;
+        for r in runs
+            .iter()
+            .filter(|r| r.converged_at.is_none() || r.judgement.is_err())
+        {
+            let judged =
+                runner::run(scenario, variant, r.seed).expect("strategy has an expectation");
+            let path = dir.join(html::file_name(scenario, variant, r.seed));
+            html::write_runs(
+                html::create(&path)?,
+                &path,
+                scenario,
+                self.arg,
+                &[(variant, r.seed, &judged)],
+            )?;
+            written += 1;
+        }
+        Ok(written)
+    }
 }

@@ -135,19 +135,16 @@ pub fn fuzz(args: FuzzArgs) -> Result<Status, String> {
     // Read before anything runs: a bad file is bad input.
     let known = fuzz::known::load_arg(known_defects.as_deref())?;
     let shard = shard.unwrap_or((0, 1));
+    let seed_list = campaign::shard_seeds(range, shard);
     let threads = threads(jobs);
     let bar = progress_bar();
+    bar.set_length(seed_list.len() as u64);
     let started = Instant::now();
-    let summary = campaign::fuzz::run(
-        &opts,
-        range,
-        shard,
-        mutant,
-        &known,
-        threads,
-        &progress_of(&bar),
-    );
+    let results = fuzz::fuzz(&opts, &seed_list, mutant, threads, &|done| {
+        bar.set_position(done as u64)
+    });
     bar.finish_and_clear();
+    let summary = campaign::fuzz::summarise(&opts, range, shard, mutant, &known, &results);
     print_json_or(json, &summary, || campaign::fuzz::text(&summary));
     let wall = started.elapsed().as_secs_f64();
     eprintln!(

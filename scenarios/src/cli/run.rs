@@ -193,19 +193,13 @@ fn random_seed() -> u64 {
 
 /// One seed under two strategies: passed when both converged.
 pub fn compare(args: CompareArgs) -> Result<Status, String> {
-    let CompareArgs {
-        scenario: arg,
-        seed,
-        strategy_a,
-        strategy_b,
-        report: report_path,
-    } = args;
-    let scenario = catalogue::resolve(&arg)?;
+    let (arg, seed) = (&args.scenario, args.seed);
+    let scenario = catalogue::resolve(arg)?;
     let variants = [
-        scenario.expected_variant(&strategy_a, "STRATEGY_A")?,
-        scenario.expected_variant(&strategy_b, "STRATEGY_B")?,
+        scenario.expected_variant(&args.strategy_a, "STRATEGY_A")?,
+        scenario.expected_variant(&args.strategy_b, "STRATEGY_B")?,
     ];
-    let file = report_path.as_deref().map(html::create).transpose()?;
+    let file = args.report.as_deref().map(html::create).transpose()?;
     let judged: Vec<runner::Judged> = variants
         .iter()
         .map(|&v| runner::run(&scenario, v, seed).expect("strategy has an expectation"))
@@ -225,15 +219,15 @@ pub fn compare(args: CompareArgs) -> Result<Status, String> {
             Ok(why) => println!("  expectation for {v}: HOLDS ({why})"),
             Err(why) => println!("  expectation for {v}: DOES NOT HOLD ({why})"),
         }
-        println!("  replay: {}", runner::replay_command(&arg, *v, seed));
+        println!("  replay: {}", runner::replay_command(arg, *v, seed));
     }
-    if let (Some(file), Some(path)) = (file, report_path.as_deref()) {
+    if let (Some(file), Some(path)) = (file, args.report.as_deref()) {
         let runs: Vec<_> = variants
             .iter()
             .zip(&judged)
             .map(|(&v, j)| (v, seed, j))
             .collect();
-        html::write_runs(file, path, &scenario, &arg, &runs)?;
+        html::write_runs(file, path, &scenario, arg, &runs)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(Status::of(

@@ -6,7 +6,10 @@
 use std::time::Instant;
 
 use clap::Args;
-use racksim::{campaign, catalogue};
+use racksim::{
+    campaign::{self, sweep::Sweep},
+    catalogue,
+};
 
 use super::{
     args::{parse_seed_range, parse_shard},
@@ -110,50 +113,37 @@ pub fn matrix(args: MatrixArgs) -> Result<Status, String> {
 /// Passed when every run met the scenario's expectation (and, unsharded,
 /// the seeds together met `some_seeds_violate`).
 pub fn sweep(args: SweepArgs) -> Result<Status, String> {
-    let SweepArgs {
-        scenario: arg,
-        strategy,
-        seeds,
-        jobs,
-        shard,
-        json,
-        report: report_dir,
-    } = args;
-    let scenario = catalogue::resolve(&arg)?;
-    let variant = scenario.expected_variant(&strategy, "--strategy")?;
-    if let Some(dir) = &report_dir {
+    let scenario = catalogue::resolve(&args.scenario)?;
+    let sweep = Sweep {
+        scenario: &scenario,
+        arg: &args.scenario,
+        variant: scenario.expected_variant(&args.strategy, "--strategy")?,
+        seeds: args.seeds,
+        shard: args.shard,
+    };
+    if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("error: --report {}: {e}", dir.display()))?;
     }
-    let threads = threads(jobs);
+    let threads = threads(args.jobs);
     let bar = progress_bar();
     let started = Instant::now();
-    let (summary, runs) = campaign::sweep::sweep(
-        &scenario,
-        &arg,
-        variant,
-        seeds,
-        shard,
-        threads,
-        &progress_of(&bar),
-    );
+    let (summary, runs) = sweep.run(threads, &progress_of(&bar));
     bar.finish_and_clear();
-    print_json_or(json, &summary, || summary.text(shard.is_some()));
+    let sharded = args.shard.is_some();
+    print_json_or(args.json, &summary, || summary.text(sharded));
     eprintln!(
         "{} runs on {threads} threads in {:.1} s",
         summary.runs,
         started.elapsed().as_secs_f64()
     );
-    if let Some(dir) = &report_dir {
-        let written = campaign::sweep::write_reports(dir, &scenario, &arg, variant, &runs)?;
+    if let Some(dir) = &args.report {
+        let written = sweep.write_reports(dir, &runs)?;
         eprintln!("wrote {written} reports to {}", dir.display());
     }
     // One shard's seeds need not include a violating one: the merged shards
     // decide `some_seeds_violate` (see --shard).
-    Ok(Status::of(
-        summary.passed(shard.is_some()),
-        summary.testbed_errors,
-    ))
+    Ok(Status::of(summary.passed(sharded), summary.testbed_errors))
 }
 
 pub fn merge(args: MergeArgs) -> Result<Status, String> {

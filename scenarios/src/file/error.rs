@@ -48,7 +48,7 @@ impl Locator<'_> {
         message: String,
         hint: Option<String>,
     ) -> ScenarioError {
-        locate(
+        located(
             self.origin,
             self.text,
             span.map(|s| s.start).unwrap_or(0),
@@ -76,16 +76,6 @@ pub(super) fn hint_for(message: &str) -> Option<String> {
 /// A located error at byte `offset` of `text` (for other files racksim
 /// reads, such as the fuzzer's known-defects file).
 pub(crate) fn located(
-    origin: &str,
-    text: &str,
-    offset: usize,
-    message: String,
-    hint: Option<String>,
-) -> ScenarioError {
-    locate(origin, text, offset, message, hint)
-}
-
-fn locate(
     origin: &str,
     text: &str,
     offset: usize,

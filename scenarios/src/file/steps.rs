@@ -186,6 +186,11 @@ pub(super) fn step_action(
     let window = || -> Result<Duration, StepError> {
         Ok(s.window.as_ref().ok_or_else(|| missing("for"))?.get_ref().0)
     };
+    // A step the plan so far does not allow (it undoes what was not done,
+    // or does again what is still done).
+    let refused = |message: String, hint: Option<&str>| -> StepError {
+        (aspan.clone(), message, hint.map(str::to_string))
+    };
     let action = match name {
         "hide-switch" => {
             let sw = switch()?;
@@ -195,10 +200,9 @@ pub(super) fn step_action(
         "reveal-switch" => {
             let sw = switch()?;
             if !st.hidden.remove(&sw) {
-                return Err((
-                    aspan,
+                return Err(refused(
                     format!("reveal-switch {sw}: {sw} is not hidden at that point of the plan"),
-                    Some("add a hide-switch step before it".into()),
+                    Some("add a hide-switch step before it"),
                 ));
             }
             Action::RevealSwitch(sw)
@@ -222,7 +226,7 @@ pub(super) fn step_action(
                 Action::Partition { a, b, oneway }
             } else {
                 let Some(pos) = st.partitions.iter().position(|p| *p == key) else {
-                    return Err((aspan, "heal of a partition that was never made".into(), Some("a heal must name the same a, b and oneway as an earlier partition step".into())));
+                    return Err(refused("heal of a partition that was never made".into(), Some("a heal must name the same a, b and oneway as an earlier partition step")));
                 };
                 st.partitions.remove(pos);
                 Action::Heal { a, b, oneway }
@@ -249,8 +253,7 @@ pub(super) fn step_action(
         "sidecar-power-off" => {
             let sw = switch()?;
             if !st.sidecars_off.insert(sw) {
-                return Err((
-                    aspan,
+                return Err(refused(
                     format!("sidecar {sw} is already off at that point of the plan"),
                     None,
                 ));
@@ -260,10 +263,9 @@ pub(super) fn step_action(
         "sidecar-power-on" => {
             let sw = switch()?;
             if !st.sidecars_off.remove(&sw) {
-                return Err((
-                    aspan,
+                return Err(refused(
                     format!("sidecar {sw} is not off at that point of the plan"),
-                    Some("add a sidecar-power-off step before it".into()),
+                    Some("add a sidecar-power-off step before it"),
                 ));
             }
             Action::SidecarPowerOn(sw)
@@ -283,10 +285,9 @@ pub(super) fn step_action(
         }
         "control-plane-up" => {
             if !std::mem::replace(&mut st.control_plane_down, false) {
-                return Err((
-                    aspan,
+                return Err(refused(
                     "control-plane-up, but the plan never took it down".into(),
-                    Some("add a control-plane-down step before it".into()),
+                    Some("add a control-plane-down step before it"),
                 ));
             }
             Action::ControlPlaneUp
@@ -297,10 +298,9 @@ pub(super) fn step_action(
         }
         "cold-boot" => {
             if !std::mem::replace(&mut st.powered_off, false) {
-                return Err((
-                    aspan,
+                return Err(refused(
                     "cold-boot, but the rack was never powered off".into(),
-                    Some("add a power-off step before it".into()),
+                    Some("add a power-off step before it"),
                 ));
             }
             Action::ColdBoot

@@ -142,34 +142,44 @@ fn any_that_does_not_converge_needs_a_listed_reason() {
     assert!(!failed_as_allowed(&must_fail, &CONVERGED));
 }
 
+/// `exp` does not hold for `outcome`, and says `why`.
+fn misses(exp: &Expectation, outcome: &RunOutcome, why: &str) {
+    let got = judge(exp, outcome).unwrap_err();
+    assert!(got.contains(why), "{got}");
+}
+
+/// Seed 1 of the catalogued `scenario` under `strategy`: its expectation
+/// holds, and says `how`.
+fn held(scenario: &str, strategy: &str, how: &str) -> Judged {
+    let scenario = catalogue::get(scenario).expect("catalogued");
+    let variant = scenario.variant(strategy).unwrap();
+    let judged = run(&scenario, variant, 1).expect("has an expectation");
+    assert!(
+        judged.judgement.as_ref().is_ok_and(|why| why.contains(how)),
+        "{:?}",
+        judged.judgement
+    );
+    judged
+}
+
 /// Zone-start bounds are judged on the run's zone starts, and a run in
 /// which no zone started does not meet one.
 #[test]
 fn zone_start_bounds_are_judged_on_the_runs_starts() {
-    let scenario = catalogue::get("zone-start-blocked").expect("catalogued");
-    let legacy = scenario.variant("legacy").unwrap();
-    let judged = run(&scenario, legacy, 1).expect("has an expectation");
-    assert!(judged.judgement.is_ok(), "{:?}", judged.judgement);
-    assert!(
-        judged.judgement.as_ref().unwrap().contains("to start"),
-        "{:?}",
-        judged.judgement
-    );
+    let judged = held("zone-start-blocked", "legacy", "to start");
     let mut exp = judged.expectation.clone();
     exp.zone_start_at_least = Some(Duration::from_secs(3600));
-    let why = judge(&exp, &judged.outcome).unwrap_err();
-    assert!(why.contains("to block for at least 1h"), "{why}");
+    misses(&exp, &judged.outcome, "to block for at least 1h");
     exp.zone_start_at_least = None;
     exp.zone_start_at_most = Some(Duration::from_secs(60));
-    let why = judge(&exp, &judged.outcome).unwrap_err();
-    assert!(
-        why.contains("expected every zone to start within 1m"),
-        "{why}"
+    misses(
+        &exp,
+        &judged.outcome,
+        "expected every zone to start within 1m",
     );
     let mut no_starts = judged.outcome.clone();
     no_starts.zone_starts.clear();
-    let why = judge(&exp, &no_starts).unwrap_err();
-    assert!(why.contains("no zone started"), "{why}");
+    misses(&exp, &no_starts, "no zone started");
 }
 
 /// `repair_within` bounds the system's repair time: a run whose slowest
@@ -177,28 +187,15 @@ fn zone_start_bounds_are_judged_on_the_runs_starts() {
 /// too rather than holding for nothing.
 #[test]
 fn repair_within_is_judged_on_the_slowest_repair() {
-    let scenario = catalogue::get("network-faults").expect("catalogued");
-    let scrimlet = scenario.variant("scrimlet-local").unwrap();
-    let judged = run(&scenario, scrimlet, 1).expect("has an expectation");
-    assert!(judged.judgement.is_ok(), "{:?}", judged.judgement);
-    assert!(
-        judged
-            .judgement
-            .as_ref()
-            .unwrap()
-            .contains("slowest repair"),
-        "{:?}",
-        judged.judgement
-    );
+    let judged = held("network-faults", "scrimlet-local", "slowest repair");
     let mut exp = judged.expectation.clone();
     exp.repair_within = Some(Duration::from_secs(10));
-    let why = judge(&exp, &judged.outcome).unwrap_err();
-    assert!(
-        why.contains("expected every fault repaired within 10s, but"),
-        "{why}"
+    misses(
+        &exp,
+        &judged.outcome,
+        "expected every fault repaired within 10s, but",
     );
     let mut none = judged.outcome.clone();
     none.timing.repairs.clear();
-    let why = judge(&exp, &none).unwrap_err();
-    assert!(why.contains("measured no repair"), "{why}");
+    misses(&exp, &none, "measured no repair");
 }

@@ -242,7 +242,7 @@ impl Control {
     /// Applies `action` now, recording what happened in the trace.
     async fn apply(&self, action: &Action) -> Result<(), HttpError> {
         let env = &self.env;
-        let trace = &env.trace;
+        let trace = &env.shared.trace;
         trace.record("control", action.to_string());
         let mut hosts = self.hosts.lock().await;
         let internal = |e: String| HttpError::for_internal_error(e);
@@ -273,7 +273,7 @@ impl Control {
             }
             Action::HideSwitch(slot) | Action::RevealSwitch(slot) => {
                 let hide = matches!(action, Action::HideSwitch(_));
-                env.resolver.hide(*slot, hide);
+                env.shared.resolver.hide(*slot, hide);
                 let what = if hide { "hidden from" } else { "visible to" };
                 trace.record("live", format!("{slot} {what} discovery"));
             }
@@ -338,12 +338,12 @@ impl Control {
             }
             Action::Partition { a, b, oneway } | Action::Heal { a, b, oneway } => {
                 let heal = matches!(action, Action::Heal { .. });
-                env.links.partition(a, b, heal);
+                env.shared.links.partition(a, b, heal);
                 if !oneway {
-                    env.links.partition(b, a, heal);
+                    env.shared.links.partition(b, a, heal);
                 }
             }
-            Action::Latency { a, b, latency } => env.links.set_latency(a, b, *latency),
+            Action::Latency { a, b, latency } => env.shared.links.set_latency(a, b, *latency),
             Action::PowerOff => hosts.stop_all(),
             Action::ColdBoot => hosts.start_all(env).await.map_err(internal)?,
             Action::ReplaceScrimlet(slot) => {
@@ -406,7 +406,7 @@ impl Control {
                     dpd: s.dpd_addr.to_string(),
                     mgs: s.mgs_addr.to_string(),
                     zone: s.zone.to_string(),
-                    hidden: self.env.resolver.is_hidden(s.slot),
+                    hidden: self.env.shared.resolver.is_hidden(s.slot),
                     scrimlet: scrimlet.map(|x| x.name.clone()),
                     scrimlet_status: scrimlet
                         .and_then(|x| x.status.as_ref())
@@ -498,6 +498,7 @@ impl ControlApi for ControlImpl {
         if let Err(e) = control.apply(&action).await {
             control
                 .env
+                .shared
                 .trace
                 .record("control", format!("  refused: {}", e.external_message));
             // Refused: the step counts as not done.
@@ -516,7 +517,7 @@ impl ControlApi for ControlImpl {
     async fn trace_get(
         rqctx: RequestContext<Arc<Control>>,
     ) -> Result<HttpResponseOk<Vec<LiveLine>>, HttpError> {
-        Ok(HttpResponseOk(rqctx.context().env.trace.lines()))
+        Ok(HttpResponseOk(rqctx.context().env.shared.trace.lines()))
     }
 }
 

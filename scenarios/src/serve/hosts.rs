@@ -27,7 +27,7 @@ use racksim_fakes::{
 };
 use racksim_reconciler::{
     discovery::SwitchSlot,
-    instances::{StartImpl, SLED_AGENT_PORT},
+    instances::SLED_AGENT_PORT,
     legacy::{self, LegacyProgress},
     nat::NatEntry,
     scrimlet_local::ServiceZoneNat,
@@ -48,9 +48,10 @@ use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
 
 use super::{
-    net::{FixedResolver, LinkConnector, Links},
+    net::LinkConnector,
     nexus::{dpd_nat_rpw, Inventory},
-    trace::{nat_line, sled_agent_line, LiveTrace},
+    trace::{nat_line, sled_agent_line},
+    Shared,
 };
 
 /// How long a restart waits for the previous incarnation's servers to let
@@ -151,14 +152,7 @@ pub(super) struct Hosts {
 /// What never changes while a live rack runs, and what its hosts share.
 pub(super) struct Env {
     pub spec: RackSpec,
-    pub strategy: Strategy,
-    /// How the control plane starts instances; `legacy` is seed 002's
-    /// time, when dpd had no NAT RPW.
-    pub start: StartImpl,
-    pub period: Duration,
-    pub trace: LiveTrace,
-    pub links: Links,
-    pub resolver: FixedResolver,
+    pub shared: Shared,
     /// The database's inventory of sleds and boundary switches.
     pub inventory: Inventory,
     /// The service zones as the current config places them (every zone of
@@ -170,7 +164,7 @@ pub(super) struct Env {
 
 impl Env {
     fn new_dpd(&self, slot: SwitchSlot) -> DpdContext {
-        let trace = self.trace.clone();
+        let trace = self.shared.trace.clone();
         let name = slot.to_string();
         DpdContext::new(DpdState::new(slot.index())).with_observer(Arc::new(
             move |c: &NatChange| trace.record(&name, nat_line(c)),
@@ -192,7 +186,7 @@ impl Env {
     }
 
     fn new_sled(&self, name: &str, address: Ipv6Addr, scrimlet_of: Option<SwitchSlot>) -> SledHost {
-        let trace = self.trace.clone();
+        let trace = self.shared.trace.clone();
         let host = name.to_string();
         self.inventory.add_sled(name, address);
         SledHost {
@@ -296,10 +290,12 @@ impl Hosts {
         s.dpd_addr = dpd.local_addr();
         s.mgs_addr = mgs.local_addr();
         for (port, real) in [(DPD_PORT, s.dpd_addr), (MGS_PORT, s.mgs_addr)] {
-            env.links.serves(&slot.to_string(), real);
-            env.links.maps(SocketAddr::new(s.zone.into(), port), real);
+            env.shared.links.serves(&slot.to_string(), real);
+            env.shared
+                .links
+                .maps(SocketAddr::new(s.zone.into(), port), real);
         }
-        env.resolver.register(slot, s.zone);
+        env.shared.resolver.register(slot, s.zone);
         if env.spec.switch(slot).is_some_and(|sw| sw.uplinked) {
             env.inventory.boundary_switch(slot, s.zone);
         }
@@ -307,7 +303,7 @@ impl Hosts {
         // NAT RPW: Nexus pushed instance NAT to it. The era says whether
         // anything writes rows for dpd to pull (instance operations, or
         // the legacy era's service-zone NAT tracker).
-        if racksim_sim::era::ControlPlaneEra::of(env.strategy, env.start).dpd_nat_rpw
+        if racksim_sim::era::ControlPlaneEra::of(env.shared.strategy, env.shared.start).dpd_nat_rpw
             == racksim_sim::era::Task::On
         {
             // A started dpd's RPW is due at once, its schedule based on
@@ -320,10 +316,10 @@ impl Hosts {
                 env.nexus,
                 LinkConnector {
                     from: slot.to_string(),
-                    links: env.links.clone(),
+                    links: env.shared.links.clone(),
                 },
-                env.period,
-                env.trace.clone(),
+                env.shared.period,
+                env.shared.trace.clone(),
             )));
         }
         s.servers = Some((dpd, mgs));
@@ -360,19 +356,19 @@ impl Hosts {
         let server = serve_sled_agent(sled.agent_addr, sled.agent.clone())
             .map_err(|e| format!("{} sled-agent: {e}", sled.name))?;
         sled.agent_addr = server.local_addr();
-        env.links.serves(&sled.name, sled.agent_addr);
-        env.links.maps(
+        env.shared.links.serves(&sled.name, sled.agent_addr);
+        env.shared.links.maps(
             SocketAddr::new(sled.address.into(), SLED_AGENT_PORT),
             sled.agent_addr,
         );
         sled.server = Some(server);
-        if env.strategy.runs_scrimlet_reconcilers() {
+        if env.shared.strategy.runs_scrimlet_reconcilers() {
             self.start_scrimlet_reconcilers(env, index);
         }
-        if env.strategy.blocks_zone_start() {
+        if env.shared.strategy.blocks_zone_start() {
             self.start_zones(env, index);
         }
-        if env.strategy == Strategy::SledTask {
+        if env.shared.strategy == Strategy::SledTask {
             self.follow_zones(env, index);
         }
         Ok(())
@@ -415,7 +411,7 @@ impl Hosts {
         let (_handle, driver) = scrimlet_reconcilers(
             LinkConnector {
                 from: sled.name.clone(),
-                links: env.links.clone(),
+                links: env.shared.links.clone(),
             },
             SwitchZoneServices::Explicit {
                 dpd: switch.dpd_addr,
@@ -423,7 +419,7 @@ impl Hosts {
             },
             self.bootstore.subscribe(),
             status.subscribe(),
-            env.period,
+            env.shared.period,
         );
         sled.tasks.push(tokio::spawn(
             driver.instrument(tracing::info_span!("host", host = %sled.name)),
@@ -463,10 +459,10 @@ impl Hosts {
             let (progress, rx) = watch::channel(LegacyProgress::LookingUpSwitches);
             let connector = LinkConnector {
                 from: sled.name.clone(),
-                links: env.links.clone(),
+                links: env.shared.links.clone(),
             };
-            let resolver = env.resolver.clone();
-            let trace = env.trace.clone();
+            let resolver = env.shared.resolver.clone();
+            let trace = env.shared.trace.clone();
             let host = sled.name.clone();
             let expected = expected.clone();
             let what = zone.id.to_string();
@@ -512,13 +508,13 @@ impl Hosts {
             let reconciler = SledNatReconciler::new(
                 LinkConnector {
                     from: sled.name.clone(),
-                    links: env.links.clone(),
+                    links: env.shared.links.clone(),
                 },
-                env.resolver.clone(),
+                env.shared.resolver.clone(),
             );
             let status = watch::Sender::new(TaskStatus::NotYetRun);
             sled.tasks.push(tokio::spawn(
-                run_reconciler_task(reconciler, config_rx, None, env.period, status)
+                run_reconciler_task(reconciler, config_rx, None, env.shared.period, status)
                     .instrument(tracing::info_span!("host", host = %sled.name)),
             ));
         }
@@ -614,10 +610,10 @@ impl Hosts {
         env.desired.send_replace(config.service_nat.clone());
         self.bootstore.send_replace(Some(config));
         for i in 0..self.sleds.len() {
-            if env.strategy == Strategy::SledTask {
+            if env.shared.strategy == Strategy::SledTask {
                 self.follow_zones(env, i);
             }
-            if env.strategy.blocks_zone_start() {
+            if env.shared.strategy.blocks_zone_start() {
                 self.start_zones(env, i);
             }
         }

@@ -53,6 +53,21 @@ use control::{serve_control, Control};
 use hosts::{Env, Hosts};
 use nexus::{Inventory, LiveNexus, NexusEnv};
 
+/// What every host of a live rack shares, the Nexus too: the strategy and
+/// start implementation (the era), the reconcilers' period, the trace, the
+/// links and discovery.
+#[derive(Clone)]
+struct Shared {
+    strategy: Strategy,
+    /// How the control plane starts instances; `legacy` is seed 002's
+    /// time, when dpd had no NAT RPW.
+    start: StartImpl,
+    period: Duration,
+    trace: LiveTrace,
+    links: Links,
+    resolver: FixedResolver,
+}
+
 /// How to run the rack.
 #[derive(Clone, Debug)]
 pub struct LiveOptions {
@@ -89,14 +104,17 @@ pub async fn start(
         .ok_or_else(|| format!("rack {} has no Nexus zone", rack.name))?;
     let nexus_sled = &rack.sleds[nexus_zone.sled];
     let (desired, desired_rx) = watch::channel(Vec::new());
-    let env = Env {
-        spec: rack.clone(),
+    let shared = Shared {
         strategy: opts.strategy,
         start: opts.start,
         period: opts.period,
         trace: trace.clone(),
         links: Links::default(),
         resolver: FixedResolver::default(),
+    };
+    let env = Env {
+        spec: rack.clone(),
+        shared: shared.clone(),
         inventory: Inventory::default(),
         desired,
         nexus: SocketAddr::new(
@@ -107,12 +125,7 @@ pub async fn start(
     let instances: Vec<String> = opts.instances.iter().map(|i| i.name.clone()).collect();
     let mut nexus = LiveNexus::new(
         NexusEnv {
-            strategy: opts.strategy,
-            start: opts.start,
-            period: opts.period,
-            trace: trace.clone(),
-            links: env.links.clone(),
-            resolver: env.resolver.clone(),
+            shared,
             desired: desired_rx,
             instances: instances.clone(),
         },

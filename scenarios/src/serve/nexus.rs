@@ -38,19 +38,20 @@ use racksim_nexus::{
 use racksim_reconciler::{
     discovery::SwitchSlot,
     http::HttpClient,
-    instances::{InstanceRecord, NatEntryView, OpError, SledRef, StartImpl},
+    instances::{InstanceRecord, NatEntryView, OpError, SledRef},
     scrimlet_local::ServiceZoneNat,
     DPD_PORT,
 };
-use racksim_sim::{era::ControlPlaneEra, hosts::switch_zone::NAT_CHANGESET_LIMIT, Strategy};
+use racksim_sim::{era::ControlPlaneEra, hosts::switch_zone::NAT_CHANGESET_LIMIT};
 use tokio::{
     sync::{mpsc, watch},
     task::{JoinHandle, JoinSet},
 };
 
 use super::{
-    net::{FixedResolver, LinkConnector, Links},
+    net::{FixedResolver, LinkConnector},
     trace::LiveTrace,
+    Shared,
 };
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -100,12 +101,7 @@ impl Inventory {
 /// What the Nexus needs from the rack around it.
 #[derive(Clone)]
 pub(super) struct NexusEnv {
-    pub strategy: Strategy,
-    pub start: StartImpl,
-    pub period: Duration,
-    pub trace: LiveTrace,
-    pub links: Links,
-    pub resolver: FixedResolver,
+    pub shared: Shared,
     /// The service zones as the current config places them.
     pub desired: watch::Receiver<Vec<ServiceZoneNat>>,
     /// Declared instances' names, by id - 1.
@@ -131,19 +127,19 @@ impl NexusHost for LiveHost {
     }
 
     fn config(&self) -> NexusConfig {
-        ControlPlaneEra::of(self.env.strategy, self.env.start)
-            .nexus(self.env.start, self.env.period)
+        ControlPlaneEra::of(self.env.shared.strategy, self.env.shared.start)
+            .nexus(self.env.shared.start, self.env.shared.period)
     }
 
     fn connector(&self) -> LinkConnector {
         LinkConnector {
             from: self.host.clone(),
-            links: self.env.links.clone(),
+            links: self.env.shared.links.clone(),
         }
     }
 
     fn resolver(&self) -> FixedResolver {
-        self.env.resolver.clone()
+        self.env.shared.resolver.clone()
     }
 
     fn db<R>(&self, f: impl FnOnce(&mut Db) -> R) -> R {
@@ -214,7 +210,7 @@ impl NexusHost for LiveHost {
     }
 
     fn record(&self, event: Event) {
-        self.env.trace.record(&self.host, event.text);
+        self.env.shared.trace.record(&self.host, event.text);
     }
 
     fn instance_name(&self, id: u32) -> String {
@@ -311,7 +307,7 @@ impl LiveNexus {
         if self.running.is_some() {
             return Ok(());
         }
-        let links = &self.host.env.links;
+        let links = &self.host.env.shared.links;
         let server = internal_api::server(
             NexusStore::new(self.host.clone()),
             SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 0),
@@ -339,7 +335,7 @@ impl LiveNexus {
             )
             .await
         });
-        self.host.env.trace.record(
+        self.host.env.shared.trace.record(
             &self.host.host,
             "nexus: control plane up; starting background tasks",
         );
@@ -357,7 +353,7 @@ impl LiveNexus {
     pub fn stop(&mut self) {
         if let Some(r) = self.running.take() {
             r.stop.send_replace(true);
-            let trace = self.host.env.trace.clone();
+            let trace = self.host.env.shared.trace.clone();
             let host = self.host.host.clone();
             self.draining.push(tokio::spawn(async move {
                 let _ = r.task.await;
@@ -378,7 +374,7 @@ impl LiveNexus {
             self.draining.push(tokio::spawn(async move {
                 let _ = r.server.close().await;
             }));
-            self.host.env.trace.record(
+            self.host.env.shared.trace.record(
                 &self.host.host,
                 "nexus: control plane crashed; in-flight operations abandoned",
             );

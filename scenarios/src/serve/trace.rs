@@ -89,25 +89,16 @@ fn fmt_nat(ip: impl fmt::Display, low: u16, high: u16, t: &NatTarget) -> String 
 }
 
 pub(super) fn nat_line(change: &NatChange) -> String {
-    match change {
-        NatChange::Created(e) => format!(
-            "dpd: NAT + {}",
-            fmt_nat(e.external, e.low, e.high, &e.target)
-        ),
-        NatChange::Deleted(e) => format!(
-            "dpd: NAT - {}",
-            fmt_nat(e.external, e.low, e.high, &e.target)
-        ),
-        NatChange::Created6(e) => format!(
-            "dpd: NAT6 + {}",
-            fmt_nat(e.external, e.low, e.high, &e.target)
-        ),
-        NatChange::Deleted6(e) => format!(
-            "dpd: NAT6 - {}",
-            fmt_nat(e.external, e.low, e.high, &e.target)
-        ),
-        NatChange::Reset { removed } => format!("dpd: NAT table reset ({removed} entries removed)"),
-    }
+    let (table, sign, entry) = match change {
+        NatChange::Created(e) => ("NAT", '+', fmt_nat(e.external, e.low, e.high, &e.target)),
+        NatChange::Deleted(e) => ("NAT", '-', fmt_nat(e.external, e.low, e.high, &e.target)),
+        NatChange::Created6(e) => ("NAT6", '+', fmt_nat(e.external, e.low, e.high, &e.target)),
+        NatChange::Deleted6(e) => ("NAT6", '-', fmt_nat(e.external, e.low, e.high, &e.target)),
+        NatChange::Reset { removed } => {
+            return format!("dpd: NAT table reset ({removed} entries removed)")
+        }
+    };
+    format!("dpd: {table} {sign} {entry}")
 }
 
 pub(super) fn sled_agent_line(change: &SledAgentChange) -> String {

@@ -7,6 +7,22 @@ pub fn racksim(args: &[&str]) -> (Option<i32>, String, String) {
     racksim_in(".", args)
 }
 
+/// `racksim run madrid-one-switch --seed SEED --strategy STRATEGY`, then
+/// `extra`: the run most tests of the CLI read.
+#[allow(dead_code)] // not every test binary uses it
+pub fn run_madrid(seed: &str, strategy: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut args = vec![
+        "run",
+        "madrid-one-switch",
+        "--seed",
+        seed,
+        "--strategy",
+        strategy,
+    ];
+    args.extend_from_slice(extra);
+    racksim(&args)
+}
+
 /// [`racksim`] in the directory `dir`.
 pub fn racksim_in(dir: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_racksim"))

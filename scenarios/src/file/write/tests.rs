@@ -40,41 +40,13 @@ fn catalogue_round_trips() {
 /// to the same rack.
 #[test]
 fn a_declared_rack_round_trips() {
-    let text = r#"name = "t"
-description = "d"
-ntp_return_switch = "switch0"
-
-[rack]
-name = "small"
-sleds = 5
-scrimlets = { switch0 = "sled0", switch1 = "sled1" }
-uplinked = ["switch0"]
-internal_dns = ["sled2", "sled3"]
-
-[[rack.zone]]
-kind = "boundary-ntp"
-sled = "sled2"
-external_ip = "198.51.100.1"
-first_port = 0
-last_port = 16383
-
-[[rack.zone]]
-kind = "nexus"
-sled = "sled3"
-external_ip = "198.51.100.2"
-
-[[rack.zone]]
-kind = "external-dns"
-sled = "sled4"
-external_ip = "198.51.100.3"
-
-[expect.sled-task]
-outcome = "converges"
-within = "10m"
-converged_by = "2m"
-repair_within = "30s"
-"#;
-    let s = file::parse("t.toml", text).unwrap();
+    // With the timing bounds of `converges`, which are written back too.
+    let text = format!(
+        "{}converged_by = \"2m\"\nrepair_within = \"30s\"\n",
+        crate::file::tests::DECLARED
+    );
+    let s = file::parse("t.toml", &text).unwrap();
+    assert!(s.expectations.values().all(|e| e.repair_within.is_some()));
     let written = scenario_toml(&s, &[]);
     assert!(written.contains("\n[rack]\n"), "{written}");
     assert!(!written.contains("rack = "), "{written}");

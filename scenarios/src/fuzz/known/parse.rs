@@ -260,56 +260,32 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
                 Some("say what upstream mechanism is missing or what keeps it unfixed".into()),
             ));
         }
-        let racks = d
-            .racks
-            .as_ref()
-            .map(|rs| {
-                rs.iter()
-                    .map(|r| {
-                        RackSpec::NAMES
-                            .contains(&r.get_ref().as_str())
-                            .then(|| r.get_ref().clone())
-                            .ok_or_else(|| {
-                                err(
-                                    Some(r.span()),
-                                    format!("unknown rack {:?}", r.get_ref()),
-                                    Some(format!("racks: {}", RackSpec::NAMES.join(", "))),
-                                )
-                            })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
+        let racks = each(&d.racks, |r| {
+            RackSpec::NAMES
+                .contains(&r.get_ref().as_str())
+                .then(|| r.get_ref().clone())
+                .ok_or_else(|| {
+                    err(
+                        Some(r.span()),
+                        format!("unknown rack {:?}", r.get_ref()),
+                        Some(format!("racks: {}", RackSpec::NAMES.join(", "))),
+                    )
+                })
+        })?;
+        let strategies = each(&d.strategies, |s| {
+            s.get_ref()
+                .parse::<Strategy>()
+                .map_err(|e| err(Some(s.span()), e, None))
+        })?;
+        let starts = each(&d.starts, |s| {
+            s.get_ref().parse::<StartImpl>().map_err(|_| {
+                err(
+                    Some(s.span()),
+                    format!("unknown start implementation {:?}", s.get_ref()),
+                    Some("expected one of: legacy, naive, saga".into()),
+                )
             })
-            .transpose()?;
-        let strategies = d
-            .strategies
-            .as_ref()
-            .map(|ss| {
-                ss.iter()
-                    .map(|s| {
-                        s.get_ref()
-                            .parse::<Strategy>()
-                            .map_err(|e| err(Some(s.span()), e, None))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?;
-        let starts = d
-            .starts
-            .as_ref()
-            .map(|ss| {
-                ss.iter()
-                    .map(|s| {
-                        s.get_ref().parse::<StartImpl>().map_err(|_| {
-                            err(
-                                Some(s.span()),
-                                format!("unknown start implementation {:?}", s.get_ref()),
-                                Some("expected one of: legacy, naive, saga".into()),
-                            )
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?;
+        })?;
         defects.push(Defect {
             id: id.clone(),
             signature,
@@ -325,4 +301,15 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
         origin: origin.to_string(),
         defects,
     })
+}
+
+/// Each name of an optional list (`racks`, `strategies`, `starts`),
+/// parsed; `None` when the entry has no such list.
+fn each<T>(
+    list: &Option<Vec<Spanned<String>>>,
+    parse: impl Fn(&Spanned<String>) -> Result<T, ScenarioError>,
+) -> Result<Option<Vec<T>>, ScenarioError> {
+    list.as_ref()
+        .map(|names| names.iter().map(parse).collect())
+        .transpose()
 }
