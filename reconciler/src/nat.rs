@@ -126,11 +126,8 @@ impl NatPlan {
 /// Desired entries that overlap *each other* are a configuration error this
 /// function does not hide: both are planned, and dpd's 409 on the second shows
 /// up as a create failure.
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(CompareOnlyInternalIp))]
 pub fn plan(desired: &[NatEntry], current: &[NatEntry]) -> NatPlan {
-    #[cfg(feature = "mutants")]
-    if crate::mutants::active(crate::mutants::Mutant::CompareOnlyInternalIp) {
-        return crate::mutants::plan_comparing_internal_ip(desired, current);
-    }
     let desired: BTreeSet<NatEntry> = desired.iter().copied().collect();
     let current: BTreeSet<NatEntry> = current.iter().copied().collect();
     NatPlan {
@@ -298,13 +295,8 @@ pub async fn read_current<C: Connector>(
     Ok(current.into_iter().collect())
 }
 
-/// List current (pages of [`NAT_PAGE_SIZE`]) within scope; plan; delete
-/// `to_remove` first (each failure recorded, continue), then create
-/// `to_create` (same).
-///
-/// Deletes are by `(external_ip, first_port)`, the key dpd uses. A delete
-/// answered 404 counts as removed: the entry is gone, which is what was
-/// wanted (someone else — Nexus's RPW, a dpd restart — got there first).
+/// List current (pages of [`NAT_PAGE_SIZE`]) within scope, plan, and
+/// [`execute`] the plan.
 pub async fn reconcile_switch<C: Connector>(
     dpd: &DpdClient<C>,
     desired: &[NatEntry],
@@ -322,11 +314,17 @@ pub async fn reconcile_switch<C: Connector>(
         to_create = plan.to_create.len(),
         "NAT plan computed"
     );
+    execute(dpd, plan).await
+}
 
-    #[cfg(feature = "mutants")]
-    if crate::mutants::active(crate::mutants::Mutant::CreateBeforeRemove) {
-        return crate::mutants::create_then_remove(dpd, plan).await;
-    }
+/// The effectful step: delete `to_remove` first (each failure recorded,
+/// continue), then create `to_create` (same).
+///
+/// Deletes are by `(external_ip, first_port)`, the key dpd uses. A delete
+/// answered 404 counts as removed: the entry is gone, which is what was
+/// wanted (someone else — Nexus's RPW, a dpd restart — got there first).
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(CreateBeforeRemove))]
+pub async fn execute<C: Connector>(dpd: &DpdClient<C>, plan: NatPlan) -> NatReconcileOutcome {
     let mut removed = 0;
     let mut remove_failures = Vec::new();
     for entry in &plan.to_remove {

@@ -70,8 +70,8 @@ use crate::{
     mgs::MgsClient,
     nat::{reconcile_switch, NatEntry, NatReconcileOutcome, Scope},
     task::{
-        run_reconciler_task, wait_until_scrimlet, ActivationReason, InertReason, Reconciler,
-        ScrimletStatus, StatusLog, TaskStatus,
+        run_reconciler_task, wait_until_scrimlet, ActivationReason, ActivationStatus, InertReason,
+        Reconciler, ScrimletStatus, StatusLog, TaskStatus,
     },
     DPD_PORT, MGS_PORT, SERVICES_VNI,
 };
@@ -356,6 +356,19 @@ impl fmt::Display for HandleStatus {
             HandleStatus::Running { switch } => {
                 write!(f, "this scrimlet manages {switch}; reconcilers running")
             }
+        }
+    }
+}
+
+/// Failed: the switch's table could not be read or written in full. A
+/// refused config is not a failure of the activation: it changed nothing
+/// on purpose, and waits for a valid config rather than for a retry.
+impl ActivationStatus for ScrimletNatStatus {
+    fn failed(&self) -> bool {
+        match self {
+            ScrimletNatStatus::NoNatEntriesConfig
+            | ScrimletNatStatus::InvalidSystemNetworkingConfig { .. } => false,
+            ScrimletNatStatus::Reconciled { outcome, .. } => !outcome.is_converged(),
         }
     }
 }

@@ -35,7 +35,7 @@ use crate::{
     dpd::DpdClient,
     http::{Connector, HttpClient},
     nat::{reconcile_switch, ExternalRange, NatEntry, NatReconcileOutcome, Scope},
-    task::{ActivationReason, Reconciler},
+    task::{ActivationReason, ActivationStatus, Reconciler},
     DPD_PORT,
 };
 
@@ -106,6 +106,20 @@ impl std::fmt::Display for SledNatStatus {
     }
 }
 
+/// Failed: discovery did, or some switch's table could not be read or
+/// written in full.
+impl ActivationStatus for SledNatStatus {
+    fn failed(&self) -> bool {
+        match self {
+            SledNatStatus::NoNatEntriesConfig => false,
+            SledNatStatus::DiscoveryFailed { .. } => true,
+            SledNatStatus::Reconciled { switches } => {
+                switches.values().any(|s| !s.outcome.is_converged())
+            }
+        }
+    }
+}
+
 impl<C: Connector, Res: SwitchZoneResolver> Reconciler for SledNatReconciler<C, Res> {
     const NAME: &'static str = "sled-task";
     /// The NAT entries of this sled's zones.
@@ -120,16 +134,11 @@ impl<C: Connector, Res: SwitchZoneResolver> Reconciler for SledNatReconciler<C, 
         if config.is_empty() {
             return SledNatStatus::NoNatEntriesConfig;
         }
-        let zones: BTreeSet<Ipv6Addr> = match self.resolver.switch_zones().await {
-            Ok(zones) => zones.into_iter().collect(),
+        let zones = match switch_zones(&self.resolver).await {
+            Ok(zones) => zones,
             Err(error) => return SledNatStatus::DiscoveryFailed { error },
         };
-        #[cfg(feature = "mutants")]
-        let zones = crate::mutants::first_switch_only(zones);
-        let scope = Scope::ExternalRanges(config.iter().map(ExternalRange::of).collect());
-        #[cfg(feature = "mutants")]
-        let scope = crate::mutants::own_by_ip(scope);
-        let scope = &scope;
+        let scope = &owned_scope(config);
         // join_all, not spawn: the work stays inside this activation (and is
         // cancelled with it), and futures are polled in address order.
         let results = futures::future::join_all(zones.into_iter().map(|address| {
@@ -152,6 +161,22 @@ impl<C: Connector, Res: SwitchZoneResolver> Reconciler for SledNatReconciler<C, 
             switches: results.into_iter().collect(),
         }
     }
+}
+
+/// The switch zones an activation reconciles: every one discovery finds
+/// now, once each, in address order.
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(FirstSwitchOnly))]
+async fn switch_zones<Res: SwitchZoneResolver>(
+    resolver: &Res,
+) -> Result<BTreeSet<Ipv6Addr>, DiscoveryError> {
+    Ok(resolver.switch_zones().await?.into_iter().collect())
+}
+
+/// What a sled owns on a switch: the external (IP, port range) of each of
+/// its zones (see the module documentation for why not the IP alone).
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(OwnByIp))]
+fn owned_scope(config: &[NatEntry]) -> Scope {
+    Scope::ExternalRanges(config.iter().map(ExternalRange::of).collect())
 }
 
 #[cfg(test)]

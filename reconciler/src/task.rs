@@ -168,13 +168,28 @@ impl<'a, T: std::fmt::Display + PartialEq> StatusLog<'a, T> {
     }
 }
 
+/// What a reconciler's status says about the activation that produced it.
+pub trait ActivationStatus {
+    /// The activation failed: something it needed (discovery, a switch's
+    /// table, a write to it) answered with an error, which the status
+    /// carries. The next activation tries again.
+    fn failed(&self) -> bool;
+}
+
 /// One kind of reconciliation.
 pub trait Reconciler: Send + 'static {
     /// The task's name in logs (`task` field of its `tracing` events).
     const NAME: &'static str;
     type Config: Clone + Send + Sync + 'static;
     /// `Display` is the one-line summary logged when an activation ends.
-    type Status: Clone + std::fmt::Debug + std::fmt::Display + Serialize + Send + Sync + 'static;
+    type Status: ActivationStatus
+        + Clone
+        + std::fmt::Debug
+        + std::fmt::Display
+        + Serialize
+        + Send
+        + Sync
+        + 'static;
     /// Infallible: errors are part of the returned status.
     fn reconcile(
         &mut self,
@@ -193,7 +208,22 @@ pub(crate) struct InputClosed;
 ///
 /// The first activation's reason is `Startup`, unless the task starts inert,
 /// in which case it is `ScrimletStatusChanged` (that is what woke it).
+#[cfg_attr(
+    feature = "mutants",
+    racksim_mutants::mutant(IgnoreConfigChanges, IgnoreScrimletStatus)
+)]
 pub async fn run_reconciler_task<R: Reconciler>(
+    reconciler: R,
+    config: watch::Receiver<R::Config>,
+    scrimlet: Option<watch::Receiver<ScrimletStatus>>,
+    period: Duration,
+    status: watch::Sender<TaskStatus<R::Status>>,
+) {
+    activations(reconciler, config, scrimlet, period, status).await
+}
+
+/// The loop of [`run_reconciler_task`], from its inputs as given.
+pub(crate) async fn activations<R: Reconciler>(
     mut reconciler: R,
     mut config: watch::Receiver<R::Config>,
     mut scrimlet: Option<watch::Receiver<ScrimletStatus>>,
@@ -203,15 +233,12 @@ pub async fn run_reconciler_task<R: Reconciler>(
     let mut reason = ActivationReason::Startup;
     let mut activation_count: u64 = 0;
     let mut last_completion: Option<Completion<R::Status>> = None;
-    #[cfg(feature = "mutants")]
-    let mut first_config = None;
 
     loop {
         // Inert while not a scrimlet. `borrow_and_update` marks the current
         // value seen, so a change that arrived while we were reconciling is
         // acted on here and does not also fire `changed()` below.
-        let ignore_scrimlet = crate::mutants::active(crate::mutants::Mutant::IgnoreScrimletStatus);
-        if let Some(rx) = scrimlet.as_mut().filter(|_| !ignore_scrimlet) {
+        if let Some(rx) = scrimlet.as_mut() {
             if *rx.borrow_and_update() == ScrimletStatus::NotScrimlet {
                 let inert = InertReason::NoLongerAScrimlet;
                 tracing::info!(task = R::NAME, inert = ?inert, "{}: inert ({inert:?})", R::NAME);
@@ -230,8 +257,6 @@ pub async fn run_reconciler_task<R: Reconciler>(
         // Snapshot the config: the reconciler works on one consistent
         // version, and a change during the run re-activates us afterwards.
         let snapshot = config.borrow_and_update().clone();
-        #[cfg(feature = "mutants")]
-        let snapshot = crate::mutants::first_snapshot(&mut first_config, snapshot);
         activation_count += 1;
         status.send_replace(TaskStatus::Running {
             activation_reason: reason,
@@ -257,11 +282,11 @@ pub async fn run_reconciler_task<R: Reconciler>(
             status: result,
         };
         last_completion = Some(completion.clone());
+        let carry_on = carries_on_after(&completion.status);
         status.send_replace(TaskStatus::Idle {
             last_completion: completion,
         });
-        #[cfg(feature = "mutants")]
-        if crate::mutants::stops_after(&last_completion.as_ref().expect("just set").status) {
+        if !carry_on {
             return;
         }
 
@@ -274,16 +299,16 @@ pub async fn run_reconciler_task<R: Reconciler>(
             // seen when it completes; if another arm wins, the change is
             // still pending and is seen on the next wait (or absorbed by the
             // `borrow_and_update` snapshot above).
-            changed = config.changed(), if !crate::mutants::active(crate::mutants::Mutant::IgnoreConfigChanges) => match changed {
+            changed = config_changed(&mut config) => match changed {
                 Ok(()) => ActivationReason::SystemNetworkingConfigChanged,
-                Err(_) => {
+                Err(InputClosed) => {
                     exit_unexpectedly::<R>(&status, last_completion);
                     return;
                 }
             },
             // Cancel-safe for the same reason (`changed` again); with no
             // scrimlet channel this arm is a never-completing future.
-            changed = scrimlet_changed(&mut scrimlet), if !ignore_scrimlet => match changed {
+            changed = scrimlet_changed(&mut scrimlet) => match changed {
                 Ok(()) => ActivationReason::ScrimletStatusChanged,
                 Err(InputClosed) => {
                     exit_unexpectedly::<R>(&status, last_completion);
@@ -292,9 +317,23 @@ pub async fn run_reconciler_task<R: Reconciler>(
             },
             // Cancel-safe: a sleep holds no state but its deadline, and the
             // deadline is recomputed after every activation.
-            () = sleep_until(next_periodic), if !crate::mutants::active(crate::mutants::Mutant::NoPeriodicTimer) => ActivationReason::PeriodicTimer,
+            () = period_elapsed(next_periodic) => ActivationReason::PeriodicTimer,
         };
     }
+}
+
+/// Whether the task carries on after an activation that ended in `status`:
+/// always. A failed activation is an ordinary completion — its error is in
+/// the status, for whoever reads it — and the next activation tries again.
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(StopAtFirstFailure))]
+fn carries_on_after<S: ActivationStatus>(_status: &S) -> bool {
+    true
+}
+
+/// What wakes an idle task, first of three: its config changed.
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(IgnoreConfigChanges))]
+async fn config_changed<C>(config: &mut watch::Receiver<C>) -> Result<(), InputClosed> {
+    config.changed().await.map_err(|_| InputClosed)
 }
 
 /// Waits until the scrimlet status is `Scrimlet`. Config changes while
@@ -322,6 +361,8 @@ pub(crate) async fn wait_until_scrimlet<C>(
     }
 }
 
+/// Second: the sled's scrimlet status changed (never, for a task that does
+/// not depend on it).
 async fn scrimlet_changed(
     scrimlet: &mut Option<watch::Receiver<ScrimletStatus>>,
 ) -> Result<(), InputClosed> {
@@ -329,6 +370,12 @@ async fn scrimlet_changed(
         Some(rx) => rx.changed().await.map_err(|_| InputClosed),
         None => std::future::pending().await,
     }
+}
+
+/// Third: the period since the last activation ended has elapsed.
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(NoPeriodicTimer))]
+async fn period_elapsed(deadline: Instant) {
+    sleep_until(deadline).await
 }
 
 fn exit_unexpectedly<R: Reconciler>(
@@ -359,6 +406,13 @@ mod tests {
         log: Arc<Mutex<Vec<(u32, ActivationReason, Duration)>>>,
         start: Instant,
         work: Duration,
+    }
+
+    /// The recorder's statuses never report a failure.
+    impl ActivationStatus for String {
+        fn failed(&self) -> bool {
+            false
+        }
     }
 
     impl Reconciler for Recorder {

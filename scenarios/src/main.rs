@@ -1047,10 +1047,10 @@ fn random_seed() -> u64 {
 }
 
 /// A `--mutant` value, refused in a build without mutants.
-fn parse_mutant(m: Option<&str>) -> Result<Option<racksim_reconciler::mutants::Mutant>, String> {
+fn parse_mutant(m: Option<&str>) -> Result<Option<racksim_mutants::Mutant>, String> {
     let Some(m) = m else { return Ok(None) };
     let m = m.parse().map_err(|e| format!("error: --mutant: {e}"))?;
-    if !racksim_reconciler::mutants::COMPILED {
+    if !racksim_mutants::COMPILED {
         return Err(
             "error: --mutant: this racksim has no mutants; build it with --features mutants"
                 .to_string(),
@@ -1204,8 +1204,8 @@ fn mutants(
     jobs: Option<usize>,
     json: bool,
 ) -> Result<bool, String> {
-    use racksim_reconciler::mutants::Mutant;
-    if !racksim_reconciler::mutants::COMPILED {
+    use racksim_mutants::Mutant;
+    if !racksim_mutants::COMPILED {
         return Err(
             "error: this racksim has no mutants; run cargo run --release -p racksim --features mutants -- mutants"
                 .to_string(),

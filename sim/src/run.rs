@@ -117,8 +117,8 @@ pub struct RunConfig {
     /// Instances the plan refers to.
     pub instances: Vec<InstanceSpec>,
     /// A deliberate reconciler bug for this run (test builds only; see
-    /// `racksim_reconciler::mutants`).
-    pub mutant: Option<racksim_reconciler::mutants::Mutant>,
+    /// `racksim_mutants`).
+    pub mutant: Option<racksim_mutants::Mutant>,
     /// A deliberate failure of the testbed itself, for tests that prove it
     /// ends the run as a testbed error (see [`crate::testbed`]).
     pub sabotage: Option<crate::testbed::Sabotage>,
@@ -722,11 +722,11 @@ fn step_hosts(driver: &mut Driver<'_>, world: &World, limit: Duration) -> Result
 /// Run one simulation to its verdict.
 ///
 /// Panics if `cfg.mutant` names a mutant and this build has none: callers
-/// check `racksim_reconciler::mutants::COMPILED` first.
+/// check `racksim_mutants::COMPILED` first.
 pub fn run(cfg: &RunConfig) -> RunOutcome {
     // Every host of this run executes on this thread, so the selection is
     // this run's alone.
-    let _mutant = racksim_reconciler::mutants::select(cfg.mutant).unwrap_or_else(|e| panic!("{e}"));
+    let _mutant = racksim_mutants::select(cfg.mutant).unwrap_or_else(|e| panic!("{e}"));
     let steps = cfg.plan.resolve(cfg.seed);
     let world = World::new(RunParams {
         rack: Arc::new(cfg.rack.clone()),

@@ -64,7 +64,6 @@ use super::{
 use crate::{
     dpd::DpdClient,
     http::{ClientError, Connector, HttpClient},
-    mutants::Mutant,
 };
 
 /// Why an instance operation failed.
@@ -134,6 +133,16 @@ fn refused(record: &InstanceRecord, op: &'static str) -> OpError {
         state: record.state,
         op,
     }
+}
+
+/// Only an instance that runs nowhere may be deleted: Stopped, Failed, or
+/// still Creating.
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(DeleteWithoutStateCheck))]
+fn deletable(state: InstanceState) -> bool {
+    matches!(
+        state,
+        InstanceState::Stopped | InstanceState::Failed | InstanceState::Creating
+    )
 }
 
 const STOPPED: RuntimeUpdate = RuntimeUpdate {
@@ -222,11 +231,6 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         match self.imp {
             StartImpl::Legacy => self.start_unprotected(id, sled, false).await,
             StartImpl::Naive => self.start_unprotected(id, sled, true).await,
-            StartImpl::Saga
-                if crate::mutants::active(Mutant::StartWithoutConditionalTransition) =>
-            {
-                self.start_unprotected(id, sled, true).await
-            }
             StartImpl::Saga => self.start_saga(id, sled).await,
         }
     }
@@ -235,7 +239,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// (`ensure == true`) start. Both read the record, act, and only then
     /// mark Running on the generation read: nothing stops a concurrent
     /// delete in between, which is the naive implementation's race.
-    async fn start_unprotected(
+    pub(crate) async fn start_unprotected(
         &self,
         id: u32,
         sled: u32,
@@ -265,6 +269,10 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         Ok(running)
     }
 
+    #[cfg_attr(
+        feature = "mutants",
+        racksim_mutants::mutant(StartWithoutConditionalTransition)
+    )]
     async fn start_saga(&self, id: u32, sled: u32) -> Result<InstanceRecord, OpError> {
         // Checked before the saga is logged so that a start refused outright
         // leaves no trace in the log; MARK_AS_STARTING checks again, and its
@@ -398,11 +406,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// desired state.
     pub async fn delete(&self, id: u32) -> Result<InstanceRecord, OpError> {
         let record = self.store.fetch(id).await?;
-        if !matches!(
-            record.state,
-            InstanceState::Stopped | InstanceState::Failed | InstanceState::Creating
-        ) && !crate::mutants::active(Mutant::DeleteWithoutStateCheck)
-        {
+        if !deletable(record.state) {
             return Err(refused(&record, "delete"));
         }
         let deleted = self
@@ -833,22 +837,24 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 let record = self.store.fetch(saga.instance).await?;
                 self.remove_nat(&record).await
             }
-            SagaNode::MarkAsStarting => {
-                let Some(generation) = saga.starting_generation else {
-                    return Ok(());
-                };
-                if crate::mutants::active(Mutant::SagaSkipsUndo) {
-                    return Ok(());
-                }
-                match self
-                    .store
-                    .update_if(saga.instance, generation, STOPPED)
-                    .await
-                {
-                    Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
-                    Err(e) => Err(e.into()),
-                }
-            }
+            SagaNode::MarkAsStarting => self.undo_mark_as_starting(saga).await,
+        }
+    }
+
+    /// MARK_AS_STARTING's undo: the record back to Stopped, on the
+    /// generation the node wrote (see [`Self::undo_node`]).
+    #[cfg_attr(feature = "mutants", racksim_mutants::mutant(SagaSkipsUndo))]
+    async fn undo_mark_as_starting(&self, saga: &SagaRecord) -> Result<(), OpError> {
+        let Some(generation) = saga.starting_generation else {
+            return Ok(());
+        };
+        match self
+            .store
+            .update_if(saga.instance, generation, STOPPED)
+            .await
+        {
+            Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -21,7 +21,8 @@ mod tests;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl, mutants::Mutant};
+use racksim_mutants::Mutant;
+use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
 use racksim_sim::{
     rack::RackSpec, Action, At, InstanceSpec, Plan, RunOutcome, Step, Strategy, Verdict,
 };
