@@ -51,7 +51,7 @@ use crate::{
     dpd::DpdClient,
     http::{ClientError, Connector, HttpClient},
     mgs::MgsClient,
-    nat::NatEntry,
+    nat::{create_entry, NatEntry},
     task::StatusLog,
     DPD_PORT, MGS_PORT,
 };
@@ -246,32 +246,22 @@ pub async fn ensure_zone_nat<C: Connector, Res: SwitchZoneResolver, Rn: rand::Rn
             SocketAddr::new(address.into(), DPD_PORT),
         ));
         let mut backoff = Backoff::new(INTERNAL_SERVICE_AGGRESSIVE, &mut *rng);
-        let mut last_error = None;
+        let mut last_error: Option<String> = None;
         let mut attempts = 0;
+        let ensuring = |attempts, last_error: &Option<String>| LegacyProgress::EnsuringNat {
+            switch,
+            address,
+            attempts,
+            last_error: last_error.clone(),
+        };
         loop {
             attempts += 1;
-            progress.set(
-                LegacyProgress::EnsuringNat {
-                    switch,
-                    address,
-                    attempts,
-                    last_error: last_error.clone(),
-                },
-                last_error.is_some(),
-            );
+            progress.set(ensuring(attempts, &last_error), last_error.is_some());
             match ensure_once(&dpd, entry).await {
                 Ok(()) => break,
                 Err(e) => {
                     last_error = Some(e.to_string());
-                    progress.set(
-                        LegacyProgress::EnsuringNat {
-                            switch,
-                            address,
-                            attempts,
-                            last_error: last_error.clone(),
-                        },
-                        true,
-                    );
+                    progress.set(ensuring(attempts, &last_error), true);
                     let delay = backoff.next_delay();
                     tracing::debug!(task = "legacy", %switch, attempts, delay_ms = delay.as_millis() as u64, "ensure failed; backing off");
                     tokio::time::sleep(delay).await;
@@ -385,20 +375,10 @@ async fn ensure_once<C: Connector>(
         Some(_) => {
             dpd.nat_ipv4_delete(entry.external_ip, entry.first_port)
                 .await?;
-            create(dpd, entry).await
+            create_entry(dpd, entry).await
         }
-        None => create(dpd, entry).await,
+        None => create_entry(dpd, entry).await,
     }
-}
-
-async fn create<C: Connector>(dpd: &DpdClient<C>, entry: &NatEntry) -> Result<(), ClientError> {
-    dpd.nat_ipv4_create(
-        entry.external_ip,
-        entry.first_port,
-        entry.last_port,
-        &entry.target,
-    )
-    .await
 }
 
 #[cfg(test)]

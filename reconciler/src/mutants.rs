@@ -60,7 +60,7 @@ pub(crate) mod create_before_remove {
     use crate::{
         dpd::DpdClient,
         http::Connector,
-        nat::{NatPlan, NatReconcileOutcome},
+        nat::{create_entries, remove_entries, NatPlan, NatReconcileOutcome},
     };
 
     /// The executor with its two phases the wrong way round. A stale entry
@@ -70,32 +70,9 @@ pub(crate) mod create_before_remove {
         dpd: &DpdClient<C>,
         plan: NatPlan,
     ) -> NatReconcileOutcome {
-        let (mut created, mut create_failures) = (0, Vec::new());
-        for e in &plan.to_create {
-            let r = dpd
-                .nat_ipv4_create(e.external_ip, e.first_port, e.last_port, &e.target)
-                .await;
-            match r {
-                Ok(()) => created += 1,
-                Err(err) => create_failures.push(format!("creating {e}: {err}")),
-            }
-        }
-        let (mut removed, mut remove_failures) = (0, Vec::new());
-        for e in &plan.to_remove {
-            match dpd.nat_ipv4_delete(e.external_ip, e.first_port).await {
-                Err(err) if err.status() != Some(404) => {
-                    remove_failures.push(format!("removing {e}: {err}"))
-                }
-                _ => removed += 1,
-            }
-        }
-        NatReconcileOutcome::Complete {
-            unchanged: plan.unchanged.len(),
-            removed,
-            remove_failures,
-            created,
-            create_failures,
-        }
+        let created = create_entries(dpd, &plan.to_create).await;
+        let removed = remove_entries(dpd, &plan.to_remove).await;
+        NatReconcileOutcome::of(&plan, removed, created)
     }
 }
 

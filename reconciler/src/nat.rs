@@ -75,9 +75,7 @@ impl NatEntry {
     /// Same external IP and intersecting (inclusive) port ranges: dpd would
     /// refuse to hold both unless they are identical.
     pub fn overlaps(&self, other: &NatEntry) -> bool {
-        self.external_ip == other.external_ip
-            && self.first_port <= other.last_port
-            && other.first_port <= self.last_port
+        ExternalRange::of(self).overlaps(other)
     }
 
     /// The sled this entry sends traffic to.
@@ -317,17 +315,46 @@ pub async fn reconcile_switch<C: Connector>(
     execute(dpd, plan).await
 }
 
-/// The effectful step: delete `to_remove` first (each failure recorded,
-/// continue), then create `to_create` (same).
-///
-/// Deletes are by `(external_ip, first_port)`, the key dpd uses. A delete
-/// answered 404 counts as removed: the entry is gone, which is what was
-/// wanted (someone else — Nexus's RPW, a dpd restart — got there first).
+/// The effectful step: delete `to_remove` first, then create `to_create`,
+/// each failure recorded and the rest carried on with.
 #[cfg_attr(feature = "mutants", racksim_mutants::mutant(CreateBeforeRemove))]
 pub async fn execute<C: Connector>(dpd: &DpdClient<C>, plan: NatPlan) -> NatReconcileOutcome {
+    let removed = remove_entries(dpd, &plan.to_remove).await;
+    let created = create_entries(dpd, &plan.to_create).await;
+    NatReconcileOutcome::of(&plan, removed, created)
+}
+
+/// What one phase of [`execute`] did: how many entries it removed or
+/// created, and each failure.
+pub(crate) struct Phase {
+    done: usize,
+    failures: Vec<String>,
+}
+
+impl NatReconcileOutcome {
+    /// The outcome of executing `plan` in its two phases.
+    pub(crate) fn of(plan: &NatPlan, removed: Phase, created: Phase) -> Self {
+        NatReconcileOutcome::Complete {
+            unchanged: plan.unchanged.len(),
+            removed: removed.done,
+            remove_failures: removed.failures,
+            created: created.done,
+            create_failures: created.failures,
+        }
+    }
+}
+
+/// Deletes each of `entries`, by `(external_ip, first_port)`, the key dpd
+/// uses. A delete answered 404 counts as removed: the entry is gone, which
+/// is what was wanted (someone else — Nexus's RPW, a dpd restart — got
+/// there first).
+pub(crate) async fn remove_entries<C: Connector>(
+    dpd: &DpdClient<C>,
+    entries: &[NatEntry],
+) -> Phase {
     let mut removed = 0;
-    let mut remove_failures = Vec::new();
-    for entry in &plan.to_remove {
+    let mut failures = Vec::new();
+    for entry in entries {
         match dpd
             .nat_ipv4_delete(entry.external_ip, entry.first_port)
             .await
@@ -342,41 +369,54 @@ pub async fn execute<C: Connector>(dpd: &DpdClient<C>, plan: NatPlan) -> NatReco
             }
             Err(e) => {
                 tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "failed", error = %e, "NAT entry removal failed");
-                remove_failures.push(format!("removing {entry}: {e}"))
+                failures.push(format!("removing {entry}: {e}"))
             }
         }
     }
+    Phase {
+        done: removed,
+        failures,
+    }
+}
 
+/// Creates each of `entries`.
+pub(crate) async fn create_entries<C: Connector>(
+    dpd: &DpdClient<C>,
+    entries: &[NatEntry],
+) -> Phase {
     let mut created = 0;
-    let mut create_failures = Vec::new();
-    for entry in &plan.to_create {
-        match dpd
-            .nat_ipv4_create(
-                entry.external_ip,
-                entry.first_port,
-                entry.last_port,
-                &entry.target,
-            )
-            .await
-        {
+    let mut failures = Vec::new();
+    for entry in entries {
+        match create_entry(dpd, entry).await {
             Ok(()) => {
                 tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "created", "NAT entry created");
                 created += 1
             }
             Err(e) => {
                 tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "failed", error = %e, "NAT entry creation failed");
-                create_failures.push(format!("creating {entry}: {e}"))
+                failures.push(format!("creating {entry}: {e}"))
             }
         }
     }
-
-    NatReconcileOutcome::Complete {
-        unchanged: plan.unchanged.len(),
-        removed,
-        remove_failures,
-        created,
-        create_failures,
+    Phase {
+        done: created,
+        failures,
     }
+}
+
+/// Creates `entry` on one switch (dpd answers 409 if an overlapping entry
+/// is in the way).
+pub async fn create_entry<C: Connector>(
+    dpd: &DpdClient<C>,
+    entry: &NatEntry,
+) -> Result<(), ClientError> {
+    dpd.nat_ipv4_create(
+        entry.external_ip,
+        entry.first_port,
+        entry.last_port,
+        &entry.target,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -48,70 +48,59 @@ pub use racksim_mutants_macro::mutant;
 /// Whether this build carries the mutants' code.
 pub const COMPILED: bool = cfg!(feature = "compiled");
 
-/// One plausible bug.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Mutant {
-    /// sled-task reconciles only the first switch it discovers.
-    FirstSwitchOnly,
-    /// A reconciler task stops for good after its first failed activation
-    /// (an error propagated out of the loop instead of into the status).
-    StopAtFirstFailure,
-    /// The executor creates before it removes (a stale entry in the way of
-    /// the new one makes the create fail with a 409).
-    CreateBeforeRemove,
-    /// The planner compares only `internal_ip` (a stale MAC, VNI or range
-    /// is accepted), as the legacy path does.
-    CompareOnlyInternalIp,
-    /// Ownership of NAT entries by external IP instead of (IP, port range).
-    OwnByIp,
-    /// The task never fires its periodic timer.
-    NoPeriodicTimer,
-    /// The task ignores scrimlet status changes (never goes inert, never
-    /// wakes when its switch comes back).
-    IgnoreScrimletStatus,
-    /// The task ignores config changes (keeps its first snapshot).
-    IgnoreConfigChanges,
-    /// Instance delete without the check that the instance is stopped.
-    DeleteWithoutStateCheck,
-    /// The start saga without its conditional Stopped -> Starting
-    /// transition (it behaves as the naive start).
-    StartWithoutConditionalTransition,
-    /// A saga's unwind (also when resumed after a crash) skips the undo of
-    /// MARK_AS_STARTING: the instance stays Starting.
-    SagaSkipsUndo,
+/// Declares [`Mutant`], [`Mutant::ALL`] and [`Mutant::name`] from one list,
+/// so that a mutant is named once.
+macro_rules! catalogue {
+    ($($(#[doc = $doc:literal])* $mutant:ident => $name:literal,)*) => {
+        /// One plausible bug.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Mutant {
+            $($(#[doc = $doc])* $mutant,)*
+        }
+
+        impl Mutant {
+            /// Every mutant, in the kill table's order.
+            pub const ALL: [Mutant; [$($name),*].len()] = [$(Mutant::$mutant),*];
+
+            /// The mutant's name on the command line.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Mutant::$mutant => $name,)*
+                }
+            }
+        }
+    };
 }
 
-impl Mutant {
-    pub const ALL: [Mutant; 11] = [
-        Mutant::FirstSwitchOnly,
-        Mutant::StopAtFirstFailure,
-        Mutant::CreateBeforeRemove,
-        Mutant::CompareOnlyInternalIp,
-        Mutant::OwnByIp,
-        Mutant::NoPeriodicTimer,
-        Mutant::IgnoreScrimletStatus,
-        Mutant::IgnoreConfigChanges,
-        Mutant::DeleteWithoutStateCheck,
-        Mutant::StartWithoutConditionalTransition,
-        Mutant::SagaSkipsUndo,
-    ];
-
-    /// The mutant's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::FirstSwitchOnly => "first-switch-only",
-            Mutant::StopAtFirstFailure => "stop-at-first-failure",
-            Mutant::CreateBeforeRemove => "create-before-remove",
-            Mutant::CompareOnlyInternalIp => "compare-only-internal-ip",
-            Mutant::OwnByIp => "own-by-ip",
-            Mutant::NoPeriodicTimer => "no-periodic-timer",
-            Mutant::IgnoreScrimletStatus => "ignore-scrimlet-status",
-            Mutant::IgnoreConfigChanges => "ignore-config-changes",
-            Mutant::DeleteWithoutStateCheck => "delete-without-state-check",
-            Mutant::StartWithoutConditionalTransition => "start-without-conditional-transition",
-            Mutant::SagaSkipsUndo => "saga-skips-undo",
-        }
-    }
+catalogue! {
+    /// sled-task reconciles only the first switch it discovers.
+    FirstSwitchOnly => "first-switch-only",
+    /// A reconciler task stops for good after its first failed activation
+    /// (an error propagated out of the loop instead of into the status).
+    StopAtFirstFailure => "stop-at-first-failure",
+    /// The executor creates before it removes (a stale entry in the way of
+    /// the new one makes the create fail with a 409).
+    CreateBeforeRemove => "create-before-remove",
+    /// The planner compares only `internal_ip` (a stale MAC, VNI or range
+    /// is accepted), as the legacy path does.
+    CompareOnlyInternalIp => "compare-only-internal-ip",
+    /// Ownership of NAT entries by external IP instead of (IP, port range).
+    OwnByIp => "own-by-ip",
+    /// The task never fires its periodic timer.
+    NoPeriodicTimer => "no-periodic-timer",
+    /// The task ignores scrimlet status changes (never goes inert, never
+    /// wakes when its switch comes back).
+    IgnoreScrimletStatus => "ignore-scrimlet-status",
+    /// The task ignores config changes (keeps its first snapshot).
+    IgnoreConfigChanges => "ignore-config-changes",
+    /// Instance delete without the check that the instance is stopped.
+    DeleteWithoutStateCheck => "delete-without-state-check",
+    /// The start saga without its conditional Stopped -> Starting
+    /// transition (it behaves as the naive start).
+    StartWithoutConditionalTransition => "start-without-conditional-transition",
+    /// A saga's unwind (also when resumed after a crash) skips the undo of
+    /// MARK_AS_STARTING: the instance stays Starting.
+    SagaSkipsUndo => "saga-skips-undo",
 }
 
 impl fmt::Display for Mutant {

@@ -61,6 +61,7 @@ use crate::{
         instance_nat_entries, instance_v2p_mappings, InstanceRecord, InstanceStore,
         SledAgentClient, SledRef, StartImpl,
     },
+    nat::{create_entry, NatEntry},
 };
 
 impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
@@ -187,7 +188,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
 /// Makes one switch hold exactly `entry` at `(ip, first_port)`.
 async fn ensure_nat_entry<C: Connector>(
     dpd: &DpdClient<C>,
-    entry: &crate::nat::NatEntry,
+    entry: &NatEntry,
 ) -> Result<(), ClientError> {
     match dpd
         .nat_ipv4_get(entry.external_ip, entry.first_port)
@@ -204,13 +205,7 @@ async fn ensure_nat_entry<C: Connector>(
         },
         None => {}
     }
-    dpd.nat_ipv4_create(
-        entry.external_ip,
-        entry.first_port,
-        entry.last_port,
-        &entry.target,
-    )
-    .await
+    create_entry(dpd, entry).await
 }
 
 /// Deletes, on one sled, every mapping of `record`'s NICs (404 is success).
