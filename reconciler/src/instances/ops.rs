@@ -55,7 +55,7 @@ pub enum OpError {
     #[error("saga unwound: {0}")]
     Unwound(String),
     /// A start saga failed, and so did one of its undo actions: the saga is
-    /// stuck for good ([`SagaState::Stuck`]).
+    /// stuck for good ([`SagaState::Stuck`](super::SagaState::Stuck)).
     #[error(
         "saga stuck: undo of {} failed: {} (after {})",
         .undo.node,
