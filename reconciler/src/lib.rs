@@ -85,11 +85,13 @@ pub mod http;
 pub mod instances;
 pub mod legacy;
 pub mod mgs;
-pub mod mutants;
 pub mod nat;
 pub mod scrimlet_local;
 pub mod sled_task;
 pub mod task;
+
+#[cfg(feature = "mutants")]
+mod mutants;
 
 #[cfg(test)]
 mod testing;

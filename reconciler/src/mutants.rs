@@ -1,297 +1,272 @@
-//! Mutants: plausible reconciler bugs, for proving that the test suite
-//! would notice them (the kill table of `racksim mutants`).
+//! The kill table's mutants: plausible reconciler bugs, for proving that
+//! the test suite would notice them (`racksim mutants`).
 //!
-//! Each mutant is one small, deliberate deviation at the point in the code
-//! where a real engineer could have made it, guarded by
-//! [`active`]`(Mutant::X)`. Which mutant (if any) is active is a property of
-//! one *run*: the simulation driver selects it for its own thread
-//! ([`select`]) before the run starts, and every simulated host of that run
-//! executes on that thread (turmoil drives all hosts of a simulation from
-//! the thread that steps it). Runs in parallel threads — a matrix, a fuzz
-//! sweep — therefore never see each other's mutant, and a run replays with
-//! the same mutant from its configuration.
+//! Compiled only with the `mutants` feature, which only test builds (and
+//! an explicit `--features mutants`) enable; a production build has no such
+//! module and does not depend on `racksim-mutants`, the catalogue that
+//! names the mutants and selects one per run.
 //!
-//! **Never in production.** The deviating behaviour exists only when the
-//! crate is built with the `mutants` cargo feature. Without it, [`active`]
-//! is a `const fn` that returns `false` (the guarded branches are dead code
-//! the compiler removes), there is no thread-local to set, the helpers the
-//! hooks call are not compiled, and [`COMPILED`] is `false`, so the
-//! simulation refuses a configuration that asks for a mutant. Only test
-//! builds enable the feature (the `racksim` crate's dev-dependencies) and,
-//! on request, the CLI (`cargo run -p racksim --features mutants`).
+//! ## One seam: whole-function replacements
+//!
+//! Each mutant replaces one or more production functions wholesale. The
+//! production function carries one line,
+//! `#[cfg_attr(feature = "mutants", racksim_mutants::mutant(M))]`, and its
+//! body stays exactly as production runs it; with the feature, the
+//! attribute makes the function call its namesake in this module's
+//! `m` (the mutant's name in snake case) while `M` is selected. So each
+//! module below holds the functions one mutant replaces, under the names
+//! of the functions they replace, and nothing here is called any other
+//! way. Where a mutant is about a task's *inputs* (its config, its scrimlet
+//! status, its timer), the replaced functions are the small ones the task
+//! loop is written in: the wait for each input, whether the loop goes on
+//! after a status, and the task's entry point, which hands the loop its
+//! inputs. The options weighed are recorded in
+//! `docs/decisions/0005-mutants-as-function-replacements.md`.
+//!
+//! A replacement must not call the function it replaces (it would replace
+//! itself again); one that only adds to the real behaviour calls what the
+//! real function calls ([`crate::task::activations`] for the task's entry
+//! point).
 
-use std::{fmt, str::FromStr};
+/// [`racksim_mutants::Mutant::FirstSwitchOnly`].
+pub(crate) mod first_switch_only {
+    use std::{collections::BTreeSet, net::Ipv6Addr};
 
-/// Whether this build carries the mutants' code.
-pub const COMPILED: bool = cfg!(feature = "mutants");
+    use crate::discovery::{DiscoveryError, SwitchZoneResolver};
 
-/// One plausible bug.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Mutant {
-    /// sled-task reconciles only the first switch it discovers.
-    FirstSwitchOnly,
-    /// A reconciler task stops for good after its first failed activation
-    /// (an error propagated out of the loop instead of into the status).
-    StopAtFirstFailure,
-    /// The executor creates before it removes (a stale entry in the way of
-    /// the new one makes the create fail with a 409).
-    CreateBeforeRemove,
-    /// The planner compares only `internal_ip` (a stale MAC, VNI or range
-    /// is accepted), as the legacy path does.
-    CompareOnlyInternalIp,
-    /// Ownership of NAT entries by external IP instead of (IP, port range).
-    OwnByIp,
-    /// The task never fires its periodic timer.
-    NoPeriodicTimer,
-    /// The task ignores scrimlet status changes (never goes inert, never
-    /// wakes when its switch comes back).
-    IgnoreScrimletStatus,
-    /// The task ignores config changes (keeps its first snapshot).
-    IgnoreConfigChanges,
-    /// Instance delete without the check that the instance is stopped.
-    DeleteWithoutStateCheck,
-    /// The start saga without its conditional Stopped -> Starting
-    /// transition (it behaves as the naive start).
-    StartWithoutConditionalTransition,
-    /// A saga's unwind (also when resumed after a crash) skips the undo of
-    /// MARK_AS_STARTING: the instance stays Starting.
-    SagaSkipsUndo,
-}
-
-impl Mutant {
-    pub const ALL: [Mutant; 11] = [
-        Mutant::FirstSwitchOnly,
-        Mutant::StopAtFirstFailure,
-        Mutant::CreateBeforeRemove,
-        Mutant::CompareOnlyInternalIp,
-        Mutant::OwnByIp,
-        Mutant::NoPeriodicTimer,
-        Mutant::IgnoreScrimletStatus,
-        Mutant::IgnoreConfigChanges,
-        Mutant::DeleteWithoutStateCheck,
-        Mutant::StartWithoutConditionalTransition,
-        Mutant::SagaSkipsUndo,
-    ];
-
-    /// The mutant's name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::FirstSwitchOnly => "first-switch-only",
-            Mutant::StopAtFirstFailure => "stop-at-first-failure",
-            Mutant::CreateBeforeRemove => "create-before-remove",
-            Mutant::CompareOnlyInternalIp => "compare-only-internal-ip",
-            Mutant::OwnByIp => "own-by-ip",
-            Mutant::NoPeriodicTimer => "no-periodic-timer",
-            Mutant::IgnoreScrimletStatus => "ignore-scrimlet-status",
-            Mutant::IgnoreConfigChanges => "ignore-config-changes",
-            Mutant::DeleteWithoutStateCheck => "delete-without-state-check",
-            Mutant::StartWithoutConditionalTransition => "start-without-conditional-transition",
-            Mutant::SagaSkipsUndo => "saga-skips-undo",
-        }
+    /// Only the first of the switch zones discovery finds (in address
+    /// order): the other switch never gets this sled's entries.
+    pub(crate) async fn switch_zones<Res: SwitchZoneResolver>(
+        resolver: &Res,
+    ) -> Result<BTreeSet<Ipv6Addr>, DiscoveryError> {
+        let mut zones: BTreeSet<Ipv6Addr> = resolver.switch_zones().await?.into_iter().collect();
+        Ok(zones.pop_first().into_iter().collect())
     }
 }
 
-impl fmt::Display for Mutant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+/// [`racksim_mutants::Mutant::StopAtFirstFailure`].
+pub(crate) mod stop_at_first_failure {
+    use crate::task::ActivationStatus;
+
+    /// The loop ends after a failed activation, as if its error had been
+    /// propagated out of the loop instead of into the status.
+    pub(crate) fn carries_on_after<S: ActivationStatus>(status: &S) -> bool {
+        !status.failed()
     }
 }
 
-impl FromStr for Mutant {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Mutant::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Mutant::ALL.iter().map(|m| m.name()).collect();
-                format!(
-                    "unknown mutant {s:?} (expected one of: {})",
-                    names.join(", ")
-                )
-            })
-    }
-}
-
-#[cfg(feature = "mutants")]
-thread_local! {
-    static SELECTED: std::cell::Cell<Option<Mutant>> = const { std::cell::Cell::new(None) };
-}
-
-/// Is `m` the mutant selected for the run on this thread? Always `false`
-/// without the `mutants` feature.
-#[cfg(feature = "mutants")]
-pub fn active(m: Mutant) -> bool {
-    SELECTED.with(|s| s.get() == Some(m))
-}
-
-/// Is `m` the mutant selected for the run on this thread? Always `false`
-/// without the `mutants` feature.
-#[cfg(not(feature = "mutants"))]
-#[inline(always)]
-pub const fn active(_m: Mutant) -> bool {
-    false
-}
-
-/// Restores the previous selection when dropped.
-#[must_use = "the selection lasts as long as the guard"]
-pub struct Selection {
-    #[cfg(feature = "mutants")]
-    previous: Option<Mutant>,
-}
-
-/// Select `m` for the run on this thread, until the guard drops. `Err` when
-/// a mutant is asked for but this build does not carry them.
-pub fn select(m: Option<Mutant>) -> Result<Selection, String> {
-    #[cfg(feature = "mutants")]
-    {
-        let previous = SELECTED.with(|s| s.replace(m));
-        Ok(Selection { previous })
-    }
-    #[cfg(not(feature = "mutants"))]
-    match m {
-        None => Ok(Selection {}),
-        Some(m) => Err(format!(
-            "mutant {m} asked for, but this build has no mutants (build with --features mutants)"
-        )),
-    }
-}
-
-#[cfg(feature = "mutants")]
-impl Drop for Selection {
-    fn drop(&mut self) {
-        SELECTED.with(|s| s.set(self.previous));
-    }
-}
-
-/// [`Mutant::CompareOnlyInternalIp`]: a current entry counts as unchanged
-/// when a desired one has its address, ports and internal IP.
-#[cfg(feature = "mutants")]
-pub(crate) fn plan_comparing_internal_ip(
-    desired: &[crate::nat::NatEntry],
-    current: &[crate::nat::NatEntry],
-) -> crate::nat::NatPlan {
-    use std::collections::BTreeSet;
-    let key = |e: &crate::nat::NatEntry| {
-        (
-            e.external_ip,
-            e.first_port,
-            e.last_port,
-            e.target.internal_ip,
-        )
+/// [`racksim_mutants::Mutant::CreateBeforeRemove`].
+pub(crate) mod create_before_remove {
+    use crate::{
+        dpd::DpdClient,
+        http::Connector,
+        nat::{create_entries, remove_entries, NatPlan, NatReconcileOutcome},
     };
-    let desired: BTreeSet<_> = desired.iter().copied().collect();
-    let current: BTreeSet<_> = current.iter().copied().collect();
-    let current_keys: BTreeSet<_> = current.iter().map(key).collect();
-    let desired_keys: BTreeSet<_> = desired.iter().map(key).collect();
-    crate::nat::NatPlan {
-        unchanged: current
-            .iter()
-            .filter(|e| desired_keys.contains(&key(e)))
-            .copied()
-            .collect(),
-        to_remove: current
-            .iter()
-            .filter(|e| !desired_keys.contains(&key(e)))
-            .copied()
-            .collect(),
-        to_create: desired
-            .iter()
-            .filter(|e| !current_keys.contains(&key(e)))
-            .copied()
-            .collect(),
+
+    /// The executor with its two phases the wrong way round. A stale entry
+    /// still holds the key the desired entry needs, so its create fails
+    /// (409) before the stale one is removed.
+    pub(crate) async fn execute<C: Connector>(
+        dpd: &DpdClient<C>,
+        plan: NatPlan,
+    ) -> NatReconcileOutcome {
+        let created = create_entries(dpd, &plan.to_create).await;
+        let removed = remove_entries(dpd, &plan.to_remove).await;
+        NatReconcileOutcome::of(&plan, removed, created)
     }
 }
 
-/// [`Mutant::FirstSwitchOnly`]: keep only the first discovered switch zone.
-#[cfg(feature = "mutants")]
-pub(crate) fn first_switch_only<T: Ord>(
-    mut zones: std::collections::BTreeSet<T>,
-) -> std::collections::BTreeSet<T> {
-    if active(Mutant::FirstSwitchOnly) {
-        let first = zones.pop_first();
-        return first.into_iter().collect();
-    }
-    zones
-}
+/// [`racksim_mutants::Mutant::CompareOnlyInternalIp`].
+pub(crate) mod compare_only_internal_ip {
+    use std::collections::BTreeSet;
 
-/// [`Mutant::IgnoreConfigChanges`]: the task keeps reconciling against the
-/// first config it saw.
-#[cfg(feature = "mutants")]
-pub(crate) fn first_snapshot<C: Clone>(first: &mut Option<C>, latest: C) -> C {
-    if !active(Mutant::IgnoreConfigChanges) {
-        return latest;
-    }
-    first.get_or_insert(latest).clone()
-}
+    use crate::nat::{NatEntry, NatPlan};
 
-/// [`Mutant::StopAtFirstFailure`]: does this activation's status report a
-/// failure? Statuses are the reconcilers' own types; their one-line
-/// summaries say "failed"/"failing" for every failure they carry.
-#[cfg(feature = "mutants")]
-pub(crate) fn stops_after<S: fmt::Display>(status: &S) -> bool {
-    active(Mutant::StopAtFirstFailure) && {
-        let line = status.to_string().to_lowercase();
-        line.contains("fail") || line.contains("cannot") || line.contains("error")
-    }
-}
-
-/// [`Mutant::CreateBeforeRemove`]: the executor with its two phases the
-/// wrong way round. A stale entry still holds the key the desired entry
-/// needs, so its create fails (409) before the stale one is removed.
-#[cfg(feature = "mutants")]
-pub(crate) async fn create_then_remove<C: crate::http::Connector>(
-    dpd: &crate::dpd::DpdClient<C>,
-    plan: crate::nat::NatPlan,
-) -> crate::nat::NatReconcileOutcome {
-    let (mut created, mut create_failures) = (0, Vec::new());
-    for e in &plan.to_create {
-        let r = dpd
-            .nat_ipv4_create(e.external_ip, e.first_port, e.last_port, &e.target)
-            .await;
-        match r {
-            Ok(()) => created += 1,
-            Err(err) => create_failures.push(format!("creating {e}: {err}")),
+    /// A current entry counts as unchanged when a desired one has its
+    /// address, ports and internal IP, as the legacy path compares.
+    pub(crate) fn plan(desired: &[NatEntry], current: &[NatEntry]) -> NatPlan {
+        let key = |e: &NatEntry| {
+            (
+                e.external_ip,
+                e.first_port,
+                e.last_port,
+                e.target.internal_ip,
+            )
+        };
+        let desired: BTreeSet<_> = desired.iter().copied().collect();
+        let current: BTreeSet<_> = current.iter().copied().collect();
+        let current_keys: BTreeSet<_> = current.iter().map(key).collect();
+        let desired_keys: BTreeSet<_> = desired.iter().map(key).collect();
+        NatPlan {
+            unchanged: current
+                .iter()
+                .filter(|e| desired_keys.contains(&key(e)))
+                .copied()
+                .collect(),
+            to_remove: current
+                .iter()
+                .filter(|e| !desired_keys.contains(&key(e)))
+                .copied()
+                .collect(),
+            to_create: desired
+                .iter()
+                .filter(|e| !current_keys.contains(&key(e)))
+                .copied()
+                .collect(),
         }
     }
-    let (mut removed, mut remove_failures) = (0, Vec::new());
-    for e in &plan.to_remove {
-        match dpd.nat_ipv4_delete(e.external_ip, e.first_port).await {
-            Err(err) if err.status() != Some(404) => {
-                remove_failures.push(format!("removing {e}: {err}"))
-            }
-            _ => removed += 1,
-        }
-    }
-    crate::nat::NatReconcileOutcome::Complete {
-        unchanged: plan.unchanged.len(),
-        removed,
-        remove_failures,
-        created,
-        create_failures,
-    }
 }
 
-#[cfg(all(test, feature = "mutants"))]
-mod tests;
+/// [`racksim_mutants::Mutant::OwnByIp`].
+pub(crate) mod own_by_ip {
+    use crate::nat::{ExternalRange, NatEntry, Scope};
 
-/// `own-by-ip`: a sled treats every entry on its zones' external IPs as its
-/// own, whatever the port range — two sleds sharing a source-NAT IP then
-/// delete each other's entries.
-#[cfg(feature = "mutants")]
-pub fn own_by_ip(scope: crate::nat::Scope) -> crate::nat::Scope {
-    use crate::nat::{ExternalRange, Scope};
-    match scope {
-        Scope::ExternalRanges(ranges) if active(Mutant::OwnByIp) => Scope::ExternalRanges(
-            ranges
-                .into_iter()
-                .map(|r| ExternalRange {
+    /// A sled treats every entry on its zones' external IPs as its own,
+    /// whatever the port range: two sleds sharing a source-NAT IP then
+    /// delete each other's entries.
+    pub(crate) fn owned_scope(config: &[NatEntry]) -> Scope {
+        Scope::ExternalRanges(
+            config
+                .iter()
+                .map(|e| ExternalRange {
                     first_port: 0,
                     last_port: u16::MAX,
-                    ..r
+                    ..ExternalRange::of(e)
                 })
                 .collect(),
-        ),
-        other => other,
+        )
     }
 }
+
+/// [`racksim_mutants::Mutant::NoPeriodicTimer`].
+pub(crate) mod no_periodic_timer {
+    use tokio::time::Instant;
+
+    /// The period never elapses (no timer is even set).
+    pub(crate) async fn period_elapsed(_deadline: Instant) {
+        std::future::pending().await
+    }
+}
+
+/// [`racksim_mutants::Mutant::IgnoreScrimletStatus`].
+pub(crate) mod ignore_scrimlet_status {
+    use std::time::Duration;
+
+    use tokio::sync::watch;
+
+    use crate::task::{activations, Reconciler, ScrimletStatus, TaskStatus};
+
+    /// The task runs as one that does not depend on the scrimlet status:
+    /// never inert, never woken by the status. The receiver is kept for
+    /// the task's life all the same, as the real task keeps it.
+    pub(crate) async fn run_reconciler_task<R: Reconciler>(
+        reconciler: R,
+        config: watch::Receiver<R::Config>,
+        scrimlet: Option<watch::Receiver<ScrimletStatus>>,
+        period: Duration,
+        status: watch::Sender<TaskStatus<R::Status>>,
+    ) {
+        let _unread = scrimlet;
+        activations(reconciler, config, None, period, status).await
+    }
+}
+
+/// [`racksim_mutants::Mutant::IgnoreConfigChanges`].
+pub(crate) mod ignore_config_changes {
+    use std::time::Duration;
+
+    use tokio::sync::watch;
+
+    use crate::task::{
+        activations, ActivationReason, InputClosed, Reconciler, ScrimletStatus, TaskStatus,
+    };
+
+    /// The task reconciles against the first config it snapshots, for
+    /// good.
+    pub(crate) async fn run_reconciler_task<R: Reconciler>(
+        reconciler: R,
+        config: watch::Receiver<R::Config>,
+        scrimlet: Option<watch::Receiver<ScrimletStatus>>,
+        period: Duration,
+        status: watch::Sender<TaskStatus<R::Status>>,
+    ) {
+        let reconciler = FirstConfig {
+            inner: reconciler,
+            first: None,
+        };
+        activations(reconciler, config, scrimlet, period, status).await
+    }
+
+    /// And a config change never wakes it.
+    pub(crate) async fn config_changed<C>(
+        _config: &mut watch::Receiver<C>,
+    ) -> Result<(), InputClosed> {
+        std::future::pending().await
+    }
+
+    /// `inner`, handed the first config it is activated with on every
+    /// activation.
+    struct FirstConfig<R: Reconciler> {
+        inner: R,
+        first: Option<R::Config>,
+    }
+
+    impl<R: Reconciler> Reconciler for FirstConfig<R> {
+        const NAME: &'static str = R::NAME;
+        type Config = R::Config;
+        type Status = R::Status;
+
+        async fn reconcile(&mut self, config: &R::Config, reason: ActivationReason) -> R::Status {
+            let first = self.first.get_or_insert_with(|| config.clone());
+            self.inner.reconcile(first, reason).await
+        }
+    }
+}
+
+/// [`racksim_mutants::Mutant::DeleteWithoutStateCheck`].
+pub(crate) mod delete_without_state_check {
+    use crate::instances::InstanceState;
+
+    /// Any instance may be deleted, a running one too.
+    pub(crate) fn deletable(_state: InstanceState) -> bool {
+        true
+    }
+}
+
+/// [`racksim_mutants::Mutant::StartWithoutConditionalTransition`].
+pub(crate) mod start_without_conditional_transition {
+    use crate::{
+        http::Connector,
+        instances::{InstanceOps, InstanceRecord, InstanceStore, OpError},
+    };
+
+    /// The saga start without its conditional Stopped -> Starting: it is
+    /// the naive start.
+    pub(crate) async fn start_saga<C: Connector, S: InstanceStore>(
+        ops: &InstanceOps<C, S>,
+        id: u32,
+        sled: u32,
+    ) -> Result<InstanceRecord, OpError> {
+        ops.start_unprotected(id, sled, true).await
+    }
+}
+
+/// [`racksim_mutants::Mutant::SagaSkipsUndo`].
+pub(crate) mod saga_skips_undo {
+    use crate::{
+        http::Connector,
+        instances::{InstanceOps, InstanceStore, OpError, SagaRecord},
+    };
+
+    /// The unwind (also when resumed after a crash) leaves the record
+    /// Starting.
+    pub(crate) async fn undo_mark_as_starting<C: Connector, S: InstanceStore>(
+        _ops: &InstanceOps<C, S>,
+        _saga: &SagaRecord,
+    ) -> Result<(), OpError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,7 @@
 //! The kill table: does the suite notice a broken reconciler?
 //!
-//! Each mutant (`racksim_reconciler::mutants`, compiled in only with the
-//! `mutants` feature) runs against every catalogued scenario × strategy
+//! Each mutant (named in `racksim_mutants`, compiled into the reconciler
+//! only with its `mutants` feature) runs against every catalogued scenario × strategy
 //! over a few seeds, and against a bounded fuzz. A mutant is *killed* by the
 //! first run, in a fixed order (catalogue order, strategy, seed; then fuzz
 //! configurations and seeds), that misses an expectation the real
@@ -9,7 +9,8 @@
 //! reconciler passes them, so a kill never rests on a plan the real code
 //! fails too (or on a simulation artefact it would share).
 
-use racksim_reconciler::{instances::StartImpl, mutants::Mutant};
+use racksim_mutants::Mutant;
+use racksim_reconciler::instances::StartImpl;
 use racksim_sim::Strategy;
 use serde::Serialize;
 

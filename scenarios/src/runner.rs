@@ -1,7 +1,8 @@
 //! Runs a scenario under a strategy and seed, and judges the result against
 //! the scenario's expectation.
 
-use racksim_reconciler::{instances::StartImpl, mutants::Mutant};
+use racksim_mutants::Mutant;
+use racksim_reconciler::instances::StartImpl;
 use racksim_sim::{
     run::RunConfig, testbed::Sabotage, trace::fmt_duration, ControlPlaneEra, RunOutcome, Verdict,
 };

@@ -15,7 +15,7 @@ mod tests;
 
 use std::time::Duration;
 
-use racksim_reconciler::mutants::Mutant;
+use racksim_mutants::Mutant;
 use racksim_sim::{Action, At, Plan, Step, Verdict};
 
 use crate::{

@@ -9,7 +9,8 @@ use racksim::{
     fuzz::{Failure, Options},
     report, runner, shrink,
 };
-use racksim_reconciler::{instances::StartImpl, mutants::Mutant};
+use racksim_mutants::Mutant;
+use racksim_reconciler::instances::StartImpl;
 use racksim_sim::Strategy;
 
 fn scrimlet_local() -> Options {

@@ -1,5 +1,5 @@
 //! The kill table, bounded: every mutant (a plausible reconciler bug,
-//! `racksim_reconciler::mutants`) must make some run of the suite fail —
+//! `racksim_mutants`) must make some run of the suite fail —
 //! the catalogue and the regression files at seeds 1 and 2, or the first fuzz seeds —
 //! where the real reconciler passes. The full table is a command:
 //! `cargo run --release -p racksim --features mutants -- mutants`.
@@ -7,7 +7,7 @@
 mod common;
 
 use racksim::mutants::kill_table;
-use racksim_reconciler::mutants::{Mutant, COMPILED};
+use racksim_mutants::{Mutant, COMPILED};
 
 /// Fuzz seeds per fuzz configuration in this bounded table.
 const FUZZ_SEEDS: u64 = 8;

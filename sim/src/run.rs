@@ -72,11 +72,11 @@ fn epoch() -> SystemTime {
 /// Run one simulation to its verdict.
 ///
 /// Panics if `cfg.mutant` names a mutant and this build has none: callers
-/// check `racksim_reconciler::mutants::COMPILED` first.
+/// check `racksim_mutants::COMPILED` first.
 pub fn run(cfg: &RunConfig) -> RunOutcome {
     // Every host of this run executes on this thread, so the selection is
     // this run's alone.
-    let _mutant = racksim_reconciler::mutants::select(cfg.mutant).unwrap_or_else(|e| panic!("{e}"));
+    let _mutant = racksim_mutants::select(cfg.mutant).unwrap_or_else(|e| panic!("{e}"));
     let steps = cfg.plan.resolve(cfg.seed);
     let world = World::new(RunParams {
         rack: Arc::new(cfg.rack.clone()),

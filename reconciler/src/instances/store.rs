@@ -492,35 +492,27 @@ impl NatTable {
 
     /// The live service-zone rows (VNI 100), sorted.
     pub fn live_services(&self) -> Vec<NatEntry> {
-        let mut v: Vec<NatEntry> = self
-            .rows
-            .iter()
-            .filter(|r| r.instance.is_none() && r.version_removed.is_none())
-            .map(|r| r.entry)
-            .collect();
-        v.sort();
-        v
+        self.live_where(|owner| owner.is_none())
     }
 
     /// The live entries of one instance, sorted.
     pub fn live_of(&self, instance: u32) -> Vec<NatEntry> {
-        let mut v: Vec<NatEntry> = self
-            .rows
-            .iter()
-            .filter(|r| r.instance == Some(instance) && r.version_removed.is_none())
-            .map(|r| r.entry)
-            .collect();
-        v.sort();
-        v
+        self.live_where(|owner| owner == Some(instance))
     }
 
     /// Every live instance entry, sorted (service zones' rows are
     /// [`NatTable::live_services`]).
     pub fn live(&self) -> Vec<NatEntry> {
+        self.live_where(|owner| owner.is_some())
+    }
+
+    /// The live rows whose owner (an instance, or `None` for a service
+    /// zone) `keep` accepts, sorted.
+    fn live_where(&self, keep: impl Fn(Option<u32>) -> bool) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
             .rows
             .iter()
-            .filter(|r| r.instance.is_some() && r.version_removed.is_none())
+            .filter(|r| keep(r.instance) && r.version_removed.is_none())
             .map(|r| r.entry)
             .collect();
         v.sort();

@@ -1,50 +1,24 @@
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::{collections::BTreeMap, net::Ipv6Addr};
 
-use super::*;
+use racksim_mutants::{select, Mutant};
+
+use super::{compare_only_internal_ip, stop_at_first_failure};
+
 use crate::{
-    dpd::{MacAddr, NatTarget},
-    nat::NatEntry,
+    discovery::DiscoveryError,
+    dpd::MacAddr,
+    http::ClientError,
+    nat::{NatEntry, NatReconcileOutcome},
+    sled_task::{SledNatStatus, SwitchNatStatus},
+    task::ActivationStatus,
+    testing::service_entry,
 };
 
-#[test]
-fn selection_is_per_thread_and_restored() {
-    assert!(!active(Mutant::NoPeriodicTimer));
-    {
-        let _g = select(Some(Mutant::NoPeriodicTimer)).unwrap();
-        assert!(active(Mutant::NoPeriodicTimer));
-        assert!(!active(Mutant::FirstSwitchOnly));
-        // Another thread (another run) does not see it.
-        std::thread::spawn(|| assert!(!active(Mutant::NoPeriodicTimer)))
-            .join()
-            .unwrap();
-    }
-    assert!(!active(Mutant::NoPeriodicTimer));
-}
-
-#[test]
-fn names_round_trip() {
-    for m in Mutant::ALL {
-        assert_eq!(m.name().parse::<Mutant>(), Ok(m));
-    }
-    assert!("no-such"
-        .parse::<Mutant>()
-        .unwrap_err()
-        .contains("expected one of"));
-}
-
+/// Boundary NTP's entry, its MAC ending in `mac_last`.
 fn entry(mac_last: u8) -> NatEntry {
-    NatEntry {
-        external_ip: Ipv4Addr::new(198, 51, 100, 1),
-        first_port: 0,
-        last_port: 16383,
-        target: NatTarget {
-            internal_ip: Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x101, 0, 0, 0, 1),
-            inner_mac: MacAddr {
-                a: [0xa8, 0x40, 0x25, 0xff, 0, mac_last],
-            },
-            vni: crate::SERVICES_VNI,
-        },
-    }
+    let mut e = service_entry([198, 51, 100, 1], 0, 16383, 1);
+    e.target.inner_mac = MacAddr::new([0xa8, 0x40, 0x25, 0xff, 0, mac_last]);
+    e
 }
 
 #[test]
@@ -53,16 +27,73 @@ fn internal_ip_only_planner_accepts_a_stale_mac_the_real_one_replaces() {
     let real = crate::nat::plan(&[want], &[stale]);
     assert_eq!(real.to_remove, vec![stale]);
     assert_eq!(real.to_create, vec![want]);
-    let mutant = plan_comparing_internal_ip(&[want], &[stale]);
+    let mutant = compare_only_internal_ip::plan(&[want], &[stale]);
     assert!(mutant.is_noop());
     assert_eq!(mutant.unchanged, vec![stale]);
 }
 
 #[test]
-fn stop_after_only_with_the_mutant_and_a_failure() {
-    assert!(!stops_after(&"create failed: 500"));
-    let _g = select(Some(Mutant::StopAtFirstFailure)).unwrap();
-    assert!(stops_after(&"switch0: create failed: 500"));
-    assert!(stops_after(&"cannot read NAT entries: timed out"));
-    assert!(!stops_after(&"switch0: unchanged 3"));
+fn the_attribute_replaces_the_function_only_while_its_mutant_is_selected() {
+    let (want, stale) = (entry(1), entry(0xfe));
+    {
+        let _other = select(Some(Mutant::OwnByIp)).unwrap();
+        assert!(!crate::nat::plan(&[want], &[stale]).is_noop());
+    }
+    {
+        let _g = select(Some(Mutant::CompareOnlyInternalIp)).unwrap();
+        assert!(crate::nat::plan(&[want], &[stale]).is_noop());
+    }
+    assert!(!crate::nat::plan(&[want], &[stale]).is_noop());
+}
+
+fn reconciled(outcome: NatReconcileOutcome) -> SledNatStatus {
+    let address: Ipv6Addr = "fd00:1122:3344:101::2".parse().unwrap();
+    SledNatStatus::Reconciled {
+        switches: BTreeMap::from([(
+            address,
+            SwitchNatStatus {
+                slot: None,
+                outcome,
+            },
+        )]),
+    }
+}
+
+#[test]
+fn stop_at_first_failure_stops_after_a_failed_status_only() {
+    use stop_at_first_failure::carries_on_after;
+    let complete = |create_failures: Vec<String>| NatReconcileOutcome::Complete {
+        unchanged: 3,
+        removed: 0,
+        remove_failures: vec![],
+        created: 0,
+        create_failures,
+    };
+    let failed = [
+        SledNatStatus::DiscoveryFailed {
+            error: DiscoveryError("internal DNS unreachable".into()),
+        },
+        reconciled(complete(vec!["creating x: 500".into()])),
+        reconciled(NatReconcileOutcome::FailedReadingCurrentDpdNatEntries {
+            error: ClientError::Timeout {
+                addr: "[fd00:1122:3344:101::2]:12224".into(),
+                after_ms: 1000,
+            },
+        }),
+    ];
+    for status in &failed {
+        assert!(status.failed(), "{status}");
+        assert!(!carries_on_after(status), "{status}");
+    }
+    let fine = [
+        SledNatStatus::NoNatEntriesConfig,
+        SledNatStatus::Reconciled {
+            switches: BTreeMap::new(),
+        },
+        reconciled(complete(vec![])),
+    ];
+    for status in &fine {
+        assert!(!status.failed(), "{status}");
+        assert!(carries_on_after(status), "{status}");
+    }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use racksim_reconciler::mutants::Mutant;
+use racksim_mutants::Mutant;
 use serde::{Deserialize, Serialize};
 
 use super::Campaign;

@@ -2,7 +2,7 @@
 //! sabotages and mutants. Each error says what was expected, with an
 //! example.
 
-use racksim_reconciler::mutants::{Mutant, COMPILED};
+use racksim_mutants::{Mutant, COMPILED};
 use racksim_sim::testbed::Sabotage;
 
 /// Most seeds one `--seeds A..B` may name.

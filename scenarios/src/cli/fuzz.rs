@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::Args;
 use racksim::{campaign, catalogue, fuzz, runner, shrink};
-use racksim_reconciler::mutants::{Mutant, COMPILED};
+use racksim_mutants::{Mutant, COMPILED};
 
 use super::{
     args::{parse_mutant, parse_seed_range, parse_shard},

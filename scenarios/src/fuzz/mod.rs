@@ -27,7 +27,8 @@ mod plan;
 
 use std::time::Duration;
 
-use racksim_reconciler::{instances::StartImpl, mutants::Mutant};
+use racksim_mutants::Mutant;
+use racksim_reconciler::instances::StartImpl;
 use racksim_sim::{rack::RackSpec, Strategy};
 
 use crate::{file::Variant, matrix, runner};

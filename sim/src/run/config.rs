@@ -36,8 +36,8 @@ pub struct RunConfig {
     /// Instances the plan refers to.
     pub instances: Vec<InstanceSpec>,
     /// A deliberate reconciler bug for this run (test builds only; see
-    /// `racksim_reconciler::mutants`).
-    pub mutant: Option<racksim_reconciler::mutants::Mutant>,
+    /// `racksim_mutants`).
+    pub mutant: Option<racksim_mutants::Mutant>,
     /// A deliberate failure of the testbed itself, for tests that prove it
     /// ends the run as a testbed error (see [`crate::testbed`]).
     pub sabotage: Option<crate::testbed::Sabotage>,

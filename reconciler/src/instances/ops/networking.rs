@@ -1,0 +1,246 @@
+//! Ensure and remove: an instance's NAT entries on the boundary switches
+//! and its V2P mappings on the other sleds.
+//!
+//! Every operation that starts, stops, moves or deletes an instance ends
+//! with one of these four steps, and the start implementations differ in
+//! them only by era: naive and saga hand the work to the background tasks
+//! as today's control plane does, legacy pushes it inline as seed 002's
+//! did. Kept together, the two eras can be read side by side.
+//!
+//! Naive and saga propagate through the background tasks, as Omicron does:
+//!
+//! * *ensure NAT*: write the instance's rows to the versioned NAT table
+//!   ([`NatTable`](crate::instances::NatTable)), then trigger every boundary switch's dpd
+//!   (`POST /rpw/nat/trigger`) so that it pulls the change now rather than
+//!   at its next periodic run. A trigger that fails is logged, not returned:
+//!   the rows are the intent, and dpd pulls them within 30 s anyway.
+//! * *remove NAT*: clear the rows (soft-deleted at new versions, so a dpd
+//!   pulling from an older generation learns of the removal), then trigger
+//!   every boundary dpd likewise.
+//! * *ensure V2P* and *remove V2P*: activate the V2P background task
+//!   ([`v2p_sync`](crate::instances::v2p_sync)) through the handle given with
+//!   [`InstanceOps::with_v2p_task`]. It derives every sled's mappings from
+//!   the instance records, so an activation must follow the record change
+//!   it is about (stop and unwind activate after writing the record).
+//!   Without a handle nothing is activated and the task's periodic run
+//!   picks the change up.
+//!
+//! Only the database write can fail one of these steps; a switch or sled
+//! that cannot be reached is the background tasks' to repair.
+//!
+//! Legacy models seed 002's time, before either task, and pushes inline:
+//!
+//! * *ensure NAT*: write the rows, then on every boundary switch, for each
+//!   entry, `GET` the entry at `(ip, first_port)`: identical target →
+//!   nothing; another target → `DELETE` then `PUT`; none → `PUT`.
+//! * *ensure V2P*: `PUT` each NIC's mapping on every sled other than the
+//!   target; on the target itself, delete any mapping of those NICs (an
+//!   instance never maps itself, and after a move its new sled must lose the
+//!   mapping to its old one).
+//! * *remove NAT*: clear the rows, then `DELETE` `(ip, first_port)` on every
+//!   boundary switch; 404 is success.
+//! * *remove V2P*: on every sled, delete every mapping of the instance's
+//!   NICs, whatever physical host it names. The mappings are listed first
+//!   because the instance's sled is not always known (a legacy instance is
+//!   stopped with its mappings kept and its sled cleared) and sled-agent
+//!   deletes by the whole mapping.
+//!
+//! The rows legacy writes are never pulled in a rack of its time (dpd had
+//! no NAT RPW then); they keep the database the same in every
+//! implementation. Legacy's inline steps visit every switch and sled even
+//! after a failure (the others should not be left behind), then fail with
+//! every error seen.
+
+use std::collections::BTreeSet;
+
+use super::{InstanceOps, OpError};
+use crate::{
+    dpd::DpdClient,
+    http::{ClientError, Connector},
+    instances::{
+        instance_nat_entries, instance_v2p_mappings, InstanceRecord, InstanceStore,
+        SledAgentClient, SledRef, StartImpl,
+    },
+    nat::{create_entry, NatEntry},
+};
+
+impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
+    pub(super) async fn ensure_nat(
+        &self,
+        record: &InstanceRecord,
+        sled: &SledRef,
+    ) -> Result<(), OpError> {
+        let entries = instance_nat_entries(record, sled.address);
+        self.store
+            .nat_set_instance(record.id, entries.clone())
+            .await?;
+        if self.imp != StartImpl::Legacy {
+            return self.trigger_dpds(record.id).await;
+        }
+        let mut failures = Vec::new();
+        for addr in self.switches().await? {
+            let dpd = self.dpd(addr);
+            for entry in &entries {
+                if let Err(e) = ensure_nat_entry(&dpd, entry).await {
+                    failures.push(e);
+                }
+            }
+        }
+        client_failures(failures)
+    }
+
+    pub(super) async fn remove_nat(&self, record: &InstanceRecord) -> Result<(), OpError> {
+        self.store.nat_clear_instance(record.id).await?;
+        if self.imp != StartImpl::Legacy {
+            return self.trigger_dpds(record.id).await;
+        }
+        let keys: BTreeSet<_> = record
+            .external_ips
+            .iter()
+            .map(|ip| (ip.ip, ip.first_port))
+            .collect();
+        let mut failures = Vec::new();
+        for addr in self.switches().await? {
+            let dpd = self.dpd(addr);
+            for &(ip, first_port) in &keys {
+                match dpd.nat_ipv4_delete(ip, first_port).await {
+                    Ok(()) => {}
+                    Err(e) if e.status() == Some(404) => {}
+                    Err(e) => failures.push(e),
+                }
+            }
+        }
+        client_failures(failures)
+    }
+
+    /// Asks every boundary switch's dpd to pull the NAT changes now. As in
+    /// Nexus, a dpd that cannot be told is logged and skipped: the rows are
+    /// already written, and its periodic pull (or, after a restart, its
+    /// pull from generation 0) catches up. Only the database lookup of the
+    /// switches can fail this.
+    pub(in crate::instances) async fn trigger_dpds(&self, instance: u32) -> Result<(), OpError> {
+        for addr in self.switches().await? {
+            if let Err(e) = self.dpd(addr).nat_trigger_update().await {
+                tracing::warn!(
+                    instance,
+                    dpd = %addr,
+                    error = %e,
+                    "failed to notify dpd of instance NAT changes; it will pull them on its own"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Naive and saga: activate the V2P task (it reads the record, so call
+    /// this after the record change it should see). Legacy: push inline.
+    pub(super) async fn ensure_v2p(
+        &self,
+        record: &InstanceRecord,
+        target: &SledRef,
+    ) -> Result<(), OpError> {
+        if self.imp != StartImpl::Legacy {
+            self.activate_v2p_task();
+            return Ok(());
+        }
+        let mappings = instance_v2p_mappings(record, target.address);
+        let mut failures = Vec::new();
+        for sled in self.sleds().await? {
+            let agent = self.sled_agent(&sled);
+            if sled.id == target.id {
+                if let Err(e) = remove_nic_mappings(&agent, record).await {
+                    failures.push(e);
+                }
+            } else {
+                for m in &mappings {
+                    if let Err(e) = agent.v2p_set(m).await {
+                        failures.push(e);
+                    }
+                }
+            }
+        }
+        client_failures(failures)
+    }
+
+    /// As [`Self::ensure_v2p`]: naive and saga activate the V2P task,
+    /// legacy removes inline.
+    pub(super) async fn remove_v2p(&self, record: &InstanceRecord) -> Result<(), OpError> {
+        if self.imp != StartImpl::Legacy {
+            self.activate_v2p_task();
+            return Ok(());
+        }
+        let mut failures = Vec::new();
+        for sled in self.sleds().await? {
+            if let Err(e) = remove_nic_mappings(&self.sled_agent(&sled), record).await {
+                failures.push(e);
+            }
+        }
+        client_failures(failures)
+    }
+
+    pub(in crate::instances) fn activate_v2p_task(&self) {
+        if let Some(task) = &self.v2p_task {
+            task.notify_one();
+        }
+    }
+}
+
+/// Makes one switch hold exactly `entry` at `(ip, first_port)`.
+async fn ensure_nat_entry<C: Connector>(
+    dpd: &DpdClient<C>,
+    entry: &NatEntry,
+) -> Result<(), ClientError> {
+    match dpd
+        .nat_ipv4_get(entry.external_ip, entry.first_port)
+        .await?
+    {
+        Some(target) if target == entry.target => return Ok(()),
+        Some(_) => match dpd
+            .nat_ipv4_delete(entry.external_ip, entry.first_port)
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if e.status() == Some(404) => {}
+            Err(e) => return Err(e),
+        },
+        None => {}
+    }
+    create_entry(dpd, entry).await
+}
+
+/// Deletes, on one sled, every mapping of `record`'s NICs (404 is success).
+async fn remove_nic_mappings<C: Connector>(
+    agent: &SledAgentClient<C>,
+    record: &InstanceRecord,
+) -> Result<(), ClientError> {
+    let mut current = agent.v2p_list().await?;
+    current.sort();
+    for m in current.iter().filter(|m| {
+        record
+            .nics
+            .iter()
+            .any(|nic| nic.vni == m.vni && nic.virtual_ip == m.virtual_ip)
+    }) {
+        match agent.v2p_del(m).await {
+            Ok(()) => {}
+            Err(e) if e.status() == Some(404) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Several failures of one ensure/remove step as one error.
+fn client_failures(failures: Vec<ClientError>) -> Result<(), OpError> {
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(OpError::Client(
+            failures
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        ))
+    }
+}
