@@ -17,7 +17,7 @@ use std::{
 };
 
 use futures::TryStreamExt;
-use racksim::serve::{start, LiveOptions, LiveRack, LiveTrace};
+use racksim::live::{start, LiveOptions, LiveRack, LiveTrace};
 use racksim_reconciler::instances::StartImpl;
 use racksim_sim::{InstanceSpec, Strategy};
 use racksim_upstream_clients::{dpd, mgs, sled_agent};

@@ -47,7 +47,7 @@ pub struct RunConfig {
     /// from the last gaps judged: a change of what the checks read that no
     /// `version` bump counted. The run itself goes on exactly as without
     /// the knob (the extra look changes nothing it decides), so the two
-    /// runs must agree byte for byte; `scenarios/tests/recheck.rs` runs the
+    /// runs must agree byte for byte; `racksim/tests/recheck.rs` runs the
     /// catalogue both ways.
     pub recheck_every_event: bool,
     /// The widest window of one NAT statement ([`RunParams::nat_window`](crate::world::RunParams::nat_window));

@@ -1,5 +1,9 @@
 //! # racksim: scenarios, the runner and the CLI
 //!
+//! This package lives in `racksim/`; the scenario files it runs (the
+//! catalogue, `regressions/`, `sweeps/`, `known-defects.toml`) are data in
+//! `scenarios/` beside it.
+//!
 //! A scenario is a data file ([`mod@file`]): a rack shape, a timed plan of
 //! faults and actions, and what each strategy is expected to do. The
 //! [`catalogue`] holds the built-in ones; [`runner`] turns a scenario,
@@ -13,7 +17,7 @@
 //! reduces a failing plan to a [`regression`]; [`mutants`] is the kill
 //! table; [`matrix`] the catalogue × strategies table; [`report`] and
 //! [`html`] what a run prints and draws; [`mod@bench`] what a simulation costs;
-//! [`serve`] live mode.
+//! [`live`] live mode (`racksim serve`).
 //!
 //! Data path: scenario file → [`file::Scenario`] → `sim::RunConfig` (plan,
 //! jitter drawn from the seed) → simulated world → trace → checks → verdict
@@ -25,10 +29,10 @@ pub mod catalogue;
 pub mod file;
 pub mod fuzz;
 pub mod html;
+pub mod live;
 pub mod matrix;
 pub mod mutants;
 pub mod regression;
 pub mod report;
 pub mod runner;
-pub mod serve;
 pub mod shrink;

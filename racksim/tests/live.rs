@@ -13,7 +13,7 @@ use std::{
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use racksim::serve::{start, LiveOptions, LiveRack, LiveTrace};
+use racksim::live::{start, LiveOptions, LiveRack, LiveTrace};
 use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartImpl, SERVICES_VNI};
 use racksim_sim::{InstanceSpec, RackSpec, Strategy};
 use serde_json::{json, Value};
@@ -222,12 +222,12 @@ async fn instances_through_the_live_control_plane(strategy: Strategy) {
     let sleds: Vec<String> = state.sleds.iter().map(|s| s.sled.clone()).collect();
     let host = sleds[2].clone();
     let web_ip = "203.0.113.11";
-    let has_web = |s: &racksim::serve::SwitchDump| {
+    let has_web = |s: &racksim::live::SwitchDump| {
         s.nat
             .iter()
             .any(|e| e.external.to_string() == web_ip && e.target.vni != SERVICES_VNI)
     };
-    let web = |state: &racksim::serve::StateDump| {
+    let web = |state: &racksim::live::StateDump| {
         state
             .nexus
             .instances

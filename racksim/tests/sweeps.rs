@@ -17,7 +17,7 @@ fn sweep(file: &str, seeds: &str) -> serde_json::Value {
             seeds,
             "--json",
         ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios"))
         .output()
         .expect("racksim runs");
     assert!(

@@ -18,7 +18,7 @@ macro_rules! entry {
         (
             $name,
             concat!($name, ".toml"),
-            include_str!(concat!("../", $name, ".toml")),
+            include_str!(concat!("../../scenarios/", $name, ".toml")),
         )
     };
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 #[test]
 fn committed_control_api_document_matches_the_trait() {
-    let text = serde_json::to_string_pretty(&racksim::serve::control_openapi()).unwrap() + "\n";
+    let text = serde_json::to_string_pretty(&racksim::live::control_openapi()).unwrap() + "\n";
     let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../openapi/racksim-control.json");
     if std::env::var_os("RACKSIM_UPDATE_OPENAPI").is_some() {
         std::fs::write(&file, &text).unwrap();

@@ -5,7 +5,7 @@ use super::*;
 const VMM_REGRESSION: &str = "regressions/running-instance-left-without-vmm-by-power-cycle.toml";
 
 fn base() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios"))
 }
 
 fn parse_ok(text: &str) -> KnownDefects {

@@ -301,7 +301,7 @@ pub fn matrix(
     let results = run_all(&jobs, threads, &|done| progress(done, total));
     // With no seeds every cell is there, with no runs: the columns that do
     // not depend on runs (scenario, strategy, era, expected) are still
-    // filled in (`scenarios/tests/docs.rs` checks those of the committed
+    // filled in (`racksim/tests/docs.rs` checks those of the committed
     // table so).
     let n = seeds.len();
     cells
@@ -472,7 +472,7 @@ pub fn table(cells: &[Cell]) -> String {
 
 /// The same table as Markdown (`racksim matrix --markdown`), for the
 /// documentation: the rows as a table, then the notes as a list.
-/// `scenarios/tests/docs.rs` checks the committed one against it.
+/// `racksim/tests/docs.rs` checks the committed one against it.
 pub fn markdown(cells: &[Cell]) -> String {
     let row = |cells: &mut dyn Iterator<Item = &str>| {
         let cells: Vec<String> = cells.map(|c| c.replace('|', "\\|")).collect();

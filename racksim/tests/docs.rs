@@ -22,7 +22,7 @@ use std::{
 
 use racksim::{catalogue, matrix};
 
-/// The workspace root (this package is `scenarios/`).
+/// The workspace root (this package is `racksim/`).
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

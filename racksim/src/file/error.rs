@@ -61,7 +61,7 @@ impl Locator<'_> {
 pub(super) fn hint_for(message: &str) -> Option<String> {
     if message.contains("unknown field") {
         Some(
-            "check the spelling; the format is documented in scenarios/src/file/mod.rs and docs/scenario-files.md"
+            "check the spelling; the format is documented in racksim/src/file/mod.rs and docs/scenario-files.md"
                 .into(),
         )
     } else if message.contains("missing field") {

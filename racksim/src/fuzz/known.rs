@@ -4,7 +4,7 @@
 //! today, a *signature* a failing seed is matched against, the regression
 //! file that reproduces it and why it is not fixed. `racksim fuzz` labels
 //! every failing seed with the defect it matches, or `UNLISTED`, and
-//! `cargo test` (`scenarios/tests/fuzz_gate.rs`) fails on any unlisted one:
+//! `cargo test` (`racksim/tests/fuzz_gate.rs`) fails on any unlisted one:
 //! a new kind of failure cannot hide among the known ones.
 //!
 //! A signature is deliberately narrow:
@@ -45,7 +45,10 @@ pub use parse::{load, load_arg, parse};
 pub use pattern::{Bindings, Pattern};
 
 /// The committed file of known defects, read by default.
-pub const KNOWN_DEFECTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/known-defects.toml");
+pub const KNOWN_DEFECTS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../scenarios/known-defects.toml"
+);
 
 /// Fewest characters of literal text (outside `*`) a pattern must have, so
 /// that no signature matches everything.

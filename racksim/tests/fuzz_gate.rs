@@ -153,7 +153,7 @@ fn every_known_defect_still_reproduces() {
 fn naive_races(dir: &Path) -> String {
     // Any usable regression file will do for a file only this test reads
     // (the committed file's entries are checked to reproduce, above).
-    let regression = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let regression = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios"))
         .join("regressions/failed-start-unwinds-to-stopped.toml");
     let text = format!(
         "[[defect]]\nid = \"naive-start-delete-race\"\nfailure = \"invariant\"\n\

@@ -1,5 +1,5 @@
 //! `racksim serve`: live mode, the scenario's rack on loopback in real
-//! time until Ctrl-C (the work is `racksim::serve`).
+//! time until Ctrl-C (the work is `racksim::live`).
 
 use clap::Args;
 use racksim::catalogue;
@@ -10,7 +10,7 @@ use super::Status;
 pub struct ServeArgs {
     /// A catalogue name or a path to a scenario file (its rack and its
     /// declared instances are used).
-    #[arg(default_value = racksim::serve::DEFAULT_SCENARIO)]
+    #[arg(default_value = racksim::live::DEFAULT_SCENARIO)]
     scenario: String,
     /// `scrimlet-local` (default; the design after #9727), `sled-task`,
     /// `scrimlet-local-with-zone-start` (what ships at omicron b848b6df:
@@ -36,6 +36,6 @@ pub fn serve(args: ServeArgs) -> Result<Status, String> {
         bind,
     } = args;
     catalogue::resolve(&scenario)
-        .and_then(|s| racksim::serve::command(&s, strategy.as_deref(), start.as_deref(), bind))
+        .and_then(|s| racksim::live::command(&s, strategy.as_deref(), start.as_deref(), bind))
         .map(Status::from)
 }

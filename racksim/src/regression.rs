@@ -7,7 +7,7 @@
 use crate::file::{self, Scenario, Variant};
 
 /// Where regression files live (the suite runs every one of them).
-pub const REGRESSIONS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/regressions");
+pub const REGRESSIONS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/regressions");
 
 /// A path as output shows it: one in the committed regressions directory
 /// by its path in the repository (so output does not depend on where the
