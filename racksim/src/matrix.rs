@@ -136,7 +136,7 @@ pub struct Cell {
     pub scenario: String,
     pub strategy: String,
     /// The era of upstream's code the strategy stands for (`legacy`,
-    /// `proposal`, `target`; for a start implementation `seed-002` or
+    /// `proposal`, `target`; for a start implementation `pre-rpw` or
     /// `current`), see `racksim_sim::era`.
     pub era: String,
     /// The control-plane tasks its runs had.

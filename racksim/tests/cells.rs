@@ -88,7 +88,7 @@ fn catalogue_has_no_holes() -> Result<(), Failed> {
                 "scrimlet-local",
                 "scrimlet-local-with-zone-start",
             ],
-            Kind::Instances => &["legacy", "naive", "saga"],
+            Kind::Instances => &["inline", "naive", "saga"],
         };
         for v in all {
             let v = s.variant(v).map_err(|e| format!("{}: {e}", s.name))?;

@@ -158,7 +158,7 @@ fn naive_races(dir: &Path) -> String {
     let text = format!(
         "[[defect]]\nid = \"naive-start-delete-race\"\nfailure = \"invariant\"\n\
          invariant = \"no-state-after-delete\"\nregression = {regression:?}\nstarts = [\"naive\"]\n\
-         why = \"the naive start races a delete (seed 002)\"\n\n\
+         why = \"the naive start races a delete (the instance-start networking issue)\"\n\n\
          [[defect]]\nid = \"naive-concurrent-starts\"\nfailure = \"invariant\"\n\
          invariant = \"one-vmm\"\nregression = {regression:?}\nstarts = [\"naive\"]\n\
          why = \"two naive starts both register a VMM\"\n"

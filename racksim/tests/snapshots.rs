@@ -37,7 +37,7 @@ macro_rules! snapshots {
                 scrimlet_local => "scrimlet-local",
                 shipped => "scrimlet-local-with-zone-start"
             ],)*
-            $($starts => $starts_name: [legacy => "legacy", naive => "naive", saga => "saga"],)*
+            $($starts => $starts_name: [inline => "inline", naive => "naive", saga => "saga"],)*
         );
     };
     (@each $($module:ident => $name:literal: [$($test:ident => $strategy:literal),*],)*) => {

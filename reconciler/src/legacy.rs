@@ -21,7 +21,7 @@
 //!    `(external_ip, first_port)`; if it exists with the same `internal_ip`,
 //!    done; otherwise delete it (if present) and create the desired one.
 //!
-//! The bugs (seed 000), all deliberately kept, because this module exists to
+//! The bugs (the zone-start NAT issue), all deliberately kept, because this module exists to
 //! prove that the testbed catches them:
 //!
 //! * zone start blocks for up to five minutes, or forever;

@@ -19,14 +19,14 @@
 //! * [`sled_task`] — a periodic task per sled that, on every activation,
 //!   discovers the dendrites available *now* and reconciles this sled's
 //!   entries on each of them independently. Zone start never waits for it.
-//! * [`scrimlet_local`] (`scrimlet-local`) — seed 003's design: each
+//! * [`scrimlet_local`] (`scrimlet-local`) — the scrimlet-reconcilers PR's design: each
 //!   scrimlet learns its switch slot from its own MGS, then runs a task that
 //!   reconciles its *own* switch zone against the rack-wide config the
 //!   bootstore carries (every service zone's entry, with a generation). It
 //!   goes inert while the sidecar is away and restores the table as soon as
 //!   it returns; each switch is covered because each scrimlet covers its own.
 //!
-//! ## Instance networking (seed 002)
+//! ## Instance networking (the instance-start networking issue)
 //!
 //! [`instances`] is the control plane's side of guest instances: the NAT
 //! entries of their external IPs on every boundary switch and the V2P

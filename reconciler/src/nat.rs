@@ -135,7 +135,7 @@ pub fn plan(desired: &[NatEntry], current: &[NatEntry]) -> NatPlan {
     }
 }
 
-/// Result of applying a plan to one switch (seed 003's status shape).
+/// Result of applying a plan to one switch (the scrimlet-reconcilers PR's status shape).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum NatReconcileOutcome {

@@ -1,4 +1,4 @@
-//! Seed 003's per-scrimlet reconcilers (the design that shipped).
+//! The scrimlet-reconcilers PR's per-scrimlet reconcilers (the design that shipped).
 //!
 //! Each scrimlet runs a reconciler that talks **only to its own switch
 //! zone** and applies the **rack-wide** service NAT config, which the
@@ -217,7 +217,7 @@ fn list(kinds: &[ServiceZoneKind]) -> String {
 
 /// Where this scrimlet's own switch zone services are.
 ///
-/// An enum rather than an address because of seed 003's review: production
+/// An enum rather than an address because of the scrimlet-reconcilers PR's review: production
 /// knows only the switch zone's underlay IP and the services' fixed ports,
 /// while integration tests run the services wherever the OS puts them and
 /// must inject those addresses.

@@ -1,4 +1,4 @@
-//! Seed 000's per-sled NAT task, as a [`task::Reconciler`](crate::task::Reconciler).
+//! The zone-start NAT issue's per-sled NAT task, as a [`task::Reconciler`](crate::task::Reconciler).
 //!
 //! Each sled reconciles the NAT entries of the service zones *it hosts* on
 //! every switch zone it can find *now*. Compared with [`crate::legacy`]:

@@ -1,4 +1,4 @@
-//! The generic reconciler task (seed 003's control flow).
+//! The generic reconciler task (the scrimlet-reconcilers PR's control flow).
 //!
 //! Every reconciler in this crate is a [`Reconciler`]: an infallible
 //! `reconcile(config, reason) -> Status`. This module owns everything around

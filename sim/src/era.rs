@@ -33,7 +33,7 @@ pub enum Era {
     /// zone-start NAT path, and Nexus's service-zone NAT task
     /// (`ServiceZoneNatTracker`, removed in `1a20a12eb1`). Strategy `legacy`.
     Legacy,
-    /// Seed 000's per-sled periodic task: a proposal that never shipped,
+    /// The zone-start NAT issue's per-sled periodic task: a proposal that never shipped,
     /// modelled on the legacy era's control plane (Nexus's service-zone NAT
     /// task still runs beside it). Strategy `sled-task`.
     Proposal,
@@ -78,7 +78,7 @@ impl Era {
                 "omicron before the scrimlet reconcilers, with the blocking zone-start NAT path and Nexus's service-zone NAT task"
             }
             Era::Proposal => {
-                "seed 000's per-sled task, never shipped, on the legacy era's control plane"
+                "the zone-start NAT issue's per-sled task, never shipped, on the legacy era's control plane"
             }
             Era::Target => {
                 "the design after #9727, the scrimlet reconcilers alone, without Nexus's service-zone NAT task"
@@ -97,9 +97,10 @@ display_by_name!(Era);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InstanceEra {
-    /// Seed 002's time: instance operations program switches and sleds
-    /// inline; dpd has no NAT RPW and Nexus no V2P task. Start `legacy`.
-    Seed002,
+    /// Before dpd's NAT RPW (omicron #3804) and Nexus's V2P task: the time
+    /// of the instance-start networking issue, when instance operations
+    /// programmed switches and sleds inline. Start `inline`.
+    PreRpw,
     /// Today's Omicron and dendrite: instance NAT is written as versioned
     /// rows that each dpd's NAT RPW pulls, and Nexus's V2P task pushes V2P
     /// mappings. Starts `saga` (upstream's) and `naive` (a racing variant on
@@ -111,14 +112,14 @@ impl InstanceEra {
     /// The era `start` stands for.
     pub fn of(start: StartImpl) -> InstanceEra {
         match start {
-            StartImpl::Legacy => InstanceEra::Seed002,
+            StartImpl::Inline => InstanceEra::PreRpw,
             StartImpl::Naive | StartImpl::Saga => InstanceEra::Current,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
-            InstanceEra::Seed002 => "seed-002",
+            InstanceEra::PreRpw => "pre-rpw",
             InstanceEra::Current => "current",
         }
     }
@@ -126,8 +127,8 @@ impl InstanceEra {
     /// Which upstream code it is, in a phrase.
     pub fn upstream(self) -> &'static str {
         match self {
-            InstanceEra::Seed002 => {
-                "seed 002's time, operations program NAT and V2P inline, without dpd's NAT RPW or Nexus's V2P task"
+            InstanceEra::PreRpw => {
+                "the instance-start networking issue's time, operations program NAT and V2P inline, without dpd's NAT RPW or Nexus's V2P task"
             }
             InstanceEra::Current => {
                 "omicron and dendrite today, dpd pulls instance NAT and Nexus's V2P task pushes V2P"
@@ -206,26 +207,26 @@ impl ControlPlaneEra {
     ///
     /// | start            | era        | dpd NAT RPW, Nexus V2P task |
     /// |------------------|------------|-----------------------------|
-    /// | `legacy`         | `seed-002` | off: operations programmed switches and sleds inline |
+    /// | `inline`         | `pre-rpw`  | off: operations programmed switches and sleds inline |
     /// | `naive`, `saga`  | `current`  | on: dpd pulls versioned rows from Nexus; the V2P task pushes |
     ///
     /// The instance watcher and reincarnation follow the instance era too:
-    /// off in seed 002's time (they came later, with the instance-update
+    /// off in the instance-start networking issue's time (they came later, with the instance-update
     /// saga and the auto-restart policy), on in the current one. dpd's NAT
     /// RPW runs wherever anything writes NAT rows for it to pull: the
     /// current instance era, or the service-zone NAT tracker.
     ///
-    /// Seed 002's time had neither dpd's RPW (omicron #3804) nor the
-    /// tracker (#4857), so a `legacy` start runs neither, whatever the
+    /// The instance-start networking issue's time had neither dpd's RPW (omicron #3804) nor the
+    /// tracker (#4857), so an `inline` start runs neither, whatever the
     /// strategy: its Nexus leaves service NAT to the zone-start path.
     /// Choosing each mechanism's era on its own is issue 21's.
     pub fn of(strategy: Strategy, start: StartImpl) -> ControlPlaneEra {
         let instances = match InstanceEra::of(start) {
-            InstanceEra::Seed002 => Task::Off,
+            InstanceEra::PreRpw => Task::Off,
             InstanceEra::Current => Task::On,
         };
         let nexus_service_nat = match (Era::of(strategy), instances) {
-            // Seed 002's time predates both dpd's NAT RPW (omicron #3804,
+            // The instance-start networking issue's time predates both dpd's NAT RPW (omicron #3804,
             // November 2023) and the tracker (#4857, January 2024).
             (_, Task::Off) => NexusServiceNat::Off,
             (Era::Legacy | Era::Proposal, Task::On) => NexusServiceNat::InventoryTracker,

@@ -15,11 +15,11 @@ use crate::{rack::ZoneKind, trace::fmt_duration};
 /// Which service-NAT code the sleds run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Strategy {
-    /// Blocking zone-start path (seed 000), bugs included.
+    /// Blocking zone-start path (the zone-start NAT issue), bugs included.
     Legacy,
-    /// Periodic per-sled task (seed 000's proposal).
+    /// Periodic per-sled task (the zone-start NAT issue's proposal).
     SledTask,
-    /// Per-scrimlet reconcilers of their own switch zone (seed 003), alone:
+    /// Per-scrimlet reconcilers of their own switch zone (the scrimlet-reconcilers PR), alone:
     /// the design after omicron #9727 removes the zone-start path.
     ScrimletLocal,
     /// What ships today (omicron #10961, at b848b6df): the per-scrimlet

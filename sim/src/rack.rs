@@ -139,7 +139,7 @@ pub fn switch_zone_address(index: usize) -> Ipv6Addr {
 }
 
 impl RackSpec {
-    /// The madrid rack of seed 000: two scrimlets (sled0 on switch0, sled1 on
+    /// The madrid rack of the zone-start NAT issue: two scrimlets (sled0 on switch0, sled1 on
     /// switch1), both switches uplinked, and a third sled. Boundary NTP runs
     /// on sled2, Nexus on sled0, external DNS on sled1; internal DNS on sled1.
     /// Six simulated hosts in all (two switch zones, three sleds, upstream

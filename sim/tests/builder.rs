@@ -1,5 +1,5 @@
 //! The testbed from Rust, without a scenario file: the madrid case built
-//! with the builder API, run under both strategies of seed 000.
+//! with the builder API, run under both strategies of the zone-start NAT issue.
 
 use std::time::Duration;
 

@@ -8,6 +8,7 @@ use std::time::Instant;
 use clap::Args;
 use racksim::{campaign, catalogue, fuzz, runner, shrink};
 use racksim_mutants::{Mutant, COMPILED};
+use racksim_reconciler::instances::ParseStartImplError;
 
 use super::{
     args::{parse_mutant, parse_seed_range, parse_shard},
@@ -26,13 +27,13 @@ pub struct FuzzArgs {
     #[arg(long, default_value = "madrid")]
     rack: String,
     /// Service-NAT strategy: legacy (the blocking zone-start path and
-    /// Nexus's task), sled-task (seed 000's proposal), scrimlet-local
+    /// Nexus's task), sled-task (the zone-start NAT issue's proposal), scrimlet-local
     /// (the design after #9727: the scrimlet reconcilers alone) or
     /// scrimlet-local-with-zone-start (what ships at omicron b848b6df:
     /// the scrimlet reconcilers and the zone-start path).
     #[arg(long, default_value = "sled-task")]
     strategy: String,
-    /// Instance start implementation: legacy, naive or saga.
+    /// Instance start implementation: inline, naive or saga.
     #[arg(long, default_value = "saga")]
     start: String,
     /// Draw each seed's NAT statement window as well (the database's
@@ -120,9 +121,9 @@ pub fn fuzz(args: FuzzArgs) -> Result<Status, String> {
     let strategy = strategy
         .parse()
         .map_err(|e| format!("error: --strategy: {e}"))?;
-    let start = start.parse().map_err(|_| {
-        format!("error: --start: unknown start implementation {start:?} (expected one of: legacy, naive, saga)")
-    })?;
+    let start = start
+        .parse()
+        .map_err(|e: ParseStartImplError| format!("error: --start: {e}"))?;
     let mut opts =
         fuzz::Options::new(&rack, strategy, start).map_err(|e| format!("error: --rack: {e}"))?;
     opts.draw_nat_window = nat_window;

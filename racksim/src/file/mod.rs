@@ -140,9 +140,10 @@ impl Scenario {
 fn parse_variant(kind: Kind, name: &str) -> Result<Variant, String> {
     match kind {
         Kind::ServiceNat => name.parse::<Strategy>().map(Variant::Nat),
-        Kind::Instances => name.parse::<StartImpl>().map(Variant::Start).map_err(|_| {
-            format!("unknown start implementation {name:?} (expected one of: legacy, naive, saga)")
-        }),
+        Kind::Instances => name
+            .parse::<StartImpl>()
+            .map(Variant::Start)
+            .map_err(|e| e.to_string()),
     }
 }
 

@@ -424,7 +424,7 @@ fn instance_ops(
                 steps.push((race(t), start(rng)));
             }
             4 => {
-                // A start racing a delete (seed 002's race).
+                // A start racing a delete (the instance-start networking issue's race).
                 steps.push((fixed(t), stop));
                 t += gap(rng);
                 let t = t.min(chaos - Duration::from_millis(50));

@@ -299,7 +299,7 @@ impl Hosts {
         if env.spec.switch(slot).is_some_and(|sw| sw.uplinked) {
             env.inventory.boundary_switch(slot, s.zone);
         }
-        // dendrite of seed 002's time (what `legacy` start models) had no
+        // dendrite of the instance-start networking issue's time (what the `inline` start models) had no
         // NAT RPW: Nexus pushed instance NAT to it. The era says whether
         // anything writes rows for dpd to pull (instance operations, or
         // the legacy era's service-zone NAT tracker).
@@ -394,7 +394,7 @@ impl Hosts {
         }
     }
 
-    /// seed 003's design: a scrimlet reconciles its own switch zone from
+    /// the scrimlet-reconcilers PR's design: a scrimlet reconciles its own switch zone from
     /// the bootstore's config, told its switch zone's services directly
     /// (live mode has no underlay addresses to find them by).
     fn start_scrimlet_reconcilers(&mut self, env: &Env, index: usize) {

@@ -59,7 +59,7 @@ use nexus::{Inventory, LiveNexus, NexusEnv};
 #[derive(Clone)]
 struct Shared {
     strategy: Strategy,
-    /// How the control plane starts instances; `legacy` is seed 002's
+    /// How the control plane starts instances; `inline` is the instance-start networking issue's
     /// time, when dpd had no NAT RPW.
     start: StartImpl,
     period: Duration,

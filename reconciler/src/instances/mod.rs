@@ -1,4 +1,4 @@
-//! Instance networking: the control plane's side of seed 002.
+//! Instance networking: the control plane's side of the instance-start networking issue.
 //!
 //! An instance (a guest VM) reaches the outside world through **NAT entries**
 //! on every boundary switch — one per external IP, pointing at the sled that
@@ -10,7 +10,7 @@
 //!
 //! ## Three ways to start an instance ([`StartImpl`])
 //!
-//! * [`StartImpl::Legacy`] — what Nexus did when seed 002 was filed: NAT and
+//! * [`StartImpl::Inline`] — what Nexus did when the instance-start networking issue was filed: NAT and
 //!   V2P are programmed when the instance is *created* and removed when it is
 //!   *deleted*; `start` only registers and runs a VMM. After stop → cold boot
 //!   → start the instance has no connectivity. The accidental workaround
@@ -101,7 +101,7 @@
 //!   periodically and activated by V2P_ENSURE and its undo (and by the
 //!   naive start and stop), which no longer push to every sled inline.
 //!
-//! The legacy implementation models seed 002's time, before either: it
+//! The inline implementation models the instance-start networking issue's time, before either: it
 //! programs switches and sleds inline and nothing repairs them.
 //!
 //! ## Ordering and determinism
@@ -244,21 +244,23 @@ pub struct RuntimeUpdate {
 }
 
 /// Which implementation of instance start [`InstanceOps`] uses.
-/// Displays and parses as `legacy`, `naive`, `saga`.
+/// Displays and parses as `inline`, `naive`, `saga`. (`inline` was called
+/// `legacy` until it was renamed so as not to share a name with the
+/// service-NAT strategy; the old name is refused with a pointer to the new.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum StartImpl {
-    Legacy,
+    Inline,
     Naive,
     Saga,
 }
 
 impl StartImpl {
     /// Every implementation, in a fixed order.
-    pub const ALL: [StartImpl; 3] = [StartImpl::Legacy, StartImpl::Naive, StartImpl::Saga];
+    pub const ALL: [StartImpl; 3] = [StartImpl::Inline, StartImpl::Naive, StartImpl::Saga];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            StartImpl::Legacy => "legacy",
+            StartImpl::Inline => "inline",
             StartImpl::Naive => "naive",
             StartImpl::Saga => "saga",
         }
@@ -273,8 +275,17 @@ impl fmt::Display for StartImpl {
 
 /// A string that names no [`StartImpl`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown start implementation {0:?} (expected legacy, naive or saga)")]
+#[error("unknown start implementation {name:?} (expected inline, naive or saga{hint})", name = .0, hint = renamed_hint(.0))]
 pub struct ParseStartImplError(pub String);
+
+/// What a reader of an old scenario file needs to know about a start name
+/// that was renamed.
+fn renamed_hint(name: &str) -> &'static str {
+    match name {
+        "legacy" => "; the start `legacy` is now called `inline`",
+        _ => "",
+    }
+}
 
 impl FromStr for StartImpl {
     type Err = ParseStartImplError;

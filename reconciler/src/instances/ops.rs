@@ -3,7 +3,7 @@
 //!
 //! See the [module documentation](super) for why there are three start
 //! implementations and why the saga's conditional `MARK_AS_STARTING` closes
-//! seed 002's start/delete race.
+//! the instance-start networking issue's start/delete race.
 //!
 //! One [`InstanceOps`], three files, one concept each:
 //!
@@ -151,7 +151,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// Create an instance that already has a record in state Creating, and
     /// start it on `sled`.
     ///
-    /// * legacy: ensure NAT and V2P ("mappings made at create"), register
+    /// * inline: ensure NAT and V2P ("mappings made at create"), register
     ///   and run a VMM, mark Running (conditional on the fetched generation).
     /// * naive / saga: mark Stopped, then [`InstanceOps::start`].
     pub async fn create(&self, id: u32, sled: u32) -> Result<InstanceRecord, OpError> {
@@ -161,7 +161,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         }
         let sled_ref = self.sled(sled).await?;
         match self.imp {
-            StartImpl::Legacy => {
+            StartImpl::Inline => {
                 self.ensure_nat(&record, &sled_ref).await?;
                 self.ensure_v2p(&record, &sled_ref).await?;
                 let vmm = self.store.allocate_vmm_id().await?;
@@ -182,13 +182,13 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// documentation for what each implementation does.
     pub async fn start(&self, id: u32, sled: u32) -> Result<InstanceRecord, OpError> {
         match self.imp {
-            StartImpl::Legacy => self.start_unprotected(id, sled, false).await,
+            StartImpl::Inline => self.start_unprotected(id, sled, false).await,
             StartImpl::Naive => self.start_unprotected(id, sled, true).await,
             StartImpl::Saga => self.start_saga(id, sled).await,
         }
     }
 
-    /// Legacy (`ensure == false`: no NAT, no V2P — seed 002's bug) and naive
+    /// Inline (`ensure == false`: no NAT, no V2P — the instance-start networking issue's bug) and naive
     /// (`ensure == true`) start. Both read the record, act, and only then
     /// mark Running on the generation read: nothing stops a concurrent
     /// delete in between, which is the naive implementation's race.
@@ -224,10 +224,10 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
 
     /// Stop a Running instance.
     ///
-    /// * legacy / naive: destroy the VMM, mark Stopped, then — as Nexus's
+    /// * inline / naive: destroy the VMM, mark Stopped, then — as Nexus's
     ///   Propolis-generation-change handler did — ensure NAT and V2P for the
-    ///   sled the instance ran on. That is why seed 002's start/stop/start
-    ///   workaround works: under legacy the mappings are kept while
+    ///   sled the instance ran on. That is why the instance-start networking issue's start/stop/start
+    ///   workaround works: under inline the mappings are kept while
     ///   stopped. (Under naive, V2P is the task's, which follows the record
     ///   and removes a stopped instance's mappings; its NAT rows stay.)
     /// * saga: destroy the VMM, remove NAT, mark Stopped, then activate the
@@ -250,10 +250,10 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         // Stopping records with a VMM) cannot mistake the VMM this stop
         // destroys for one that died, fail the instance and have
         // reincarnation start what the operator stopped (the model did,
-        // found by `racksim fuzz`, standard seed 245). Legacy keeps seed
+        // found by `racksim fuzz`, standard seed 245). Inline keeps seed
         // 002's order: its era had no watcher.
         let record = match self.imp {
-            StartImpl::Legacy => record,
+            StartImpl::Inline => record,
             StartImpl::Naive | StartImpl::Saga => self.mark_stopping(&record, record.vmm).await?,
         };
         match self
@@ -283,7 +283,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             _ => record,
         };
         match self.imp {
-            StartImpl::Legacy | StartImpl::Naive => {
+            StartImpl::Inline | StartImpl::Naive => {
                 let stopped = self.store.update_if(id, record.generation, STOPPED).await?;
                 self.ensure_nat(&stopped, &sled_ref).await?;
                 self.ensure_v2p(&stopped, &sled_ref).await?;
@@ -328,7 +328,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     ///
     /// Marking first makes the conditional update the single point where a
     /// delete and a start saga are ordered (see the module documentation).
-    /// If a removal fails (the NAT rows cannot be cleared; for legacy, a
+    /// If a removal fails (the NAT rows cannot be cleared; for inline, a
     /// switch or sled too) the instance is still Deleted and the error is
     /// returned; with naive and saga the background tasks remove what is
     /// left once the rows are cleared, since a deleted instance has no

@@ -360,7 +360,7 @@ async fn sled_agent_client_paths_and_bodies() {
 
 #[tokio::test(start_paused = true)]
 async fn legacy_start_programs_nothing() {
-    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Stopped);
+    let (net, store, ops) = fixture(StartImpl::Inline, InstanceState::Stopped);
     let record = ops.start(ID, 2).await.unwrap();
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!(record.sled, Some(2));
@@ -391,7 +391,7 @@ async fn legacy_start_programs_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn legacy_create_programs_nat_and_v2p() {
-    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Creating);
+    let (net, store, ops) = fixture(StartImpl::Inline, InstanceState::Creating);
     let record = ops.create(ID, 2).await.unwrap();
     assert_eq!(record.state, InstanceState::Running);
     assert_networking(&net, &store, Some(2));
@@ -518,14 +518,14 @@ async fn saga_concurrent_starts_exactly_one_wins() {
 async fn legacy_concurrent_starts_are_not_serialised_by_the_record() {
     // Contrast: without MARK_AS_STARTING both starts get as far as the
     // sled-agents, and a VMM is left behind on the loser's sled.
-    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Stopped);
+    let (net, store, ops) = fixture(StartImpl::Inline, InstanceState::Stopped);
     let (a, b) = tokio::join!(ops.start(ID, 2), ops.start(ID, 3));
     assert!(a.is_ok() != b.is_ok(), "{a:?} {b:?}");
     assert_eq!(store.get(ID).state, InstanceState::Running);
     assert_eq!(vmm_count(&net), 2);
 }
 
-// ---- the seed-002 race ----
+// ---- the start/delete race ----
 
 #[tokio::test(start_paused = true)]
 async fn naive_start_racing_delete_leaks_mappings() {
@@ -629,8 +629,8 @@ async fn saga_delete_refused_while_starting() {
 
 #[tokio::test(start_paused = true)]
 async fn delete_removes_nat_before_v2p_and_marks_deleted() {
-    // Legacy keeps mappings while stopped: create, stop, then delete.
-    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Creating);
+    // Inline keeps mappings while stopped: create, stop, then delete.
+    let (net, store, ops) = fixture(StartImpl::Inline, InstanceState::Creating);
     ops.create(ID, 2).await.unwrap();
     ops.stop(ID).await.unwrap();
     assert_networking(&net, &store, Some(2));
@@ -1438,11 +1438,11 @@ async fn register_undo_destroys_the_vmm_or_treats_an_unreachable_sled_as_unregis
     );
 }
 
-// ---- stop, and seed 002 end to end ----
+// ---- stop, and the instance-start networking issue end to end ----
 
 #[tokio::test(start_paused = true)]
 async fn legacy_stop_reensures_nat_and_v2p() {
-    let (net, store, ops) = fixture(StartImpl::Legacy, InstanceState::Creating);
+    let (net, store, ops) = fixture(StartImpl::Inline, InstanceState::Creating);
     ops.create(ID, 2).await.unwrap();
     ops.stop(ID).await.unwrap();
     cold_boot(&net);

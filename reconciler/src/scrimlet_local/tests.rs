@@ -196,7 +196,7 @@ async fn slot_is_learned_once_mgs_answers() {
     let net = FakeNet::new();
     let zone = zone_ip(1);
     net.add_switch_zone(zone, 0);
-    // An injected MGS address (the test mode of seed 003's review), not
+    // An injected MGS address (the test mode of the scrimlet-reconcilers PR's review), not
     // on the network yet.
     let mgs = SocketAddr::new(Ipv6Addr::LOCALHOST.into(), 40002);
     let services = SwitchZoneServices::Explicit {

@@ -182,7 +182,7 @@ async fn a_hanging_switch_does_not_delay_the_other() {
     ));
 }
 
-/// Seed 000's scenario end to end: the task recovers from a missing
+/// The zone-start NAT issue's scenario end to end: the task recovers from a missing
 /// switch, a dpd restart (table emptied), and a replaced scrimlet.
 #[tokio::test(start_paused = true)]
 async fn as_a_task_it_repairs_what_legacy_cannot() {

@@ -5,9 +5,9 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
     use NexusServiceNat::{InventoryTracker, Off};
     let service_nat = |s| ControlPlaneEra::of(s, StartImpl::Saga).nexus_service_nat;
     for s in Strategy::ALL {
-        // Seed 002's time had no tracker, whatever ran on the sleds.
+        // The instance-start networking issue's time had no tracker, whatever ran on the sleds.
         assert_eq!(
-            ControlPlaneEra::of(s, StartImpl::Legacy).nexus_service_nat,
+            ControlPlaneEra::of(s, StartImpl::Inline).nexus_service_nat,
             Off
         );
     }
@@ -19,7 +19,7 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
         // Instance networking follows the start alone, whatever the
         // service-NAT strategy.
         for (start, task) in [
-            (StartImpl::Legacy, Task::Off),
+            (StartImpl::Inline, Task::Off),
             (StartImpl::Naive, Task::On),
             (StartImpl::Saga, Task::On),
         ] {
@@ -46,7 +46,7 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
     );
     assert_eq!(
         StartImpl::ALL.map(|s| InstanceEra::of(s).name()),
-        ["seed-002", "current", "current"]
+        ["pre-rpw", "current", "current"]
     );
 }
 
@@ -87,7 +87,7 @@ fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
 
 #[test]
 fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
-    let legacy = ControlPlaneEra::of(Strategy::Legacy, StartImpl::Legacy);
+    let legacy = ControlPlaneEra::of(Strategy::Legacy, StartImpl::Inline);
     assert_eq!(
         legacy.to_string(),
         "nexus service-NAT task off, dpd NAT RPW off, nexus V2P task off, \

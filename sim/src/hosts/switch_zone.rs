@@ -79,7 +79,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
             trigger: trigger.clone(),
         },
     );
-    // dendrite of seed 002's time (the era start `legacy` stands for) had
+    // dendrite of the instance-start networking issue's time (the era start `inline` stands for) had
     // no NAT RPW: Nexus pushed instance NAT to it.
     if world.params.era.dpd_nat_rpw == Task::On {
         world.lock().switches.nat_rpw.insert(slot, trigger.clone());

@@ -90,7 +90,7 @@ ntp_return_switch = "switch0"
 [[instance]]
 name = "web1"
 
-[expect.legacy]
+[expect.inline]
 outcome = "any"
 deadline = "8m"
 verdict_mentions = ["web1"]

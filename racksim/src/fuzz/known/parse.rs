@@ -275,16 +275,12 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
         let strategies = each(&d.strategies, |s| {
             s.get_ref()
                 .parse::<Strategy>()
-                .map_err(|e| err(Some(s.span()), e, None))
+                .map_err(|e| err(Some(s.span()), e.to_string(), None))
         })?;
         let starts = each(&d.starts, |s| {
-            s.get_ref().parse::<StartImpl>().map_err(|_| {
-                err(
-                    Some(s.span()),
-                    format!("unknown start implementation {:?}", s.get_ref()),
-                    Some("expected one of: legacy, naive, saga".into()),
-                )
-            })
+            s.get_ref()
+                .parse::<StartImpl>()
+                .map_err(|e| err(Some(s.span()), e.to_string(), None))
         })?;
         defects.push(Defect {
             id: id.clone(),

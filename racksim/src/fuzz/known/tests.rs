@@ -129,7 +129,7 @@ fn bad_files_get_located_errors() {
         (vmm_entry("").replace("gaps = [\"instance * is running on *, which has no VMM for it\"]\n", ""), "failure = \"not-converged\" needs `gaps`", "the gaps the verdict lists"),
         (vmm_entry("racks = [\"madrid\", \"huge\"]\n"), "test.toml:7:20: unknown rack \"huge\"", "madrid, standard, full"),
         (vmm_entry("strategies = [\"fast\"]\n"), "test.toml:7:15: unknown strategy \"fast\"", ""),
-        (vmm_entry("starts = [\"fast\"]\n"), "test.toml:7:11: unknown start implementation \"fast\"", "legacy, naive, saga"),
+        (vmm_entry("starts = [\"fast\"]\n"), "test.toml:7:11: unknown start implementation \"fast\"", "expected inline, naive or saga"),
         (
             format!("[[defect]]\nid = \"x\"\nfailure = \"invariant\"\ninvariant = \"one-vm\"\nregression = \"{VMM_REGRESSION}\"\nwhy = \"w\"\n"),
             "test.toml:4:13: unknown invariant \"one-vm\"",

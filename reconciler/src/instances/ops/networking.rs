@@ -4,7 +4,7 @@
 //! Every operation that starts, stops, moves or deletes an instance ends
 //! with one of these four steps, and the start implementations differ in
 //! them only by era: naive and saga hand the work to the background tasks
-//! as today's control plane does, legacy pushes it inline as seed 002's
+//! as today's control plane does, inline pushes it inline as the instance-start networking issue's
 //! did. Kept together, the two eras can be read side by side.
 //!
 //! Naive and saga propagate through the background tasks, as Omicron does:
@@ -28,7 +28,7 @@
 //! Only the database write can fail one of these steps; a switch or sled
 //! that cannot be reached is the background tasks' to repair.
 //!
-//! Legacy models seed 002's time, before either task, and pushes inline:
+//! Inline models the instance-start networking issue's time, before either task, and pushes inline:
 //!
 //! * *ensure NAT*: write the rows, then on every boundary switch, for each
 //!   entry, `GET` the entry at `(ip, first_port)`: identical target →
@@ -41,13 +41,13 @@
 //!   boundary switch; 404 is success.
 //! * *remove V2P*: on every sled, delete every mapping of the instance's
 //!   NICs, whatever physical host it names. The mappings are listed first
-//!   because the instance's sled is not always known (a legacy instance is
+//!   because the instance's sled is not always known (a inline instance is
 //!   stopped with its mappings kept and its sled cleared) and sled-agent
 //!   deletes by the whole mapping.
 //!
-//! The rows legacy writes are never pulled in a rack of its time (dpd had
+//! The rows inline writes are never pulled in a rack of its time (dpd had
 //! no NAT RPW then); they keep the database the same in every
-//! implementation. Legacy's inline steps visit every switch and sled even
+//! implementation. Inline's inline steps visit every switch and sled even
 //! after a failure (the others should not be left behind), then fail with
 //! every error seen.
 
@@ -74,7 +74,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         self.store
             .nat_set_instance(record.id, entries.clone())
             .await?;
-        if self.imp != StartImpl::Legacy {
+        if self.imp != StartImpl::Inline {
             return self.trigger_dpds(record.id).await;
         }
         let mut failures = Vec::new();
@@ -91,7 +91,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
 
     pub(super) async fn remove_nat(&self, record: &InstanceRecord) -> Result<(), OpError> {
         self.store.nat_clear_instance(record.id).await?;
-        if self.imp != StartImpl::Legacy {
+        if self.imp != StartImpl::Inline {
             return self.trigger_dpds(record.id).await;
         }
         let keys: BTreeSet<_> = record
@@ -133,13 +133,13 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     }
 
     /// Naive and saga: activate the V2P task (it reads the record, so call
-    /// this after the record change it should see). Legacy: push inline.
+    /// this after the record change it should see). Inline: push inline.
     pub(super) async fn ensure_v2p(
         &self,
         record: &InstanceRecord,
         target: &SledRef,
     ) -> Result<(), OpError> {
-        if self.imp != StartImpl::Legacy {
+        if self.imp != StartImpl::Inline {
             self.activate_v2p_task();
             return Ok(());
         }
@@ -163,9 +163,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     }
 
     /// As [`Self::ensure_v2p`]: naive and saga activate the V2P task,
-    /// legacy removes inline.
+    /// inline removes inline.
     pub(super) async fn remove_v2p(&self, record: &InstanceRecord) -> Result<(), OpError> {
-        if self.imp != StartImpl::Legacy {
+        if self.imp != StartImpl::Inline {
             self.activate_v2p_task();
             return Ok(());
         }

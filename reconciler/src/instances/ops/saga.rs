@@ -3,7 +3,7 @@
 //! completed, latest first; a control plane that restarts resumes what a
 //! crash interrupted.
 //!
-//! Why a saga closes seed 002's start/delete race is the [instances
+//! Why a saga closes the instance-start networking issue's start/delete race is the [instances
 //! module's](crate::instances) story; this file is how the saga runs. It
 //! follows steno's rules (which node a resume re-runs, when an undo runs,
 //! when a saga is stuck) and omicron's start saga

@@ -53,7 +53,7 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
     let name = sled.name.clone();
     let boot = world.boot(&name);
     // Subscribed before the first zones start, so that a change while they
-    // start (a legacy start can block for minutes) is seen afterwards.
+    // start (an inline start can block for minutes) is seen afterwards.
     let mut zone_set = world.subscribe_zones();
     let zones: Vec<LiveZone> = zone_set.borrow_and_update().on_sled(index);
     {

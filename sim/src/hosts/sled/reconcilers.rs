@@ -71,7 +71,7 @@ pub fn follow_entries(
     }
 }
 
-/// seed 003's design: a scrimlet reconciles its own switch zone from the
+/// the scrimlet-reconcilers PR's design: a scrimlet reconciles its own switch zone from the
 /// rack-wide config the bootstore carries.
 pub(super) fn start_scrimlet_reconcilers(world: &World, index: usize) {
     let sled = world.sled(index);

@@ -1,7 +1,7 @@
 //! Zone start and stop, per strategy. `legacy` and
 //! `scrimlet-local-with-zone-start` (today's omicron, which keeps the
 //! zone-start path beside the scrimlet reconcilers) block each zone with
-//! external connectivity on `legacy::ensure_zone_nat` (the bug seed 000
+//! external connectivity on `legacy::ensure_zone_nat` (the bug the zone-start NAT issue
 //! describes); the other strategies start every zone at once and leave NAT
 //! to their reconcilers. A started zone runs its software: boundary NTP's
 //! client, Nexus. A zone stops when the config removes it or moves it away.
