@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use racksim::live::{start, LiveOptions, LiveRack, LiveTrace};
+use racksim::live::{start, LiveOptions, LiveRack, LiveTrace, Reconcilers};
 use racksim_control_client::{types, Client};
 use racksim_reconciler::instances::StartImpl;
 use racksim_sim::{InstanceSpec, Strategy};
@@ -22,6 +22,7 @@ async fn start_live() -> LiveRack {
         .rack;
     let opts = LiveOptions {
         strategy: Strategy::ScrimletLocal,
+        reconcilers: Reconcilers::Racksim,
         control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
         period: Duration::from_secs(3600),
         start: StartImpl::Saga,

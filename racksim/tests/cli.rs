@@ -485,6 +485,10 @@ fn serve_refuses_bad_arguments_before_starting_anything() {
             "--bind",
         ),
         (&["serve", "--strategy", "fast"][..], "unknown strategy"),
+        (
+            &["serve", "--reconcilers", "ours"][..],
+            "--reconcilers: unknown reconcilers \"ours\"",
+        ),
         (&["serve", "no-such-scenario"][..], "no-such-scenario"),
     ] {
         let (code, out, err) = racksim(args);

@@ -13,7 +13,7 @@ use std::{
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use racksim::live::{start, LiveOptions, LiveRack, LiveTrace};
+use racksim::live::{start, LiveOptions, LiveRack, LiveTrace, Reconcilers};
 use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartImpl, SERVICES_VNI};
 use racksim_sim::{InstanceSpec, RackSpec, Strategy};
 use serde_json::{json, Value};
@@ -134,8 +134,13 @@ fn texts(live: &LiveRack) -> Vec<String> {
 }
 
 async fn start_live(strategy: Strategy) -> LiveRack {
+    start_live_with(strategy, Reconcilers::Racksim).await
+}
+
+async fn start_live_with(strategy: Strategy, reconcilers: Reconcilers) -> LiveRack {
     let opts = LiveOptions {
         strategy,
+        reconcilers,
         control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
         period: PERIOD,
         start: StartImpl::Saga,
@@ -568,4 +573,74 @@ async fn zone_starts_live(strategy: Strategy) {
 live_tests! {
     shipped_zone_starts_and_reconcilers_live => zone_starts_live(ScrimletLocalWithZoneStart),
     legacy_zone_starts_live => zone_starts_live(Legacy),
+}
+
+/// `--reconcilers none`: the fakes and the control plane run, racksim's
+/// reconcilers do not, so the test's own writes are the only ones — here the
+/// test plays the user's reconciler and converges the rack by hand. Under
+/// the strategy that blocks zone start, the zone-start path (the reconciler
+/// crate's) starts on every sled with racksim's reconcilers and on none
+/// without them; both are decided when the sled starts, so nothing waits.
+#[tokio::test]
+async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
+    let strategy = Strategy::ScrimletLocalWithZoneStart;
+    let with = start_live_with(strategy, Reconcilers::Racksim).await;
+    assert!(
+        with.state()
+            .await
+            .sleds
+            .iter()
+            .any(|s| !s.zone_starts.is_empty()),
+        "racksim's reconcilers run the zone-start path"
+    );
+    with.stop().await;
+
+    let live = start_live_with(strategy, Reconcilers::None).await;
+    assert!(
+        texts(&live).iter().any(|l| l.contains("reconcilers: none")),
+        "{:?}",
+        texts(&live)
+    );
+    let state = live.state().await;
+    assert!(
+        state.sleds.iter().all(|s| s.zone_starts.is_empty()),
+        "no zone-start path"
+    );
+    assert!(
+        !state.desired_nat.is_empty(),
+        "the control plane still knows what is wanted"
+    );
+    assert!(
+        !converged(&live).await,
+        "nobody has written a switch's NAT yet"
+    );
+
+    // The user's reconciler, by hand: every desired entry on every switch.
+    for s in &state.switches {
+        let dpd: SocketAddr = s.dpd.parse().unwrap();
+        for e in &state.desired_nat {
+            let (status, body) = call(
+                dpd,
+                "PUT",
+                &format!("/nat/ipv4/{}/{}/{}", e.external, e.low, e.high),
+                Some(serde_json::to_value(e.target).unwrap()),
+            )
+            .await;
+            assert!(status < 300, "{status} {body}");
+        }
+    }
+    assert!(
+        converged(&live).await,
+        "the test's writes converged the rack"
+    );
+    live.stop().await;
+}
+
+/// A name the option does not know is refused before anything starts.
+#[test]
+fn an_unknown_reconcilers_name_is_refused() {
+    let err = "ours".parse::<Reconcilers>().unwrap_err();
+    assert!(err.contains("\"ours\"") && err.contains("none"), "{err}");
+    assert_eq!("none".parse::<Reconcilers>(), Ok(Reconcilers::None));
+    assert_eq!(Reconcilers::None.name(), "none");
 }

@@ -17,7 +17,7 @@ use std::{
 };
 
 use futures::TryStreamExt;
-use racksim::live::{start, LiveOptions, LiveRack, LiveTrace};
+use racksim::live::{start, LiveOptions, LiveRack, LiveTrace, Reconcilers};
 use racksim_reconciler::instances::StartImpl;
 use racksim_sim::{InstanceSpec, Strategy};
 use racksim_upstream_clients::{dpd, mgs, sled_agent};
@@ -44,6 +44,7 @@ async fn start_live() -> LiveRack {
         .rack;
     let opts = LiveOptions {
         strategy: Strategy::ScrimletLocal,
+        reconcilers: Reconcilers::Racksim,
         control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
         period: Duration::from_secs(3600),
         start: StartImpl::Saga,

@@ -20,9 +20,15 @@ pub struct ServeArgs {
     #[arg(long)]
     strategy: Option<String>,
     /// How Nexus starts instances: `saga` (default), `naive` or
-    /// `legacy`.
+    /// `inline`.
     #[arg(long)]
     start: Option<String>,
+    /// Whose reconcilers run on the sleds: `racksim` (default: the
+    /// strategy's own) or `none` (the rack's fakes and control plane only,
+    /// for testing a reconciler of your own against the printed
+    /// addresses; the strategy still chooses the control plane's era).
+    #[arg(long)]
+    reconcilers: Option<String>,
     /// Where the control API listens.
     #[arg(long, default_value = "127.0.0.1:12280")]
     bind: std::net::SocketAddr,
@@ -33,9 +39,18 @@ pub fn serve(args: ServeArgs) -> Result<Status, String> {
         scenario,
         strategy,
         start,
+        reconcilers,
         bind,
     } = args;
     catalogue::resolve(&scenario)
-        .and_then(|s| racksim::live::command(&s, strategy.as_deref(), start.as_deref(), bind))
+        .and_then(|s| {
+            racksim::live::command(
+                &s,
+                strategy.as_deref(),
+                start.as_deref(),
+                reconcilers.as_deref(),
+                bind,
+            )
+        })
         .map(Status::from)
 }

@@ -362,6 +362,9 @@ impl Hosts {
             sled.agent_addr,
         );
         sled.server = Some(server);
+        if env.shared.reconcilers == super::Reconcilers::None {
+            return Ok(());
+        }
         if env.shared.strategy.runs_scrimlet_reconcilers() {
             self.start_scrimlet_reconcilers(env, index);
         }
@@ -609,7 +612,9 @@ impl Hosts {
         self.zones = next;
         env.desired.send_replace(config.service_nat.clone());
         self.bootstore.send_replace(Some(config));
-        for i in 0..self.sleds.len() {
+        // With no reconcilers of racksim's there is no one to tell.
+        let racksim_reconcilers = env.shared.reconcilers == super::Reconcilers::Racksim;
+        for i in (0..self.sleds.len()).filter(|_| racksim_reconcilers) {
             if env.shared.strategy == Strategy::SledTask {
                 self.follow_zones(env, i);
             }

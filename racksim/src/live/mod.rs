@@ -59,6 +59,9 @@ use nexus::{Inventory, LiveNexus, NexusEnv};
 #[derive(Clone)]
 struct Shared {
     strategy: Strategy,
+    /// Whether the strategy's reconcilers run, or only the fakes and the
+    /// control plane (a user's own reconciler is the one under test).
+    reconcilers: Reconcilers,
     /// How the control plane starts instances; `inline` is the instance-start networking issue's
     /// time, when dpd had no NAT RPW.
     start: StartImpl,
@@ -68,10 +71,51 @@ struct Shared {
     resolver: FixedResolver,
 }
 
+/// Which reconcilers a live rack runs on its sleds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reconcilers {
+    /// The strategy's own: racksim's reconciler crate (the default).
+    #[default]
+    Racksim,
+    /// None: the rack's fakes and control plane only (`racksim serve
+    /// --reconcilers none`). No reconciler of racksim's writes a switch's
+    /// NAT table, and zones start at once (the zone-start NAT path is the
+    /// reconciler crate's too), so a reconciler pointed at the printed
+    /// addresses is the only one at work. The strategy still chooses the
+    /// era of the control plane: whether Nexus's service-zone NAT task and
+    /// dpd's NAT RPW run (`racksim_sim::era::ControlPlaneEra`).
+    None,
+}
+
+impl Reconcilers {
+    pub fn name(self) -> &'static str {
+        match self {
+            Reconcilers::Racksim => "racksim",
+            Reconcilers::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for Reconcilers {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "racksim" => Ok(Reconcilers::Racksim),
+            "none" => Ok(Reconcilers::None),
+            _ => Err(format!(
+                "unknown reconcilers {s:?} (expected racksim, the strategy's own, or none)"
+            )),
+        }
+    }
+}
+
 /// How to run the rack.
 #[derive(Clone, Debug)]
 pub struct LiveOptions {
     pub strategy: Strategy,
+    /// Whether the strategy's reconcilers run (see [`Reconcilers`]).
+    pub reconcilers: Reconcilers,
     /// Where the control API listens (port 0: any).
     pub control: SocketAddr,
     /// The reconcilers' and background tasks' period (production: 30 s).
@@ -106,6 +150,7 @@ pub async fn start(
     let (desired, desired_rx) = watch::channel(Vec::new());
     let shared = Shared {
         strategy: opts.strategy,
+        reconcilers: opts.reconcilers,
         start: opts.start,
         period: opts.period,
         trace: trace.clone(),
@@ -147,11 +192,15 @@ pub async fn start(
     trace.record(
         "live",
         format!(
-            "rack {} up: {} switches, {} sleds; strategy {}",
+            "rack {} up: {} switches, {} sleds; strategy {}{}",
             rack.name,
             rack.switches.len(),
             rack.sleds.len(),
-            opts.strategy
+            opts.strategy,
+            match opts.reconcilers {
+                Reconcilers::Racksim => "",
+                Reconcilers::None => "; reconcilers: none (its fakes and control plane only)",
+            }
         ),
     );
     Ok(LiveRack {
@@ -226,7 +275,13 @@ pub async fn serve(rack: &RackSpec, opts: LiveOptions) -> Result<(), String> {
     // The runtime is single-threaded: every task runs on this thread.
     let _guard = tracing::subscriber::set_default(subscriber);
     let live = start(rack, &opts, trace).await?;
-    println!("racksim live: {} with {}", rack.name, opts.strategy);
+    match opts.reconcilers {
+        Reconcilers::Racksim => println!("racksim live: {} with {}", rack.name, opts.strategy),
+        Reconcilers::None => println!(
+            "racksim live: {} with no reconcilers (the {} era's control plane)",
+            rack.name, opts.strategy
+        ),
+    }
     for line in live.addresses().await {
         println!("  {line}");
     }
@@ -263,12 +318,14 @@ pub fn live_instances(scenario: &crate::file::Scenario) -> Vec<InstanceSpec> {
 /// The scenario `racksim serve` runs when none is named.
 pub const DEFAULT_SCENARIO: &str = "sidecar-power-cycle";
 
-/// `racksim serve SCENARIO [--strategy S] [--bind ADDR]`: checks the
+/// `racksim serve SCENARIO [--strategy S] [--start I] [--reconcilers R]
+/// [--bind ADDR]`: checks the
 /// arguments, then runs the rack on a single-threaded runtime until Ctrl-C.
 pub fn command(
     scenario: &crate::file::Scenario,
     strategy: Option<&str>,
     start: Option<&str>,
+    reconcilers: Option<&str>,
     bind: SocketAddr,
 ) -> Result<bool, String> {
     let strategy = match strategy {
@@ -283,8 +340,15 @@ pub fn command(
             .parse::<StartImpl>()
             .map_err(|e| format!("error: --start: {e}"))?,
     };
+    let reconcilers = match reconcilers {
+        None => Reconcilers::Racksim,
+        Some(name) => name
+            .parse::<Reconcilers>()
+            .map_err(|e| format!("error: --reconcilers: {e}"))?,
+    };
     let opts = LiveOptions {
         strategy,
+        reconcilers,
         control: bind,
         period: racksim_reconciler::task::DEFAULT_PERIOD,
         start,
