@@ -71,3 +71,19 @@ pub(crate) fn service_entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> cr
         target: racksim_fakes::memnet::service_target(sled),
     }
 }
+
+/// A pass that completed with no failures: `unchanged` entries left alone,
+/// `removed` removed, `created` created.
+pub(crate) fn complete(
+    unchanged: usize,
+    removed: usize,
+    created: usize,
+) -> crate::nat::NatReconcileOutcome {
+    crate::nat::NatReconcileOutcome::Complete {
+        unchanged,
+        removed,
+        remove_failures: vec![],
+        created,
+        create_failures: vec![],
+    }
+}

@@ -6,7 +6,7 @@ use super::*;
 use crate::{
     dpd::MacAddr,
     http::HttpClient,
-    testing::{zone_ip, FakeConnector, FakeNet, FakeResponse},
+    testing::{complete, zone_ip, FakeConnector, FakeNet, FakeResponse},
     DPD_PORT, SERVICES_VNI,
 };
 
@@ -200,16 +200,7 @@ async fn removes_before_creating_and_converges() {
         entry(DNS, 0, 65535, 1),
     ];
     let outcome = reconcile_switch(&client(&net, zone), &desired, &scope_of(&desired)).await;
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 1,
-            removed: 2,
-            remove_failures: vec![],
-            created: 2,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(1, 2, 2));
     assert_eq!(
         mutations(&net, zone),
         vec![
@@ -227,16 +218,7 @@ async fn removes_before_creating_and_converges() {
     net.clear_log();
     let outcome = reconcile_switch(&client(&net, zone), &desired, &scope_of(&desired)).await;
     assert!(outcome.is_converged());
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 3,
-            removed: 0,
-            remove_failures: vec![],
-            created: 0,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(3, 0, 0));
     assert_eq!(mutations(&net, zone), Vec::<String>::new());
 }
 
@@ -300,16 +282,7 @@ async fn continues_past_individual_failures() {
     // Once the switch behaves, the next pass repairs the rest.
     net.clear_failures();
     let outcome = reconcile_switch(&client(&net, zone), &desired, &scope_of(&desired)).await;
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 2,
-            removed: 1,
-            remove_failures: vec![],
-            created: 1,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(2, 1, 1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -400,16 +373,7 @@ async fn reads_every_page() {
         .collect(),
     );
     let outcome = reconcile_switch(&client(&net, zone), &desired, &scope).await;
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 300,
-            removed: 1,
-            remove_failures: vec![],
-            created: 0,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(300, 1, 0));
     let lists: Vec<String> = net
         .requests(zone, DPD_PORT)
         .into_iter()
@@ -482,16 +446,7 @@ async fn vni_scope_reads_all_addresses_and_keeps_only_its_vni() {
     }
     let desired = [entry(NEXUS, 0, 65535, 1)];
     let outcome = reconcile_switch(&client(&net, zone), &desired, &Scope::Vni(SERVICES_VNI)).await;
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 0,
-            removed: 65,
-            remove_failures: vec![],
-            created: 1,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(0, 65, 1));
     let mut expected: Vec<_> = instance_entries
         .iter()
         .chain(desired.iter())

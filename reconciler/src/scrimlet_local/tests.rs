@@ -13,16 +13,12 @@ use super::*;
 use crate::{
     dpd::MacAddr,
     task::{Completion, DEFAULT_PERIOD},
-    testing::{zone_ip, FakeNet, FakeResponse},
+    testing::{complete, service_entry as entry, zone_ip, FakeNet, FakeResponse},
 };
 
 const NEXUS: [u8; 4] = [198, 51, 100, 1];
 const NTP: [u8; 4] = [198, 51, 100, 2];
 const DNS: [u8; 4] = [198, 51, 100, 3];
-
-fn entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> NatEntry {
-    crate::testing::service_entry(ip, first, last, sled)
-}
 
 /// A config of these entries, each named after its kind (told by its
 /// address: [`NTP`], [`DNS`], anything else is a Nexus) and position.
@@ -56,16 +52,6 @@ fn full() -> Vec<NatEntry> {
         entry(NEXUS, 0, 65535, 4),
         entry(DNS, 0, 65535, 5),
     ]
-}
-
-fn complete(unchanged: usize, removed: usize, created: usize) -> NatReconcileOutcome {
-    NatReconcileOutcome::Complete {
-        unchanged,
-        removed,
-        remove_failures: vec![],
-        created,
-        create_failures: vec![],
-    }
 }
 
 fn sorted_dpd(entries: &[NatEntry]) -> Vec<crate::dpd::Ipv4Nat> {
