@@ -228,6 +228,30 @@ pub struct InstanceRecord {
     pub auto_restart: AutoRestart,
 }
 
+impl InstanceRecord {
+    /// The rule of [`InstanceStore::update_if`], for a store to apply under
+    /// its lock: `update` goes through only if the record is at
+    /// `expected_generation` (else [`StoreError::Conflict`]), and bumps the
+    /// generation.
+    pub fn update_if(
+        &mut self,
+        expected_generation: u64,
+        update: RuntimeUpdate,
+    ) -> Result<(), StoreError> {
+        if self.generation != expected_generation {
+            return Err(StoreError::Conflict {
+                id: self.id,
+                current: self.generation,
+            });
+        }
+        self.state = update.state;
+        self.sled = update.sled;
+        self.vmm = update.vmm;
+        self.generation += 1;
+        Ok(())
+    }
+}
+
 /// The runtime part of an instance record that operations change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeUpdate {
