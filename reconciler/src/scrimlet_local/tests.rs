@@ -13,7 +13,7 @@ use super::*;
 use crate::{
     dpd::MacAddr,
     task::{Completion, DEFAULT_PERIOD},
-    testing::{complete, service_entry as entry, zone_ip, FakeNet, FakeResponse},
+    testing::{complete, one_switch_zone, service_entry as entry, zone_ip, FakeNet, FakeResponse},
 };
 
 const NEXUS: [u8; 4] = [198, 51, 100, 1];
@@ -179,9 +179,7 @@ fn statuses_serialize_with_tags() {
 /// does not run (nor touch dpd) until the slot is known.
 #[tokio::test(start_paused = true)]
 async fn slot_is_learned_once_mgs_answers() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     // An injected MGS address (the test mode of the scrimlet-reconcilers PR's review), not
     // on the network yet.
     let mgs = SocketAddr::new(Ipv6Addr::LOCALHOST.into(), 40002);
@@ -267,9 +265,7 @@ async fn slot_is_learned_once_mgs_answers() {
 /// is reported and retried, not a slot.
 #[tokio::test(start_paused = true)]
 async fn an_mgs_naming_no_switch_is_retried() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     net.fail(
         zone,
         MGS_PORT,
@@ -353,9 +349,7 @@ async fn startup_programs_own_switch_only() {
 /// is removed; an instance's entry (another VNI) is never touched.
 #[tokio::test(start_paused = true)]
 async fn stale_entries_are_replaced_remove_before_create() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 1);
+    let (net, zone) = one_switch_zone(1);
     let ntp = entry(NTP, 0, 16383, 1);
     let nexus = entry(NEXUS, 0, 65535, 2);
     let mut stale_ntp = ntp;
@@ -401,9 +395,7 @@ async fn stale_entries_are_replaced_remove_before_create() {
 /// before the periodic timer would.
 #[tokio::test(start_paused = true)]
 async fn new_generation_activates_with_config_changed() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     let [ntp, nexus, dns] = full().try_into().unwrap();
     let h = Harness::start(
         &net,
@@ -502,9 +494,7 @@ fn validate_refuses_what_omicron_refuses() {
 /// applied at once.
 #[tokio::test(start_paused = true)]
 async fn an_invalid_config_is_refused_and_changes_nothing() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     let h = Harness::start(
         &net,
         SwitchZoneServices::UnderlayIp(zone),
@@ -585,9 +575,7 @@ async fn an_invalid_config_is_refused_and_changes_nothing() {
 /// the activation that ends the inert state restores it at once.
 #[tokio::test(start_paused = true)]
 async fn inert_while_not_a_scrimlet_then_restores_emptied_table() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     let desired = full();
     let h = Harness::start(
         &net,
@@ -644,9 +632,7 @@ async fn inert_while_not_a_scrimlet_then_restores_emptied_table() {
 /// against: no dpd call at all. The config's arrival activates the task.
 #[tokio::test(start_paused = true)]
 async fn no_config_reports_no_nat_entries_config() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     // A services entry no config has vouched for yet: must survive.
     let unknown = entry(DNS, 0, 65535, 9);
     net.insert_nat(zone, unknown.to_dpd());
@@ -684,9 +670,7 @@ async fn no_config_reports_no_nat_entries_config() {
 /// asks MGS nothing until it becomes one, then learns its slot at once.
 #[tokio::test(start_paused = true)]
 async fn slot_is_not_asked_for_until_the_sled_is_a_scrimlet() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 1);
+    let (net, zone) = one_switch_zone(1);
     let h = Harness::start(
         &net,
         SwitchZoneServices::UnderlayIp(zone),
