@@ -54,6 +54,20 @@ fn full() -> Vec<NatEntry> {
     ]
 }
 
+/// The status of a pass that reached dpd: `switch` reconciled at config
+/// `generation`, with `outcome`.
+fn reconciled(
+    switch: SwitchSlot,
+    generation: u64,
+    outcome: NatReconcileOutcome,
+) -> ScrimletNatStatus {
+    ScrimletNatStatus::Reconciled {
+        switch,
+        generation,
+        outcome,
+    }
+}
+
 fn sorted_dpd(entries: &[NatEntry]) -> Vec<crate::dpd::Ipv4Nat> {
     let mut v: Vec<_> = entries.iter().map(NatEntry::to_dpd).collect();
     v.sort();
@@ -97,6 +111,35 @@ impl Harness {
             config: config_tx,
             scrimlet: scrimlet_tx,
             driver: tokio::spawn(driver),
+        }
+    }
+
+    /// The reconcilers of a scrimlet whose switch zone is at `zone`.
+    fn on_scrimlet(net: &FakeNet, zone: Ipv6Addr, initial: Option<SystemNetworkingConfig>) -> Self {
+        Harness::start(
+            net,
+            SwitchZoneServices::UnderlayIp(zone),
+            initial,
+            ScrimletStatus::Scrimlet,
+        )
+    }
+
+    /// The latest completed activation: its reason, its count and the
+    /// status it ended with.
+    fn last_activation(&self) -> (ActivationReason, u64, ScrimletNatStatus) {
+        let last = self.last();
+        (last.activation_reason, last.activation_count, last.status)
+    }
+
+    /// The last error of a handle still determining its switch slot after
+    /// `attempts` failed attempts; panics in any other status.
+    fn slot_error_after(&self, attempts: u64) -> String {
+        match self.handle_status() {
+            HandleStatus::DeterminingSwitchSlot {
+                attempts: a,
+                last_error: Some(error),
+            } if a == attempts => error,
+            other => panic!("{other:?}"),
         }
     }
 
@@ -197,13 +240,7 @@ async fn slot_is_learned_once_mgs_answers() {
     );
 
     sleep_ms(1).await;
-    let HandleStatus::DeterminingSwitchSlot {
-        attempts: 1,
-        last_error: Some(error),
-    } = h.handle_status()
-    else {
-        panic!("{:?}", h.handle_status())
-    };
+    let error = h.slot_error_after(1);
     assert!(error.contains("[::1]:40002"), "{error}");
     assert!(error.contains("refused"), "{error}");
     assert_eq!(h.nat_status(), TaskStatus::NotYetRun);
@@ -246,11 +283,7 @@ async fn slot_is_learned_once_mgs_answers() {
     assert_eq!(net.nat(zone), sorted_dpd(&full()));
     assert_eq!(
         h.last().status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch1,
-            generation: 1,
-            outcome: complete(0, 0, 3),
-        }
+        reconciled(SwitchSlot::Switch1, 1, complete(0, 0, 3))
     );
     assert_eq!(h.last().activation_reason, ActivationReason::Startup);
 
@@ -273,20 +306,9 @@ async fn an_mgs_naming_no_switch_is_retried() {
         "/local/switch-id",
         Some(FakeResponse::json(200, json!({"type": "sled", "slot": 0}))),
     );
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(1, vec![]),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, config(1, vec![]));
     sleep_ms(5_001).await;
-    let HandleStatus::DeterminingSwitchSlot {
-        attempts: 2,
-        last_error: Some(error),
-    } = h.handle_status()
-    else {
-        panic!("{:?}", h.handle_status())
-    };
+    let error = h.slot_error_after(2);
     assert!(error.contains("names no switch slot"), "{error}");
     net.clear_failures();
     sleep_ms(5_000).await;
@@ -314,12 +336,7 @@ async fn startup_programs_own_switch_only() {
         entry(NEXUS, 0, 65535, 4),
         entry(DNS, 0, 65535, 5),
     ];
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(own),
-        config(1, desired.clone()),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, own, config(1, desired.clone()));
     sleep_ms(1_000).await;
 
     assert_eq!(net.nat(own), sorted_dpd(&desired));
@@ -333,11 +350,7 @@ async fn startup_programs_own_switch_only() {
                 activation_reason: ActivationReason::Startup,
                 activation_count: 1,
                 ran_for: Duration::ZERO,
-                status: ScrimletNatStatus::Reconciled {
-                    switch: SwitchSlot::Switch0,
-                    generation: 1,
-                    outcome: complete(0, 0, 3),
-                },
+                status: reconciled(SwitchSlot::Switch0, 1, complete(0, 0, 3)),
             }
         }
     );
@@ -362,12 +375,7 @@ async fn stale_entries_are_replaced_remove_before_create() {
         net.insert_nat(zone, e.to_dpd());
     }
 
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(4, vec![ntp, nexus, dns]),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, config(4, vec![ntp, nexus, dns]));
     sleep_ms(1_000).await;
 
     assert_eq!(
@@ -382,11 +390,7 @@ async fn stale_entries_are_replaced_remove_before_create() {
     assert_eq!(net.nat(zone), sorted_dpd(&[ntp, nexus, dns, instance]));
     assert_eq!(
         h.last().status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch1,
-            generation: 4,
-            outcome: complete(1, 2, 2),
-        }
+        reconciled(SwitchSlot::Switch1, 4, complete(1, 2, 2))
     );
     h.driver.abort();
 }
@@ -397,12 +401,7 @@ async fn stale_entries_are_replaced_remove_before_create() {
 async fn new_generation_activates_with_config_changed() {
     let (net, zone) = one_switch_zone(0);
     let [ntp, nexus, dns] = full().try_into().unwrap();
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(1, vec![ntp, nexus, dns]),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, config(1, vec![ntp, nexus, dns]));
     sleep_ms(1_000).await;
     assert_eq!(h.last().activation_count, 1);
 
@@ -412,19 +411,13 @@ async fn new_generation_activates_with_config_changed() {
     h.config
         .send_replace(config(2, vec![moved_ntp, nexus, dns, nexus2]));
     sleep_ms(1_000).await;
-    let last = h.last();
     assert_eq!(
-        last.activation_reason,
-        ActivationReason::SystemNetworkingConfigChanged
-    );
-    assert_eq!(last.activation_count, 2);
-    assert_eq!(
-        last.status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch0,
-            generation: 2,
-            outcome: complete(2, 1, 2),
-        }
+        h.last_activation(),
+        (
+            ActivationReason::SystemNetworkingConfigChanged,
+            2,
+            reconciled(SwitchSlot::Switch0, 2, complete(2, 1, 2))
+        )
     );
     assert_eq!(net.nat(zone), sorted_dpd(&[moved_ntp, nexus, dns, nexus2]));
     h.driver.abort();
@@ -495,12 +488,7 @@ fn validate_refuses_what_omicron_refuses() {
 #[tokio::test(start_paused = true)]
 async fn an_invalid_config_is_refused_and_changes_nothing() {
     let (net, zone) = one_switch_zone(0);
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(1, full()),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, config(1, full()));
     sleep_ms(1_000).await;
     assert_eq!(net.nat(zone), sorted_dpd(&full()));
     net.clear_log();
@@ -560,11 +548,7 @@ async fn an_invalid_config_is_refused_and_changes_nothing() {
     sleep_ms(1_000).await;
     assert_eq!(
         h.last().status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch0,
-            generation: 4,
-            outcome: complete(2, 1, 1),
-        }
+        reconciled(SwitchSlot::Switch0, 4, complete(2, 1, 1))
     );
     assert_eq!(net.nat(zone), sorted_dpd(&[ntp, moved, dns]));
     h.driver.abort();
@@ -577,12 +561,7 @@ async fn an_invalid_config_is_refused_and_changes_nothing() {
 async fn inert_while_not_a_scrimlet_then_restores_emptied_table() {
     let (net, zone) = one_switch_zone(0);
     let desired = full();
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(1, desired.clone()),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, config(1, desired.clone()));
     sleep_ms(1_000).await;
     assert_eq!(net.nat(zone), sorted_dpd(&desired));
     let first = h.last();
@@ -608,19 +587,13 @@ async fn inert_while_not_a_scrimlet_then_restores_emptied_table() {
 
     h.scrimlet.send_replace(ScrimletStatus::Scrimlet);
     sleep_ms(1).await;
-    let last = h.last();
     assert_eq!(
-        last.activation_reason,
-        ActivationReason::ScrimletStatusChanged
-    );
-    assert_eq!(last.activation_count, 2);
-    assert_eq!(
-        last.status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch0,
-            generation: 1,
-            outcome: complete(0, 0, 3),
-        }
+        h.last_activation(),
+        (
+            ActivationReason::ScrimletStatusChanged,
+            2,
+            reconciled(SwitchSlot::Switch0, 1, complete(0, 0, 3))
+        )
     );
     assert_eq!(net.nat(zone), sorted_dpd(&desired));
     // The slot was learned once, at the start, not again on resume.
@@ -636,12 +609,7 @@ async fn no_config_reports_no_nat_entries_config() {
     // A services entry no config has vouched for yet: must survive.
     let unknown = entry(DNS, 0, 65535, 9);
     net.insert_nat(zone, unknown.to_dpd());
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        None,
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, None);
     sleep_ms(1_000).await;
     assert_eq!(h.last().status, ScrimletNatStatus::NoNatEntriesConfig);
     assert_eq!(h.last().activation_reason, ActivationReason::Startup);
@@ -656,11 +624,7 @@ async fn no_config_reports_no_nat_entries_config() {
     );
     assert_eq!(
         h.last().status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch0,
-            generation: 1,
-            outcome: complete(0, 1, 3),
-        }
+        reconciled(SwitchSlot::Switch0, 1, complete(0, 1, 3))
     );
     assert_eq!(net.nat(zone), sorted_dpd(&full()));
     h.driver.abort();
@@ -726,12 +690,7 @@ async fn closed_inputs_end_the_future() {
     let zone = zone_ip(1);
 
     // Still determining the slot (no switch zone on the network).
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        None,
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, None);
     sleep_ms(1).await;
     let Harness {
         handle,
@@ -753,12 +712,7 @@ async fn closed_inputs_end_the_future() {
 
     // Running.
     net.add_switch_zone(zone, 0);
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        None,
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, None);
     sleep_ms(1).await;
     assert_eq!(h.last().activation_count, 1);
     let Harness {
