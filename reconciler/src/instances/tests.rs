@@ -166,6 +166,23 @@ async fn background(net: &FakeNet, store: &MemStore) {
     v2p_sync(&net.connector(), store).await.unwrap();
 }
 
+/// Instance 7 as a start's MARK_AS_STARTING leaves it (from generation 1):
+/// Starting on sled 2, with `vmm` as its VMM; returns the record after.
+async fn mark_starting(store: &MemStore, vmm: Option<u64>) -> InstanceRecord {
+    store
+        .update_if(
+            ID,
+            1,
+            RuntimeUpdate {
+                state: InstanceState::Starting,
+                sled: Some(2),
+                vmm,
+            },
+        )
+        .await
+        .unwrap()
+}
+
 fn nat_entry(sled: u32) -> NatEntry {
     NatEntry {
         external_ip: EXT,
@@ -823,18 +840,7 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
     let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
     // The control plane crashed after DPD_ENSURE was logged: the record is
     // Starting, NAT is in place, nothing else.
-    let starting = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: None,
-            },
-        )
-        .await
-        .unwrap();
+    let starting = mark_starting(&store, None).await;
     // The dpds pulled the rows before the crash.
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
     for zone in zones() {
@@ -885,18 +891,7 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
 #[tokio::test(start_paused = true)]
 async fn resume_re_runs_mark_as_starting_whose_write_missed_its_log_entry() {
     let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: Some(41),
-            },
-        )
-        .await
-        .unwrap();
+    mark_starting(&store, Some(41)).await;
     store.lock().last_id = 41;
     let saga = SagaRecord {
         vmm_id: Some(41),
@@ -922,18 +917,7 @@ async fn resume_re_runs_mark_as_starting_whose_write_missed_its_log_entry() {
 #[tokio::test(start_paused = true)]
 async fn mark_as_starting_does_not_adopt_another_sagas_write() {
     let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let theirs = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: Some(50),
-            },
-        )
-        .await
-        .unwrap();
+    let theirs = mark_starting(&store, Some(50)).await;
     let saga = SagaRecord {
         vmm_id: Some(41),
         ..SagaRecord::new(40, ID, 2)
@@ -955,18 +939,7 @@ async fn mark_as_starting_does_not_adopt_another_sagas_write() {
 async fn resume_sagas_finishes_an_unwind() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     // Crashed while unwinding after REGISTER failed: NAT and V2P in place.
-    let starting = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: None,
-            },
-        )
-        .await
-        .unwrap();
+    let starting = mark_starting(&store, None).await;
     // Before the crash the dpds had pulled the rows and the V2P task had
     // mapped the Starting instance.
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
@@ -1255,18 +1228,7 @@ async fn a_failed_undo_leaves_the_saga_stuck_for_good() {
 #[tokio::test(start_paused = true)]
 async fn resume_re_runs_the_node_in_flight() {
     let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let starting = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: Some(41),
-            },
-        )
-        .await
-        .unwrap();
+    let starting = mark_starting(&store, Some(41)).await;
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
     store.lock().last_id = 41;
     let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
@@ -1307,18 +1269,7 @@ async fn resume_re_runs_the_node_in_flight() {
 #[tokio::test(start_paused = true)]
 async fn a_resumed_unwind_does_not_repeat_finished_undos() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let starting = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: Some(10),
-            },
-        )
-        .await
-        .unwrap();
+    let starting = mark_starting(&store, Some(10)).await;
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
     use SagaNode::*;
     let saga = SagaRecord {
