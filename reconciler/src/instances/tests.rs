@@ -183,6 +183,53 @@ async fn mark_starting(store: &MemStore, vmm: Option<u64>) -> InstanceRecord {
         .unwrap()
 }
 
+/// Makes sled 2's sled-agent answer `METHOD path` with error `status`.
+fn sled_2_fails(net: &FakeNet, method: &str, path: &str, status: u16, message: &str) {
+    let response = FakeResponse::error(status, message);
+    net.fail(sled_ip(2), SLED_AGENT_PORT, method, path, Some(response));
+}
+
+/// Makes the dpd in `zone` answer the NAT trigger with error `status`.
+fn nat_trigger_fails(net: &FakeNet, zone: Ipv6Addr, status: u16, message: &str) {
+    let response = FakeResponse::error(status, message);
+    net.fail(zone, DPD_PORT, "POST", "/rpw/nat/trigger", Some(response));
+}
+
+/// Holds the store at `point` from now on, and returns `op` to run once
+/// another operation reaches the point; the hold is released after `op`.
+fn once_held_at<T>(
+    store: &MemStore,
+    point: HoldPoint,
+    op: impl std::future::Future<Output = T>,
+) -> impl std::future::Future<Output = T> {
+    let (reached, release) = store.hold_at(point);
+    async move {
+        reached.notified().await;
+        let out = op.await;
+        release.notify_one();
+        out
+    }
+}
+
+/// Saga recovery by a Nexus started after a crash, on the same database.
+async fn resume_in_a_new_nexus(net: &FakeNet, store: &MemStore) -> Vec<ResumedSaga> {
+    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    restarted.resume_sagas().await
+}
+
+/// Saga `id` unwound in full, latest node first, and left instance 7
+/// Stopped.
+fn assert_unwound_to_stopped(store: &MemStore, id: u64) {
+    use SagaNode::*;
+    let saga = store.saga(id);
+    assert_eq!(
+        saga.undone,
+        vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting]
+    );
+    assert_eq!(saga.state.name(), "unwound");
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+}
+
 fn nat_entry(sled: u32) -> NatEntry {
     NatEntry {
         external_ip: EXT,
@@ -203,6 +250,13 @@ fn mapping(sled: u32) -> VirtualNetworkInterfaceHost {
         physical_host_ip: sled_ip(sled),
         vni: GUEST_VNI,
     }
+}
+
+/// Runs the background tasks, then asserts the networking they leave
+/// ([`assert_networking`]).
+async fn assert_networking_settles(net: &FakeNet, store: &MemStore, sled: Option<u32>) {
+    background(net, store).await;
+    assert_networking(net, store, sled);
 }
 
 /// Asserts the instance's networking points at `sled` (or is absent):
@@ -437,8 +491,7 @@ async fn naive_start_programs_nat_and_v2p() {
     assert_eq!(net.v2p(sled_ip(2)), vec![mapping(3)]);
     assert_eq!(vmm_count(&net), 1);
     // The dpds pull the rows and the V2P task runs: converged.
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -496,8 +549,7 @@ async fn saga_start_records_every_node_in_order() {
             (sled_addr(2), "PUT /instances/7/state".to_string()),
         ]
     );
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -519,8 +571,7 @@ async fn saga_concurrent_starts_exactly_one_wins() {
     assert_eq!(winner.sled, Some(sled));
     assert_eq!(store.get(ID).state, InstanceState::Running);
     assert_eq!(vmm_count(&net), 1);
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(sled));
+    assert_networking_settles(&net, &store, Some(sled)).await;
     // Both sagas are finished: one Done, one Unwound having done nothing.
     let sagas = store.lock().sagas.clone();
     let mut states: Vec<_> = sagas
@@ -548,13 +599,7 @@ async fn legacy_concurrent_starts_are_not_serialised_by_the_record() {
 async fn naive_start_racing_delete_leaks_mappings() {
     let (net, store, ops) = fixture(StartImpl::Naive, InstanceState::Stopped);
     // T1 (start) has read Stopped and is about to program NAT; T2 deletes.
-    let (reached, release) = store.hold_at(HoldPoint::NatSet);
-    let delete = async {
-        reached.notified().await;
-        let deleted = ops.delete(ID).await;
-        release.notify_one();
-        deleted
-    };
+    let delete = once_held_at(&store, HoldPoint::NatSet, ops.delete(ID));
     let (started, deleted) = tokio::join!(ops.start(ID, 2), delete);
     assert_eq!(deleted.unwrap().state, InstanceState::Deleted);
     assert!(
@@ -581,13 +626,7 @@ async fn saga_start_racing_delete_leaks_nothing() {
     // Same interleaving as the naive test: the delete comes when the start
     // is about to program NAT — after MARK_AS_STARTING, so it is refused.
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let (reached, release) = store.hold_at(HoldPoint::NatSet);
-    let delete = async {
-        reached.notified().await;
-        let deleted = ops.delete(ID).await;
-        release.notify_one();
-        deleted
-    };
+    let delete = once_held_at(&store, HoldPoint::NatSet, ops.delete(ID));
     let (started, deleted) = tokio::join!(ops.start(ID, 2), delete);
     assert_eq!(
         deleted.unwrap_err(),
@@ -598,8 +637,7 @@ async fn saga_start_racing_delete_leaks_nothing() {
         }
     );
     assert_eq!(started.unwrap().state, InstanceState::Running);
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -609,21 +647,14 @@ async fn delete_that_loses_to_a_saga_start_removes_nothing() {
     // update fails, and because it marks before removing, the running
     // instance keeps its networking.
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let (reached, release) = store.hold_at(HoldPoint::UpdateIf);
-    let start = async {
-        reached.notified().await;
-        let started = ops.start(ID, 2).await;
-        release.notify_one();
-        started
-    };
+    let start = once_held_at(&store, HoldPoint::UpdateIf, ops.start(ID, 2));
     let (deleted, started) = tokio::join!(ops.delete(ID), start);
     assert!(
         matches!(deleted, Err(OpError::Store(StoreError::Conflict { .. }))),
         "{deleted:?}"
     );
     assert_eq!(started.unwrap().state, InstanceState::Running);
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -718,8 +749,7 @@ async fn saga_delete_marks_clears_rows_triggers_and_activates_v2p() {
             .map(|z| (dpd_addr(z), "POST /rpw/nat/trigger".to_string()))
             .to_vec()
     );
-    background(&net, &store).await;
-    assert_networking(&net, &store, None);
+    assert_networking_settles(&net, &store, None).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -742,13 +772,7 @@ async fn delete_refused_while_running() {
 #[tokio::test(start_paused = true)]
 async fn saga_unwinds_when_register_fails() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7",
-        Some(FakeResponse::error(500, "out of memory")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
     let err = ops.start(ID, 2).await.unwrap_err();
     match &err {
         OpError::Unwound(message) => {
@@ -774,8 +798,7 @@ async fn saga_unwinds_when_register_fails() {
             vec!["POST /rpw/nat/trigger", "POST /rpw/nat/trigger"]
         );
     }
-    background(&net, &store).await;
-    assert_networking(&net, &store, None);
+    assert_networking_settles(&net, &store, None).await;
     let record = store.get(ID);
     assert_eq!(
         (record.state, record.sled, record.vmm, record.generation),
@@ -797,8 +820,7 @@ async fn saga_unwinds_when_register_fails() {
     // Once the sled behaves, the instance starts normally.
     net.clear_failures();
     ops.start(ID, 2).await.unwrap();
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -808,13 +830,7 @@ async fn failed_triggers_do_not_fail_the_saga() {
     // notifies, so neither is the saga's failure.
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     net.remove_switch_zone(zone_ip(2));
-    net.fail(
-        zone_ip(1),
-        DPD_PORT,
-        "POST",
-        "/rpw/nat/trigger",
-        Some(FakeResponse::error(500, "busy")),
-    );
+    nat_trigger_fails(&net, zone_ip(1), 500, "busy");
     let record = ops.start(ID, 2).await.unwrap();
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!(store.saga(1).state, SagaState::Done);
@@ -877,8 +893,7 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
     for zone in zones() {
         assert_eq!(net.requests(zone, DPD_PORT), Vec::<String>::new());
     }
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
     // Nothing left to resume.
     assert!(restarted.resume_sagas().await.is_empty());
 }
@@ -899,15 +914,13 @@ async fn resume_re_runs_mark_as_starting_whose_write_missed_its_log_entry() {
     };
     store.saga_create(&saga).await.unwrap();
 
-    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
-    let resumed = restarted.resume_sagas().await;
+    let resumed = resume_in_a_new_nexus(&net, &store).await;
     let [(40, ID, Ok(record))] = &resumed[..] else {
         panic!("{resumed:?}");
     };
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!((record.sled, record.vmm), (Some(2), Some(41)));
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
     assert_eq!(net.vmms(sled_ip(2)).len(), 1);
     assert_eq!(store.saga(40).state, SagaState::Done);
 }
@@ -924,8 +937,7 @@ async fn mark_as_starting_does_not_adopt_another_sagas_write() {
     };
     store.saga_create(&saga).await.unwrap();
 
-    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
-    let resumed = restarted.resume_sagas().await;
+    let resumed = resume_in_a_new_nexus(&net, &store).await;
     assert!(
         matches!(&resumed[..], [(40, ID, Err(OpError::Refused { .. }))]),
         "{resumed:?}"
@@ -943,8 +955,7 @@ async fn resume_sagas_finishes_an_unwind() {
     // Before the crash the dpds had pulled the rows and the V2P task had
     // mapped the Starting instance.
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
     let saga = SagaRecord {
         id: 9,
         instance: ID,
@@ -970,8 +981,7 @@ async fn resume_sagas_finishes_an_unwind() {
         matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
         "{resumed:?}"
     );
-    background(&net, &store).await;
-    assert_networking(&net, &store, None);
+    assert_networking_settles(&net, &store, None).await;
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
     assert_eq!(store.saga(9).state.name(), "unwound");
 }
@@ -1043,13 +1053,7 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
     let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
     agent.instance_register(ID, 2).await.unwrap();
     net.clear_log();
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7",
-        Some(FakeResponse::error(503, "reply lost")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7", 503, "reply lost");
     let err = ops.start(ID, 2).await.unwrap_err();
     assert!(
         matches!(&err, OpError::Unwound(m) if m.starts_with("REGISTER failed: ")),
@@ -1080,13 +1084,7 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
 #[tokio::test(start_paused = true)]
 async fn each_completed_node_is_undone_once_latest_first() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7/state",
-        Some(FakeResponse::error(500, "propolis failed")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7/state", 500, "propolis failed");
     let captured = Captured::default();
     let err = {
         let _guard = tracing::subscriber::set_default(captured.clone());
@@ -1161,13 +1159,7 @@ async fn each_completed_node_is_undone_once_latest_first() {
 #[tokio::test(start_paused = true)]
 async fn a_failed_undo_leaves_the_saga_stuck_for_good() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7",
-        Some(FakeResponse::error(500, "out of memory")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
     store.lock().fail_nat_clear = Some("database unavailable".into());
     let captured = Captured::default();
     let err = {
@@ -1243,8 +1235,7 @@ async fn resume_re_runs_the_node_in_flight() {
     };
     store.saga_create(&saga).await.unwrap();
 
-    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
-    let resumed = restarted.resume_sagas().await;
+    let resumed = resume_in_a_new_nexus(&net, &store).await;
     let [(40, ID, Ok(record))] = &resumed[..] else {
         panic!("{resumed:?}");
     };
@@ -1295,13 +1286,7 @@ async fn a_resumed_unwind_does_not_repeat_finished_undos() {
     for zone in zones() {
         assert_eq!(net.requests(zone, DPD_PORT), vec!["POST /rpw/nat/trigger"]);
     }
-    let saga = store.saga(9);
-    assert_eq!(
-        saga.undone,
-        vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting]
-    );
-    assert_eq!(saga.state.name(), "unwound");
-    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert_unwound_to_stopped(&store, 9);
     assert_eq!(store.nat_rows(), vec![]);
 }
 
@@ -1371,13 +1356,7 @@ async fn register_undo_destroys_the_vmm_or_treats_an_unreachable_sled_as_unregis
         matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
         "{resumed:?}"
     );
-    let saga = store.saga(9);
-    assert_eq!(
-        saga.undone,
-        vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting]
-    );
-    assert_eq!(saga.state.name(), "unwound");
-    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert_unwound_to_stopped(&store, 9);
     assert!(net.all_requests().iter().all(|(a, _)| *a != sled_addr(4)));
     assert!(
         captured
@@ -1421,18 +1400,15 @@ async fn legacy_stop_reensures_nat_and_v2p() {
 async fn saga_stop_removes_mappings_and_start_restores_them_after_a_cold_boot() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Creating);
     ops.create(ID, 2).await.unwrap();
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
     let stopped = ops.stop(ID).await.unwrap();
     assert_eq!(stopped.state, InstanceState::Stopped);
     assert_eq!(vmm_count(&net), 0);
-    background(&net, &store).await;
-    assert_networking(&net, &store, None);
+    assert_networking_settles(&net, &store, None).await;
 
     cold_boot(&net);
     ops.start(ID, 3).await.unwrap();
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(3));
+    assert_networking_settles(&net, &store, Some(3)).await;
 }
 
 /// A stop while a switch cannot be reached (its sidecar off, its dpd
@@ -1448,13 +1424,7 @@ async fn saga_stop_with_an_unreachable_switch_still_stops() {
     ops.create(ID, 2).await.unwrap();
     background(&net, &store).await;
     let [up, failing] = zones();
-    net.fail(
-        failing,
-        DPD_PORT,
-        "POST",
-        "/rpw/nat/trigger",
-        Some(FakeResponse::error(503, "switch unavailable")),
-    );
+    nat_trigger_fails(&net, failing, 503, "switch unavailable");
     let stopped = ops.stop(ID).await.unwrap();
     assert_eq!(stopped.state, InstanceState::Stopped);
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
@@ -1468,8 +1438,7 @@ async fn saga_stop_with_an_unreachable_switch_still_stops() {
     // And it starts again once the switch is back.
     net.clear_failures();
     ops.start(ID, 3).await.unwrap();
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(3));
+    assert_networking_settles(&net, &store, Some(3)).await;
 }
 
 /// Plays the V2P task's read of the record: on each activation, records
@@ -1517,13 +1486,7 @@ async fn saga_stop_activates_v2p_after_marking_stopped() {
 async fn saga_unwind_activates_v2p_after_restoring_stopped() {
     let (net, store, ops, v2p_task) =
         fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7",
-        Some(FakeResponse::error(500, "out of memory")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
     let seen = observe_v2p_activations(&store, v2p_task);
     let started = ops.start(ID, 2).await;
     assert!(matches!(started, Err(OpError::Unwound(_))), "{started:?}");
@@ -1604,13 +1567,7 @@ async fn v2p_sync_removes_extras_and_adds_missing_per_sled() {
     // Converged: the next pass changes nothing; a sled that cannot be
     // listed fails alone.
     net.clear_log();
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "GET",
-        "/v2p",
-        Some(FakeResponse::error(503, "busy")),
-    );
+    sled_2_fails(&net, "GET", "/v2p", 503, "busy");
     let outcomes = v2p_sync(&net.connector(), &store).await.unwrap();
     assert_eq!(outcomes[&1], ok(2, 0, 0));
     assert_eq!(outcomes[&3], ok(1, 0, 0));
@@ -1678,27 +1635,16 @@ fn nat_table_versions_every_change_and_serves_changesets() {
     // row at its addition, a removed row only at its removal (omicron's
     // `nat_changes` view). Versions 1, 2 and 3 were the additions of rows
     // since removed: they are not served.
-    assert_eq!(
-        changes(&table, 0, 100),
-        vec![
-            (4, true, 10, 2),
-            (5, true, 11, 2),
-            (6, false, 10, 3),
-            (7, false, 11, 3),
-            (8, true, 12, 1),
-        ]
-    );
+    let every_row = vec![
+        (4, true, 10, 2),
+        (5, true, 11, 2),
+        (6, false, 10, 3),
+        (7, false, 11, 3),
+        (8, true, 12, 1),
+    ];
+    assert_eq!(changes(&table, 0, 100), every_row);
     // From the middle: the same rows, those whose one version is later.
-    assert_eq!(
-        changes(&table, 3, 100),
-        vec![
-            (4, true, 10, 2),
-            (5, true, 11, 2),
-            (6, false, 10, 3),
-            (7, false, 11, 3),
-            (8, true, 12, 1),
-        ]
-    );
+    assert_eq!(changes(&table, 3, 100), every_row);
     assert_eq!(
         changes(&table, 5, 100),
         vec![(6, false, 10, 3), (7, false, 11, 3), (8, true, 12, 1)]
