@@ -183,6 +183,13 @@ async fn mark_starting(store: &MemStore, vmm: Option<u64>) -> InstanceRecord {
         .unwrap()
 }
 
+/// A resumed start saga (40) finished, and sled 2 runs one VMM: a re-run
+/// REGISTER made no second.
+fn assert_saga_40_done_with_one_vmm(net: &FakeNet, store: &MemStore) {
+    assert_eq!(net.vmms(sled_ip(2)).len(), 1);
+    assert_eq!(store.saga(40).state, SagaState::Done);
+}
+
 /// Makes sled 2's sled-agent answer `METHOD path` with error `status`.
 fn sled_2_fails(net: &FakeNet, method: &str, path: &str, status: u16, message: &str) {
     let response = FakeResponse::error(status, message);
@@ -921,8 +928,7 @@ async fn resume_re_runs_mark_as_starting_whose_write_missed_its_log_entry() {
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!((record.sled, record.vmm), (Some(2), Some(41)));
     assert_networking_settles(&net, &store, Some(2)).await;
-    assert_eq!(net.vmms(sled_ip(2)).len(), 1);
-    assert_eq!(store.saga(40).state, SagaState::Done);
+    assert_saga_40_done_with_one_vmm(&net, &store);
 }
 
 /// The idempotence above must not let a saga adopt another start's write:
@@ -1250,8 +1256,7 @@ async fn resume_re_runs_the_node_in_flight() {
     for zone in zones() {
         assert_eq!(net.requests(zone, DPD_PORT), Vec::<String>::new());
     }
-    assert_eq!(net.vmms(sled_ip(2)).len(), 1);
-    assert_eq!(store.saga(40).state, SagaState::Done);
+    assert_saga_40_done_with_one_vmm(&net, &store);
 }
 
 /// A resumed unwind runs only the undos not yet logged finished: REGISTER's
@@ -1592,6 +1597,13 @@ fn nat_at(ip: u8, sled: u32) -> NatEntry {
 }
 
 /// `(gen, deleted, external IP's last octet, target sled)` of each change.
+/// Asserts the changeset `table` serves from `from_gen`, at most `limit`
+/// rows, as [`changes`] writes it.
+#[track_caller]
+fn assert_changes(table: &NatTable, from_gen: i64, limit: u32, expected: &[(i64, bool, u8, u16)]) {
+    assert_eq!(changes(table, from_gen, limit), expected);
+}
+
 fn changes(table: &NatTable, from_gen: i64, limit: u32) -> Vec<(i64, bool, u8, u16)> {
     table
         .changeset(from_gen, limit)
@@ -1642,24 +1654,20 @@ fn nat_table_versions_every_change_and_serves_changesets() {
         (7, false, 11, 3),
         (8, true, 12, 1),
     ];
-    assert_eq!(changes(&table, 0, 100), every_row);
+    assert_changes(&table, 0, 100, &every_row);
     // From the middle: the same rows, those whose one version is later.
-    assert_eq!(changes(&table, 3, 100), every_row);
-    assert_eq!(
-        changes(&table, 5, 100),
-        vec![(6, false, 10, 3), (7, false, 11, 3), (8, true, 12, 1)]
+    assert_changes(&table, 3, 100, &every_row);
+    assert_changes(
+        &table,
+        5,
+        100,
+        &[(6, false, 10, 3), (7, false, 11, 3), (8, true, 12, 1)],
     );
-    assert_eq!(changes(&table, 7, 100), vec![(8, true, 12, 1)]);
+    assert_changes(&table, 7, 100, &[(8, true, 12, 1)]);
     assert!(table.changeset(8, 100).is_empty());
     // The limit keeps the oldest changes; a dpd asks again from the last.
-    assert_eq!(
-        changes(&table, 0, 2),
-        vec![(4, true, 10, 2), (5, true, 11, 2)]
-    );
-    assert_eq!(
-        changes(&table, 5, 2),
-        vec![(6, false, 10, 3), (7, false, 11, 3)]
-    );
+    assert_changes(&table, 0, 2, &[(4, true, 10, 2), (5, true, 11, 2)]);
+    assert_changes(&table, 5, 2, &[(6, false, 10, 3), (7, false, 11, 3)]);
 }
 
 /// A row added and removed after `from_gen` is one change, its removal —
@@ -1680,7 +1688,7 @@ fn nat_changeset_serves_each_row_once() {
     );
     // After version 1 the first row is still one change (its removal),
     // not two.
-    assert_eq!(changes(&table, 1, 100), all);
+    assert_changes(&table, 1, 100, &all);
     // Applying the whole changeset to an empty set leaves the live rows.
     let mut applied: Vec<NatEntry> = Vec::new();
     for c in table.changeset(0, 100) {
@@ -1753,13 +1761,13 @@ fn service_zone_sync_replaces_the_services_rows_and_counts_only_additions() {
     // upstream's count is still 0 — removals alone trigger no dpd.
     assert_eq!(table.sync_service_zones(&[service_at(20, 1)]), 0);
     assert_eq!(table.version(), 4);
-    assert_eq!(changes(&table, 3, 100), vec![(4, true, 21, 2)]);
+    assert_changes(&table, 3, 100, &[(4, true, 21, 2)]);
     // The zone moves to sled 3: a new row (5).
     assert_eq!(
         table.sync_service_zones(&[service_at(20, 1), service_at(21, 3)]),
         1
     );
-    assert_eq!(changes(&table, 4, 100), vec![(5, false, 21, 3)]);
+    assert_changes(&table, 4, 100, &[(5, false, 21, 3)]);
     // The instance's row was never touched by any of it.
     assert_eq!(table.live_of(7), vec![nat_at(10, 2)]);
 }
@@ -1781,7 +1789,7 @@ fn nat_row_drawn_before_but_committed_after_another_is_missed_from_the_later_gen
     assert!(table.has_pending());
     table.commit(v2);
     // The dpd's pull between the commits: only version 2.
-    assert_eq!(changes(&table, 0, 100), vec![(2, false, 12, 2)]);
+    assert_changes(&table, 0, 100, &[(2, false, 12, 2)]);
     let dpd_gen = 2;
     table.commit(v1);
     assert!(!table.has_pending());
@@ -1789,10 +1797,7 @@ fn nat_row_drawn_before_but_committed_after_another_is_missed_from_the_later_gen
     // From the later generation, version 1 never comes.
     assert!(table.changeset(dpd_gen, 100).is_empty());
     // From 0, both, in version order.
-    assert_eq!(
-        changes(&table, 0, 100),
-        vec![(1, false, 11, 1), (2, false, 12, 2)]
-    );
+    assert_changes(&table, 0, 100, &[(1, false, 11, 1), (2, false, 12, 2)]);
 }
 
 /// A pending removal leaves the row live for everyone; committed, the
@@ -1815,7 +1820,7 @@ fn nat_pending_removal_is_invisible_and_a_lost_or_aborted_statement_leaves_a_gap
     assert!(table.live_of(1).is_empty());
     // The first meets the newer write: nothing left to do.
     assert!(!table.commit(rm));
-    assert_eq!(changes(&table, 1, 100), vec![(3, true, 11, 1)]);
+    assert_changes(&table, 1, 100, &[(3, true, 11, 1)]);
 
     let add = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
     assert_eq!(add, 4);
@@ -1825,7 +1830,7 @@ fn nat_pending_removal_is_invisible_and_a_lost_or_aborted_statement_leaves_a_gap
     assert_eq!(table.version(), 4);
     // The next statement draws 5: version 4 is a gap.
     assert!(table.set_instance(1, &[nat_at(11, 1)]));
-    assert_eq!(changes(&table, 3, 100), vec![(5, false, 11, 1)]);
+    assert_changes(&table, 3, 100, &[(5, false, 11, 1)]);
 }
 
 /// At once (no window), the two-phase statements give exactly the versions
