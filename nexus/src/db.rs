@@ -46,6 +46,11 @@ impl Db {
             .ok_or(StoreError::NotFound(id))
     }
 
+    /// The record of instance `id`, to change.
+    fn record_mut(&mut self, id: u32) -> Result<&mut InstanceRecord, StoreError> {
+        self.instances.get_mut(&id).ok_or(StoreError::NotFound(id))
+    }
+
     /// [`InstanceStore::update_if`]'s transaction: applies `update` only if
     /// the record is at `expected_generation`, bumping the generation.
     /// Returns the state before and the record after.
@@ -57,21 +62,9 @@ impl Db {
         expected_generation: u64,
         update: RuntimeUpdate,
     ) -> Result<(InstanceState, InstanceRecord), StoreError> {
-        let rec = self
-            .instances
-            .get_mut(&id)
-            .ok_or(StoreError::NotFound(id))?;
-        if rec.generation != expected_generation {
-            return Err(StoreError::Conflict {
-                id,
-                current: rec.generation,
-            });
-        }
+        let rec = self.record_mut(id)?;
         let before = rec.state;
-        rec.state = update.state;
-        rec.sled = update.sled;
-        rec.vmm = update.vmm;
-        rec.generation += 1;
+        rec.update_if(expected_generation, update)?;
         Ok((before, rec.clone()))
     }
 
@@ -79,12 +72,7 @@ impl Db {
     ///
     /// [`InstanceStore::note_auto_restart`]: racksim_reconciler::instances::InstanceStore::note_auto_restart
     pub fn note_auto_restart(&mut self, id: u32, at: Duration) -> Result<(), StoreError> {
-        let rec = self
-            .instances
-            .get_mut(&id)
-            .ok_or(StoreError::NotFound(id))?;
-        rec.auto_restart.last = Some(at);
-        rec.auto_restart.count += 1;
+        self.record_mut(id)?.auto_restart.note_restart(at);
         Ok(())
     }
 

@@ -40,7 +40,10 @@ use racksim_reconciler::{
 };
 use tokio::sync::watch;
 
-use crate::{stop_requested, tasks::every, Event, Lane, NexusHost, Write};
+use crate::{
+    tasks::{every, tick_unless_stopped},
+    Event, Lane, NexusHost, Write,
+};
 
 /// Period of Nexus's inventory collection (upstream's
 /// `inventory.period_secs_collect = 600`).
@@ -123,13 +126,7 @@ pub async fn collector<H: NexusHost>(host: &H, mut stop: watch::Receiver<bool>) 
         return;
     }
     let mut interval = every(INVENTORY_PERIOD);
-    loop {
-        // Cancel-safe: observing a watch channel, and an interval's tick.
-        tokio::select! {
-            biased;
-            () = stop_requested(&mut stop) => return,
-            _ = interval.tick() => {}
-        }
+    while tick_unless_stopped(&mut interval, &mut stop).await {
         // The collection's requests to the sled-agents.
         host.round_trip().await;
         let sleds = host.inventory();
@@ -165,13 +162,7 @@ pub async fn service_zone_nat<H: NexusHost>(host: &H, mut stop: watch::Receiver<
     let mut interval = every(host.config().rpw_period);
     let (connector, resolver) = (host.connector(), host.resolver());
     let mut last = String::new();
-    loop {
-        // Cancel-safe: observing a watch channel, and an interval's tick.
-        tokio::select! {
-            biased;
-            () = stop_requested(&mut stop) => return,
-            _ = interval.tick() => {}
-        }
+    while tick_unless_stopped(&mut interval, &mut stop).await {
         activation += 1;
         let (line, changed) = sync_once(host, &connector, &resolver).await;
         // A change is always a line, even the same change again.

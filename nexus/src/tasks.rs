@@ -32,6 +32,34 @@ pub(crate) fn every(period: std::time::Duration) -> Interval {
     interval
 }
 
+/// Waits for `interval`'s next tick; false if an orderly stop is asked
+/// for first. The stop wins a tie, so no activation starts after it.
+pub(crate) async fn tick_unless_stopped(
+    interval: &mut Interval,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    // Cancel-safe: observing a watch channel, and an interval's tick.
+    tokio::select! {
+        biased;
+        () = stop_requested(stop) => false,
+        _ = interval.tick() => true,
+    }
+}
+
+/// Records what one activation of `task` did: `parts` joined in one line
+/// after `what`, on `lane`; nothing when it did nothing.
+fn record_parts<H: NexusHost>(
+    host: &H,
+    lane: Lane,
+    what: &str,
+    task: &'static str,
+    parts: &[String],
+) {
+    if !parts.is_empty() {
+        host.record(Event::new(lane, format!("{what}: {}", parts.join("; "))).field("task", task));
+    }
+}
+
 /// The V2P task: every period and whenever an instance operation activates
 /// it (`v2p_task`), push each sled the guest V2P mappings the database
 /// implies.
@@ -82,15 +110,7 @@ pub async fn v2p<H: NexusHost>(
                 }
             }
         }
-        if !parts.is_empty() {
-            host.record(
-                Event::new(
-                    Lane::Reconciler,
-                    format!("nexus V2P RPW: {}", parts.join("; ")),
-                )
-                .field("task", "nexus-v2p"),
-            );
-        }
+        record_parts(host, Lane::Reconciler, "nexus V2P RPW", "nexus-v2p", &parts);
     }
 }
 
@@ -108,13 +128,7 @@ pub async fn instance_watcher<H: NexusHost>(
     }
     let mut interval = every(INSTANCE_WATCHER_PERIOD);
     let connector = host.connector();
-    loop {
-        // Cancel-safe: observing a watch channel, and an interval's tick.
-        tokio::select! {
-            biased;
-            () = stop_requested(&mut stop) => return,
-            _ = interval.tick() => {}
-        }
+    while tick_unless_stopped(&mut interval, &mut stop).await {
         let mgs: Vec<SocketAddr> = host.mgs();
         let parts: Vec<String> = match watch_instances(ops, &connector, &mgs).await {
             Err(e) => vec![format!("database: {e}")],
@@ -136,15 +150,13 @@ pub async fn instance_watcher<H: NexusHost>(
                 })
                 .collect(),
         };
-        if !parts.is_empty() {
-            host.record(
-                Event::new(
-                    Lane::Instance,
-                    format!("nexus instance watcher: {}", parts.join("; ")),
-                )
-                .field("task", "instance-watcher"),
-            );
-        }
+        record_parts(
+            host,
+            Lane::Instance,
+            "nexus instance watcher",
+            "instance-watcher",
+            &parts,
+        );
     }
 }
 
@@ -162,13 +174,7 @@ pub async fn instance_updater<H: NexusHost>(
         return;
     }
     let mut interval = every(INSTANCE_UPDATER_PERIOD);
-    loop {
-        // Cancel-safe: observing a watch channel, and an interval's tick.
-        tokio::select! {
-            biased;
-            () = stop_requested(&mut stop) => return,
-            _ = interval.tick() => {}
-        }
+    while tick_unless_stopped(&mut interval, &mut stop).await {
         let parts: Vec<String> = match update_instances(ops).await {
             Err(e) => vec![format!("database: {e}")],
             Ok(done) => done
@@ -182,15 +188,13 @@ pub async fn instance_updater<H: NexusHost>(
                 })
                 .collect(),
         };
-        if !parts.is_empty() {
-            host.record(
-                Event::new(
-                    Lane::Instance,
-                    format!("nexus instance updater: {}", parts.join("; ")),
-                )
-                .field("task", "instance-updater"),
-            );
-        }
+        record_parts(
+            host,
+            Lane::Instance,
+            "nexus instance updater",
+            "instance-updater",
+            &parts,
+        );
     }
 }
 
@@ -203,13 +207,7 @@ pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, mut stop: watch
         return;
     }
     let mut interval = every(REINCARNATION_PERIOD);
-    loop {
-        // Cancel-safe: observing a watch channel, and an interval's tick.
-        tokio::select! {
-            biased;
-            () = stop_requested(&mut stop) => return,
-            _ = interval.tick() => {}
-        }
+    while tick_unless_stopped(&mut interval, &mut stop).await {
         let parts: Vec<String> = match reincarnate(ops, host.now()).await {
             Err(e) => vec![format!("database: {e}")],
             Ok(done) => done
@@ -224,14 +222,12 @@ pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, mut stop: watch
                 })
                 .collect(),
         };
-        if !parts.is_empty() {
-            host.record(
-                Event::new(
-                    Lane::Instance,
-                    format!("nexus instance reincarnation: {}", parts.join("; ")),
-                )
-                .field("task", "instance-reincarnation"),
-            );
-        }
+        record_parts(
+            host,
+            Lane::Instance,
+            "nexus instance reincarnation",
+            "instance-reincarnation",
+            &parts,
+        );
     }
 }

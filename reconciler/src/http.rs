@@ -434,13 +434,37 @@ mod tests {
             .unwrap()
     }
 
+    /// The value of header `name` of a request the server got, as text.
+    fn header_text(
+        parts: &http::request::Parts,
+        name: impl header::AsHeaderName,
+    ) -> Option<String> {
+        parts
+            .headers
+            .get(name)
+            .map(|h| h.to_str().unwrap().to_string())
+    }
+
+    /// Asserts that a request carried `expected` as its JSON body, then
+    /// answers 204 with no body.
+    fn json_body_then_no_content(
+        body: &[u8],
+        content_type: Option<&str>,
+        expected: serde_json::Value,
+    ) -> Response<Full<Bytes>> {
+        let value: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(value, expected);
+        assert_eq!(content_type, Some("application/json"));
+        Response::builder()
+            .status(204)
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn the_api_version_header_is_sent_when_set() {
         let addr = loopback_server(|parts, _body| {
-            let version = parts
-                .headers
-                .get(API_VERSION_HEADER)
-                .map(|h| h.to_str().unwrap().to_string());
+            let version = header_text(&parts, API_VERSION_HEADER);
             json_response(200, json!({ "version": version }))
         })
         .await;
@@ -456,14 +480,8 @@ mod tests {
     #[tokio::test]
     async fn tokio_connector_get_put_and_headers() {
         let addr = loopback_server(|parts, body| {
-            let host = parts
-                .headers
-                .get(header::HOST)
-                .map(|h| h.to_str().unwrap().to_string());
-            let content_type = parts
-                .headers
-                .get(header::CONTENT_TYPE)
-                .map(|h| h.to_str().unwrap().to_string());
+            let host = header_text(&parts, header::HOST);
+            let content_type = header_text(&parts, header::CONTENT_TYPE);
             match (parts.method.as_str(), parts.uri.path()) {
                 ("GET", "/echo") => json_response(
                     200,
@@ -474,22 +492,10 @@ mod tests {
                     }),
                 ),
                 ("PUT", "/thing") => {
-                    let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
-                    assert_eq!(value, json!({"x": 1}));
-                    assert_eq!(content_type.as_deref(), Some("application/json"));
-                    Response::builder()
-                        .status(204)
-                        .body(Full::new(Bytes::new()))
-                        .unwrap()
+                    json_body_then_no_content(&body, content_type.as_deref(), json!({"x": 1}))
                 }
                 ("DELETE", "/thing") => {
-                    let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
-                    assert_eq!(value, json!({"x": 2}));
-                    assert_eq!(content_type.as_deref(), Some("application/json"));
-                    Response::builder()
-                        .status(204)
-                        .body(Full::new(Bytes::new()))
-                        .unwrap()
+                    json_body_then_no_content(&body, content_type.as_deref(), json!({"x": 2}))
                 }
                 _ => json_response(404, json!({"request_id": "r", "message": "Not Found"})),
             }
@@ -541,16 +547,25 @@ mod tests {
         )
     }
 
+    /// A client of a fake server at [`fake_addr`] that answers every request
+    /// with `handler`; the net is returned to change the answer.
+    fn fake_server(
+        handler: impl Fn(&str, &str, &[u8]) -> FakeResponse + Send + Sync + 'static,
+    ) -> (FakeNet, HttpClient<crate::testing::FakeConnector>) {
+        let net = FakeNet::new();
+        net.set_custom(fake_addr(), handler);
+        let client = HttpClient::new(net.connector(), fake_addr());
+        (net, client)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn dropshot_error_message_is_extracted() {
-        let net = FakeNet::new();
-        net.set_custom(fake_addr(), |_method, _path, _body| {
+        let (_net, client) = fake_server(|_method, _path, _body| {
             FakeResponse::json(
                 409,
                 json!({"request_id": "abc", "error_code": "Conflict", "message": "overlaps"}),
             )
         });
-        let client = HttpClient::new(net.connector(), fake_addr());
         let err = client.put("/x", &json!(null)).await.unwrap_err();
         assert_eq!(
             err,
@@ -567,11 +582,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn non_dropshot_error_body_is_reported_as_text() {
-        let net = FakeNet::new();
-        net.set_custom(fake_addr(), |_method, _path, _body| {
+        let (net, client) = fake_server(|_method, _path, _body| {
             FakeResponse::text(503, "  switch zone is restarting\n")
         });
-        let client = HttpClient::new(net.connector(), fake_addr());
         let err = client.get::<serde_json::Value>("/x").await.unwrap_err();
         assert_eq!(err.status(), Some(503));
         match err {
@@ -592,11 +605,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn undecodable_body_is_a_protocol_error() {
-        let net = FakeNet::new();
-        net.set_custom(fake_addr(), |_method, _path, _body| {
-            FakeResponse::text(200, "not json")
-        });
-        let client = HttpClient::new(net.connector(), fake_addr());
+        let (_net, client) =
+            fake_server(|_method, _path, _body| FakeResponse::text(200, "not json"));
         match client.get::<Vec<u32>>("/x").await.unwrap_err() {
             ClientError::Protocol {
                 method,
@@ -614,13 +624,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn post_decodes_null() {
-        let net = FakeNet::new();
-        net.set_custom(fake_addr(), |method, path, _body| {
+        let (_net, client) = fake_server(|method, path, _body| {
             assert_eq!(method, "POST");
             assert_eq!(path, "/rpw/nat/trigger");
             FakeResponse::json(200, json!(null))
         });
-        let client = HttpClient::new(net.connector(), fake_addr());
         let () = client.post("/rpw/nat/trigger").await.unwrap();
     }
 

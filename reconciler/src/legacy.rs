@@ -51,7 +51,7 @@ use crate::{
     dpd::DpdClient,
     http::{ClientError, Connector, HttpClient},
     mgs::MgsClient,
-    nat::{create_entry, NatEntry},
+    nat::{create_entry, delete_entry, get_entry, NatEntry},
     task::StatusLog,
     DPD_PORT, MGS_PORT,
 };
@@ -367,14 +367,10 @@ async fn ensure_once<C: Connector>(
     dpd: &DpdClient<C>,
     entry: &NatEntry,
 ) -> Result<(), ClientError> {
-    match dpd
-        .nat_ipv4_get(entry.external_ip, entry.first_port)
-        .await?
-    {
+    match get_entry(dpd, entry).await? {
         Some(existing) if existing.internal_ip == entry.target.internal_ip => Ok(()),
         Some(_) => {
-            dpd.nat_ipv4_delete(entry.external_ip, entry.first_port)
-                .await?;
+            delete_entry(dpd, entry).await?;
             create_entry(dpd, entry).await
         }
         None => create_entry(dpd, entry).await,

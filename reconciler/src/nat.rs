@@ -355,10 +355,7 @@ pub(crate) async fn remove_entries<C: Connector>(
     let mut removed = 0;
     let mut failures = Vec::new();
     for entry in entries {
-        match dpd
-            .nat_ipv4_delete(entry.external_ip, entry.first_port)
-            .await
-        {
+        match delete_entry(dpd, entry).await {
             Ok(()) => {
                 tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "removed", "NAT entry removed");
                 removed += 1
@@ -402,6 +399,24 @@ pub(crate) async fn create_entries<C: Connector>(
         done: created,
         failures,
     }
+}
+
+/// What one switch holds at `entry`'s `(ip, first_port)`, if anything.
+pub(crate) async fn get_entry<C: Connector>(
+    dpd: &DpdClient<C>,
+    entry: &NatEntry,
+) -> Result<Option<NatTarget>, ClientError> {
+    dpd.nat_ipv4_get(entry.external_ip, entry.first_port).await
+}
+
+/// Removes what one switch holds at `entry`'s `(ip, first_port)` (dpd
+/// answers 404 if there is nothing).
+pub(crate) async fn delete_entry<C: Connector>(
+    dpd: &DpdClient<C>,
+    entry: &NatEntry,
+) -> Result<(), ClientError> {
+    dpd.nat_ipv4_delete(entry.external_ip, entry.first_port)
+        .await
 }
 
 /// Creates `entry` on one switch (dpd answers 409 if an overlapping entry

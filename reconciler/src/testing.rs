@@ -61,6 +61,15 @@ impl FakeNet {
     }
 }
 
+/// A fake net with one switch zone, at `zone_ip(1)`, whose MGS names
+/// switch slot `slot`; and that zone's address.
+pub(crate) fn one_switch_zone(slot: u16) -> (FakeNet, std::net::Ipv6Addr) {
+    let net = FakeNet::new();
+    let zone = zone_ip(1);
+    net.add_switch_zone(zone, slot);
+    (net, zone)
+}
+
 /// A service NAT entry for tests: `ip/first-last` pointing at
 /// `fd00:1122:3344:<sled>::1` with a MAC derived from `sled`.
 pub(crate) fn service_entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> crate::nat::NatEntry {
@@ -69,5 +78,21 @@ pub(crate) fn service_entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> cr
         first_port: first,
         last_port: last,
         target: racksim_fakes::memnet::service_target(sled),
+    }
+}
+
+/// A pass that completed with no failures: `unchanged` entries left alone,
+/// `removed` removed, `created` created.
+pub(crate) fn complete(
+    unchanged: usize,
+    removed: usize,
+    created: usize,
+) -> crate::nat::NatReconcileOutcome {
+    crate::nat::NatReconcileOutcome::Complete {
+        unchanged,
+        removed,
+        remove_failures: vec![],
+        created,
+        create_failures: vec![],
     }
 }

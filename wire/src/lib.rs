@@ -36,6 +36,39 @@
 //!
 //! Plain data: no I/O, no clients, no servers.
 
+/// `as_str`, `Display` and `from_name` (the inverse of `as_str`) of a
+/// fieldless enum, from one table of its variants' names:
+/// `enum_names!(SwitchSlot { Switch0 => "switch0", … })`. The name a value
+/// displays and parses as is then written in one place; each type's
+/// `FromStr` keeps its own error. (Defined before the modules so that they
+/// may use it by name.)
+#[macro_export]
+macro_rules! enum_names {
+    ($ty:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name,)+
+                }
+            }
+
+            /// The value [`Self::as_str`] names `name`, if any.
+            pub fn from_name(name: &str) -> Option<Self> {
+                match name {
+                    $($name => Some($ty::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 pub mod dpd;
 pub mod mgs;
 pub mod nexus;

@@ -7,7 +7,7 @@
 //! sidecar: its `{"type":"switch","slot":0}` is how a switch zone's address
 //! is mapped to a switch.
 
-use std::{fmt, str::FromStr};
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -85,28 +85,18 @@ impl SwitchSlot {
             SwitchSlot::Switch1 => 1,
         }
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SwitchSlot::Switch0 => "switch0",
-            SwitchSlot::Switch1 => "switch1",
-        }
-    }
 }
 
-impl fmt::Display for SwitchSlot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+enum_names!(SwitchSlot {
+    Switch0 => "switch0",
+    Switch1 => "switch1",
+});
 
 impl FromStr for SwitchSlot {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SwitchSlot::ALL
-            .into_iter()
-            .find(|slot| slot.as_str() == s)
+        SwitchSlot::from_name(s)
             .ok_or_else(|| format!("unknown switch slot {s:?} (expected switch0 or switch1)"))
     }
 }

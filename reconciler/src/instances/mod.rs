@@ -122,12 +122,13 @@ mod tests;
 pub mod watcher;
 
 use std::{
-    fmt,
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
     str::FromStr,
 };
 
 use serde::{Deserialize, Serialize};
+
+use racksim_wire::enum_names;
 
 pub use crate::dpd::MacAddr;
 pub use ops::{InstanceOps, OpError, ResumedSaga, NEXUS_SLED_AGENT_TIMEOUT};
@@ -168,25 +169,17 @@ impl InstanceState {
     pub fn startable(self) -> bool {
         matches!(self, InstanceState::Stopped | InstanceState::Failed)
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InstanceState::Creating => "creating",
-            InstanceState::Stopped => "stopped",
-            InstanceState::Starting => "starting",
-            InstanceState::Running => "running",
-            InstanceState::Stopping => "stopping",
-            InstanceState::Failed => "failed",
-            InstanceState::Deleted => "deleted",
-        }
-    }
 }
 
-impl fmt::Display for InstanceState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+enum_names!(InstanceState {
+    Creating => "creating",
+    Stopped => "stopped",
+    Starting => "starting",
+    Running => "running",
+    Stopping => "stopping",
+    Failed => "failed",
+    Deleted => "deleted",
+});
 
 /// One external IPv4 address and port range of an instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -235,6 +228,30 @@ pub struct InstanceRecord {
     pub auto_restart: AutoRestart,
 }
 
+impl InstanceRecord {
+    /// The rule of [`InstanceStore::update_if`], for a store to apply under
+    /// its lock: `update` goes through only if the record is at
+    /// `expected_generation` (else [`StoreError::Conflict`]), and bumps the
+    /// generation.
+    pub fn update_if(
+        &mut self,
+        expected_generation: u64,
+        update: RuntimeUpdate,
+    ) -> Result<(), StoreError> {
+        if self.generation != expected_generation {
+            return Err(StoreError::Conflict {
+                id: self.id,
+                current: self.generation,
+            });
+        }
+        self.state = update.state;
+        self.sled = update.sled;
+        self.vmm = update.vmm;
+        self.generation += 1;
+        Ok(())
+    }
+}
+
 /// The runtime part of an instance record that operations change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeUpdate {
@@ -257,21 +274,13 @@ pub enum StartImpl {
 impl StartImpl {
     /// Every implementation, in a fixed order.
     pub const ALL: [StartImpl; 3] = [StartImpl::Inline, StartImpl::Naive, StartImpl::Saga];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StartImpl::Inline => "inline",
-            StartImpl::Naive => "naive",
-            StartImpl::Saga => "saga",
-        }
-    }
 }
 
-impl fmt::Display for StartImpl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+enum_names!(StartImpl {
+    Inline => "inline",
+    Naive => "naive",
+    Saga => "saga",
+});
 
 /// A string that names no [`StartImpl`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -291,10 +300,7 @@ impl FromStr for StartImpl {
     type Err = ParseStartImplError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        StartImpl::ALL
-            .into_iter()
-            .find(|i| i.as_str() == s)
-            .ok_or_else(|| ParseStartImplError(s.to_string()))
+        StartImpl::from_name(s).ok_or_else(|| ParseStartImplError(s.to_string()))
     }
 }
 

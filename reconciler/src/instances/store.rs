@@ -5,6 +5,8 @@ use std::{fmt, future::Future, net::SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
+use racksim_wire::enum_names;
+
 use super::{InstanceRecord, RuntimeUpdate, SledRef};
 use crate::nat::NatEntry;
 
@@ -116,23 +118,15 @@ impl SagaNode {
         SagaNode::Register,
         SagaNode::Run,
     ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SagaNode::MarkAsStarting => "MARK_AS_STARTING",
-            SagaNode::DpdEnsure => "DPD_ENSURE",
-            SagaNode::V2pEnsure => "V2P_ENSURE",
-            SagaNode::Register => "REGISTER",
-            SagaNode::Run => "RUN",
-        }
-    }
 }
 
-impl fmt::Display for SagaNode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+enum_names!(SagaNode {
+    MarkAsStarting => "MARK_AS_STARTING",
+    DpdEnsure => "DPD_ENSURE",
+    V2pEnsure => "V2P_ENSURE",
+    Register => "REGISTER",
+    Run => "RUN",
+});
 
 /// A node and the error it failed with: the action that made a saga
 /// unwind, or the undo action that made it stuck. Displays as

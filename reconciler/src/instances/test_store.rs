@@ -129,16 +129,7 @@ impl InstanceStore for MemStore {
             .instances
             .get_mut(&id)
             .ok_or(StoreError::NotFound(id))?;
-        if record.generation != expected_generation {
-            return Err(StoreError::Conflict {
-                id,
-                current: record.generation,
-            });
-        }
-        record.state = update.state;
-        record.sled = update.sled;
-        record.vmm = update.vmm;
-        record.generation += 1;
+        record.update_if(expected_generation, update)?;
         Ok(record.clone())
     }
 
@@ -191,8 +182,7 @@ impl InstanceStore for MemStore {
             .instances
             .get_mut(&id)
             .ok_or(StoreError::NotFound(id))?;
-        record.auto_restart.last = Some(at);
-        record.auto_restart.count += 1;
+        record.auto_restart.note_restart(at);
         Ok(())
     }
 

@@ -166,6 +166,77 @@ async fn background(net: &FakeNet, store: &MemStore) {
     v2p_sync(&net.connector(), store).await.unwrap();
 }
 
+/// Instance 7 as a start's MARK_AS_STARTING leaves it (from generation 1):
+/// Starting on sled 2, with `vmm` as its VMM; returns the record after.
+async fn mark_starting(store: &MemStore, vmm: Option<u64>) -> InstanceRecord {
+    store
+        .update_if(
+            ID,
+            1,
+            RuntimeUpdate {
+                state: InstanceState::Starting,
+                sled: Some(2),
+                vmm,
+            },
+        )
+        .await
+        .unwrap()
+}
+
+/// A resumed start saga (40) finished, and sled 2 runs one VMM: a re-run
+/// REGISTER made no second.
+fn assert_saga_40_done_with_one_vmm(net: &FakeNet, store: &MemStore) {
+    assert_eq!(net.vmms(sled_ip(2)).len(), 1);
+    assert_eq!(store.saga(40).state, SagaState::Done);
+}
+
+/// Makes sled 2's sled-agent answer `METHOD path` with error `status`.
+fn sled_2_fails(net: &FakeNet, method: &str, path: &str, status: u16, message: &str) {
+    let response = FakeResponse::error(status, message);
+    net.fail(sled_ip(2), SLED_AGENT_PORT, method, path, Some(response));
+}
+
+/// Makes the dpd in `zone` answer the NAT trigger with error `status`.
+fn nat_trigger_fails(net: &FakeNet, zone: Ipv6Addr, status: u16, message: &str) {
+    let response = FakeResponse::error(status, message);
+    net.fail(zone, DPD_PORT, "POST", "/rpw/nat/trigger", Some(response));
+}
+
+/// Holds the store at `point` from now on, and returns `op` to run once
+/// another operation reaches the point; the hold is released after `op`.
+fn once_held_at<T>(
+    store: &MemStore,
+    point: HoldPoint,
+    op: impl std::future::Future<Output = T>,
+) -> impl std::future::Future<Output = T> {
+    let (reached, release) = store.hold_at(point);
+    async move {
+        reached.notified().await;
+        let out = op.await;
+        release.notify_one();
+        out
+    }
+}
+
+/// Saga recovery by a Nexus started after a crash, on the same database.
+async fn resume_in_a_new_nexus(net: &FakeNet, store: &MemStore) -> Vec<ResumedSaga> {
+    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    restarted.resume_sagas().await
+}
+
+/// Saga `id` unwound in full, latest node first, and left instance 7
+/// Stopped.
+fn assert_unwound_to_stopped(store: &MemStore, id: u64) {
+    use SagaNode::*;
+    let saga = store.saga(id);
+    assert_eq!(
+        saga.undone,
+        vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting]
+    );
+    assert_eq!(saga.state.name(), "unwound");
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+}
+
 fn nat_entry(sled: u32) -> NatEntry {
     NatEntry {
         external_ip: EXT,
@@ -186,6 +257,13 @@ fn mapping(sled: u32) -> VirtualNetworkInterfaceHost {
         physical_host_ip: sled_ip(sled),
         vni: GUEST_VNI,
     }
+}
+
+/// Runs the background tasks, then asserts the networking they leave
+/// ([`assert_networking`]).
+async fn assert_networking_settles(net: &FakeNet, store: &MemStore, sled: Option<u32>) {
+    background(net, store).await;
+    assert_networking(net, store, sled);
 }
 
 /// Asserts the instance's networking points at `sled` (or is absent):
@@ -420,8 +498,7 @@ async fn naive_start_programs_nat_and_v2p() {
     assert_eq!(net.v2p(sled_ip(2)), vec![mapping(3)]);
     assert_eq!(vmm_count(&net), 1);
     // The dpds pull the rows and the V2P task runs: converged.
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -479,8 +556,7 @@ async fn saga_start_records_every_node_in_order() {
             (sled_addr(2), "PUT /instances/7/state".to_string()),
         ]
     );
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -502,8 +578,7 @@ async fn saga_concurrent_starts_exactly_one_wins() {
     assert_eq!(winner.sled, Some(sled));
     assert_eq!(store.get(ID).state, InstanceState::Running);
     assert_eq!(vmm_count(&net), 1);
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(sled));
+    assert_networking_settles(&net, &store, Some(sled)).await;
     // Both sagas are finished: one Done, one Unwound having done nothing.
     let sagas = store.lock().sagas.clone();
     let mut states: Vec<_> = sagas
@@ -531,13 +606,7 @@ async fn legacy_concurrent_starts_are_not_serialised_by_the_record() {
 async fn naive_start_racing_delete_leaks_mappings() {
     let (net, store, ops) = fixture(StartImpl::Naive, InstanceState::Stopped);
     // T1 (start) has read Stopped and is about to program NAT; T2 deletes.
-    let (reached, release) = store.hold_at(HoldPoint::NatSet);
-    let delete = async {
-        reached.notified().await;
-        let deleted = ops.delete(ID).await;
-        release.notify_one();
-        deleted
-    };
+    let delete = once_held_at(&store, HoldPoint::NatSet, ops.delete(ID));
     let (started, deleted) = tokio::join!(ops.start(ID, 2), delete);
     assert_eq!(deleted.unwrap().state, InstanceState::Deleted);
     assert!(
@@ -564,13 +633,7 @@ async fn saga_start_racing_delete_leaks_nothing() {
     // Same interleaving as the naive test: the delete comes when the start
     // is about to program NAT — after MARK_AS_STARTING, so it is refused.
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let (reached, release) = store.hold_at(HoldPoint::NatSet);
-    let delete = async {
-        reached.notified().await;
-        let deleted = ops.delete(ID).await;
-        release.notify_one();
-        deleted
-    };
+    let delete = once_held_at(&store, HoldPoint::NatSet, ops.delete(ID));
     let (started, deleted) = tokio::join!(ops.start(ID, 2), delete);
     assert_eq!(
         deleted.unwrap_err(),
@@ -581,8 +644,7 @@ async fn saga_start_racing_delete_leaks_nothing() {
         }
     );
     assert_eq!(started.unwrap().state, InstanceState::Running);
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -592,21 +654,14 @@ async fn delete_that_loses_to_a_saga_start_removes_nothing() {
     // update fails, and because it marks before removing, the running
     // instance keeps its networking.
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let (reached, release) = store.hold_at(HoldPoint::UpdateIf);
-    let start = async {
-        reached.notified().await;
-        let started = ops.start(ID, 2).await;
-        release.notify_one();
-        started
-    };
+    let start = once_held_at(&store, HoldPoint::UpdateIf, ops.start(ID, 2));
     let (deleted, started) = tokio::join!(ops.delete(ID), start);
     assert!(
         matches!(deleted, Err(OpError::Store(StoreError::Conflict { .. }))),
         "{deleted:?}"
     );
     assert_eq!(started.unwrap().state, InstanceState::Running);
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -701,8 +756,7 @@ async fn saga_delete_marks_clears_rows_triggers_and_activates_v2p() {
             .map(|z| (dpd_addr(z), "POST /rpw/nat/trigger".to_string()))
             .to_vec()
     );
-    background(&net, &store).await;
-    assert_networking(&net, &store, None);
+    assert_networking_settles(&net, &store, None).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -725,13 +779,7 @@ async fn delete_refused_while_running() {
 #[tokio::test(start_paused = true)]
 async fn saga_unwinds_when_register_fails() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7",
-        Some(FakeResponse::error(500, "out of memory")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
     let err = ops.start(ID, 2).await.unwrap_err();
     match &err {
         OpError::Unwound(message) => {
@@ -757,8 +805,7 @@ async fn saga_unwinds_when_register_fails() {
             vec!["POST /rpw/nat/trigger", "POST /rpw/nat/trigger"]
         );
     }
-    background(&net, &store).await;
-    assert_networking(&net, &store, None);
+    assert_networking_settles(&net, &store, None).await;
     let record = store.get(ID);
     assert_eq!(
         (record.state, record.sled, record.vmm, record.generation),
@@ -780,8 +827,7 @@ async fn saga_unwinds_when_register_fails() {
     // Once the sled behaves, the instance starts normally.
     net.clear_failures();
     ops.start(ID, 2).await.unwrap();
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -791,13 +837,7 @@ async fn failed_triggers_do_not_fail_the_saga() {
     // notifies, so neither is the saga's failure.
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     net.remove_switch_zone(zone_ip(2));
-    net.fail(
-        zone_ip(1),
-        DPD_PORT,
-        "POST",
-        "/rpw/nat/trigger",
-        Some(FakeResponse::error(500, "busy")),
-    );
+    nat_trigger_fails(&net, zone_ip(1), 500, "busy");
     let record = ops.start(ID, 2).await.unwrap();
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!(store.saga(1).state, SagaState::Done);
@@ -823,18 +863,7 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
     let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
     // The control plane crashed after DPD_ENSURE was logged: the record is
     // Starting, NAT is in place, nothing else.
-    let starting = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: None,
-            },
-        )
-        .await
-        .unwrap();
+    let starting = mark_starting(&store, None).await;
     // The dpds pulled the rows before the crash.
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
     for zone in zones() {
@@ -871,8 +900,7 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
     for zone in zones() {
         assert_eq!(net.requests(zone, DPD_PORT), Vec::<String>::new());
     }
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
     // Nothing left to resume.
     assert!(restarted.resume_sagas().await.is_empty());
 }
@@ -885,18 +913,7 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
 #[tokio::test(start_paused = true)]
 async fn resume_re_runs_mark_as_starting_whose_write_missed_its_log_entry() {
     let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: Some(41),
-            },
-        )
-        .await
-        .unwrap();
+    mark_starting(&store, Some(41)).await;
     store.lock().last_id = 41;
     let saga = SagaRecord {
         vmm_id: Some(41),
@@ -904,17 +921,14 @@ async fn resume_re_runs_mark_as_starting_whose_write_missed_its_log_entry() {
     };
     store.saga_create(&saga).await.unwrap();
 
-    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
-    let resumed = restarted.resume_sagas().await;
+    let resumed = resume_in_a_new_nexus(&net, &store).await;
     let [(40, ID, Ok(record))] = &resumed[..] else {
         panic!("{resumed:?}");
     };
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!((record.sled, record.vmm), (Some(2), Some(41)));
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
-    assert_eq!(net.vmms(sled_ip(2)).len(), 1);
-    assert_eq!(store.saga(40).state, SagaState::Done);
+    assert_networking_settles(&net, &store, Some(2)).await;
+    assert_saga_40_done_with_one_vmm(&net, &store);
 }
 
 /// The idempotence above must not let a saga adopt another start's write:
@@ -922,26 +936,14 @@ async fn resume_re_runs_mark_as_starting_whose_write_missed_its_log_entry() {
 #[tokio::test(start_paused = true)]
 async fn mark_as_starting_does_not_adopt_another_sagas_write() {
     let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let theirs = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: Some(50),
-            },
-        )
-        .await
-        .unwrap();
+    let theirs = mark_starting(&store, Some(50)).await;
     let saga = SagaRecord {
         vmm_id: Some(41),
         ..SagaRecord::new(40, ID, 2)
     };
     store.saga_create(&saga).await.unwrap();
 
-    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
-    let resumed = restarted.resume_sagas().await;
+    let resumed = resume_in_a_new_nexus(&net, &store).await;
     assert!(
         matches!(&resumed[..], [(40, ID, Err(OpError::Refused { .. }))]),
         "{resumed:?}"
@@ -955,23 +957,11 @@ async fn mark_as_starting_does_not_adopt_another_sagas_write() {
 async fn resume_sagas_finishes_an_unwind() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     // Crashed while unwinding after REGISTER failed: NAT and V2P in place.
-    let starting = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: None,
-            },
-        )
-        .await
-        .unwrap();
+    let starting = mark_starting(&store, None).await;
     // Before the crash the dpds had pulled the rows and the V2P task had
     // mapped the Starting instance.
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
     let saga = SagaRecord {
         id: 9,
         instance: ID,
@@ -997,8 +987,7 @@ async fn resume_sagas_finishes_an_unwind() {
         matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
         "{resumed:?}"
     );
-    background(&net, &store).await;
-    assert_networking(&net, &store, None);
+    assert_networking_settles(&net, &store, None).await;
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
     assert_eq!(store.saga(9).state.name(), "unwound");
 }
@@ -1070,13 +1059,7 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
     let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
     agent.instance_register(ID, 2).await.unwrap();
     net.clear_log();
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7",
-        Some(FakeResponse::error(503, "reply lost")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7", 503, "reply lost");
     let err = ops.start(ID, 2).await.unwrap_err();
     assert!(
         matches!(&err, OpError::Unwound(m) if m.starts_with("REGISTER failed: ")),
@@ -1107,13 +1090,7 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
 #[tokio::test(start_paused = true)]
 async fn each_completed_node_is_undone_once_latest_first() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7/state",
-        Some(FakeResponse::error(500, "propolis failed")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7/state", 500, "propolis failed");
     let captured = Captured::default();
     let err = {
         let _guard = tracing::subscriber::set_default(captured.clone());
@@ -1188,13 +1165,7 @@ async fn each_completed_node_is_undone_once_latest_first() {
 #[tokio::test(start_paused = true)]
 async fn a_failed_undo_leaves_the_saga_stuck_for_good() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7",
-        Some(FakeResponse::error(500, "out of memory")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
     store.lock().fail_nat_clear = Some("database unavailable".into());
     let captured = Captured::default();
     let err = {
@@ -1255,18 +1226,7 @@ async fn a_failed_undo_leaves_the_saga_stuck_for_good() {
 #[tokio::test(start_paused = true)]
 async fn resume_re_runs_the_node_in_flight() {
     let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let starting = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: Some(41),
-            },
-        )
-        .await
-        .unwrap();
+    let starting = mark_starting(&store, Some(41)).await;
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
     store.lock().last_id = 41;
     let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
@@ -1281,8 +1241,7 @@ async fn resume_re_runs_the_node_in_flight() {
     };
     store.saga_create(&saga).await.unwrap();
 
-    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
-    let resumed = restarted.resume_sagas().await;
+    let resumed = resume_in_a_new_nexus(&net, &store).await;
     let [(40, ID, Ok(record))] = &resumed[..] else {
         panic!("{resumed:?}");
     };
@@ -1297,8 +1256,7 @@ async fn resume_re_runs_the_node_in_flight() {
     for zone in zones() {
         assert_eq!(net.requests(zone, DPD_PORT), Vec::<String>::new());
     }
-    assert_eq!(net.vmms(sled_ip(2)).len(), 1);
-    assert_eq!(store.saga(40).state, SagaState::Done);
+    assert_saga_40_done_with_one_vmm(&net, &store);
 }
 
 /// A resumed unwind runs only the undos not yet logged finished: REGISTER's
@@ -1307,18 +1265,7 @@ async fn resume_re_runs_the_node_in_flight() {
 #[tokio::test(start_paused = true)]
 async fn a_resumed_unwind_does_not_repeat_finished_undos() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let starting = store
-        .update_if(
-            ID,
-            1,
-            RuntimeUpdate {
-                state: InstanceState::Starting,
-                sled: Some(2),
-                vmm: Some(10),
-            },
-        )
-        .await
-        .unwrap();
+    let starting = mark_starting(&store, Some(10)).await;
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
     use SagaNode::*;
     let saga = SagaRecord {
@@ -1344,13 +1291,7 @@ async fn a_resumed_unwind_does_not_repeat_finished_undos() {
     for zone in zones() {
         assert_eq!(net.requests(zone, DPD_PORT), vec!["POST /rpw/nat/trigger"]);
     }
-    let saga = store.saga(9);
-    assert_eq!(
-        saga.undone,
-        vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting]
-    );
-    assert_eq!(saga.state.name(), "unwound");
-    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert_unwound_to_stopped(&store, 9);
     assert_eq!(store.nat_rows(), vec![]);
 }
 
@@ -1420,13 +1361,7 @@ async fn register_undo_destroys_the_vmm_or_treats_an_unreachable_sled_as_unregis
         matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
         "{resumed:?}"
     );
-    let saga = store.saga(9);
-    assert_eq!(
-        saga.undone,
-        vec![Register, V2pEnsure, DpdEnsure, MarkAsStarting]
-    );
-    assert_eq!(saga.state.name(), "unwound");
-    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert_unwound_to_stopped(&store, 9);
     assert!(net.all_requests().iter().all(|(a, _)| *a != sled_addr(4)));
     assert!(
         captured
@@ -1470,18 +1405,15 @@ async fn legacy_stop_reensures_nat_and_v2p() {
 async fn saga_stop_removes_mappings_and_start_restores_them_after_a_cold_boot() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Creating);
     ops.create(ID, 2).await.unwrap();
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(2));
+    assert_networking_settles(&net, &store, Some(2)).await;
     let stopped = ops.stop(ID).await.unwrap();
     assert_eq!(stopped.state, InstanceState::Stopped);
     assert_eq!(vmm_count(&net), 0);
-    background(&net, &store).await;
-    assert_networking(&net, &store, None);
+    assert_networking_settles(&net, &store, None).await;
 
     cold_boot(&net);
     ops.start(ID, 3).await.unwrap();
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(3));
+    assert_networking_settles(&net, &store, Some(3)).await;
 }
 
 /// A stop while a switch cannot be reached (its sidecar off, its dpd
@@ -1497,13 +1429,7 @@ async fn saga_stop_with_an_unreachable_switch_still_stops() {
     ops.create(ID, 2).await.unwrap();
     background(&net, &store).await;
     let [up, failing] = zones();
-    net.fail(
-        failing,
-        DPD_PORT,
-        "POST",
-        "/rpw/nat/trigger",
-        Some(FakeResponse::error(503, "switch unavailable")),
-    );
+    nat_trigger_fails(&net, failing, 503, "switch unavailable");
     let stopped = ops.stop(ID).await.unwrap();
     assert_eq!(stopped.state, InstanceState::Stopped);
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
@@ -1517,8 +1443,7 @@ async fn saga_stop_with_an_unreachable_switch_still_stops() {
     // And it starts again once the switch is back.
     net.clear_failures();
     ops.start(ID, 3).await.unwrap();
-    background(&net, &store).await;
-    assert_networking(&net, &store, Some(3));
+    assert_networking_settles(&net, &store, Some(3)).await;
 }
 
 /// Plays the V2P task's read of the record: on each activation, records
@@ -1566,13 +1491,7 @@ async fn saga_stop_activates_v2p_after_marking_stopped() {
 async fn saga_unwind_activates_v2p_after_restoring_stopped() {
     let (net, store, ops, v2p_task) =
         fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "PUT",
-        "/instances/7",
-        Some(FakeResponse::error(500, "out of memory")),
-    );
+    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
     let seen = observe_v2p_activations(&store, v2p_task);
     let started = ops.start(ID, 2).await;
     assert!(matches!(started, Err(OpError::Unwound(_))), "{started:?}");
@@ -1653,13 +1572,7 @@ async fn v2p_sync_removes_extras_and_adds_missing_per_sled() {
     // Converged: the next pass changes nothing; a sled that cannot be
     // listed fails alone.
     net.clear_log();
-    net.fail(
-        sled_ip(2),
-        SLED_AGENT_PORT,
-        "GET",
-        "/v2p",
-        Some(FakeResponse::error(503, "busy")),
-    );
+    sled_2_fails(&net, "GET", "/v2p", 503, "busy");
     let outcomes = v2p_sync(&net.connector(), &store).await.unwrap();
     assert_eq!(outcomes[&1], ok(2, 0, 0));
     assert_eq!(outcomes[&3], ok(1, 0, 0));
@@ -1684,6 +1597,13 @@ fn nat_at(ip: u8, sled: u32) -> NatEntry {
 }
 
 /// `(gen, deleted, external IP's last octet, target sled)` of each change.
+/// Asserts the changeset `table` serves from `from_gen`, at most `limit`
+/// rows, as [`changes`] writes it.
+#[track_caller]
+fn assert_changes(table: &NatTable, from_gen: i64, limit: u32, expected: &[(i64, bool, u8, u16)]) {
+    assert_eq!(changes(table, from_gen, limit), expected);
+}
+
 fn changes(table: &NatTable, from_gen: i64, limit: u32) -> Vec<(i64, bool, u8, u16)> {
     table
         .changeset(from_gen, limit)
@@ -1727,42 +1647,27 @@ fn nat_table_versions_every_change_and_serves_changesets() {
     // row at its addition, a removed row only at its removal (omicron's
     // `nat_changes` view). Versions 1, 2 and 3 were the additions of rows
     // since removed: they are not served.
-    assert_eq!(
-        changes(&table, 0, 100),
-        vec![
-            (4, true, 10, 2),
-            (5, true, 11, 2),
-            (6, false, 10, 3),
-            (7, false, 11, 3),
-            (8, true, 12, 1),
-        ]
-    );
+    let every_row = vec![
+        (4, true, 10, 2),
+        (5, true, 11, 2),
+        (6, false, 10, 3),
+        (7, false, 11, 3),
+        (8, true, 12, 1),
+    ];
+    assert_changes(&table, 0, 100, &every_row);
     // From the middle: the same rows, those whose one version is later.
-    assert_eq!(
-        changes(&table, 3, 100),
-        vec![
-            (4, true, 10, 2),
-            (5, true, 11, 2),
-            (6, false, 10, 3),
-            (7, false, 11, 3),
-            (8, true, 12, 1),
-        ]
+    assert_changes(&table, 3, 100, &every_row);
+    assert_changes(
+        &table,
+        5,
+        100,
+        &[(6, false, 10, 3), (7, false, 11, 3), (8, true, 12, 1)],
     );
-    assert_eq!(
-        changes(&table, 5, 100),
-        vec![(6, false, 10, 3), (7, false, 11, 3), (8, true, 12, 1)]
-    );
-    assert_eq!(changes(&table, 7, 100), vec![(8, true, 12, 1)]);
+    assert_changes(&table, 7, 100, &[(8, true, 12, 1)]);
     assert!(table.changeset(8, 100).is_empty());
     // The limit keeps the oldest changes; a dpd asks again from the last.
-    assert_eq!(
-        changes(&table, 0, 2),
-        vec![(4, true, 10, 2), (5, true, 11, 2)]
-    );
-    assert_eq!(
-        changes(&table, 5, 2),
-        vec![(6, false, 10, 3), (7, false, 11, 3)]
-    );
+    assert_changes(&table, 0, 2, &[(4, true, 10, 2), (5, true, 11, 2)]);
+    assert_changes(&table, 5, 2, &[(6, false, 10, 3), (7, false, 11, 3)]);
 }
 
 /// A row added and removed after `from_gen` is one change, its removal —
@@ -1783,7 +1688,7 @@ fn nat_changeset_serves_each_row_once() {
     );
     // After version 1 the first row is still one change (its removal),
     // not two.
-    assert_eq!(changes(&table, 1, 100), all);
+    assert_changes(&table, 1, 100, &all);
     // Applying the whole changeset to an empty set leaves the live rows.
     let mut applied: Vec<NatEntry> = Vec::new();
     for c in table.changeset(0, 100) {
@@ -1856,13 +1761,13 @@ fn service_zone_sync_replaces_the_services_rows_and_counts_only_additions() {
     // upstream's count is still 0 — removals alone trigger no dpd.
     assert_eq!(table.sync_service_zones(&[service_at(20, 1)]), 0);
     assert_eq!(table.version(), 4);
-    assert_eq!(changes(&table, 3, 100), vec![(4, true, 21, 2)]);
+    assert_changes(&table, 3, 100, &[(4, true, 21, 2)]);
     // The zone moves to sled 3: a new row (5).
     assert_eq!(
         table.sync_service_zones(&[service_at(20, 1), service_at(21, 3)]),
         1
     );
-    assert_eq!(changes(&table, 4, 100), vec![(5, false, 21, 3)]);
+    assert_changes(&table, 4, 100, &[(5, false, 21, 3)]);
     // The instance's row was never touched by any of it.
     assert_eq!(table.live_of(7), vec![nat_at(10, 2)]);
 }
@@ -1884,7 +1789,7 @@ fn nat_row_drawn_before_but_committed_after_another_is_missed_from_the_later_gen
     assert!(table.has_pending());
     table.commit(v2);
     // The dpd's pull between the commits: only version 2.
-    assert_eq!(changes(&table, 0, 100), vec![(2, false, 12, 2)]);
+    assert_changes(&table, 0, 100, &[(2, false, 12, 2)]);
     let dpd_gen = 2;
     table.commit(v1);
     assert!(!table.has_pending());
@@ -1892,10 +1797,7 @@ fn nat_row_drawn_before_but_committed_after_another_is_missed_from_the_later_gen
     // From the later generation, version 1 never comes.
     assert!(table.changeset(dpd_gen, 100).is_empty());
     // From 0, both, in version order.
-    assert_eq!(
-        changes(&table, 0, 100),
-        vec![(1, false, 11, 1), (2, false, 12, 2)]
-    );
+    assert_changes(&table, 0, 100, &[(1, false, 11, 1), (2, false, 12, 2)]);
 }
 
 /// A pending removal leaves the row live for everyone; committed, the
@@ -1918,7 +1820,7 @@ fn nat_pending_removal_is_invisible_and_a_lost_or_aborted_statement_leaves_a_gap
     assert!(table.live_of(1).is_empty());
     // The first meets the newer write: nothing left to do.
     assert!(!table.commit(rm));
-    assert_eq!(changes(&table, 1, 100), vec![(3, true, 11, 1)]);
+    assert_changes(&table, 1, 100, &[(3, true, 11, 1)]);
 
     let add = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
     assert_eq!(add, 4);
@@ -1928,7 +1830,7 @@ fn nat_pending_removal_is_invisible_and_a_lost_or_aborted_statement_leaves_a_gap
     assert_eq!(table.version(), 4);
     // The next statement draws 5: version 4 is a gap.
     assert!(table.set_instance(1, &[nat_at(11, 1)]));
-    assert_eq!(changes(&table, 3, 100), vec![(5, false, 11, 1)]);
+    assert_changes(&table, 3, 100, &[(5, false, 11, 1)]);
 }
 
 /// At once (no window), the two-phase statements give exactly the versions

@@ -110,6 +110,17 @@ pub struct AutoRestart {
     pub count: u32,
 }
 
+impl AutoRestart {
+    /// The rule of [`InstanceStore::note_auto_restart`], for a store to
+    /// apply: reincarnation restarts the instance at `at`.
+    ///
+    /// [`InstanceStore::note_auto_restart`]: super::InstanceStore::note_auto_restart
+    pub fn note_restart(&mut self, at: Duration) {
+        self.last = Some(at);
+        self.count += 1;
+    }
+}
+
 /// What the watcher found for one Running instance's VMM.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum VmmCheck {

@@ -19,6 +19,13 @@ use crate::{
 struct SharedResolver(Arc<Mutex<Vec<Ipv6Addr>>>);
 
 impl SharedResolver {
+    /// A resolver that answers `addrs` until told otherwise.
+    fn answering(addrs: Vec<Ipv6Addr>) -> Self {
+        let resolver = SharedResolver::default();
+        resolver.set(addrs);
+        resolver
+    }
+
     fn set(&self, addrs: Vec<Ipv6Addr>) {
         *self.0.lock().unwrap() = addrs;
     }
@@ -28,6 +35,15 @@ impl SwitchZoneResolver for SharedResolver {
     async fn switch_zones(&self) -> Result<Vec<Ipv6Addr>, DiscoveryError> {
         Ok(self.0.lock().unwrap().clone())
     }
+}
+
+/// A fake net with switch0's zone at `zone_ip(1)` and switch1's at
+/// `zone_ip(2)`.
+fn two_switch_zones() -> FakeNet {
+    let net = FakeNet::new();
+    net.add_switch_zone(zone_ip(1), 0);
+    net.add_switch_zone(zone_ip(2), 1);
+    net
 }
 
 fn ntp_entry() -> NatEntry {
@@ -176,11 +192,8 @@ fn give_up_lands_between_5m_and_5m22_5s_over_many_seeds() {
 
 #[tokio::test(start_paused = true)]
 async fn both_switches_found_programs_both_without_waiting() {
-    let net = FakeNet::new();
-    net.add_switch_zone(zone_ip(2), 1);
-    net.add_switch_zone(zone_ip(1), 0);
-    let resolver = SharedResolver::default();
-    resolver.set(vec![zone_ip(2), zone_ip(1)]);
+    let net = two_switch_zones();
+    let resolver = SharedResolver::answering(vec![zone_ip(2), zone_ip(1)]);
     let run = start(&net, &resolver, both(), 1);
     let (programmed, elapsed) = run.task.await.unwrap();
     assert_eq!(programmed, vec![SwitchSlot::Switch0, SwitchSlot::Switch1]);
@@ -196,11 +209,8 @@ async fn both_switches_found_programs_both_without_waiting() {
 /// one that answers alone does not count as found.
 #[tokio::test(start_paused = true)]
 async fn only_uplinked_switches_are_programmed() {
-    let net = FakeNet::new();
-    net.add_switch_zone(zone_ip(1), 0);
-    net.add_switch_zone(zone_ip(2), 1);
-    let resolver = SharedResolver::default();
-    resolver.set(vec![zone_ip(1), zone_ip(2)]);
+    let net = two_switch_zones();
+    let resolver = SharedResolver::answering(vec![zone_ip(1), zone_ip(2)]);
     let switch0: BTreeSet<SwitchSlot> = [SwitchSlot::Switch0].into_iter().collect();
     let run = start(&net, &resolver, switch0.clone(), 4);
     let (programmed, elapsed) = run.task.await.unwrap();
@@ -212,9 +222,7 @@ async fn only_uplinked_switches_are_programmed() {
 
     // DNS shows only the switch without an uplink: nothing is found, so
     // no five-minute give-up either; it keeps looking.
-    let net = FakeNet::new();
-    net.add_switch_zone(zone_ip(1), 0);
-    net.add_switch_zone(zone_ip(2), 1);
+    let net = two_switch_zones();
     resolver.set(vec![zone_ip(2)]);
     let run = start(&net, &resolver, switch0, 5);
     tokio::time::sleep(2 * SWITCH_DISCOVERY_TIMEOUT).await;
@@ -230,8 +238,7 @@ async fn only_uplinked_switches_are_programmed() {
 async fn no_uplinks_programs_nothing_without_a_lookup() {
     let net = FakeNet::new();
     net.add_switch_zone(zone_ip(1), 0);
-    let resolver = SharedResolver::default();
-    resolver.set(vec![zone_ip(1)]);
+    let resolver = SharedResolver::answering(vec![zone_ip(1)]);
     let run = start(&net, &resolver, BTreeSet::new(), 6);
     let (programmed, elapsed) = run.task.await.unwrap();
     assert!(programmed.is_empty());
@@ -242,12 +249,9 @@ async fn no_uplinks_programs_nothing_without_a_lookup() {
 
 #[tokio::test(start_paused = true)]
 async fn one_switch_missing_waits_the_full_five_minutes_then_programs_only_one() {
-    let net = FakeNet::new();
-    net.add_switch_zone(zone_ip(1), 0);
-    net.add_switch_zone(zone_ip(2), 1);
+    let net = two_switch_zones();
     // madrid: DNS only ever shows switch0's zone.
-    let resolver = SharedResolver::default();
-    resolver.set(vec![zone_ip(1)]);
+    let resolver = SharedResolver::answering(vec![zone_ip(1)]);
     let run = start(&net, &resolver, both(), 2);
 
     tokio::time::sleep(Duration::from_secs(60)).await;
@@ -320,9 +324,7 @@ async fn no_switch_found_retries_forever() {
 
 #[tokio::test(start_paused = true)]
 async fn compares_only_internal_ip() {
-    let net = FakeNet::new();
-    net.add_switch_zone(zone_ip(1), 0);
-    net.add_switch_zone(zone_ip(2), 1);
+    let net = two_switch_zones();
     // switch0: right sled, stale MAC, VNI and range -> accepted as is.
     let mut stale = ntp_entry();
     stale.target.inner_mac = MacAddr::new([2, 0, 0, 0, 0, 0x99]);
@@ -333,8 +335,7 @@ async fn compares_only_internal_ip() {
     let mut moved = ntp_entry();
     moved.target.internal_ip = "fd00:1122:3344:104::1".parse().unwrap();
     net.insert_nat(zone_ip(2), moved.to_dpd());
-    let resolver = SharedResolver::default();
-    resolver.set(vec![zone_ip(1), zone_ip(2)]);
+    let resolver = SharedResolver::answering(vec![zone_ip(1), zone_ip(2)]);
     let (programmed, _) = start(&net, &resolver, both(), 4).task.await.unwrap();
     assert_eq!(programmed, vec![SwitchSlot::Switch0, SwitchSlot::Switch1]);
 
@@ -360,9 +361,7 @@ async fn compares_only_internal_ip() {
 
 #[tokio::test(start_paused = true)]
 async fn a_found_switch_that_dies_is_retried_forever_even_after_replacement() {
-    let net = FakeNet::new();
-    net.add_switch_zone(zone_ip(1), 0);
-    net.add_switch_zone(zone_ip(2), 1);
+    let net = two_switch_zones();
     // switch1's dpd dies right after MGS answered.
     net.fail(
         zone_ip(2),
@@ -371,8 +370,7 @@ async fn a_found_switch_that_dies_is_retried_forever_even_after_replacement() {
         "/nat/ipv4/198.51.100.2/0",
         Some(FakeResponse::error(503, "dead")),
     );
-    let resolver = SharedResolver::default();
-    resolver.set(vec![zone_ip(1), zone_ip(2)]);
+    let resolver = SharedResolver::answering(vec![zone_ip(1), zone_ip(2)]);
     let run = start(&net, &resolver, both(), 5);
     tokio::time::sleep(Duration::from_secs(60)).await;
     // The scrimlet is replaced: switch1's zone now lives at a new address.

@@ -6,7 +6,7 @@ use super::*;
 use crate::{
     dpd::MacAddr,
     http::HttpClient,
-    testing::{zone_ip, FakeConnector, FakeNet, FakeResponse},
+    testing::{complete, one_switch_zone, FakeConnector, FakeNet, FakeResponse},
     DPD_PORT, SERVICES_VNI,
 };
 
@@ -30,6 +30,15 @@ fn entry(ip: [u8; 4], first: u16, last: u16, sled_n: u16) -> NatEntry {
 const NEXUS: [u8; 4] = [198, 51, 100, 1];
 const NTP: [u8; 4] = [198, 51, 100, 2];
 const DNS: [u8; 4] = [198, 51, 100, 3];
+
+/// Nexus, boundary NTP (its quarter of the ports) and DNS, all on sled 1.
+fn all_on_sled_1() -> [NatEntry; 3] {
+    [
+        entry(NEXUS, 0, 65535, 1),
+        entry(NTP, 0, 16383, 1),
+        entry(DNS, 0, 65535, 1),
+    ]
+}
 
 #[test]
 fn display_and_overlaps() {
@@ -79,11 +88,7 @@ fn plan_keeps_exact_matches() {
 
 #[test]
 fn plan_replaces_stale_target_wrong_range_and_overlapping() {
-    let desired = [
-        entry(NEXUS, 0, 65535, 1),
-        entry(NTP, 0, 16383, 1),
-        entry(DNS, 0, 65535, 1),
-    ];
+    let desired = all_on_sled_1();
     let mut stale_mac = entry(DNS, 0, 65535, 1);
     stale_mac.target.inner_mac = MacAddr::new([2, 0, 0, 0, 0, 9]);
     let mut stale_vni = entry(DNS, 0, 65535, 1);
@@ -183,9 +188,7 @@ fn mutations(net: &FakeNet, zone: Ipv6Addr) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn removes_before_creating_and_converges() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     // Stale: Nexus's entry points at its old sled; NTP has the wrong
     // range; someone else's entry on another address must survive.
     net.insert_nat(zone, entry(NEXUS, 0, 65535, 2).to_dpd());
@@ -194,22 +197,9 @@ async fn removes_before_creating_and_converges() {
     let other = entry([203, 0, 113, 5], 0, 65535, 9);
     net.insert_nat(zone, other.to_dpd());
 
-    let desired = [
-        entry(NEXUS, 0, 65535, 1),
-        entry(NTP, 0, 16383, 1),
-        entry(DNS, 0, 65535, 1),
-    ];
+    let desired = all_on_sled_1();
     let outcome = reconcile_switch(&client(&net, zone), &desired, &scope_of(&desired)).await;
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 1,
-            removed: 2,
-            remove_failures: vec![],
-            created: 2,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(1, 2, 2));
     assert_eq!(
         mutations(&net, zone),
         vec![
@@ -227,24 +217,13 @@ async fn removes_before_creating_and_converges() {
     net.clear_log();
     let outcome = reconcile_switch(&client(&net, zone), &desired, &scope_of(&desired)).await;
     assert!(outcome.is_converged());
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 3,
-            removed: 0,
-            remove_failures: vec![],
-            created: 0,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(3, 0, 0));
     assert_eq!(mutations(&net, zone), Vec::<String>::new());
 }
 
 #[tokio::test(start_paused = true)]
 async fn continues_past_individual_failures() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 1);
+    let (net, zone) = one_switch_zone(1);
     net.insert_nat(zone, entry(NEXUS, 0, 65535, 2).to_dpd());
     net.insert_nat(zone, entry(DNS, 0, 65535, 2).to_dpd());
     // The first delete fails; the first create conflicts.
@@ -262,11 +241,7 @@ async fn continues_past_individual_failures() {
         "/nat/ipv4/198.51.100.1/0/65535",
         Some(FakeResponse::error(409, "overlapping NAT entry")),
     );
-    let desired = [
-        entry(NEXUS, 0, 65535, 1),
-        entry(NTP, 0, 16383, 1),
-        entry(DNS, 0, 65535, 1),
-    ];
+    let desired = all_on_sled_1();
     let outcome = reconcile_switch(&client(&net, zone), &desired, &scope_of(&desired)).await;
     let addr = SocketAddr::new(zone.into(), DPD_PORT);
     assert_eq!(
@@ -300,23 +275,12 @@ async fn continues_past_individual_failures() {
     // Once the switch behaves, the next pass repairs the rest.
     net.clear_failures();
     let outcome = reconcile_switch(&client(&net, zone), &desired, &scope_of(&desired)).await;
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 2,
-            removed: 1,
-            remove_failures: vec![],
-            created: 1,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(2, 1, 1));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_delete_answered_404_counts_as_removed() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     net.insert_nat(zone, entry(NTP, 0, 16383, 2).to_dpd());
     net.fail(
         zone,
@@ -342,9 +306,7 @@ async fn a_delete_answered_404_counts_as_removed() {
 
 #[tokio::test(start_paused = true)]
 async fn read_failure_is_reported_and_nothing_is_changed() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     net.fail(
         zone,
         DPD_PORT,
@@ -375,9 +337,7 @@ async fn read_failure_is_reported_and_nothing_is_changed() {
 
 #[tokio::test(start_paused = true)]
 async fn reads_every_page() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     // 300 single-port entries on one address, asked for in pages of 128;
     // dpd caps a page at 64: 64 * 4 + 45 + empty.
     let desired: Vec<NatEntry> = (0..300u16)
@@ -400,16 +360,7 @@ async fn reads_every_page() {
         .collect(),
     );
     let outcome = reconcile_switch(&client(&net, zone), &desired, &scope).await;
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 300,
-            removed: 1,
-            remove_failures: vec![],
-            created: 0,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(300, 1, 0));
     let lists: Vec<String> = net
         .requests(zone, DPD_PORT)
         .into_iter()
@@ -438,9 +389,7 @@ async fn reads_every_page() {
 /// order, and however often they run.
 #[tokio::test(start_paused = true)]
 async fn range_scope_leaves_the_other_zone_on_a_shared_address_alone() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     let low = entry(NTP, 0, 16383, 1);
     let high = entry(NTP, 16384, 32767, 2);
     // A stale entry of the low zone (its previous sled, and a range
@@ -467,9 +416,7 @@ async fn range_scope_leaves_the_other_zone_on_a_shared_address_alone() {
 
 #[tokio::test(start_paused = true)]
 async fn vni_scope_reads_all_addresses_and_keeps_only_its_vni() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     // 130 addresses (more than a page), half of them an instance's VNI.
     let mut instance_entries = Vec::new();
     for i in 0..130u8 {
@@ -482,16 +429,7 @@ async fn vni_scope_reads_all_addresses_and_keeps_only_its_vni() {
     }
     let desired = [entry(NEXUS, 0, 65535, 1)];
     let outcome = reconcile_switch(&client(&net, zone), &desired, &Scope::Vni(SERVICES_VNI)).await;
-    assert_eq!(
-        outcome,
-        NatReconcileOutcome::Complete {
-            unchanged: 0,
-            removed: 65,
-            remove_failures: vec![],
-            created: 1,
-            create_failures: vec![],
-        }
-    );
+    assert_eq!(outcome, complete(0, 65, 1));
     let mut expected: Vec<_> = instance_entries
         .iter()
         .chain(desired.iter())

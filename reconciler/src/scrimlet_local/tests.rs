@@ -13,16 +13,12 @@ use super::*;
 use crate::{
     dpd::MacAddr,
     task::{Completion, DEFAULT_PERIOD},
-    testing::{zone_ip, FakeNet, FakeResponse},
+    testing::{complete, one_switch_zone, service_entry as entry, zone_ip, FakeNet, FakeResponse},
 };
 
 const NEXUS: [u8; 4] = [198, 51, 100, 1];
 const NTP: [u8; 4] = [198, 51, 100, 2];
 const DNS: [u8; 4] = [198, 51, 100, 3];
-
-fn entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> NatEntry {
-    crate::testing::service_entry(ip, first, last, sled)
-}
 
 /// A config of these entries, each named after its kind (told by its
 /// address: [`NTP`], [`DNS`], anything else is a Nexus) and position.
@@ -58,13 +54,17 @@ fn full() -> Vec<NatEntry> {
     ]
 }
 
-fn complete(unchanged: usize, removed: usize, created: usize) -> NatReconcileOutcome {
-    NatReconcileOutcome::Complete {
-        unchanged,
-        removed,
-        remove_failures: vec![],
-        created,
-        create_failures: vec![],
+/// The status of a pass that reached dpd: `switch` reconciled at config
+/// `generation`, with `outcome`.
+fn reconciled(
+    switch: SwitchSlot,
+    generation: u64,
+    outcome: NatReconcileOutcome,
+) -> ScrimletNatStatus {
+    ScrimletNatStatus::Reconciled {
+        switch,
+        generation,
+        outcome,
     }
 }
 
@@ -111,6 +111,35 @@ impl Harness {
             config: config_tx,
             scrimlet: scrimlet_tx,
             driver: tokio::spawn(driver),
+        }
+    }
+
+    /// The reconcilers of a scrimlet whose switch zone is at `zone`.
+    fn on_scrimlet(net: &FakeNet, zone: Ipv6Addr, initial: Option<SystemNetworkingConfig>) -> Self {
+        Harness::start(
+            net,
+            SwitchZoneServices::UnderlayIp(zone),
+            initial,
+            ScrimletStatus::Scrimlet,
+        )
+    }
+
+    /// The latest completed activation: its reason, its count and the
+    /// status it ended with.
+    fn last_activation(&self) -> (ActivationReason, u64, ScrimletNatStatus) {
+        let last = self.last();
+        (last.activation_reason, last.activation_count, last.status)
+    }
+
+    /// The last error of a handle still determining its switch slot after
+    /// `attempts` failed attempts; panics in any other status.
+    fn slot_error_after(&self, attempts: u64) -> String {
+        match self.handle_status() {
+            HandleStatus::DeterminingSwitchSlot {
+                attempts: a,
+                last_error: Some(error),
+            } if a == attempts => error,
+            other => panic!("{other:?}"),
         }
     }
 
@@ -193,9 +222,7 @@ fn statuses_serialize_with_tags() {
 /// does not run (nor touch dpd) until the slot is known.
 #[tokio::test(start_paused = true)]
 async fn slot_is_learned_once_mgs_answers() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     // An injected MGS address (the test mode of the scrimlet-reconcilers PR's review), not
     // on the network yet.
     let mgs = SocketAddr::new(Ipv6Addr::LOCALHOST.into(), 40002);
@@ -213,13 +240,7 @@ async fn slot_is_learned_once_mgs_answers() {
     );
 
     sleep_ms(1).await;
-    let HandleStatus::DeterminingSwitchSlot {
-        attempts: 1,
-        last_error: Some(error),
-    } = h.handle_status()
-    else {
-        panic!("{:?}", h.handle_status())
-    };
+    let error = h.slot_error_after(1);
     assert!(error.contains("[::1]:40002"), "{error}");
     assert!(error.contains("refused"), "{error}");
     assert_eq!(h.nat_status(), TaskStatus::NotYetRun);
@@ -262,11 +283,7 @@ async fn slot_is_learned_once_mgs_answers() {
     assert_eq!(net.nat(zone), sorted_dpd(&full()));
     assert_eq!(
         h.last().status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch1,
-            generation: 1,
-            outcome: complete(0, 0, 3),
-        }
+        reconciled(SwitchSlot::Switch1, 1, complete(0, 0, 3))
     );
     assert_eq!(h.last().activation_reason, ActivationReason::Startup);
 
@@ -281,9 +298,7 @@ async fn slot_is_learned_once_mgs_answers() {
 /// is reported and retried, not a slot.
 #[tokio::test(start_paused = true)]
 async fn an_mgs_naming_no_switch_is_retried() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     net.fail(
         zone,
         MGS_PORT,
@@ -291,20 +306,9 @@ async fn an_mgs_naming_no_switch_is_retried() {
         "/local/switch-id",
         Some(FakeResponse::json(200, json!({"type": "sled", "slot": 0}))),
     );
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(1, vec![]),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, config(1, vec![]));
     sleep_ms(5_001).await;
-    let HandleStatus::DeterminingSwitchSlot {
-        attempts: 2,
-        last_error: Some(error),
-    } = h.handle_status()
-    else {
-        panic!("{:?}", h.handle_status())
-    };
+    let error = h.slot_error_after(2);
     assert!(error.contains("names no switch slot"), "{error}");
     net.clear_failures();
     sleep_ms(5_000).await;
@@ -332,12 +336,7 @@ async fn startup_programs_own_switch_only() {
         entry(NEXUS, 0, 65535, 4),
         entry(DNS, 0, 65535, 5),
     ];
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(own),
-        config(1, desired.clone()),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, own, config(1, desired.clone()));
     sleep_ms(1_000).await;
 
     assert_eq!(net.nat(own), sorted_dpd(&desired));
@@ -351,11 +350,7 @@ async fn startup_programs_own_switch_only() {
                 activation_reason: ActivationReason::Startup,
                 activation_count: 1,
                 ran_for: Duration::ZERO,
-                status: ScrimletNatStatus::Reconciled {
-                    switch: SwitchSlot::Switch0,
-                    generation: 1,
-                    outcome: complete(0, 0, 3),
-                },
+                status: reconciled(SwitchSlot::Switch0, 1, complete(0, 0, 3)),
             }
         }
     );
@@ -367,9 +362,7 @@ async fn startup_programs_own_switch_only() {
 /// is removed; an instance's entry (another VNI) is never touched.
 #[tokio::test(start_paused = true)]
 async fn stale_entries_are_replaced_remove_before_create() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 1);
+    let (net, zone) = one_switch_zone(1);
     let ntp = entry(NTP, 0, 16383, 1);
     let nexus = entry(NEXUS, 0, 65535, 2);
     let mut stale_ntp = ntp;
@@ -382,12 +375,7 @@ async fn stale_entries_are_replaced_remove_before_create() {
         net.insert_nat(zone, e.to_dpd());
     }
 
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(4, vec![ntp, nexus, dns]),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, config(4, vec![ntp, nexus, dns]));
     sleep_ms(1_000).await;
 
     assert_eq!(
@@ -402,11 +390,7 @@ async fn stale_entries_are_replaced_remove_before_create() {
     assert_eq!(net.nat(zone), sorted_dpd(&[ntp, nexus, dns, instance]));
     assert_eq!(
         h.last().status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch1,
-            generation: 4,
-            outcome: complete(1, 2, 2),
-        }
+        reconciled(SwitchSlot::Switch1, 4, complete(1, 2, 2))
     );
     h.driver.abort();
 }
@@ -415,16 +399,9 @@ async fn stale_entries_are_replaced_remove_before_create() {
 /// before the periodic timer would.
 #[tokio::test(start_paused = true)]
 async fn new_generation_activates_with_config_changed() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     let [ntp, nexus, dns] = full().try_into().unwrap();
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(1, vec![ntp, nexus, dns]),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, config(1, vec![ntp, nexus, dns]));
     sleep_ms(1_000).await;
     assert_eq!(h.last().activation_count, 1);
 
@@ -434,19 +411,13 @@ async fn new_generation_activates_with_config_changed() {
     h.config
         .send_replace(config(2, vec![moved_ntp, nexus, dns, nexus2]));
     sleep_ms(1_000).await;
-    let last = h.last();
     assert_eq!(
-        last.activation_reason,
-        ActivationReason::SystemNetworkingConfigChanged
-    );
-    assert_eq!(last.activation_count, 2);
-    assert_eq!(
-        last.status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch0,
-            generation: 2,
-            outcome: complete(2, 1, 2),
-        }
+        h.last_activation(),
+        (
+            ActivationReason::SystemNetworkingConfigChanged,
+            2,
+            reconciled(SwitchSlot::Switch0, 2, complete(2, 1, 2))
+        )
     );
     assert_eq!(net.nat(zone), sorted_dpd(&[moved_ntp, nexus, dns, nexus2]));
     h.driver.abort();
@@ -516,15 +487,8 @@ fn validate_refuses_what_omicron_refuses() {
 /// applied at once.
 #[tokio::test(start_paused = true)]
 async fn an_invalid_config_is_refused_and_changes_nothing() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(1, full()),
-        ScrimletStatus::Scrimlet,
-    );
+    let (net, zone) = one_switch_zone(0);
+    let h = Harness::on_scrimlet(&net, zone, config(1, full()));
     sleep_ms(1_000).await;
     assert_eq!(net.nat(zone), sorted_dpd(&full()));
     net.clear_log();
@@ -584,11 +548,7 @@ async fn an_invalid_config_is_refused_and_changes_nothing() {
     sleep_ms(1_000).await;
     assert_eq!(
         h.last().status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch0,
-            generation: 4,
-            outcome: complete(2, 1, 1),
-        }
+        reconciled(SwitchSlot::Switch0, 4, complete(2, 1, 1))
     );
     assert_eq!(net.nat(zone), sorted_dpd(&[ntp, moved, dns]));
     h.driver.abort();
@@ -599,16 +559,9 @@ async fn an_invalid_config_is_refused_and_changes_nothing() {
 /// the activation that ends the inert state restores it at once.
 #[tokio::test(start_paused = true)]
 async fn inert_while_not_a_scrimlet_then_restores_emptied_table() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     let desired = full();
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        config(1, desired.clone()),
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, config(1, desired.clone()));
     sleep_ms(1_000).await;
     assert_eq!(net.nat(zone), sorted_dpd(&desired));
     let first = h.last();
@@ -634,19 +587,13 @@ async fn inert_while_not_a_scrimlet_then_restores_emptied_table() {
 
     h.scrimlet.send_replace(ScrimletStatus::Scrimlet);
     sleep_ms(1).await;
-    let last = h.last();
     assert_eq!(
-        last.activation_reason,
-        ActivationReason::ScrimletStatusChanged
-    );
-    assert_eq!(last.activation_count, 2);
-    assert_eq!(
-        last.status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch0,
-            generation: 1,
-            outcome: complete(0, 0, 3),
-        }
+        h.last_activation(),
+        (
+            ActivationReason::ScrimletStatusChanged,
+            2,
+            reconciled(SwitchSlot::Switch0, 1, complete(0, 0, 3))
+        )
     );
     assert_eq!(net.nat(zone), sorted_dpd(&desired));
     // The slot was learned once, at the start, not again on resume.
@@ -658,18 +605,11 @@ async fn inert_while_not_a_scrimlet_then_restores_emptied_table() {
 /// against: no dpd call at all. The config's arrival activates the task.
 #[tokio::test(start_paused = true)]
 async fn no_config_reports_no_nat_entries_config() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 0);
+    let (net, zone) = one_switch_zone(0);
     // A services entry no config has vouched for yet: must survive.
     let unknown = entry(DNS, 0, 65535, 9);
     net.insert_nat(zone, unknown.to_dpd());
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        None,
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, None);
     sleep_ms(1_000).await;
     assert_eq!(h.last().status, ScrimletNatStatus::NoNatEntriesConfig);
     assert_eq!(h.last().activation_reason, ActivationReason::Startup);
@@ -684,11 +624,7 @@ async fn no_config_reports_no_nat_entries_config() {
     );
     assert_eq!(
         h.last().status,
-        ScrimletNatStatus::Reconciled {
-            switch: SwitchSlot::Switch0,
-            generation: 1,
-            outcome: complete(0, 1, 3),
-        }
+        reconciled(SwitchSlot::Switch0, 1, complete(0, 1, 3))
     );
     assert_eq!(net.nat(zone), sorted_dpd(&full()));
     h.driver.abort();
@@ -698,9 +634,7 @@ async fn no_config_reports_no_nat_entries_config() {
 /// asks MGS nothing until it becomes one, then learns its slot at once.
 #[tokio::test(start_paused = true)]
 async fn slot_is_not_asked_for_until_the_sled_is_a_scrimlet() {
-    let net = FakeNet::new();
-    let zone = zone_ip(1);
-    net.add_switch_zone(zone, 1);
+    let (net, zone) = one_switch_zone(1);
     let h = Harness::start(
         &net,
         SwitchZoneServices::UnderlayIp(zone),
@@ -756,12 +690,7 @@ async fn closed_inputs_end_the_future() {
     let zone = zone_ip(1);
 
     // Still determining the slot (no switch zone on the network).
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        None,
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, None);
     sleep_ms(1).await;
     let Harness {
         handle,
@@ -783,12 +712,7 @@ async fn closed_inputs_end_the_future() {
 
     // Running.
     net.add_switch_zone(zone, 0);
-    let h = Harness::start(
-        &net,
-        SwitchZoneServices::UnderlayIp(zone),
-        None,
-        ScrimletStatus::Scrimlet,
-    );
+    let h = Harness::on_scrimlet(&net, zone, None);
     sleep_ms(1).await;
     assert_eq!(h.last().activation_count, 1);
     let Harness {

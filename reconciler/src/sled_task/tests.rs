@@ -11,22 +11,8 @@ use crate::{
     discovery::StaticResolver,
     http::{ClientError, DEFAULT_REQUEST_TIMEOUT},
     task::{run_reconciler_task, TaskStatus, DEFAULT_PERIOD},
-    testing::{zone_ip, FakeNet, FakeResponse},
+    testing::{complete, service_entry as entry, zone_ip, FakeNet, FakeResponse},
 };
-
-fn entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> NatEntry {
-    crate::testing::service_entry(ip, first, last, sled)
-}
-
-fn complete(unchanged: usize, removed: usize, created: usize) -> NatReconcileOutcome {
-    NatReconcileOutcome::Complete {
-        unchanged,
-        removed,
-        remove_failures: vec![],
-        created,
-        create_failures: vec![],
-    }
-}
 
 #[derive(Clone)]
 struct SharedResolver(Arc<Mutex<Result<Vec<Ipv6Addr>, DiscoveryError>>>);

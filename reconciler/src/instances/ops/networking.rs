@@ -61,7 +61,7 @@ use crate::{
         instance_nat_entries, instance_v2p_mappings, InstanceRecord, InstanceStore,
         SledAgentClient, SledRef, StartImpl,
     },
-    nat::{create_entry, NatEntry},
+    nat::{create_entry, delete_entry, get_entry, NatEntry},
 };
 
 impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
@@ -190,15 +190,9 @@ async fn ensure_nat_entry<C: Connector>(
     dpd: &DpdClient<C>,
     entry: &NatEntry,
 ) -> Result<(), ClientError> {
-    match dpd
-        .nat_ipv4_get(entry.external_ip, entry.first_port)
-        .await?
-    {
+    match get_entry(dpd, entry).await? {
         Some(target) if target == entry.target => return Ok(()),
-        Some(_) => match dpd
-            .nat_ipv4_delete(entry.external_ip, entry.first_port)
-            .await
-        {
+        Some(_) => match delete_entry(dpd, entry).await {
             Ok(()) => {}
             Err(e) if e.status() == Some(404) => {}
             Err(e) => return Err(e),

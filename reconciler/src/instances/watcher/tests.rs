@@ -94,6 +94,39 @@ async fn running_on_sled1() -> Rack {
     }
 }
 
+impl Rack {
+    /// One pass of the instance watcher, asking the one MGS.
+    async fn watch(&self) -> Vec<Watched> {
+        instance_watcher(&self.ops, &self.net.connector(), &mgs())
+            .await
+            .unwrap()
+    }
+
+    /// Records instance 7 as Stopping, as a stop does before it asks the
+    /// sled to destroy the VMM, with its VMM as `vmm` makes it; returns the
+    /// record after.
+    async fn stopping(&self, vmm: impl FnOnce(Option<u64>) -> Option<u64>) -> InstanceRecord {
+        let running = self.store.fetch(ID).await.unwrap();
+        self.store
+            .update_if(
+                ID,
+                running.generation,
+                RuntimeUpdate {
+                    state: InstanceState::Stopping,
+                    sled: running.sled,
+                    vmm: vmm(running.vmm),
+                },
+            )
+            .await
+            .unwrap()
+    }
+
+    /// Instance 7's state as the store has it.
+    async fn state(&self) -> InstanceState {
+        self.store.fetch(ID).await.unwrap().state
+    }
+}
+
 async fn activated(v2p: &Notify) -> bool {
     tokio::time::timeout(Duration::from_millis(1), v2p.notified())
         .await
@@ -107,16 +140,11 @@ fn live_rows(store: &MemStore) -> usize {
 #[tokio::test]
 async fn a_running_vmm_is_left_alone() {
     let rack = running_on_sled1().await;
-    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    let watched = rack.watch().await;
     assert_eq!(watched.len(), 1);
     assert_eq!(watched[0].check, VmmCheck::Healthy);
     assert!(watched[0].update.is_none());
-    assert_eq!(
-        rack.store.fetch(ID).await.unwrap().state,
-        InstanceState::Running
-    );
+    assert_eq!(rack.state().await, InstanceState::Running);
 }
 
 /// A rebooted sled answers 404 `NO_SUCH_INSTANCE`: the VMM is gone, the
@@ -128,9 +156,7 @@ async fn a_vmm_lost_in_a_reboot_fails_its_instance_and_clears_its_networking() {
     assert!(live_rows(&rack.store) > 0);
     rack.net
         .with_sled_agent(sled_ip(1), |a| *a = Default::default());
-    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    let watched = rack.watch().await;
     assert_eq!(watched[0].check, VmmCheck::Gone);
     let after = watched[0].update.as_ref().unwrap().as_ref().unwrap();
     assert_eq!(
@@ -140,9 +166,7 @@ async fn a_vmm_lost_in_a_reboot_fails_its_instance_and_clears_its_networking() {
     assert_eq!(live_rows(&rack.store), 0, "the update saga clears NAT rows");
     assert!(activated(&rack.v2p).await, "and activates the V2P task");
     // Failed is not watched again.
-    let again = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    let again = rack.watch().await;
     assert!(again.is_empty());
 }
 
@@ -152,25 +176,10 @@ async fn a_vmm_lost_in_a_reboot_fails_its_instance_and_clears_its_networking() {
 #[tokio::test]
 async fn a_vmm_gone_under_an_interrupted_stop_fails_its_instance() {
     let rack = running_on_sled1().await;
-    let running = rack.store.fetch(ID).await.unwrap();
-    let stopping = rack
-        .store
-        .update_if(
-            ID,
-            running.generation,
-            RuntimeUpdate {
-                state: InstanceState::Stopping,
-                sled: running.sled,
-                vmm: running.vmm,
-            },
-        )
-        .await
-        .unwrap();
+    let stopping = rack.stopping(|vmm| vmm).await;
     rack.net
         .with_sled_agent(sled_ip(1), |a| *a = Default::default());
-    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    let watched = rack.watch().await;
     assert_eq!(watched.len(), 1, "a Stopping instance's VMM is watched");
     assert_eq!(watched[0].check, VmmCheck::Gone);
     let after = watched[0].update.as_ref().unwrap().as_ref().unwrap();
@@ -184,26 +193,8 @@ async fn a_vmm_gone_under_an_interrupted_stop_fails_its_instance() {
 #[tokio::test]
 async fn the_updater_finishes_a_stop_whose_nexus_died() {
     let rack = running_on_sled1().await;
-    let running = rack.store.fetch(ID).await.unwrap();
-    rack.store
-        .update_if(
-            ID,
-            running.generation,
-            RuntimeUpdate {
-                state: InstanceState::Stopping,
-                sled: running.sled,
-                vmm: None,
-            },
-        )
-        .await
-        .unwrap();
-    assert!(
-        instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-            .await
-            .unwrap()
-            .is_empty(),
-        "no VMM to watch"
-    );
+    rack.stopping(|_forgotten| None).await;
+    assert!(rack.watch().await.is_empty(), "no VMM to watch");
     let updated = instance_updater(&rack.ops).await.unwrap();
     assert_eq!(updated.len(), 1);
     let after = updated[0].outcome.as_ref().unwrap();
@@ -222,16 +213,12 @@ async fn the_updater_finishes_a_stop_whose_nexus_died() {
 async fn a_vmm_on_an_expunged_sled_fails_its_instance() {
     let rack = running_on_sled1().await;
     rack.store.lock().sleds.retain(|s| s.id != 1);
-    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    let watched = rack.watch().await;
     assert_eq!(watched[0].check, VmmCheck::SledExpunged);
     let after = watched[0].update.as_ref().unwrap().as_ref().unwrap();
     assert_eq!(after.state, InstanceState::Failed);
     let before = rack.net.requests(sled_ip(1), SLED_AGENT_PORT).len();
-    let again = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    let again = rack.watch().await;
     assert!(again.is_empty(), "Failed is not watched again");
     assert_eq!(
         rack.net.requests(sled_ip(1), SLED_AGENT_PORT).len(),
@@ -249,18 +236,13 @@ async fn an_unreachable_sled_is_judged_by_its_power_state() {
     let rack = running_on_sled1().await;
     rack.net
         .set_hang(SocketAddr::new(sled_ip(1).into(), SLED_AGENT_PORT));
-    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    let watched = rack.watch().await;
     let VmmCheck::Inconclusive(why) = &watched[0].check else {
         panic!("{:?}", watched[0].check);
     };
     assert!(why.contains("A0"), "{why}");
     assert!(watched[0].update.is_none());
-    assert_eq!(
-        rack.store.fetch(ID).await.unwrap().state,
-        InstanceState::Running
-    );
+    assert_eq!(rack.state().await, InstanceState::Running);
 
     rack.net.fail(
         zone_ip(1),
@@ -269,14 +251,9 @@ async fn an_unreachable_sled_is_judged_by_its_power_state() {
         "/sp/sled/1/power-state",
         Some(FakeResponse::json(200, serde_json::json!("A2"))),
     );
-    let watched = instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    let watched = rack.watch().await;
     assert_eq!(watched[0].check, VmmCheck::SledPoweredOff(PowerState::A2));
-    assert_eq!(
-        rack.store.fetch(ID).await.unwrap().state,
-        InstanceState::Failed
-    );
+    assert_eq!(rack.state().await, InstanceState::Failed);
 }
 
 /// Reincarnation restarts a Failed instance at once, then not again within
@@ -290,9 +267,7 @@ async fn reincarnation_follows_the_policy_and_the_cooldown() {
             .with_sled_agent(sled_ip(sled), |a| *a = Default::default());
     };
     fail(&rack);
-    instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    rack.watch().await;
     let t0 = Duration::from_secs(600);
     let done = reincarnate(&rack.ops, t0).await.unwrap();
     let started = done[0].start.as_ref().unwrap().as_ref().unwrap();
@@ -305,18 +280,13 @@ async fn reincarnation_follows_the_policy_and_the_cooldown() {
 
     // Fails again a minute later: cooling down for the 4 minutes left.
     fail(&rack);
-    instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    rack.watch().await;
     let done = reincarnate(&rack.ops, t0 + Duration::from_secs(60))
         .await
         .unwrap();
     assert!(done[0].start.is_none());
     assert_eq!(done[0].cooling, Some(Duration::from_secs(240)));
-    assert_eq!(
-        rack.store.fetch(ID).await.unwrap().state,
-        InstanceState::Failed
-    );
+    assert_eq!(rack.state().await, InstanceState::Failed);
     // Past the cooldown it is restarted, on the next sled.
     let done = reincarnate(&rack.ops, t0 + REINCARNATION_COOLDOWN)
         .await
@@ -327,9 +297,7 @@ async fn reincarnation_follows_the_policy_and_the_cooldown() {
 
     // Policy Never: left Failed.
     fail(&rack);
-    instance_watcher(&rack.ops, &rack.net.connector(), &mgs())
-        .await
-        .unwrap();
+    rack.watch().await;
     rack.store
         .lock()
         .instances
@@ -341,8 +309,5 @@ async fn reincarnation_follows_the_policy_and_the_cooldown() {
         .await
         .unwrap();
     assert!(done.is_empty());
-    assert_eq!(
-        rack.store.fetch(ID).await.unwrap().state,
-        InstanceState::Failed
-    );
+    assert_eq!(rack.state().await, InstanceState::Failed);
 }
