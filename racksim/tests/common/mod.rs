@@ -48,23 +48,15 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
 /// A race scenario whose plan races nothing: no seed can break the
 /// invariant its `some_seeds_violate` names.
 #[allow(dead_code)] // not every test binary uses it
-pub const NO_RACE: &str = r#"name = "no-race"
+pub const NO_RACE: &str = concat!(
+    r#"name = "no-race"
 description = "a create and nothing else"
-kind = "instances"
-rack = "madrid"
-ntp_return_switch = "switch0"
-
-[[instance]]
-name = "web1"
-
-[[step]]
-at = "1m"
-action = "instance-create"
-instance = "web1"
-sled = "sled2"
-
+"#,
+    include_str!("one-create.toml"),
+    r#"
 [expect.naive]
 outcome = "any"
 deadline = "3m"
 some_seeds_violate = "no-state-after-delete"
-"#;
+"#
+);
