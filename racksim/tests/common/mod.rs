@@ -37,6 +37,13 @@ pub fn racksim_in(dir: &str, args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// `racksim` with a command line written as one string, split at spaces
+/// (no argument of these tests holds one).
+#[allow(dead_code)] // not every test binary uses it
+pub fn racksim_words(line: &str) -> (Option<i32>, String, String) {
+    racksim(&line.split(' ').collect::<Vec<_>>())
+}
+
 /// A fresh scratch path under the temp dir, unique to this process.
 #[allow(dead_code)] // not every test binary uses it
 pub fn scratch(name: &str) -> std::path::PathBuf {
