@@ -11,10 +11,9 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use dropshot::{
-    ConfigDropshot, ConfigLogging, ConfigLoggingLevel, HttpError, HttpResponseOk,
-    HttpResponseUpdatedNoContent, HttpServer, RequestContext, ServerBuilder, TypedBody,
+    HttpError, HttpResponseOk, HttpResponseUpdatedNoContent, HttpServer, RequestContext, TypedBody,
 };
-use racksim_fakes::api::Fault;
+use racksim_fakes::api::{quiet_server, Fault};
 use racksim_nexus::InstanceRequest;
 use racksim_reconciler::{
     dpd::Ipv4Nat,
@@ -526,16 +525,8 @@ pub(super) fn serve_control(
     control: Arc<Control>,
 ) -> Result<HttpServer<Arc<Control>>, String> {
     let api = control_api_mod::api_description::<ControlImpl>().map_err(|e| e.to_string())?;
-    let log = ConfigLogging::StderrTerminal {
-        level: ConfigLoggingLevel::Critical,
-    }
-    .to_logger("racksim-control")
-    .map_err(|e| e.to_string())?;
-    ServerBuilder::new(api, control, log)
-        .config(ConfigDropshot {
-            bind_address: bind,
-            ..Default::default()
-        })
+    quiet_server(api, control, bind, "racksim-control")
+        .map_err(|e| e.to_string())?
         .start()
         .map_err(|e| format!("control API on {bind}: {e}"))
 }
