@@ -1017,6 +1017,11 @@ fn config_steps(steps: &[(&str, &str)]) -> String {
     text
 }
 
+/// A config-change step's lines: remove `zone`.
+fn remove_zone(zone: &str) -> String {
+    format!("change = \"remove-zone\"\nzone = \"{zone}\"")
+}
+
 /// A config-change step's lines: a second Nexus zone, on sled2.
 const ADD_NEXUS: &str = "change = \"add-zone\"\nzone = \"nexus\"\nsled = \"sled2\"";
 
@@ -1025,7 +1030,7 @@ fn config_changes_parse_and_refer_to_zones_by_kind_and_ordinal() {
     let text = config_steps(&[
         ("1m", ADD_NEXUS),
         ("2m", "change = \"move-zone\"\nzone = \"nexus.1\"\nsled = \"sled0\""),
-        ("3m", "change = \"remove-zone\"\nzone = \"nexus.0\""),
+        ("3m", &remove_zone("nexus.0")),
         // Only nexus.1 is left: `nexus` names it.
         ("4m", "change = \"move-zone\"\nzone = \"nexus\"\nsled = \"sled3\""),
         (
@@ -1058,7 +1063,7 @@ fn bad_config_changes_get_located_errors() {
     // An ambiguous kind once there are two Nexus zones.
     let e = error_of(&config_steps(&[
         ("1m", ADD_NEXUS),
-        ("2m", "change = \"remove-zone\"\nzone = \"nexus\""),
+        ("2m", &remove_zone("nexus")),
     ]));
     assert!(e.message.contains("nexus is ambiguous"), "{e}");
     assert!(e.message.contains("nexus.0, nexus.1"), "{e}");
@@ -1095,7 +1100,7 @@ fn bad_config_changes_get_located_errors() {
 #[test]
 fn a_refused_config_change_leaves_the_zones_later_steps_see() {
     let text = config_steps(&[
-        ("1m", "change = \"remove-zone\"\nzone = \"nexus\""),
+        ("1m", &remove_zone("nexus")),
         (
             "2m",
             "change = \"move-zone\"\nzone = \"nexus\"\nsled = \"sled2\"",
@@ -1105,7 +1110,7 @@ fn a_refused_config_change_leaves_the_zones_later_steps_see() {
     // A valid removal does change them.
     let e = error_of(&config_steps(&[
         ("1m", ADD_NEXUS),
-        ("2m", "change = \"remove-zone\"\nzone = \"nexus.0\""),
+        ("2m", &remove_zone("nexus.0")),
         (
             "3m",
             "change = \"move-zone\"\nzone = \"nexus.0\"\nsled = \"sled2\"",
@@ -1118,7 +1123,7 @@ fn a_refused_config_change_leaves_the_zones_later_steps_see() {
 fn config_changes_whose_windows_overlap_are_rejected() {
     let e = error_of(&config_steps(&[
         ("1m..3m", ADD_NEXUS),
-        ("2m", "change = \"remove-zone\"\nzone = \"nexus.1\""),
+        ("2m", &remove_zone("nexus.1")),
     ]));
     assert!(e.message.contains("can happen before"), "{e}");
 }
