@@ -296,7 +296,7 @@ impl Control {
                     return Ok(());
                 }
                 s.dpd
-                    .change(|d| Ok(((), d.ipv4_delete(e.external_ip, e.first_port))))?;
+                    .change(|d| Ok(d.ipv4_delete(e.external_ip, e.first_port)))?;
             }
             Action::StaleEntry { switch, zone } => {
                 let Some(z) = hosts.zones.zones().iter().find(|z| z.id.kind == *zone) else {
@@ -311,10 +311,7 @@ impl Control {
                 }
                 s.dpd.change(|d| {
                     d.ipv4_delete(e.external_ip, e.first_port);
-                    Ok((
-                        (),
-                        d.ipv4_create(e.external_ip, e.first_port, e.last_port, e.target)?,
-                    ))
+                    Ok(d.ipv4_create(e.external_ip, e.first_port, e.last_port, e.target)?)
                 })?;
             }
             Action::Crash(host) | Action::Restart(host) => {
