@@ -201,15 +201,11 @@ async fn dpd_pages_hold_64_and_ipv6_tokens_round_trip() {
 #[tokio::test]
 async fn injected_faults_last_their_window() {
     let (addr, ctx, server) = dpd().await;
+    // The same create, during the faults and after them.
+    let target = target_json(1);
+    let create = || call(addr, "PUT", "/nat/ipv4/198.51.100.1/0/9", V, Some(&target));
     ctx.inject(Fault::Errors, std::time::Duration::from_secs(60));
-    let (s, body) = call(
-        addr,
-        "PUT",
-        "/nat/ipv4/198.51.100.1/0/9",
-        V,
-        Some(&target_json(1)),
-    )
-    .await;
+    let (s, body) = create().await;
     assert_eq!(s, 500, "{body}");
     // What the simulation's faulted dpd answers too (one `Fault::error`).
     assert_eq!(body["message"], "injected fault: dpd is answering errors");
@@ -222,14 +218,7 @@ async fn injected_faults_last_their_window() {
     assert_eq!(s, 503);
     assert!(started.elapsed() >= hang, "{:?}", started.elapsed());
     // The window is over: served again.
-    let (s, _) = call(
-        addr,
-        "PUT",
-        "/nat/ipv4/198.51.100.1/0/9",
-        V,
-        Some(&target_json(1)),
-    )
-    .await;
+    let (s, _) = create().await;
     assert_eq!(s, 204);
     assert_eq!(ctx.lock().ipv4_entries().len(), 1);
     server.close().await.unwrap();

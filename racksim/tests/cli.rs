@@ -2,7 +2,7 @@
 //! and bench, through the real binary.
 
 mod common;
-use common::{racksim, run_madrid};
+use common::{racksim, racksim_words, run_madrid};
 
 use std::process::Command;
 
@@ -63,14 +63,7 @@ fn list_matrix_and_the_run_header_say_which_era_each_strategy_runs_in() {
         "{out}"
     );
 
-    let (_, out, _) = racksim(&[
-        "run",
-        "stale-entry",
-        "--seed",
-        "1",
-        "--strategy",
-        "scrimlet-local",
-    ]);
+    let (_, out, _) = racksim_words("run stale-entry --seed 1 --strategy scrimlet-local");
     let header: Vec<&str> = out.lines().take_while(|l| !l.starts_with("plan")).collect();
     assert!(
         header
@@ -125,14 +118,7 @@ fn shards_of_a_sweep_add_up_to_the_whole() {
 
 #[test]
 fn matrix_json_has_a_cell_per_strategy_and_exit_0_when_all_hold() {
-    let (code, out, err) = racksim(&[
-        "matrix",
-        "--scenario",
-        "stale-entry",
-        "--seeds",
-        "2",
-        "--json",
-    ]);
+    let (code, out, err) = racksim_words("matrix --scenario stale-entry --seeds 2 --json");
     assert_eq!(code, Some(0), "{err}");
     let cells: serde_json::Value = serde_json::from_str(&out).unwrap();
     let cells = cells.as_array().unwrap();
@@ -148,21 +134,10 @@ fn matrix_json_has_a_cell_per_strategy_and_exit_0_when_all_hold() {
 #[test]
 fn bench_json_has_every_requested_workload_with_sane_figures() {
     // Cheap workloads only; timings are printed, never asserted.
-    let (code, out, err) = racksim(&[
-        "bench",
-        "--quick",
-        "--json",
-        "--reps",
-        "1",
-        "--only",
-        "madrid-sled-task",
-        "--only",
-        "race-naive",
-        "--only",
-        "race-saga",
-        "--only",
-        "rack-8",
-    ]);
+    let (code, out, err) = racksim_words(
+        "bench --quick --json --reps 1 --only madrid-sled-task --only race-naive \
+         --only race-saga --only rack-8",
+    );
     assert_eq!(code, Some(0), "{err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["reps"], 1);
@@ -266,14 +241,7 @@ fn bench_on_both_engines_runs_the_same_form_to_the_same_verdict() {
     assert!(c["ratio"].as_f64().unwrap() > 0.0, "{c}");
 
     // A workload too long for the tick engine is skipped, with its reason.
-    let (code, out, err) = racksim(&[
-        "bench",
-        "--engine",
-        "tick",
-        "--only",
-        "rack-32-8h",
-        "--json",
-    ]);
+    let (code, out, err) = racksim_words("bench --engine tick --only rack-32-8h --json");
     assert_eq!(code, Some(0), "{err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(
@@ -351,14 +319,8 @@ fn trace_json_has_a_record_per_trace_line() {
         assert!(r["fields"]["reason"].is_string(), "{r}");
     }
     // A path that cannot be written is bad input: exit 2, nothing run.
-    let (code, out, err) = racksim(&[
-        "run",
-        "madrid-one-switch",
-        "--seed",
-        "7",
-        "--trace-json",
-        "/nonexistent-dir/x.jsonl",
-    ]);
+    let (code, out, err) =
+        racksim_words("run madrid-one-switch --seed 7 --trace-json /nonexistent-dir/x.jsonl");
     assert_eq!(code, Some(2));
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("--trace-json"), "{err}");
@@ -439,22 +401,18 @@ fn a_sweep_where_no_seed_breaks_the_race_invariant_is_not_as_expected() {
 
 #[test]
 fn the_matrix_judges_some_seeds_violate_per_cell() {
-    let (code, out, err) = racksim(&[
-        "matrix",
-        "--scenario",
-        "start-delete-race",
-        "--seeds",
-        "2",
-        "--json",
-    ]);
+    let (code, out, err) = racksim_words("matrix --scenario start-delete-race --seeds 2 --json");
     assert_eq!(code, Some(0), "{out}{err}");
     let cells: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let naive = cells
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["strategy"] == "naive")
-        .expect("a naive cell");
+    let cell = |strategy: &str| {
+        cells
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["strategy"] == strategy)
+            .unwrap_or_else(|| panic!("a {strategy} cell"))
+    };
+    let naive = cell("naive");
     assert_eq!(naive["met"], true, "{naive}");
     assert_eq!(
         naive["some_seeds_violate"]["violate"][0]["invariant"], "no-state-after-delete",
@@ -464,12 +422,7 @@ fn the_matrix_judges_some_seeds_violate_per_cell() {
         naive["some_seeds_violate"]["seeds"], "seeds 1..=2",
         "{naive}"
     );
-    let saga = cells
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["strategy"] == "saga")
-        .expect("a saga cell");
+    let saga = cell("saga");
     assert!(saga["some_seeds_violate"].is_null(), "{saga}");
 }
 

@@ -27,10 +27,29 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 }
 
 /// A scratch directory for one test.
-fn dir(name: &str) -> PathBuf {
+fn dir(name: &str) -> ScratchDir {
     let dir = scratch(name);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    ScratchDir(dir)
+}
+
+/// A test's scratch directory, removed when the test ends: every test
+/// cleans up the same way. A failing test leaves it, to look at.
+struct ScratchDir(PathBuf);
+
+impl std::ops::Deref for ScratchDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Run `racksim ARGS --json` (which must exit with one of `codes`) and
@@ -43,9 +62,7 @@ fn json_to(dir: &Path, name: &str, args: &[&str], codes: &[i32]) -> String {
         code.is_some_and(|c| codes.contains(&c)),
         "{all:?}: {code:?}\n{err}"
     );
-    let path = dir.join(name);
-    std::fs::write(&path, &out).unwrap();
-    path.to_str().unwrap().to_string()
+    write(dir, name, &out)
 }
 
 /// The shards 0/n..n-1/n of `args` as JSON files in `dir`, named
@@ -149,7 +166,6 @@ fn merged_sweep_shards_print_what_the_unsharded_sweep_prints() {
         text.contains("replay: racksim run start-delete-race --seed"),
         "{text}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Shard 1/2 of seeds 1..2 (seed 2) breaks no invariant, so on its own it
@@ -168,7 +184,6 @@ fn some_seeds_violate_is_judged_over_the_whole_range() {
     assert_eq!(merged["some_seeds_violate"]["seeds"], "seeds 1..=2");
     assert_eq!(merged["shard"], serde_json::json!([0, 1]));
     assert_merge_is_the_whole(&args, &files);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A scenario whose plan races nothing: no seed can break the invariant
@@ -191,7 +206,6 @@ fn a_merge_fails_where_the_whole_range_misses_some_seeds_violate() {
         ),
         "{text}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -204,7 +218,6 @@ fn merged_fuzz_shards_print_what_the_unsharded_fuzz_prints() {
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("runs: 10\n"), "{text}");
     assert!(text.contains("[UNLISTED]"), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `racksim merge` refused: exit 2, nothing on stdout, and stderr has
@@ -286,7 +299,6 @@ fn shards_of_different_runs_are_refused_naming_what_differs() {
             "is a fuzz campaign",
         ],
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -323,7 +335,6 @@ fn a_missing_or_repeated_shard_is_refused_naming_it() {
              where seed 2 belongs",
         ],
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -371,5 +382,4 @@ fn a_file_that_is_not_a_shards_json_is_refused_saying_why() {
     );
     let missing = dir.join("absent.json").to_str().unwrap().to_string();
     assert_refused(&[&files[0], &missing], &["cannot read", "absent.json"]);
-    let _ = std::fs::remove_dir_all(&dir);
 }

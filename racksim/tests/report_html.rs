@@ -194,6 +194,27 @@ fn lanes(block: &El) -> Vec<String> {
         .collect()
 }
 
+/// Seed `seed` of `scenario` under `strategy`, and its page parsed.
+fn one_run_page(scenario: &Scenario, strategy: &str, seed: u64) -> ((Variant, runner::Judged), El) {
+    let run = judged(scenario, strategy, seed);
+    let doc = parse(&page(scenario, std::slice::from_ref(&run), seed));
+    (run, doc)
+}
+
+/// The reconciler records in a run's trace (each drawn in its sled's lane).
+fn reconciler_records(j: &runner::Judged) -> usize {
+    j.outcome
+        .trace
+        .iter()
+        .filter(|l| l.kind == Kind::Reconciler)
+        .count()
+}
+
+/// How many elements of each of `kinds` `el` holds, in that order.
+fn kind_counts<const N: usize>(el: &El, kinds: [&str; N]) -> [usize; N] {
+    kinds.map(|k| el.count_kind(k))
+}
+
 /// NAT spans drawn from dpd records (not entries planted without one).
 fn nat_spans(el: &El) -> usize {
     el.find_all("data-kind", "nat-span")
@@ -217,9 +238,7 @@ const MADRID_LANES: [&str; 7] = [
 
 #[test]
 fn madrid_legacy_shows_switch1_missing_at_the_deadline() {
-    let sc = madrid();
-    let run = judged(&sc, "legacy", 7);
-    let doc = parse(&page(&sc, std::slice::from_ref(&run), 7));
+    let (run, doc) = one_run_page(&madrid(), "legacy", 7);
     let block = doc.find("data-block", "legacy");
     assert_eq!(lanes(block), MADRID_LANES);
 
@@ -231,15 +250,14 @@ fn madrid_legacy_shows_switch1_missing_at_the_deadline() {
     assert_eq!(nat_spans(sw0), 3);
     assert_eq!(nat_spans(sw1), 0);
     // Desired everywhere; missing on switch1 only, once per service zone.
-    assert_eq!(sw0.count_kind("nat-desired"), 3);
-    assert_eq!(sw1.count_kind("nat-desired"), 3);
-    assert_eq!(sw0.count_kind("missing"), 0);
-    assert_eq!(sw1.count_kind("missing"), 3);
-    assert_eq!(sw1.count_kind("dataplane"), 1);
+    assert_eq!(kind_counts(sw0, ["nat-desired", "missing"]), [3, 0]);
+    assert_eq!(
+        kind_counts(sw1, ["nat-desired", "missing", "dataplane"]),
+        [3, 3, 1]
+    );
 
     // The deadline, not convergence; the plan step as one band.
-    assert_eq!(block.count_kind("deadline"), 1);
-    assert_eq!(block.count_kind("converged"), 0);
+    assert_eq!(kind_counts(block, ["deadline", "converged"]), [1, 0]);
     let plan = block.find("data-lane", "plan");
     let steps: Vec<&str> = plan
         .find_all("data-kind", "plan")
@@ -255,12 +273,7 @@ fn madrid_legacy_shows_switch1_missing_at_the_deadline() {
         .collect();
     assert_eq!(blocked.len(), 3, "{blocked:?}");
     // Every reconciler record is drawn (aggregated or not), on its sled.
-    let recs = j
-        .outcome
-        .trace
-        .iter()
-        .filter(|l| l.kind == Kind::Reconciler)
-        .count();
+    let recs = reconciler_records(j);
     assert_eq!(block.count_kind("reconciler"), recs);
 
     // The header: scenario, verdict, replay command.
@@ -273,9 +286,7 @@ fn madrid_legacy_shows_switch1_missing_at_the_deadline() {
 
 #[test]
 fn madrid_sled_task_shows_convergence() {
-    let sc = madrid();
-    let run = judged(&sc, "sled-task", 7);
-    let doc = parse(&page(&sc, std::slice::from_ref(&run), 7));
+    let (run, doc) = one_run_page(&madrid(), "sled-task", 7);
     let block = doc.find("data-block", "sled-task");
     assert_eq!(lanes(block), MADRID_LANES);
     assert_eq!(nat_spans(block), nat_adds(&run.1, None));
@@ -285,10 +296,10 @@ fn madrid_sled_task_shows_convergence() {
         assert_eq!(nat_spans(lane), 3);
         assert_eq!(lane.count_kind("missing"), 0);
     }
-    assert_eq!(block.count_kind("converged"), 1);
-    assert_eq!(block.count_kind("deadline"), 0);
-    assert_eq!(block.count_kind("ntp"), 1);
-    assert_eq!(block.count_kind("control-plane"), 1);
+    assert_eq!(
+        kind_counts(block, ["converged", "deadline", "ntp", "control-plane"]),
+        [1, 0, 1, 1]
+    );
     let converged = block.find("data-kind", "converged");
     let label = converged_label(&run.1);
     assert!(converged.text_all().contains(&label), "{label}");
@@ -350,9 +361,7 @@ fn compare_aligns_both_strategies_on_one_axis() {
 
 #[test]
 fn an_instance_scenario_has_vmm_and_v2p_lanes() {
-    let sc = catalogue::get("start-delete-race").unwrap();
-    let run = judged(&sc, "saga", 3);
-    let doc = parse(&page(&sc, std::slice::from_ref(&run), 3));
+    let (run, doc) = one_run_page(&catalogue::get("start-delete-race").unwrap(), "saga", 3);
     let block = doc.find("data-block", "saga");
     assert_eq!(nat_spans(block), nat_adds(&run.1, None));
     assert!(block.count_kind("vmm") >= 1);
@@ -433,13 +442,7 @@ fn a_long_run_of_a_large_rack_stays_small() {
         .filter(|e| e.attr("data-strip").is_some())
         .count();
     assert!(strips >= 3, "{strips} strips");
-    let recs = run
-        .1
-        .outcome
-        .trace
-        .iter()
-        .filter(|l| l.kind == Kind::Reconciler)
-        .count();
+    let recs = reconciler_records(&run.1);
     // Three sled-tasks' 240 activations each in two hours.
     assert!(recs > 700, "{recs}");
     assert_eq!(block.count_kind("reconciler"), recs);
@@ -451,19 +454,23 @@ fn cli_writes_reports_and_rejects_bad_input() {
     let dir = scratch("cli");
     std::fs::create_dir_all(&dir).unwrap();
     let cmp = dir.join("cmp.html");
-    let cmp_s = cmp.to_str().unwrap();
+    // `racksim compare madrid-one-switch --seed 7 legacy OTHER --report cmp.html`.
+    let compare = |other: &str| {
+        let report = cmp.to_str().unwrap();
+        racksim(&[
+            "compare",
+            "madrid-one-switch",
+            "--seed",
+            "7",
+            "legacy",
+            other,
+            "--report",
+            report,
+        ])
+    };
 
     // Unknown strategy: exit 2, nothing written.
-    let (code, _, err) = racksim(&[
-        "compare",
-        "madrid-one-switch",
-        "--seed",
-        "7",
-        "legacy",
-        "nope",
-        "--report",
-        cmp_s,
-    ]);
+    let (code, _, err) = compare("nope");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("unknown strategy"), "{err}");
     assert!(!cmp.exists());
@@ -475,16 +482,7 @@ fn cli_writes_reports_and_rejects_bad_input() {
     assert!(err.contains("--report"), "{err}");
 
     // compare writes one page with both blocks.
-    let (code, out, err) = racksim(&[
-        "compare",
-        "madrid-one-switch",
-        "--seed",
-        "7",
-        "legacy",
-        "sled-task",
-        "--report",
-        cmp_s,
-    ]);
+    let (code, out, err) = compare("sled-task");
     assert_eq!(code, Some(1), "{err}");
     assert!(out.contains("legacy: NOT CONVERGED"), "{out}");
     let doc = parse(&std::fs::read_to_string(&cmp).unwrap());

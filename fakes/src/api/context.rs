@@ -149,16 +149,29 @@ impl<S, C> Shared<S, C> {
         out
     }
 
-    /// Runs `f` on the state and reports the change it made, if any.
-    pub fn change<T>(
+    /// Runs `f` on the state and reports the change it made, if any; an
+    /// error of `f` (a refused request) becomes the server's answer.
+    pub fn change(
         &self,
-        f: impl FnOnce(&mut S) -> Result<(T, Option<C>), ApiError>,
-    ) -> Result<T, HttpError> {
-        let (out, change) = f(&mut self.lock())?;
+        f: impl FnOnce(&mut S) -> Result<Option<C>, ApiError>,
+    ) -> Result<(), HttpError> {
+        // The state is unlocked before the observer hears of the change.
+        let change = f(&mut self.lock())?;
         if let (Some(change), Some(observer)) = (change, &self.observer) {
             observer(&change);
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// An updating request to `service`, whole: it meets the fault, then
+    /// [`Shared::change`] runs `f`.
+    pub async fn update(
+        &self,
+        service: &str,
+        f: impl FnOnce(&mut S) -> Result<Option<C>, ApiError>,
+    ) -> Result<(), HttpError> {
+        self.meet_fault(service).await?;
+        self.change(f)
     }
 }
 

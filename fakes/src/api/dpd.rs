@@ -294,8 +294,10 @@ async fn addresses_list<A: Family + JsonSchema + Serialize + DeserializeOwned>(
 async fn reset<A: Family>(
     rqctx: RequestContext<DpdContext>,
 ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-    rqctx.context().meet_fault("dpd").await?;
-    rqctx.context().change(|d| Ok(((), d.reset::<A>())))?;
+    rqctx
+        .context()
+        .update("dpd", |d| Ok(d.reset::<A>()))
+        .await?;
     Ok(HttpResponseUpdatedNoContent())
 }
 
@@ -327,8 +329,10 @@ async fn delete<A: Family>(
     ip: A,
     low: u16,
 ) -> Result<HttpResponseDeleted, HttpError> {
-    rqctx.context().meet_fault("dpd").await?;
-    rqctx.context().change(|d| Ok(((), d.delete(ip, low))))?;
+    rqctx
+        .context()
+        .update("dpd", |d| Ok(d.delete(ip, low)))
+        .await?;
     Ok(HttpResponseDeleted())
 }
 
@@ -339,11 +343,9 @@ async fn create<A: Family>(
     high: u16,
     target: TypedBody<NatTarget>,
 ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-    rqctx.context().meet_fault("dpd").await?;
     let target = target.into_inner();
-    rqctx
-        .context()
-        .change(|d| Ok(((), d.create(ip, low, high, target)?)))?;
+    let create = |d: &mut DpdState| Ok(d.create(ip, low, high, target)?);
+    rqctx.context().update("dpd", create).await?;
     Ok(HttpResponseUpdatedNoContent())
 }
 

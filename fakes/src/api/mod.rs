@@ -30,7 +30,7 @@ pub use dpd::{
     Token, DPD_TITLE,
 };
 pub use mgs::{mgs_api_mod, mgs_openapi, serve_mgs, MgsApi, MgsImpl, SpPath, MGS_TITLE};
-pub use server::ServeError;
+pub use server::{quiet_server, ServeError};
 pub use sled_agent::{
     serve_sled_agent, sled_agent_api_mod, sled_agent_openapi, InstancePath, SledAgentApi,
     SledAgentContext, SledAgentImpl, SLED_AGENT_TITLE,

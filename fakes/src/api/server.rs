@@ -108,6 +108,27 @@ fn register_unserved<C: dropshot::ServerContext>(
     Ok(())
 }
 
+/// A dropshot server of `api` over `context` on `bind`, not yet started,
+/// whose log (named `log_name`) shows only critical messages: racksim's
+/// servers report what they do in the trace, not on stderr.
+pub fn quiet_server<C: dropshot::ServerContext>(
+    api: dropshot::ApiDescription<C>,
+    context: C,
+    bind: SocketAddr,
+    log_name: &str,
+) -> std::io::Result<ServerBuilder<C>> {
+    let log = ConfigLogging::StderrTerminal {
+        level: ConfigLoggingLevel::Critical,
+    }
+    .to_logger(log_name)?;
+    Ok(
+        ServerBuilder::new(api, context, log).config(ConfigDropshot {
+            bind_address: bind,
+            ..Default::default()
+        }),
+    )
+}
+
 pub(super) fn start<C: dropshot::ServerContext>(
     mut api: dropshot::ApiDescription<C>,
     context: C,
@@ -116,18 +137,10 @@ pub(super) fn start<C: dropshot::ServerContext>(
     service: Service,
 ) -> Result<HttpServer<C>, ServeError> {
     register_unserved(&mut api, service)?;
-    let log = ConfigLogging::StderrTerminal {
-        level: ConfigLoggingLevel::Critical,
-    }
-    .to_logger("racksim-fakes")
-    .map_err(|e| ServeError(format!("logger: {e}")))?;
+    let builder = quiet_server(api, context, bind, "racksim-fakes")
+        .map_err(|e| ServeError(format!("logger: {e}")))?;
     let version: semver::Version = version.parse().expect("API versions are semver");
-    let config = ConfigDropshot {
-        bind_address: bind,
-        ..Default::default()
-    };
-    ServerBuilder::new(api, context, log)
-        .config(config)
+    builder
         .version_policy(VersionPolicy::Dynamic(Box::new(
             ClientSpecifiesVersionInHeader::new(
                 HeaderName::from_static(API_VERSION_HEADER),

@@ -107,9 +107,11 @@ impl SledAgentApi for SledAgentImpl {
         rqctx: RequestContext<SledAgentContext>,
         body: TypedBody<VirtualNetworkInterfaceHost>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault("sled-agent").await?;
         let m = body.into_inner();
-        rqctx.context().change(|a| Ok(((), a.v2p_set(m)?)))?;
+        rqctx
+            .context()
+            .update("sled-agent", |a| a.v2p_set(m))
+            .await?;
         Ok(HttpResponseUpdatedNoContent())
     }
 
@@ -117,9 +119,11 @@ impl SledAgentApi for SledAgentImpl {
         rqctx: RequestContext<SledAgentContext>,
         body: TypedBody<VirtualNetworkInterfaceHost>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault("sled-agent").await?;
         let m = body.into_inner();
-        rqctx.context().change(|a| Ok(((), a.v2p_del(&m)?)))?;
+        rqctx
+            .context()
+            .update("sled-agent", |a| a.v2p_del(&m))
+            .await?;
         Ok(HttpResponseUpdatedNoContent())
     }
 
@@ -144,10 +148,10 @@ impl SledAgentApi for SledAgentImpl {
         path: Path<InstancePath>,
         body: TypedBody<VmmRegistration>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault("sled-agent").await?;
         let id = path.into_inner().instance_id;
         let reg = body.into_inner();
-        rqctx.context().change(|a| Ok(((), a.register(id, reg)?)))?;
+        let register = |a: &mut SledAgentState| a.register(id, reg);
+        rqctx.context().update("sled-agent", register).await?;
         Ok(HttpResponseUpdatedNoContent())
     }
 
@@ -156,12 +160,10 @@ impl SledAgentApi for SledAgentImpl {
         path: Path<InstancePath>,
         body: TypedBody<VmmStateRequest>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        rqctx.context().meet_fault("sled-agent").await?;
         let id = path.into_inner().instance_id;
         let want = body.into_inner();
-        rqctx
-            .context()
-            .change(|a| Ok(((), a.set_state(id, want)?)))?;
+        let set_state = |a: &mut SledAgentState| a.set_state(id, want);
+        rqctx.context().update("sled-agent", set_state).await?;
         Ok(HttpResponseUpdatedNoContent())
     }
 }

@@ -191,6 +191,17 @@ pub(super) fn step_action(
     let refused = |message: String, hint: Option<&str>| -> StepError {
         (aspan.clone(), message, hint.map(str::to_string))
     };
+    // A step that undoes an earlier one (reveal-switch a hide-switch,
+    // sidecar-power-on a sidecar-power-off, control-plane-up a
+    // control-plane-down, cold-boot a power-off): refused unless the plan
+    // so far `did` it.
+    let undo = |did: bool, message: String, hint: &str| -> Result<(), StepError> {
+        if did {
+            Ok(())
+        } else {
+            Err(refused(message, Some(hint)))
+        }
+    };
     let action = match name {
         "hide-switch" => {
             let sw = switch()?;
@@ -199,12 +210,13 @@ pub(super) fn step_action(
         }
         "reveal-switch" => {
             let sw = switch()?;
-            if !st.hidden.remove(&sw) {
-                return Err(refused(
-                    format!("reveal-switch {sw}: {sw} is not hidden at that point of the plan"),
-                    Some("add a hide-switch step before it"),
-                ));
-            }
+            let message =
+                format!("reveal-switch {sw}: {sw} is not hidden at that point of the plan");
+            undo(
+                st.hidden.remove(&sw),
+                message,
+                "add a hide-switch step before it",
+            )?;
             Action::RevealSwitch(sw)
         }
         "crash" | "restart" => {
@@ -262,12 +274,12 @@ pub(super) fn step_action(
         }
         "sidecar-power-on" => {
             let sw = switch()?;
-            if !st.sidecars_off.remove(&sw) {
-                return Err(refused(
-                    format!("sidecar {sw} is not off at that point of the plan"),
-                    Some("add a sidecar-power-off step before it"),
-                ));
-            }
+            let message = format!("sidecar {sw} is not off at that point of the plan");
+            undo(
+                st.sidecars_off.remove(&sw),
+                message,
+                "add a sidecar-power-off step before it",
+            )?;
             Action::SidecarPowerOn(sw)
         }
         "replace-scrimlet" => {
@@ -284,12 +296,11 @@ pub(super) fn step_action(
             }
         }
         "control-plane-up" => {
-            if !std::mem::replace(&mut st.control_plane_down, false) {
-                return Err(refused(
-                    "control-plane-up, but the plan never took it down".into(),
-                    Some("add a control-plane-down step before it"),
-                ));
-            }
+            undo(
+                std::mem::replace(&mut st.control_plane_down, false),
+                "control-plane-up, but the plan never took it down".into(),
+                "add a control-plane-down step before it",
+            )?;
             Action::ControlPlaneUp
         }
         "power-off" => {
@@ -297,12 +308,11 @@ pub(super) fn step_action(
             Action::PowerOff
         }
         "cold-boot" => {
-            if !std::mem::replace(&mut st.powered_off, false) {
-                return Err(refused(
-                    "cold-boot, but the rack was never powered off".into(),
-                    Some("add a power-off step before it"),
-                ));
-            }
+            undo(
+                std::mem::replace(&mut st.powered_off, false),
+                "cold-boot, but the rack was never powered off".into(),
+                "add a power-off step before it",
+            )?;
             Action::ColdBoot
         }
         "stale-entry" | "lost-entry" => {

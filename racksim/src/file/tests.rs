@@ -64,16 +64,20 @@ fn durations() {
 
 #[test]
 fn unknown_field_points_at_it() {
-    let e = error_of(&GOOD.replace("within = \"10m\"", "within = \"10m\"\nwithn = \"1m\""));
-    assert_eq!((e.line, e.column), (19, 1), "{e}");
-    assert!(e.message.contains("unknown field `withn`"), "{e}");
+    error_at(
+        &GOOD.replace("within = \"10m\"", "within = \"10m\"\nwithn = \"1m\""),
+        (19, 1),
+        "unknown field `withn`",
+    );
 }
 
 #[test]
 fn bad_duration_points_at_the_value() {
-    let e = error_of(&GOOD.replace("at = \"0s\"", "at = \"soon\""));
-    assert_eq!((e.line, e.column), (7, 6), "{e}");
-    assert!(e.message.contains("invalid duration \"soon\""), "{e}");
+    error_at(
+        &GOOD.replace("at = \"0s\"", "at = \"soon\""),
+        (7, 6),
+        "invalid duration \"soon\"",
+    );
 }
 
 #[test]
@@ -189,6 +193,19 @@ fn impossible_orders_are_rejected() {
     }
 }
 
+/// The expectation `text` gives `variant` (it must parse).
+fn expectation_of(text: &str, variant: &str) -> Expectation {
+    let s = parse("t.toml", text).unwrap();
+    s.expectations[&s.variant(variant).unwrap()].clone()
+}
+
+/// `text`'s error stands at `(line, column)` and says `says`.
+fn error_at(text: &str, at: (usize, usize), says: &str) {
+    let e = error_of(text);
+    assert_eq!((e.line, e.column), at, "{e}");
+    assert!(e.message.contains(says), "{e}");
+}
+
 /// GOOD with these steps appended: `(at, the step's other lines)`.
 fn with_steps(steps: &[(&str, &str)]) -> String {
     let mut text = GOOD.to_string();
@@ -198,10 +215,27 @@ fn with_steps(steps: &[(&str, &str)]) -> String {
     text
 }
 
+/// The rack-wide step pair the ordering tests draw windows for.
+const POWER_OFF: &str = "action = \"power-off\"";
+const COLD_BOOT: &str = "action = \"cold-boot\"";
+
+/// GOOD with these steps appended parses.
+fn accepted(steps: &[(&str, &str)]) {
+    if let Err(e) = parse("t.toml", &with_steps(steps)) {
+        panic!("{e}");
+    }
+}
+
 /// The error for a step that must come after another but whose window
 /// can draw a time before it.
 fn overlap_error(steps: &[(&str, &str)]) -> ScenarioError {
-    let e = error_of(&with_steps(steps));
+    overlapping(&with_steps(steps))
+}
+
+/// The error of `text`, in which a step's window can draw a time before
+/// one it must follow.
+fn overlapping(text: &str) -> ScenarioError {
+    let e = error_of(text);
     assert!(e.message.contains("can happen before"), "{e}");
     e
 }
@@ -210,10 +244,7 @@ fn overlap_error(steps: &[(&str, &str)]) -> ScenarioError {
 fn a_cold_boot_whose_window_can_precede_the_power_off_is_rejected() {
     // Inside the power-off's window: sorted first, so it looks like a
     // cold boot with no power-off at all, but a power-off exists.
-    let e = overlap_error(&[
-        ("10m..14m", "action = \"power-off\""),
-        ("12m..13m", "action = \"cold-boot\""),
-    ]);
+    let e = overlap_error(&[("10m..14m", POWER_OFF), ("12m..13m", COLD_BOOT)]);
     assert_eq!((e.line, e.column), (29, 6), "{e}");
     assert_eq!(
         e.message,
@@ -232,34 +263,21 @@ fn a_cold_boot_whose_window_can_precede_the_power_off_is_rejected() {
         "{e}"
     );
     // Ending after the power-off's window, but able to start inside it.
-    let e = overlap_error(&[
-        ("10m..14m", "action = \"power-off\""),
-        ("12m..15m", "action = \"cold-boot\""),
-    ]);
+    let e = overlap_error(&[("10m..14m", POWER_OFF), ("12m..15m", COLD_BOOT)]);
     assert_eq!((e.line, e.column), (29, 6), "{e}");
     // A fixed time inside the window.
-    let e = overlap_error(&[
-        ("10m..14m", "action = \"power-off\""),
-        ("13m", "action = \"cold-boot\""),
-    ]);
+    let e = overlap_error(&[("10m..14m", POWER_OFF), ("13m", COLD_BOOT)]);
     assert_eq!(
         e.hint.as_deref(),
         Some("cold-boot must come after power-off in every draw; start it at 14m or later")
     );
     // Windows that touch are fine: a tie keeps plan order.
-    let ok = with_steps(&[
-        ("10m..12m", "action = \"power-off\""),
-        ("12m..13m", "action = \"cold-boot\""),
-    ]);
-    assert!(parse("t.toml", &ok).is_ok());
+    accepted(&[("10m..12m", POWER_OFF), ("12m..13m", COLD_BOOT)]);
 }
 
 #[test]
 fn same_time_steps_run_in_file_order() {
-    let e = overlap_error(&[
-        ("10m", "action = \"cold-boot\""),
-        ("10m", "action = \"power-off\""),
-    ]);
+    let e = overlap_error(&[("10m", COLD_BOOT), ("10m", POWER_OFF)]);
     assert_eq!(e.line, 25, "{e}");
     assert_eq!(
         e.hint.as_deref(),
@@ -268,11 +286,7 @@ fn same_time_steps_run_in_file_order() {
                  list the power-off step before it"
         )
     );
-    let ok = with_steps(&[
-        ("10m", "action = \"power-off\""),
-        ("10m", "action = \"cold-boot\""),
-    ]);
-    assert!(parse("t.toml", &ok).is_ok());
+    accepted(&[("10m", POWER_OFF), ("10m", COLD_BOOT)]);
 }
 
 #[test]
@@ -303,8 +317,7 @@ fn a_heal_whose_window_can_precede_the_partition_is_rejected() {
         ("2m", heal),
     ]));
     assert!(e.message.contains("never made"), "{e}");
-    let ok = with_steps(&[("1m..2m", partition), ("2m..4m", heal)]);
-    assert!(parse("t.toml", &ok).is_ok());
+    accepted(&[("1m..2m", partition), ("2m..4m", heal)]);
 }
 
 #[test]
@@ -323,8 +336,7 @@ fn sidecar_steps_whose_windows_overlap_are_rejected() {
         e.message,
         "sidecar-power-off at 13m..15m can happen before sidecar-power-on at 12m..14m"
     );
-    let ok = with_steps(&[("10m", off), ("12m..14m", on), ("14m..15m", off)]);
-    assert!(parse("t.toml", &ok).is_ok());
+    accepted(&[("10m", off), ("12m..14m", on), ("14m..15m", off)]);
 }
 
 #[test]
@@ -344,25 +356,19 @@ fn a_control_plane_up_that_can_precede_its_down_is_rejected() {
     assert!(e.message.starts_with("control-plane-up at 3m0.1s"), "{e}");
 }
 
-const INSTANCES: &str = r#"name = "i"
+/// An instance scenario: one create (the plan the integration tests'
+/// `NO_RACE` runs too), expected to converge under saga.
+const INSTANCES: &str = concat!(
+    r#"name = "i"
 description = "d"
-kind = "instances"
-rack = "madrid"
-ntp_return_switch = "switch0"
-
-[[instance]]
-name = "web1"
-
-[[step]]
-at = "1m"
-action = "instance-create"
-instance = "web1"
-sled = "sled2"
-
+"#,
+    include_str!("../../tests/common/one-create.toml"),
+    r#"
 [expect.saga]
 outcome = "converges"
 within = "5m"
-"#;
+"#
+);
 
 #[test]
 fn instance_scenarios_parse_with_start_implementations() {
@@ -387,9 +393,11 @@ fn unknown_instances_and_sleds_are_rejected() {
     let e = error_of(&INSTANCES.replace("instance = \"web1\"", "instance = \"web2\""));
     assert_eq!((e.line, e.column), (13, 12), "{e}");
     assert_eq!(e.hint.as_deref(), Some("declared instances: web1"));
-    let e = error_of(&INSTANCES.replace("sled = \"sled2\"", "sled = \"sled9\""));
-    assert_eq!((e.line, e.column), (14, 8), "{e}");
-    assert!(e.message.contains("unknown sled \"sled9\""), "{e}");
+    error_at(
+        &INSTANCES.replace("sled = \"sled2\"", "sled = \"sled9\""),
+        (14, 8),
+        "unknown sled \"sled9\"",
+    );
     // Instances belong to instance scenarios only.
     let e = error_of(&INSTANCES.replace("kind = \"instances\"\n", ""));
     assert!(e.message.contains("only in kind = \"instances\""), "{e}");
@@ -627,8 +635,7 @@ fn vacuous_and_misplaced_expectations_are_rejected() {
         "verdict_mentions = [\"switch1\"]",
         "verdict_mentions = [\"switch1\"]\nsome_seeds_fail = true",
     );
-    let s = parse("t.toml", &must_fail).unwrap();
-    let exp = &s.expectations[&s.variant("legacy").unwrap()];
+    let exp = expectation_of(&must_fail, "legacy");
     assert!(exp.some_seeds_fail);
     assert_eq!(exp.verdict_mentions, ["switch1"]);
 
@@ -644,8 +651,7 @@ fn vacuous_and_misplaced_expectations_are_rejected() {
         "within = \"10m\"",
         "within = \"10m\"\nconverged_by = \"1m\"\nrepair_within = \"5s\"",
     );
-    let s = parse("t.toml", &bounds).unwrap();
-    let exp = &s.expectations[&s.variant("sled-task").unwrap()];
+    let exp = expectation_of(&bounds, "sled-task");
     assert_eq!(exp.converged_by, Some(Duration::from_secs(60)));
     assert_eq!(exp.repair_within, Some(Duration::from_secs(5)));
 }
@@ -934,8 +940,7 @@ fn zone_start_bounds_apply_only_where_zone_starts_do_work() {
         "deadline = \"2h\"",
         "deadline = \"2h\"\nzone_start_at_least = \"5m\"\nzone_start_at_most = \"6m\"",
     );
-    let s = parse("t.toml", &legacy).unwrap();
-    let exp = &s.expectations[&s.variant("legacy").unwrap()];
+    let exp = expectation_of(&legacy, "legacy");
     assert_eq!(exp.zone_start_at_least, Some(Duration::from_secs(300)));
     assert_eq!(exp.zone_start_at_most, Some(Duration::from_secs(360)));
     // A bound every start meets is refused there too.
@@ -1018,6 +1023,11 @@ fn config_steps(steps: &[(&str, &str)]) -> String {
     text
 }
 
+/// A config-change step's lines: remove `zone`.
+fn remove_zone(zone: &str) -> String {
+    format!("change = \"remove-zone\"\nzone = \"{zone}\"")
+}
+
 /// A config-change step's lines: a second Nexus zone, on sled2.
 const ADD_NEXUS: &str = "change = \"add-zone\"\nzone = \"nexus\"\nsled = \"sled2\"";
 
@@ -1026,7 +1036,7 @@ fn config_changes_parse_and_refer_to_zones_by_kind_and_ordinal() {
     let text = config_steps(&[
         ("1m", ADD_NEXUS),
         ("2m", "change = \"move-zone\"\nzone = \"nexus.1\"\nsled = \"sled0\""),
-        ("3m", "change = \"remove-zone\"\nzone = \"nexus.0\""),
+        ("3m", &remove_zone("nexus.0")),
         // Only nexus.1 is left: `nexus` names it.
         ("4m", "change = \"move-zone\"\nzone = \"nexus\"\nsled = \"sled3\""),
         (
@@ -1059,7 +1069,7 @@ fn bad_config_changes_get_located_errors() {
     // An ambiguous kind once there are two Nexus zones.
     let e = error_of(&config_steps(&[
         ("1m", ADD_NEXUS),
-        ("2m", "change = \"remove-zone\"\nzone = \"nexus\""),
+        ("2m", &remove_zone("nexus")),
     ]));
     assert!(e.message.contains("nexus is ambiguous"), "{e}");
     assert!(e.message.contains("nexus.0, nexus.1"), "{e}");
@@ -1096,7 +1106,7 @@ fn bad_config_changes_get_located_errors() {
 #[test]
 fn a_refused_config_change_leaves_the_zones_later_steps_see() {
     let text = config_steps(&[
-        ("1m", "change = \"remove-zone\"\nzone = \"nexus\""),
+        ("1m", &remove_zone("nexus")),
         (
             "2m",
             "change = \"move-zone\"\nzone = \"nexus\"\nsled = \"sled2\"",
@@ -1106,7 +1116,7 @@ fn a_refused_config_change_leaves_the_zones_later_steps_see() {
     // A valid removal does change them.
     let e = error_of(&config_steps(&[
         ("1m", ADD_NEXUS),
-        ("2m", "change = \"remove-zone\"\nzone = \"nexus.0\""),
+        ("2m", &remove_zone("nexus.0")),
         (
             "3m",
             "change = \"move-zone\"\nzone = \"nexus.0\"\nsled = \"sled2\"",
@@ -1117,9 +1127,8 @@ fn a_refused_config_change_leaves_the_zones_later_steps_see() {
 
 #[test]
 fn config_changes_whose_windows_overlap_are_rejected() {
-    let e = error_of(&config_steps(&[
+    overlapping(&config_steps(&[
         ("1m..3m", ADD_NEXUS),
-        ("2m", "change = \"remove-zone\"\nzone = \"nexus.1\""),
+        ("2m", &remove_zone("nexus.1")),
     ]));
-    assert!(e.message.contains("can happen before"), "{e}");
 }

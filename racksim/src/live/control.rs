@@ -11,10 +11,9 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use dropshot::{
-    ConfigDropshot, ConfigLogging, ConfigLoggingLevel, HttpError, HttpResponseOk,
-    HttpResponseUpdatedNoContent, HttpServer, RequestContext, ServerBuilder, TypedBody,
+    HttpError, HttpResponseOk, HttpResponseUpdatedNoContent, HttpServer, RequestContext, TypedBody,
 };
-use racksim_fakes::api::Fault;
+use racksim_fakes::api::{quiet_server, Fault};
 use racksim_nexus::InstanceRequest;
 use racksim_reconciler::{
     dpd::Ipv4Nat,
@@ -297,7 +296,7 @@ impl Control {
                     return Ok(());
                 }
                 s.dpd
-                    .change(|d| Ok(((), d.ipv4_delete(e.external_ip, e.first_port))))?;
+                    .change(|d| Ok(d.ipv4_delete(e.external_ip, e.first_port)))?;
             }
             Action::StaleEntry { switch, zone } => {
                 let Some(z) = hosts.zones.zones().iter().find(|z| z.id.kind == *zone) else {
@@ -312,10 +311,7 @@ impl Control {
                 }
                 s.dpd.change(|d| {
                     d.ipv4_delete(e.external_ip, e.first_port);
-                    Ok((
-                        (),
-                        d.ipv4_create(e.external_ip, e.first_port, e.last_port, e.target)?,
-                    ))
+                    Ok(d.ipv4_create(e.external_ip, e.first_port, e.last_port, e.target)?)
                 })?;
             }
             Action::Crash(host) | Action::Restart(host) => {
@@ -526,16 +522,8 @@ pub(super) fn serve_control(
     control: Arc<Control>,
 ) -> Result<HttpServer<Arc<Control>>, String> {
     let api = control_api_mod::api_description::<ControlImpl>().map_err(|e| e.to_string())?;
-    let log = ConfigLogging::StderrTerminal {
-        level: ConfigLoggingLevel::Critical,
-    }
-    .to_logger("racksim-control")
-    .map_err(|e| e.to_string())?;
-    ServerBuilder::new(api, control, log)
-        .config(ConfigDropshot {
-            bind_address: bind,
-            ..Default::default()
-        })
+    quiet_server(api, control, bind, "racksim-control")
+        .map_err(|e| e.to_string())?
         .start()
         .map_err(|e| format!("control API on {bind}: {e}"))
 }

@@ -37,6 +37,13 @@ pub fn racksim_in(dir: &str, args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// `racksim` with a command line written as one string, split at spaces
+/// (no argument of these tests holds one).
+#[allow(dead_code)] // not every test binary uses it
+pub fn racksim_words(line: &str) -> (Option<i32>, String, String) {
+    racksim(&line.split(' ').collect::<Vec<_>>())
+}
+
 /// A fresh scratch path under the temp dir, unique to this process.
 #[allow(dead_code)] // not every test binary uses it
 pub fn scratch(name: &str) -> std::path::PathBuf {
@@ -48,23 +55,15 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
 /// A race scenario whose plan races nothing: no seed can break the
 /// invariant its `some_seeds_violate` names.
 #[allow(dead_code)] // not every test binary uses it
-pub const NO_RACE: &str = r#"name = "no-race"
+pub const NO_RACE: &str = concat!(
+    r#"name = "no-race"
 description = "a create and nothing else"
-kind = "instances"
-rack = "madrid"
-ntp_return_switch = "switch0"
-
-[[instance]]
-name = "web1"
-
-[[step]]
-at = "1m"
-action = "instance-create"
-instance = "web1"
-sled = "sled2"
-
+"#,
+    include_str!("one-create.toml"),
+    r#"
 [expect.naive]
 outcome = "any"
 deadline = "3m"
 some_seeds_violate = "no-state-after-delete"
-"#;
+"#
+);

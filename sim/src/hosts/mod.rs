@@ -7,7 +7,10 @@ pub mod sled;
 pub mod switch_zone;
 pub mod upstream;
 
+use std::net::{Ipv6Addr, SocketAddr};
+
 use racksim_reconciler::{dpd::NatTarget, nat::NatEntry};
+use serde::{de::DeserializeOwned, Serialize};
 
 use crate::{
     services::{serve, Handler},
@@ -40,6 +43,41 @@ pub(crate) fn spawn_server<H: Handler>(world: &World, host: &str, port: u16, han
             world.testbed_error(&host, format!("the server on port {port} stopped: {e}"));
         }
     });
+}
+
+/// A UDP socket on every address of a host, read as the JSON packets of
+/// the simulated data path.
+pub(crate) struct PacketSocket {
+    sock: turmoil::net::UdpSocket,
+    buf: Vec<u8>,
+}
+
+impl PacketSocket {
+    pub(crate) async fn bind(port: u16) -> std::io::Result<Self> {
+        let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, port)).await?;
+        Ok(Self {
+            sock,
+            buf: vec![0u8; 4096],
+        })
+    }
+
+    /// The next packet that reads as a `T`. Anything else is passed over,
+    /// as a real host drops what it cannot parse.
+    pub(crate) async fn recv<T: DeserializeOwned>(&mut self) -> std::io::Result<T> {
+        loop {
+            let (n, _from) = self.sock.recv_from(&mut self.buf).await?;
+            if let Ok(packet) = serde_json::from_slice(&self.buf[..n]) {
+                return Ok(packet);
+            }
+        }
+    }
+
+    /// Send `packet` to `to`. Like the real data path, delivery is best
+    /// effort: a send that fails is not retried.
+    pub(crate) async fn send<T: Serialize>(&self, packet: &T, to: SocketAddr) {
+        let bytes = serde_json::to_vec(packet).expect("packets serialize");
+        let _ = self.sock.send_to(&bytes, to).await;
+    }
 }
 
 /// `198.51.100.1/16384-32767 -> sled2 (a8:40:25:ff:00:01, vni 100)`

@@ -1,12 +1,7 @@
 //! A switch zone: fake dpd (with its instance NAT RPW) and MGS, and the
 //! switch's data path (uplink ingress through the NAT table).
 
-use std::{
-    future::Future,
-    net::{Ipv6Addr, SocketAddr},
-    sync::Arc,
-    time::Duration,
-};
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use http::Method;
 use racksim_fakes::{
@@ -20,7 +15,7 @@ use racksim_reconciler::{
     MGS_PORT,
 };
 
-use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server};
+use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server, PacketSocket};
 use crate::{
     dataplane::{Geneve, Inbound},
     era::Task,
@@ -338,13 +333,9 @@ impl Handler for MgsHandler {
 
 /// Inbound traffic from the uplink: NAT it to a sled or drop it.
 async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
-    let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, UPLINK_PORT)).await?;
-    let mut buf = vec![0u8; 4096];
+    let mut sock = PacketSocket::bind(UPLINK_PORT).await?;
     loop {
-        let (n, _from) = sock.recv_from(&mut buf).await?;
-        let Ok(pkt) = serde_json::from_slice::<Inbound>(&buf[..n]) else {
-            continue;
-        };
+        let pkt: Inbound = sock.recv().await?;
         let (hit, was_dropping) = {
             let st = world.lock();
             let hit = st
@@ -369,9 +360,7 @@ async fn dataplane(world: World, slot: SwitchSlot) -> turmoil::Result {
                     inner: pkt,
                 };
                 let to = SocketAddr::new(entry.target.internal_ip.into(), GENEVE_PORT);
-                let bytes = serde_json::to_vec(&g).expect("packets serialize");
-                // Like the real data path, delivery is best effort.
-                let _ = sock.send_to(&bytes, to).await;
+                sock.send(&g, to).await;
             }
             None => {
                 if !was_dropping {

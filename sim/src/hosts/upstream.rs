@@ -2,10 +2,11 @@
 //! one chosen switch's uplink (the scenario picks which), where they are
 //! dropped unless that switch holds boundary NTP's NAT entry.
 
-use std::net::{Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use crate::{
     dataplane::{Inbound, NtpQuery},
+    hosts::PacketSocket,
     net::{NTP_PORT, UPLINK_PORT},
     rack::UPSTREAM_NTP_NAME,
     world::World,
@@ -16,13 +17,9 @@ pub const NTP_REPLY: &str = "ntp-reply";
 
 pub async fn run(world: World) -> turmoil::Result {
     world.boot(UPSTREAM_NTP_NAME);
-    let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, NTP_PORT)).await?;
-    let mut buf = vec![0u8; 4096];
+    let mut sock = PacketSocket::bind(NTP_PORT).await?;
     loop {
-        let (n, _from) = sock.recv_from(&mut buf).await?;
-        let Ok(q) = serde_json::from_slice::<NtpQuery>(&buf[..n]) else {
-            continue;
-        };
+        let q: NtpQuery = sock.recv().await?;
         let Some(switch_zone) = world.switch_zone_address(world.params.ntp_return_switch) else {
             continue;
         };
@@ -32,8 +29,6 @@ pub async fn run(world: World) -> turmoil::Result {
             payload: NTP_REPLY.to_string(),
         };
         let to = SocketAddr::new(switch_zone.into(), UPLINK_PORT);
-        let _ = sock
-            .send_to(&serde_json::to_vec(&reply).expect("packets serialize"), to)
-            .await;
+        sock.send(&reply, to).await;
     }
 }

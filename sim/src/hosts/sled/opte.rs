@@ -2,23 +2,21 @@
 //! the zone it is for when the VNI and MAC match, and records a boundary NTP
 //! reply as time being synchronised.
 
-use std::net::Ipv6Addr;
-
 use crate::{
-    dataplane::Geneve, hosts::upstream::NTP_REPLY, net::GENEVE_PORT, rack::ZoneKind, trace::Kind,
+    dataplane::Geneve,
+    hosts::{upstream::NTP_REPLY, PacketSocket},
+    net::GENEVE_PORT,
+    rack::ZoneKind,
+    trace::Kind,
     world::World,
 };
 
 /// OPTE: deliver Geneve traffic to the zone it is for, if VNI and MAC match.
 pub(super) async fn opte(world: World, index: usize) -> std::io::Result<()> {
     let host = world.sled(index).name;
-    let sock = turmoil::net::UdpSocket::bind((Ipv6Addr::UNSPECIFIED, GENEVE_PORT)).await?;
-    let mut buf = vec![0u8; 4096];
+    let mut sock = PacketSocket::bind(GENEVE_PORT).await?;
     loop {
-        let (n, _from) = sock.recv_from(&mut buf).await?;
-        let Ok(g) = serde_json::from_slice::<Geneve>(&buf[..n]) else {
-            continue;
-        };
+        let g: Geneve = sock.recv().await?;
         // The zones here now: a zone moved away no longer takes traffic.
         let zone = world.with_zones(|zones| {
             zones
