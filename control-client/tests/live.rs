@@ -6,31 +6,38 @@
 //! about what an action does at once (a crashed switch zone is down in the
 //! very next state dump), not about convergence, so nothing waits.
 
-use std::{
-    net::{Ipv4Addr, SocketAddr},
-    time::Duration,
-};
+use std::time::Duration;
 
-use racksim::live::{start, LiveOptions, LiveRack, LiveTrace, Reconcilers};
+use racksim::live::{LiveOptions, LiveRack};
 use racksim_control_client::{types, Client};
-use racksim_reconciler::instances::StartImpl;
-use racksim_sim::{InstanceSpec, Strategy};
 
 async fn start_live() -> LiveRack {
-    let rack = racksim::catalogue::get("sidecar-power-cycle")
-        .expect("catalogued")
-        .rack;
+    let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
     let opts = LiveOptions {
-        strategy: Strategy::ScrimletLocal,
-        reconcilers: Reconcilers::Racksim,
-        control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
         period: Duration::from_secs(3600),
-        start: StartImpl::Saga,
-        instances: vec![InstanceSpec { name: "web".into() }],
+        ..LiveOptions::default()
     };
-    start(&rack, &opts, LiveTrace::new(false))
+    LiveRack::start(&scenario, opts)
         .await
         .expect("the live rack starts")
+}
+
+/// A plan action on one host (`crash`, `restart`), as a typed call.
+async fn host_action(
+    client: &Client,
+    action: &str,
+    host: &str,
+) -> Result<(), racksim_control_client::Error<types::Error>> {
+    client
+        .action_apply()
+        .body(
+            types::ActionRequest::builder()
+                .action(action)
+                .host(Some(host.to_string())),
+        )
+        .send()
+        .await
+        .map(|_| ())
 }
 
 fn switch<'a>(state: &'a types::StateDump, name: &str) -> &'a types::SwitchDump {
@@ -51,30 +58,12 @@ async fn typed_actions_state_and_trace() {
     assert!(switch(&state, "switch1").up, "{state:?}");
 
     // A crash is a typed call; its effect is in the next dump.
-    client
-        .action_apply()
-        .body(
-            types::ActionRequest::builder()
-                .action("crash")
-                .host(Some("switch1".to_string())),
-        )
-        .send()
-        .await
-        .unwrap();
+    host_action(&client, "crash", "switch1").await.unwrap();
     let state = client.state_get().send().await.unwrap().into_inner();
     assert!(!switch(&state, "switch1").up, "{state:?}");
     assert!(switch(&state, "switch0").up, "{state:?}");
 
-    client
-        .action_apply()
-        .body(
-            types::ActionRequest::builder()
-                .action("restart")
-                .host(Some("switch1".to_string())),
-        )
-        .send()
-        .await
-        .unwrap();
+    host_action(&client, "restart", "switch1").await.unwrap();
     let state = client.state_get().send().await.unwrap().into_inner();
     assert!(switch(&state, "switch1").up, "{state:?}");
 
@@ -98,14 +87,7 @@ async fn a_refused_action_is_a_typed_error_and_changes_nothing() {
     let client = Client::new(&format!("http://{}", live.control));
     let before = client.state_get().send().await.unwrap().into_inner();
 
-    let err = client
-        .action_apply()
-        .body(
-            types::ActionRequest::builder()
-                .action("crash")
-                .host(Some("sled99".to_string())),
-        )
-        .send()
+    let err = host_action(&client, "crash", "sled99")
         .await
         .expect_err("no such host");
     let status = err.status().expect("an HTTP answer");

@@ -11,15 +11,13 @@
 //! to them.
 
 use std::{
-    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
+    net::{Ipv4Addr, Ipv6Addr},
     num::NonZeroU32,
     time::Duration,
 };
 
 use futures::TryStreamExt;
-use racksim::live::{start, LiveOptions, LiveRack, LiveTrace, Reconcilers};
-use racksim_reconciler::instances::StartImpl;
-use racksim_sim::{InstanceSpec, Strategy};
+use racksim::live::{LiveOptions, LiveRack};
 use racksim_upstream_clients::{dpd, mgs, sled_agent};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -39,18 +37,12 @@ async fn converged(live: &LiveRack) -> bool {
 }
 
 async fn start_live() -> LiveRack {
-    let rack = racksim::catalogue::get("sidecar-power-cycle")
-        .expect("catalogued")
-        .rack;
+    let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
     let opts = LiveOptions {
-        strategy: Strategy::ScrimletLocal,
-        reconcilers: Reconcilers::Racksim,
-        control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
         period: Duration::from_secs(3600),
-        start: StartImpl::Saga,
-        instances: vec![InstanceSpec { name: "web".into() }],
+        ..LiveOptions::default()
     };
-    let live = start(&rack, &opts, LiveTrace::new(false)).await.unwrap();
+    let live = LiveRack::start(&scenario, opts).await.unwrap();
     let deadline = tokio::time::Instant::now() + BOUND;
     while !converged(&live).await {
         assert!(

@@ -71,6 +71,22 @@ struct Shared {
     resolver: FixedResolver,
 }
 
+/// What `racksim serve` runs with no options, but on a port the OS picks
+/// and with no instances: `scrimlet-local`, racksim's reconcilers, the
+/// production period (30 s), the saga start.
+impl Default for LiveOptions {
+    fn default() -> Self {
+        LiveOptions {
+            strategy: Strategy::ScrimletLocal,
+            reconcilers: Reconcilers::Racksim,
+            control: SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 0),
+            period: racksim_reconciler::task::DEFAULT_PERIOD,
+            start: StartImpl::Saga,
+            instances: Vec::new(),
+        }
+    }
+}
+
 /// Which reconcilers a live rack runs on its sleds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Reconcilers {
@@ -212,6 +228,25 @@ pub async fn start(
 }
 
 impl LiveRack {
+    /// Starts `scenario`'s rack live with `opts`, its trace kept quiet (read
+    /// it with [`LiveTrace::lines`]). With no instances in `opts`, the
+    /// instance actions may name the scenario's ([`live_instances`]). Must
+    /// run inside a tokio runtime; call [`Self::stop`] when done.
+    pub async fn start(
+        scenario: &crate::file::Scenario,
+        opts: LiveOptions,
+    ) -> Result<LiveRack, String> {
+        let opts = LiveOptions {
+            instances: if opts.instances.is_empty() {
+                live_instances(scenario)
+            } else {
+                opts.instances
+            },
+            ..opts
+        };
+        start(&scenario.rack, &opts, LiveTrace::new(false)).await
+    }
+
     /// Every service's address, one per line.
     pub async fn addresses(&self) -> Vec<String> {
         let state = self.inner.dump().await;
@@ -350,9 +385,9 @@ pub fn command(
         strategy,
         reconcilers,
         control: bind,
-        period: racksim_reconciler::task::DEFAULT_PERIOD,
         start,
         instances: live_instances(scenario),
+        ..LiveOptions::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
