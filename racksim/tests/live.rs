@@ -606,6 +606,18 @@ async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
         state.sleds.iter().all(|s| s.zone_starts.is_empty()),
         "no zone-start path"
     );
+    // The typed addresses are the ones the state dump prints.
+    let services = live.services().await;
+    assert_eq!(services.control, live.control);
+    assert_eq!(services.switches.len(), state.switches.len());
+    for s in &state.switches {
+        let slot: SwitchSlot = s.switch.parse().unwrap();
+        assert_eq!(services.switches[&slot].dpd.to_string(), s.dpd);
+        assert_eq!(services.switches[&slot].mgs.to_string(), s.mgs);
+    }
+    for s in &state.sleds {
+        assert_eq!(services.sled_agents[&s.sled].to_string(), s.sled_agent);
+    }
     assert!(
         !state.desired_nat.is_empty(),
         "the control plane still knows what is wanted"
@@ -616,8 +628,8 @@ async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
     );
 
     // The user's reconciler, by hand: every desired entry on every switch.
-    for s in &state.switches {
-        let dpd: SocketAddr = s.dpd.parse().unwrap();
+    for a in services.switches.values() {
+        let dpd = a.dpd;
         for e in &state.desired_nat {
             let (status, body) = call(
                 dpd,

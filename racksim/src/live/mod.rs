@@ -142,6 +142,27 @@ pub struct LiveOptions {
     pub instances: Vec<InstanceSpec>,
 }
 
+/// Where a live rack's services listen now, as typed values (what
+/// `racksim serve` prints as lines). A restarted host keeps its ports, so
+/// these stay valid across crash and restart; a replaced scrimlet's sled
+/// is gone from `sled_agents`' answers until it is back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Addresses {
+    /// Each switch's dpd and MGS.
+    pub switches: BTreeMap<SwitchSlot, SwitchAddresses>,
+    /// Each sled's sled-agent, by sled name.
+    pub sled_agents: BTreeMap<String, SocketAddr>,
+    /// The control API (plan actions, state, trace; Nexus's instance API).
+    pub control: SocketAddr,
+}
+
+/// One switch's services.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchAddresses {
+    pub dpd: SocketAddr,
+    pub mgs: SocketAddr,
+}
+
 /// A running live rack. Dropping it does not stop it: call [`Self::stop`].
 pub struct LiveRack {
     pub control: SocketAddr,
@@ -245,6 +266,30 @@ impl LiveRack {
             ..opts
         };
         start(&scenario.rack, &opts, LiveTrace::new(false)).await
+    }
+
+    /// Where every service listens, as typed values.
+    pub async fn services(&self) -> Addresses {
+        let hosts = self.inner.hosts.lock().await;
+        Addresses {
+            switches: hosts
+                .switches
+                .iter()
+                .map(|(slot, s)| {
+                    let a = SwitchAddresses {
+                        dpd: s.dpd_addr,
+                        mgs: s.mgs_addr,
+                    };
+                    (*slot, a)
+                })
+                .collect(),
+            sled_agents: hosts
+                .sleds
+                .iter()
+                .map(|s| (s.name.clone(), s.agent_addr))
+                .collect(),
+            control: self.control,
+        }
     }
 
     /// Every service's address, one per line.
