@@ -656,3 +656,32 @@ fn an_unknown_reconcilers_name_is_refused() {
     assert_eq!("none".parse::<Reconcilers>(), Ok(Reconcilers::None));
     assert_eq!(Reconcilers::None.name(), "none");
 }
+
+/// A live rack dropped without `stop()` — as a panicking test drops it —
+/// still stops: every server it ran lets go of its port (a new connection
+/// is refused), and the control API with them.
+#[tokio::test]
+async fn a_dropped_live_rack_leaves_no_server_running() {
+    let live = start_live_with(Strategy::ScrimletLocal, Reconcilers::Racksim).await;
+    let services = live.services().await;
+    let mut addrs: Vec<SocketAddr> = services
+        .switches
+        .values()
+        .flat_map(|s| [s.dpd, s.mgs])
+        .chain(services.sled_agents.values().copied())
+        .collect();
+    addrs.push(services.control);
+    for a in &addrs {
+        assert!(
+            tokio::net::TcpStream::connect(a).await.is_ok(),
+            "{a} serves"
+        );
+    }
+    drop(live);
+    for a in addrs {
+        until(&format!("{a} refuses connections"), || async move {
+            tokio::net::TcpStream::connect(a).await.is_err()
+        })
+        .await;
+    }
+}

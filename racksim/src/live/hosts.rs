@@ -104,6 +104,18 @@ impl SwitchHost {
     }
 }
 
+/// A live rack dropped without `stop()` (a failing test) leaves nothing
+/// running: its dropshot servers shut down when dropped, and the tasks are
+/// aborted here. Only aborts: a `Drop` may run while the runtime shuts
+/// down, where spawning (as `stop` does, to close servers) could fail.
+impl Drop for SwitchHost {
+    fn drop(&mut self) {
+        if let Some(rpw) = &self.rpw {
+            rpw.abort();
+        }
+    }
+}
+
 /// A sled: its sled-agent and the strategy's reconcilers.
 pub(super) struct SledHost {
     pub name: String,
@@ -129,6 +141,18 @@ pub(super) struct SledHost {
 impl SledHost {
     pub fn up(&self) -> bool {
         self.server.is_some()
+    }
+}
+
+/// Its reconcilers and zone starts end with it (see [`SwitchHost`]'s `Drop`).
+impl Drop for SledHost {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        for z in self.zone_starts.values() {
+            z.task.abort();
+        }
     }
 }
 

@@ -163,7 +163,10 @@ pub struct SwitchAddresses {
     pub mgs: SocketAddr,
 }
 
-/// A running live rack. Dropping it does not stop it: call [`Self::stop`].
+/// A running live rack. [`Self::stop`] stops it and waits until every
+/// server has let go of its port; dropping it instead (a test that panics)
+/// still stops everything — servers shut down, tasks are aborted — without
+/// waiting.
 pub struct LiveRack {
     pub control: SocketAddr,
     pub trace: LiveTrace,

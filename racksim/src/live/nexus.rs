@@ -262,6 +262,20 @@ pub(super) struct LiveNexus {
     draining: Vec<JoinHandle<()>>,
 }
 
+/// A dropped live rack's Nexus stops with it: its server shuts down when
+/// dropped, and its task and draining incarnations are aborted (see the
+/// hosts' `Drop`).
+impl Drop for LiveNexus {
+    fn drop(&mut self) {
+        if let Some(r) = &self.running {
+            r.task.abort();
+        }
+        for t in &self.draining {
+            t.abort();
+        }
+    }
+}
+
 impl LiveNexus {
     /// A Nexus in the zone on `host` (at `address`), not started.
     pub fn new(env: NexusEnv, host: &str, address: Ipv6Addr, inventory: Inventory) -> Self {
