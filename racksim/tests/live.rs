@@ -654,7 +654,7 @@ fn an_unknown_reconcilers_name_is_refused() {
     let err = "ours".parse::<Reconcilers>().unwrap_err();
     assert!(err.contains("\"ours\"") && err.contains("none"), "{err}");
     assert_eq!("none".parse::<Reconcilers>(), Ok(Reconcilers::None));
-    assert_eq!(Reconcilers::None.name(), "none");
+    assert_eq!(Reconcilers::None.to_string(), "none");
 }
 
 /// A live rack dropped without `stop()` — as a panicking test drops it —

@@ -103,26 +103,18 @@ pub enum Reconcilers {
     None,
 }
 
-impl Reconcilers {
-    pub fn name(self) -> &'static str {
-        match self {
-            Reconcilers::Racksim => "racksim",
-            Reconcilers::None => "none",
-        }
-    }
-}
+racksim_wire::enum_names!(Reconcilers {
+    Racksim => "racksim",
+    None => "none",
+});
 
 impl std::str::FromStr for Reconcilers {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "racksim" => Ok(Reconcilers::Racksim),
-            "none" => Ok(Reconcilers::None),
-            _ => Err(format!(
-                "unknown reconcilers {s:?} (expected racksim, the strategy's own, or none)"
-            )),
-        }
+        Reconcilers::from_name(s).ok_or_else(|| {
+            format!("unknown reconcilers {s:?} (expected racksim, the strategy's own, or none)")
+        })
     }
 }
 
