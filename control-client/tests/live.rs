@@ -4,7 +4,8 @@
 //!
 //! The reconcilers run with a period of an hour: every assertion here is
 //! about what an action does at once (a crashed switch zone is down in the
-//! very next state dump), not about convergence, so nothing waits.
+//! very next state dump, a restarted dpd's switch lacks its entries) or
+//! about the first activation at start, so no test depends on a timer.
 
 use std::time::Duration;
 
@@ -110,5 +111,53 @@ async fn a_refused_action_is_a_typed_error_and_changes_nothing() {
     let after = client.state_get().send().await.unwrap().into_inner();
     let ups = |s: &types::StateDump| s.switches.iter().map(|w| w.up).collect::<Vec<_>>();
     assert_eq!(ups(&before), ups(&after));
+    live.stop().await;
+}
+
+/// Waiting for convergence is a typed call too. At start the reconcilers'
+/// first activation converges the rack; after a dpd restart, that switch
+/// lacks its entries until their next activation (an hour away here), so
+/// the gaps name it and only it, and a wait returns at its timeout with
+/// them. A timeout that is not a duration is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_convergence_returns_the_gaps_that_remain() {
+    let live = start_live().await;
+    let client = Client::new(&format!("http://{}", live.control));
+    let wait = |timeout: &str| {
+        client
+            .wait_post()
+            .body(types::WaitRequest::builder().timeout(timeout))
+            .send()
+    };
+    let done = wait("20s").await.unwrap().into_inner();
+    assert!(done.converged, "{:?}", done.gaps);
+    assert!(done.gaps.is_empty());
+
+    client
+        .action_apply()
+        .body(
+            types::ActionRequest::builder()
+                .action("dpd-restart")
+                .switch(Some("switch1".to_string())),
+        )
+        .send()
+        .await
+        .unwrap();
+    let now = client.gaps_get().send().await.unwrap().into_inner();
+    assert!(!now.converged);
+    assert!(
+        !now.gaps.is_empty() && now.gaps.iter().all(|g| g.at == "switch1"),
+        "only the restarted switch lacks anything: {:?}",
+        now.gaps
+    );
+    let timed_out = wait("300ms").await.unwrap().into_inner();
+    assert!(!timed_out.converged);
+    assert!(timed_out.waited_ms >= 300, "{timed_out:?}");
+    let messages =
+        |c: &types::Convergence| c.gaps.iter().map(|g| g.message.clone()).collect::<Vec<_>>();
+    assert_eq!(messages(&timed_out), messages(&now));
+
+    let bad = wait("forever").await.expect_err("not a duration");
+    assert_eq!(bad.status().map(|s| s.as_u16()), Some(400));
     live.stop().await;
 }

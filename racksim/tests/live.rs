@@ -13,9 +13,9 @@ use std::{
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use racksim::live::{start, LiveOptions, LiveRack, LiveTrace, Reconcilers};
+use racksim::live::{LiveOptions, LiveRack, Reconcilers};
 use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartImpl, SERVICES_VNI};
-use racksim_sim::{InstanceSpec, RackSpec, Strategy};
+use racksim_sim::{InstanceSpec, Strategy};
 use serde_json::{json, Value};
 
 /// A `#[tokio::test]` per line: `name => check(Strategy)` runs
@@ -89,12 +89,6 @@ async fn try_call(
     ))
 }
 
-fn rack() -> RackSpec {
-    racksim::catalogue::get("sidecar-power-cycle")
-        .expect("catalogued")
-        .rack
-}
-
 /// Every switch's service entries are the config's desired entries.
 async fn converged(live: &LiveRack) -> bool {
     let state = live.state().await;
@@ -120,7 +114,15 @@ async fn apply(live: &LiveRack, action: Value) {
     assert_eq!(status, 204, "{action}: {body}");
 }
 
+/// Waits for convergence as a user's test would (`POST /wait`'s code: the
+/// simulation's checks), then checks the tables by hand as well.
 async fn until_converged(live: &LiveRack, what: &str) {
+    let c = live.wait_for_convergence(BOUND).await;
+    assert!(
+        c.converged,
+        "not within {BOUND:?}: {what}; gaps: {:#?}",
+        c.gaps
+    );
     until(what, || converged(live)).await;
 }
 
@@ -146,7 +148,8 @@ async fn start_live_with(strategy: Strategy, reconcilers: Reconcilers) -> LiveRa
         start: StartImpl::Saga,
         instances: vec![InstanceSpec { name: "web".into() }],
     };
-    start(&rack(), &opts, LiveTrace::new(false)).await.unwrap()
+    let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
+    LiveRack::start(&scenario, opts).await.unwrap()
 }
 
 async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
@@ -626,6 +629,52 @@ async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
         !converged(&live).await,
         "nobody has written a switch's NAT yet"
     );
+    // The gaps say so: every desired entry, on every uplinked switch, named
+    // by its zone — over HTTP as from the library.
+    let gaps = live.gaps().await;
+    let uplinked = state.switches.len();
+    assert_eq!(gaps.len(), uplinked * state.desired_nat.len(), "{gaps:#?}");
+    for g in &gaps {
+        assert!(
+            g.message
+                .starts_with(&format!("{} lacks the NAT entry of ", g.at)),
+            "{g:?}"
+        );
+    }
+    let (status, body) = call(live.control, "GET", "/gaps", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["converged"], json!(false), "{body}");
+    assert_eq!(
+        body["gaps"].as_array().map(Vec::len),
+        Some(gaps.len()),
+        "{body}"
+    );
+    // A wait that cannot succeed returns at its timeout with the gaps.
+    let (status, body) = call(
+        live.control,
+        "POST",
+        "/wait",
+        Some(json!({"timeout": "100ms"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["converged"], json!(false), "{body}");
+    assert!(body["waited_ms"].as_u64().unwrap() >= 100, "{body}");
+    // A bad timeout is refused, saying why.
+    for (timeout, why) in [("soon", "invalid duration"), ("2h", "longest wait")] {
+        let (status, body) = call(
+            live.control,
+            "POST",
+            "/wait",
+            Some(json!({"timeout": timeout})),
+        )
+        .await;
+        assert_eq!(status, 400, "{timeout}: {body}");
+        assert!(
+            body["message"].as_str().unwrap().contains(why),
+            "{timeout}: {body}"
+        );
+    }
 
     // The user's reconciler, by hand: every desired entry on every switch.
     for a in services.switches.values() {
@@ -644,6 +693,42 @@ async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
     assert!(
         converged(&live).await,
         "the test's writes converged the rack"
+    );
+    let (status, body) = call(
+        live.control,
+        "POST",
+        "/wait",
+        Some(json!({"timeout": "5s"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"converged": true, "waited_ms": body["waited_ms"], "gaps": []})
+    );
+    // An entry nobody wants is a stale one, on the switch that holds it.
+    let extra = state.desired_nat[0];
+    let (status, body) = call(
+        services.switches[&SwitchSlot::Switch1].dpd,
+        "PUT",
+        &format!(
+            "/nat/ipv4/{}/{}/{}",
+            "198.51.100.200", extra.low, extra.high
+        ),
+        Some(serde_json::to_value(extra.target).unwrap()),
+    )
+    .await;
+    assert!(status < 300, "{status} {body}");
+    let c = live.wait_for_convergence(Duration::from_millis(50)).await;
+    assert!(!c.converged);
+    assert_eq!(c.gaps.len(), 1, "{:#?}", c.gaps);
+    assert_eq!(c.gaps[0].at, "switch1");
+    assert!(
+        c.gaps[0]
+            .message
+            .starts_with("switch1 holds a stale NAT entry: 198.51.100.200/"),
+        "{:?}",
+        c.gaps
     );
     live.stop().await;
 }

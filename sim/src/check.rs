@@ -11,54 +11,42 @@
 use std::collections::BTreeSet;
 
 use racksim_reconciler::{
-    discovery::SwitchSlot,
     instances::{SagaState, VmmInfo, VmmState},
     nat::NatEntry,
-    SERVICES_VNI,
 };
 
 use crate::{hosts::fmt_entry, rack::ZoneKind, world::World};
 
-/// Everything between the world and convergence, in a fixed order.
+pub mod gaps;
+
+use gaps::{DesiredNat, RackView, SledView, SwitchTable};
+
+/// Everything between the world and convergence, in a fixed order: the
+/// rack's gaps ([`gaps::service_nat_gaps`]), boundary NTP, the control
+/// plane, the instances ([`gaps::instance_gaps`]) and stuck sagas.
 pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
     // The config as it is now: a run can add, move and remove zones.
     let zones = world.zones();
     let sleds = world.lock().sleds.specs.clone();
-    let desired: BTreeSet<NatEntry> = world.desired_nat().into_iter().collect();
-    let mut gaps = Vec::new();
-    // A switch zone that is down cannot hold entries (it is absent from the
-    // snapshot); it is not a gap until it is back.
-    for (slot, _, entries) in snap.tables.iter().filter(|(_, uplinked, _)| *uplinked) {
-        let actual: BTreeSet<NatEntry> = entries
-            .iter()
-            .filter(|e| e.target.vni == SERVICES_VNI)
-            .map(NatEntry::from_dpd)
-            .collect();
-        for e in desired.difference(&actual) {
-            let zone = zones.zone_for(e.external_ip, e.first_port);
-            // A zone whose sled is down serves nothing through its entry,
-            // so its absence is not a gap (the legacy era's service-zone
-            // NAT task removes it once inventory misses the sled); it is
-            // owed again as soon as the sled is back. Present, it is not
-            // stale either: it is still the config's.
-            if zone.is_some_and(|z| !snap.sleds_up.contains(&z.spec.sled)) {
-                continue;
+    let desired: Vec<DesiredNat> = world
+        .desired_nat()
+        .into_iter()
+        .map(|entry| {
+            let zone = zones.zone_for(entry.external_ip, entry.first_port);
+            DesiredNat {
+                zone: zone.map(|z| (z.id.kind, z.spec.sled)),
+                sled_up: zone.is_none_or(|z| snap.sleds_up.contains(&z.spec.sled)),
+                entry,
             }
-            let what = zone
-                .map(|z| format!("{} on {}", z.id.kind, sleds[z.spec.sled].name))
-                .unwrap_or_else(|| "unknown zone".to_string());
-            gaps.push(format!(
-                "{slot} lacks the NAT entry of {what}: {}",
-                fmt_entry(world, e)
-            ));
-        }
-        for e in actual.difference(&desired) {
-            gaps.push(format!(
-                "{slot} holds a stale NAT entry: {}",
-                fmt_entry(world, e)
-            ));
-        }
-    }
+        })
+        .collect();
+    let host = |a| world.name_of(a);
+    let sled = |i: usize| (sleds[i].name.clone(), sleds[i].address);
+    let view = snap.view(&desired, world, &host, &sled);
+    let mut gaps: Vec<String> = gaps::service_nat_gaps(&view)
+        .into_iter()
+        .map(|g| g.message)
+        .collect();
     // Every running boundary NTP zone must have heard from upstream: each
     // gets its replies through its own source-NAT port range, so this
     // checks the data path of every range, shared IP or not.
@@ -82,7 +70,7 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
                 .to_string(),
         );
     }
-    gaps.extend(instance_gaps(world, snap));
+    gaps.extend(gaps::instance_gaps(&view).into_iter().map(|g| g.message));
     for saga in &snap.stuck_sagas {
         let instance = world.instance_name(saga.instance);
         let sled = world.sled(saga.sled as usize).name;
@@ -148,17 +136,12 @@ pub struct Violation {
 pub struct Snapshot {
     instances: Vec<racksim_reconciler::instances::InstanceRecord>,
     /// Every live switch's IPv4 entries, and whether it is uplinked.
-    tables: Vec<(SwitchSlot, bool, Vec<racksim_reconciler::dpd::Ipv4Nat>)>,
+    tables: Vec<SwitchTable>,
     ntp_synced: BTreeSet<usize>,
     nexus_up: BTreeSet<usize>,
     sleds_up: BTreeSet<usize>,
-    /// Up sleds: (index, name, address, agent state).
-    sleds: Vec<(
-        usize,
-        String,
-        std::net::Ipv6Addr,
-        racksim_fakes::sled_agent::SledAgentState,
-    )>,
+    /// The up sleds and their sled-agents.
+    sleds: Vec<SledView>,
     running_since: std::collections::BTreeMap<u32, std::time::Duration>,
     deletes_completed: std::collections::BTreeMap<u32, std::time::Duration>,
     /// The database's live instance NAT rows, by instance.
@@ -174,12 +157,31 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The snapshot as the shared checks read it.
+    fn view<'a>(
+        &'a self,
+        desired: &'a [DesiredNat],
+        world: &World,
+        host: &'a dyn Fn(std::net::Ipv6Addr) -> String,
+        sled: &'a dyn Fn(usize) -> (String, std::net::Ipv6Addr),
+    ) -> RackView<'a> {
+        RackView {
+            desired,
+            switches: &self.tables,
+            sleds: &self.sleds,
+            instances: &self.instances,
+            reincarnation: world.params.era.reincarnation == crate::era::Task::On,
+            host,
+            sled,
+        }
+    }
+
     /// The VMMs instance `id` has on the up sleds, with their sled's name,
     /// in sled order.
     fn vmms_of(&self, id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
         self.sleds
             .iter()
-            .filter_map(move |(_, sled, _, a)| a.vmms.get(&id).map(|v| (sled.as_str(), v)))
+            .filter_map(move |s| s.agent.vmms.get(&id).map(|v| (s.name.as_str(), v)))
     }
 }
 
@@ -195,23 +197,22 @@ pub fn observe(world: &World) -> Snapshot {
             .switches
             .iter()
             .filter_map(|s| {
-                st.switches
-                    .dpd
-                    .get(&s.slot)
-                    .map(|d| (s.slot, s.uplinked, d.ipv4_entries()))
+                st.switches.dpd.get(&s.slot).map(|d| SwitchTable {
+                    slot: s.slot,
+                    uplinked: s.uplinked,
+                    entries: d.ipv4_entries(),
+                })
             })
             .collect(),
         sleds: st
             .sleds
             .up
             .iter()
-            .map(|&i| {
-                (
-                    i,
-                    st.sleds.specs[i].name.clone(),
-                    st.sleds.specs[i].address,
-                    st.sleds.agents.get(&i).cloned().unwrap_or_default(),
-                )
+            .map(|&i| SledView {
+                index: i,
+                name: st.sleds.specs[i].name.clone(),
+                address: st.sleds.specs[i].address,
+                agent: st.sleds.agents.get(&i).cloned().unwrap_or_default(),
             })
             .collect(),
         running_since: st.control_plane.running_since.clone(),
@@ -315,7 +316,7 @@ pub fn invariant_violation(
             // a dpd learns of a move only by pulling from Nexus.
             if now.saturating_sub((*since).max(o.paths_since)) >= RUNNING_GRACE {
                 let sled_addr = world.sled(sled as usize).address;
-                for (slot, _, entries) in &o.tables {
+                for SwitchTable { slot, entries, .. } in &o.tables {
                     // A switch cut off from every Nexus cannot learn of the
                     // move (no design can); what it holds then is a gap to
                     // close once the partition heals, not a violation.
@@ -346,139 +347,6 @@ pub fn invariant_violation(
         }
     }
     None
-}
-
-/// What keeps instances from having converged: a running instance has its
-/// VMM, its NAT entry on every live uplinked switch and its V2P mapping on
-/// every other live sled; a stopped one has no VMM; a failed one that its
-/// auto-restart policy restarts has been restarted; none is stuck midway.
-fn instance_gaps(world: &World, o: &Snapshot) -> Vec<String> {
-    use racksim_reconciler::instances::{AutoRestartPolicy, InstanceState};
-    let mut gaps = Vec::new();
-    for inst in &o.instances {
-        let name = &inst.name;
-        match (inst.state, inst.sled) {
-            (InstanceState::Running, Some(sled)) => {
-                let target = world.sled(sled as usize);
-                if !o
-                    .sleds
-                    .iter()
-                    .any(|(i, _, _, a)| *i == sled as usize && a.vmms.contains_key(&inst.id))
-                {
-                    gaps.push(format!(
-                        "instance {name} is running on {}, which has no VMM for it",
-                        target.name
-                    ));
-                }
-                let nic = inst.nics.first();
-                for (slot, uplinked, entries) in &o.tables {
-                    if !uplinked {
-                        continue;
-                    }
-                    for ip in &inst.external_ips {
-                        let ok = entries.iter().any(|e| {
-                            e.external == ip.ip
-                                && e.low == ip.first_port
-                                && e.high == ip.last_port
-                                && e.target.internal_ip == target.address
-                                && nic.is_none_or(|n| {
-                                    e.target.inner_mac == n.mac && e.target.vni == n.vni
-                                })
-                        });
-                        if !ok {
-                            gaps.push(format!(
-                                "{slot} lacks the NAT entry of instance {name}: {}/{}-{} -> {}",
-                                ip.ip, ip.first_port, ip.last_port, target.name
-                            ));
-                        }
-                    }
-                }
-                for (i, sled_name, _, agent) in &o.sleds {
-                    if *i == sled as usize {
-                        continue;
-                    }
-                    for nic in &inst.nics {
-                        let ok = agent.v2p.iter().any(|m| {
-                            m.virtual_ip == nic.virtual_ip
-                                && m.vni == nic.vni
-                                && m.virtual_mac == nic.mac
-                                && m.physical_host_ip == target.address
-                        });
-                        if !ok {
-                            gaps.push(format!(
-                                "{sled_name} lacks the V2P mapping of instance {name}: {} -> {}",
-                                nic.virtual_ip, target.name
-                            ));
-                        }
-                    }
-                }
-            }
-            (InstanceState::Stopped | InstanceState::Failed | InstanceState::Deleted, _) => {
-                // A failed instance whose policy restarts it has not settled
-                // until reincarnation has (upstream's intent: BestEffort
-                // instances come back on their own); under `Never`, or with
-                // no reincarnation in the era, Failed is where it rests.
-                if inst.state == InstanceState::Failed
-                    && inst.auto_restart.policy == AutoRestartPolicy::BestEffort
-                    && world.params.era.reincarnation == crate::era::Task::On
-                {
-                    gaps.push(format!(
-                        "instance {name} is failed and not yet restarted (auto-restart policy best-effort)"
-                    ));
-                }
-                if inst.state == InstanceState::Deleted {
-                    // Nothing of a deleted instance may remain once the
-                    // repairs have run (each dpd's pull, the V2P task).
-                    for (slot, _, entries) in &o.tables {
-                        for ip in &inst.external_ips {
-                            if let Some(e) = entries.iter().find(|e| e.external == ip.ip) {
-                                gaps.push(format!(
-                                    "{slot} still holds the NAT entry of deleted instance {name}: {}",
-                                    fmt_entry(world, &NatEntry::from_dpd(e))
-                                ));
-                            }
-                        }
-                    }
-                    for (_, sled_name, _, agent) in &o.sleds {
-                        for nic in &inst.nics {
-                            if agent
-                                .v2p
-                                .iter()
-                                .any(|m| m.virtual_ip == nic.virtual_ip && m.vni == nic.vni)
-                            {
-                                gaps.push(format!(
-                                    "{sled_name} still holds the V2P mapping of deleted instance {name}: {}",
-                                    nic.virtual_ip
-                                ));
-                            }
-                        }
-                    }
-                }
-                for (sled_name, v) in o.vmms_of(inst.id) {
-                    // Upstream's sled-agent creates the Propolis zone (and
-                    // so a guest) only on the first request to run; a VMM
-                    // only registered is an idle runner, leaked all the
-                    // same (omicron b848b6df `sled-agent/src/instance.rs`).
-                    let what = if v.state == VmmState::Starting {
-                        "holds a registered, never-started VMM"
-                    } else {
-                        "runs a VMM"
-                    };
-                    gaps.push(
-                        format!(
-                            "instance {name} is {:?} but {sled_name} still {what} for it",
-                            inst.state
-                        )
-                        .to_lowercase(),
-                    );
-                }
-            }
-            (state, _) => {
-                gaps.push(format!("instance {name} is stuck in state {state:?}").to_lowercase());
-            }
-        }
-    }
-    gaps
 }
 
 #[cfg(test)]

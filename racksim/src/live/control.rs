@@ -1,5 +1,7 @@
 //! The control API of a live rack (dropshot): apply a plan action now,
-//! dump the state, read the trace so far.
+//! dump the state, read the trace so far, and ask what the rack still
+//! lacks — now (`GET /gaps`) or once it has converged or a timeout has
+//! passed (`POST /wait`).
 //!
 //! An action is a scenario file's step without `at`, read by the file's
 //! own parser ([`crate::file::StepChecker`]): the same names, the same
@@ -20,7 +22,13 @@ use racksim_reconciler::{
     instances::{VirtualNetworkInterfaceHost, VmmInfo},
     legacy::LegacyProgress,
 };
-use racksim_sim::{rack::UPSTREAM_NTP_NAME, world::zone_nat_entry, Action};
+use racksim_sim::{
+    check::gaps::{rack_gaps, DesiredNat, Gap, RackView, SledView, SwitchTable},
+    era::{ControlPlaneEra, Task},
+    rack::UPSTREAM_NTP_NAME,
+    world::zone_nat_entry,
+    Action,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -165,6 +173,38 @@ pub struct StateDump {
     pub desired_nat: Vec<Ipv4Nat>,
 }
 
+/// What the rack still lacks: `GET /gaps`, and `POST /wait`'s answer.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Convergence {
+    /// Whether the rack holds everything it should (no gaps).
+    pub converged: bool,
+    /// How long `POST /wait` waited, in milliseconds (0 for `GET /gaps`).
+    pub waited_ms: u64,
+    /// Each switch's missing and stale NAT entries, each sled's missing
+    /// V2P mappings and leaked VMMs, each instance's unsettled state: the
+    /// simulation's convergence checks (`racksim_sim::check::gaps`), in
+    /// the same words.
+    pub gaps: Vec<Gap>,
+}
+
+/// `POST /wait`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitRequest {
+    /// How long to wait at most, in a scenario file's duration syntax
+    /// (`500ms`, `45s`, `5m`); at most [`MAX_WAIT`].
+    pub timeout: String,
+}
+
+/// The longest `POST /wait` waits: a wait longer than this is a test that
+/// should say what it waits for.
+pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// How often a wait looks at the rack again. Each look copies the tables
+/// under their locks, as `GET /state` does; the rack's state changes on
+/// requests and timers, not on a signal a waiter could subscribe to.
+const WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The control API of a live rack.
 #[dropshot::api_description]
 pub trait ControlApi {
@@ -184,6 +224,20 @@ pub trait ControlApi {
     ) -> Result<HttpResponseOk<StateDump>, HttpError>;
 
     /// The trace so far.
+    /// What the rack still lacks, now.
+    #[endpoint { method = GET, path = "/gaps" }]
+    async fn gaps_get(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<Convergence>, HttpError>;
+
+    /// Waits until the rack has converged or `timeout` has passed, and
+    /// says which: the gaps that remain, if any.
+    #[endpoint { method = POST, path = "/wait" }]
+    async fn wait_post(
+        rqctx: RequestContext<Self::Context>,
+        body: TypedBody<WaitRequest>,
+    ) -> Result<HttpResponseOk<Convergence>, HttpError>;
+
     #[endpoint { method = GET, path = "/trace" }]
     async fn trace_get(
         rqctx: RequestContext<Self::Context>,
@@ -479,6 +533,99 @@ impl Control {
     }
 }
 
+impl Control {
+    /// What the rack still lacks, read as the simulation's checks read a
+    /// simulated world: the service zones' entries on every live uplinked
+    /// switch, and each instance's VMM, NAT entries and V2P mappings.
+    pub async fn gaps(&self) -> Vec<Gap> {
+        let hosts = self.hosts.lock().await;
+        let instances = self.nexus.lock().await.instances_asked_for();
+        let sled_up = |i: usize| hosts.sleds.get(i).is_some_and(|s| s.up());
+        let desired: Vec<DesiredNat> = hosts
+            .zones
+            .zones()
+            .iter()
+            .map(|z| DesiredNat {
+                entry: zone_nat_entry(&z.spec, hosts.sleds[z.spec.sled].address),
+                zone: Some((z.id.kind, z.spec.sled)),
+                sled_up: sled_up(z.spec.sled),
+            })
+            .collect();
+        let switches: Vec<SwitchTable> = hosts
+            .switches
+            .values()
+            .filter(|s| s.up())
+            .map(|s| SwitchTable {
+                slot: s.slot,
+                uplinked: self
+                    .env
+                    .spec
+                    .switches
+                    .iter()
+                    .any(|x| x.slot == s.slot && x.uplinked),
+                entries: s.dpd.lock().ipv4_entries(),
+            })
+            .collect();
+        let sleds: Vec<SledView> = hosts
+            .sleds
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.up())
+            .map(|(index, s)| SledView {
+                index,
+                name: s.name.clone(),
+                address: s.address,
+                agent: s.agent.lock().clone(),
+            })
+            .collect();
+        let names: std::collections::BTreeMap<std::net::Ipv6Addr, String> = hosts
+            .sleds
+            .iter()
+            .map(|s| (s.address, s.name.clone()))
+            .chain(
+                hosts
+                    .switches
+                    .values()
+                    .map(|s| (s.zone, s.slot.to_string())),
+            )
+            .collect();
+        let host = |a: std::net::Ipv6Addr| names.get(&a).cloned().unwrap_or_else(|| a.to_string());
+        let sled = |i: usize| {
+            hosts.sleds.get(i).map_or_else(
+                || (format!("sled {i}"), std::net::Ipv6Addr::UNSPECIFIED),
+                |s| (s.name.clone(), s.address),
+            )
+        };
+        let era = ControlPlaneEra::of(self.env.shared.strategy, self.env.shared.start);
+        rack_gaps(&RackView {
+            desired: &desired,
+            switches: &switches,
+            sleds: &sleds,
+            instances: &instances,
+            reincarnation: era.reincarnation == Task::On,
+            host: &host,
+            sled: &sled,
+        })
+    }
+
+    /// Waits until the rack has no gaps or `timeout` has passed.
+    pub async fn wait(&self, timeout: std::time::Duration) -> Convergence {
+        let started = tokio::time::Instant::now();
+        loop {
+            let gaps = self.gaps().await;
+            let waited = started.elapsed();
+            if gaps.is_empty() || waited >= timeout {
+                return Convergence {
+                    converged: gaps.is_empty(),
+                    waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+                    gaps,
+                };
+            }
+            tokio::time::sleep(WAIT_POLL.min(timeout - waited)).await;
+        }
+    }
+}
+
 enum ControlImpl {}
 
 impl ControlApi for ControlImpl {
@@ -508,6 +655,34 @@ impl ControlApi for ControlImpl {
         rqctx: RequestContext<Arc<Control>>,
     ) -> Result<HttpResponseOk<StateDump>, HttpError> {
         Ok(HttpResponseOk(rqctx.context().dump().await))
+    }
+
+    async fn gaps_get(
+        rqctx: RequestContext<Arc<Control>>,
+    ) -> Result<HttpResponseOk<Convergence>, HttpError> {
+        let gaps = rqctx.context().gaps().await;
+        Ok(HttpResponseOk(Convergence {
+            converged: gaps.is_empty(),
+            waited_ms: 0,
+            gaps,
+        }))
+    }
+
+    async fn wait_post(
+        rqctx: RequestContext<Arc<Control>>,
+        body: TypedBody<WaitRequest>,
+    ) -> Result<HttpResponseOk<Convergence>, HttpError> {
+        let req = body.into_inner();
+        let timeout =
+            crate::file::parse_duration(&req.timeout).map_err(|e| bad(format!("timeout: {e}")))?;
+        if timeout > MAX_WAIT {
+            return Err(bad(format!(
+                "timeout {:?} is longer than the longest wait, {}",
+                req.timeout,
+                racksim_sim::trace::fmt_duration(MAX_WAIT)
+            )));
+        }
+        Ok(HttpResponseOk(rqctx.context().wait(timeout).await))
     }
 
     async fn trace_get(

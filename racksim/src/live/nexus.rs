@@ -260,6 +260,10 @@ pub(super) struct LiveNexus {
     running: Option<Running>,
     /// Stopped incarnations finishing what they were doing.
     draining: Vec<JoinHandle<()>>,
+    /// The instances someone has asked to create: live mode declares its
+    /// instances up front (in state `Creating`), and one never asked for
+    /// is not on its way anywhere.
+    asked: std::collections::BTreeSet<u32>,
 }
 
 /// A dropped live rack's Nexus stops with it: its server shuts down when
@@ -294,6 +298,7 @@ impl LiveNexus {
             queue: VecDeque::new(),
             running: None,
             draining: Vec::new(),
+            asked: Default::default(),
         }
     }
 
@@ -307,6 +312,18 @@ impl LiveNexus {
 
     pub fn instances(&self) -> Vec<InstanceRecord> {
         self.host.db(|db| db.instances.values().cloned().collect())
+    }
+
+    /// The instances someone has asked for: every record but the declared
+    /// ones no request has named yet.
+    pub fn instances_asked_for(&self) -> Vec<InstanceRecord> {
+        self.host.db(|db| {
+            db.instances
+                .values()
+                .filter(|r| self.asked.contains(&r.id))
+                .cloned()
+                .collect()
+        })
     }
 
     /// The instance NAT table's version.
@@ -409,6 +426,7 @@ impl LiveNexus {
     /// A request to the instance API: run now, or when the control plane
     /// is next up.
     pub fn submit(&mut self, req: InstanceRequest) {
+        self.asked.insert(req.instance());
         match &self.running {
             Some(r) => {
                 let _ = r.requests.send(req);

@@ -9,7 +9,7 @@ pub mod upstream;
 
 use std::net::{Ipv6Addr, SocketAddr};
 
-use racksim_reconciler::{dpd::NatTarget, nat::NatEntry};
+use racksim_reconciler::nat::NatEntry;
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::{
@@ -82,20 +82,5 @@ impl PacketSocket {
 
 /// `198.51.100.1/16384-32767 -> sled2 (a8:40:25:ff:00:01, vni 100)`
 pub(crate) fn fmt_entry(world: &World, e: &NatEntry) -> String {
-    format!(
-        "{}/{}-{} -> {}",
-        e.external_ip,
-        e.first_port,
-        e.last_port,
-        fmt_target(world, &e.target)
-    )
-}
-
-pub(crate) fn fmt_target(world: &World, t: &NatTarget) -> String {
-    format!(
-        "{} ({}, vni {})",
-        world.name_of(t.internal_ip),
-        t.inner_mac,
-        t.vni
-    )
+    crate::check::gaps::nat_entry_text(e, &|a| world.name_of(a))
 }

@@ -1,0 +1,329 @@
+//! The gaps between what a rack should hold and what it holds — service
+//! NAT on every switch, each instance's VMM, NAT entry and V2P mappings —
+//! read from a neutral picture of the rack, a [`RackView`].
+//!
+//! One implementation for two worlds: a simulated run builds its view from
+//! the world ([`super::convergence_gaps`]), a live rack from its hosts and
+//! Nexus (`racksim::live`, behind `GET /gaps` and `POST /wait` of its
+//! control API). A gap found by one is found, in the same words, by the
+//! other. What only a simulated world can know (boundary NTP's replies,
+//! stuck sagas, whether the plan took Nexus down on purpose) stays in
+//! [`super::convergence_gaps`].
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::Ipv6Addr,
+};
+
+use racksim_fakes::sled_agent::SledAgentState;
+use racksim_reconciler::{
+    discovery::SwitchSlot,
+    dpd::Ipv4Nat,
+    instances::{InstanceRecord, VmmInfo, VmmState},
+    nat::NatEntry,
+    SERVICES_VNI,
+};
+use schemars::JsonSchema;
+
+use crate::rack::ZoneKind;
+use serde::Serialize;
+
+/// Something the rack does not yet hold, or holds and should not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Gap {
+    /// Where it is: the switch (`switch0`) or sled (`sled2`) that lacks or
+    /// holds the state, or for an instance's own state, `instance NAME`.
+    pub at: String,
+    /// What is missing or stale, as a sentence naming the zone, instance
+    /// or entry involved.
+    pub message: String,
+}
+
+/// One service zone's desired NAT entry.
+#[derive(Clone, Debug)]
+pub struct DesiredNat {
+    pub entry: NatEntry,
+    /// The zone it belongs to: its kind and the index of its sled (`None`:
+    /// no zone of the config owns it).
+    pub zone: Option<(ZoneKind, usize)>,
+    /// Whether the zone's sled is up: a zone whose sled is down serves
+    /// nothing through its entry, so its absence is not a gap.
+    pub sled_up: bool,
+}
+
+/// One live switch: its slot, whether it is uplinked, its IPv4 table.
+#[derive(Clone, Debug)]
+pub struct SwitchTable {
+    pub slot: SwitchSlot,
+    pub uplinked: bool,
+    pub entries: Vec<Ipv4Nat>,
+}
+
+/// One up sled: its index in the rack, name, underlay address and
+/// sled-agent state.
+#[derive(Clone, Debug)]
+pub struct SledView {
+    pub index: usize,
+    pub name: String,
+    pub address: Ipv6Addr,
+    pub agent: SledAgentState,
+}
+
+/// A rack as the checks read it. Switch zones that are down and sleds that
+/// are down are absent from `switches` and `sleds`: they cannot hold state,
+/// and lacking it is not a gap until they are back.
+pub struct RackView<'a> {
+    pub desired: &'a [DesiredNat],
+    pub switches: &'a [SwitchTable],
+    pub sleds: &'a [SledView],
+    /// The database's instance records.
+    pub instances: &'a [InstanceRecord],
+    /// Whether the control plane's era restarts failed instances whose
+    /// policy asks for it (reincarnation): then a failed instance has not
+    /// settled until it is restarted.
+    pub reincarnation: bool,
+    /// The name of an underlay address (a sled, a switch zone), for
+    /// messages.
+    pub host: &'a dyn Fn(Ipv6Addr) -> String,
+    /// Any sled of the rack, up or down, by index: its name and address.
+    pub sled: &'a dyn Fn(usize) -> (String, Ipv6Addr),
+}
+
+impl RackView<'_> {
+    /// The VMMs instance `id` has on the up sleds, with their sled's name,
+    /// in sled order.
+    pub fn vmms_of(&self, id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
+        self.sleds
+            .iter()
+            .filter_map(move |s| s.agent.vmms.get(&id).map(|v| (s.name.as_str(), v)))
+    }
+
+    /// `external/first-last -> host (mac, vni V)`.
+    pub fn entry(&self, e: &NatEntry) -> String {
+        nat_entry_text(e, self.host)
+    }
+}
+
+/// How the checks and the traces write a NAT entry, its target named.
+pub fn nat_entry_text(e: &NatEntry, host: &dyn Fn(Ipv6Addr) -> String) -> String {
+    format!(
+        "{}/{}-{} -> {} ({}, vni {})",
+        e.external_ip,
+        e.first_port,
+        e.last_port,
+        host(e.target.internal_ip),
+        e.target.inner_mac,
+        e.target.vni
+    )
+}
+
+/// Every gap of service NAT and of instances, in a fixed order: per
+/// switch, the service entries it lacks and the stale ones it holds; then
+/// per instance.
+pub fn rack_gaps(view: &RackView) -> Vec<Gap> {
+    let mut gaps = service_nat_gaps(view);
+    gaps.extend(instance_gaps(view));
+    gaps
+}
+
+/// Every live, uplinked switch holds exactly the desired service entries
+/// (no more, no fewer, no stale target).
+pub fn service_nat_gaps(view: &RackView) -> Vec<Gap> {
+    // In entry order, once each: what a table lacks is listed the same way
+    // whatever order the view was built in.
+    let mut desired: BTreeMap<&NatEntry, &DesiredNat> = BTreeMap::new();
+    for d in view.desired {
+        desired.entry(&d.entry).or_insert(d);
+    }
+    let mut gaps = Vec::new();
+    for table in view.switches.iter().filter(|t| t.uplinked) {
+        let slot = table.slot;
+        let actual: BTreeSet<NatEntry> = table
+            .entries
+            .iter()
+            .filter(|e| e.target.vni == SERVICES_VNI)
+            .map(NatEntry::from_dpd)
+            .collect();
+        for d in desired.values().filter(|d| !actual.contains(&d.entry)) {
+            // The legacy era's service-zone NAT task removes the entry of a
+            // zone whose sled inventory misses; it is owed again as soon as
+            // the sled is back. Present, it is not stale either: it is
+            // still the config's.
+            if !d.sled_up {
+                continue;
+            }
+            let what = d.zone.map_or_else(
+                || "unknown zone".to_string(),
+                |(kind, sled)| format!("{kind} on {}", (view.sled)(sled).0),
+            );
+            gaps.push(Gap {
+                at: slot.to_string(),
+                message: format!(
+                    "{slot} lacks the NAT entry of {what}: {}",
+                    view.entry(&d.entry)
+                ),
+            });
+        }
+        for e in actual.iter().filter(|e| !desired.contains_key(e)) {
+            gaps.push(Gap {
+                at: slot.to_string(),
+                message: format!("{slot} holds a stale NAT entry: {}", view.entry(e)),
+            });
+        }
+    }
+    gaps
+}
+
+/// What keeps instances from having converged: a running instance has its
+/// VMM, its NAT entry on every live uplinked switch and its V2P mapping on
+/// every other live sled; a stopped one has no VMM; a failed one that its
+/// auto-restart policy restarts has been restarted; none is stuck midway.
+pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
+    use racksim_reconciler::instances::{AutoRestartPolicy, InstanceState};
+    let mut gaps = Vec::new();
+    for inst in view.instances {
+        let name = &inst.name;
+        let of_instance = || format!("instance {name}");
+        match (inst.state, inst.sled) {
+            (InstanceState::Running, Some(sled)) => {
+                let (target_name, target_address) = (view.sled)(sled as usize);
+                if !view
+                    .sleds
+                    .iter()
+                    .any(|s| s.index == sled as usize && s.agent.vmms.contains_key(&inst.id))
+                {
+                    gaps.push(Gap {
+                        at: target_name.clone(),
+                        message: format!(
+                            "instance {name} is running on {target_name}, which has no VMM for it"
+                        ),
+                    });
+                }
+                let nic = inst.nics.first();
+                for table in view.switches.iter().filter(|t| t.uplinked) {
+                    let slot = table.slot;
+                    for ip in &inst.external_ips {
+                        let ok = table.entries.iter().any(|e| {
+                            e.external == ip.ip
+                                && e.low == ip.first_port
+                                && e.high == ip.last_port
+                                && e.target.internal_ip == target_address
+                                && nic.is_none_or(|n| {
+                                    e.target.inner_mac == n.mac && e.target.vni == n.vni
+                                })
+                        });
+                        if !ok {
+                            gaps.push(Gap {
+                                at: slot.to_string(),
+                                message: format!(
+                                    "{slot} lacks the NAT entry of instance {name}: {}/{}-{} -> {target_name}",
+                                    ip.ip, ip.first_port, ip.last_port
+                                ),
+                            });
+                        }
+                    }
+                }
+                for s in view.sleds.iter().filter(|s| s.index != sled as usize) {
+                    for nic in &inst.nics {
+                        let ok = s.agent.v2p.iter().any(|m| {
+                            m.virtual_ip == nic.virtual_ip
+                                && m.vni == nic.vni
+                                && m.virtual_mac == nic.mac
+                                && m.physical_host_ip == target_address
+                        });
+                        if !ok {
+                            gaps.push(Gap {
+                                at: s.name.clone(),
+                                message: format!(
+                                    "{} lacks the V2P mapping of instance {name}: {} -> {target_name}",
+                                    s.name, nic.virtual_ip
+                                ),
+                            });
+                        }
+                    }
+                }
+            }
+            (InstanceState::Stopped | InstanceState::Failed | InstanceState::Deleted, _) => {
+                // A failed instance whose policy restarts it has not settled
+                // until reincarnation has (upstream's intent: BestEffort
+                // instances come back on their own); under `Never`, or with
+                // no reincarnation in the era, Failed is where it rests.
+                if inst.state == InstanceState::Failed
+                    && inst.auto_restart.policy == AutoRestartPolicy::BestEffort
+                    && view.reincarnation
+                {
+                    gaps.push(Gap {
+                        at: of_instance(),
+                        message: format!(
+                            "instance {name} is failed and not yet restarted (auto-restart policy best-effort)"
+                        ),
+                    });
+                }
+                if inst.state == InstanceState::Deleted {
+                    // Nothing of a deleted instance may remain once the
+                    // repairs have run (each dpd's pull, the V2P task).
+                    for table in view.switches {
+                        let slot = table.slot;
+                        for ip in &inst.external_ips {
+                            if let Some(e) = table.entries.iter().find(|e| e.external == ip.ip) {
+                                gaps.push(Gap {
+                                    at: slot.to_string(),
+                                    message: format!(
+                                        "{slot} still holds the NAT entry of deleted instance {name}: {}",
+                                        view.entry(&NatEntry::from_dpd(e))
+                                    ),
+                                });
+                            }
+                        }
+                    }
+                    for s in view.sleds {
+                        for nic in &inst.nics {
+                            if s.agent
+                                .v2p
+                                .iter()
+                                .any(|m| m.virtual_ip == nic.virtual_ip && m.vni == nic.vni)
+                            {
+                                gaps.push(Gap {
+                                    at: s.name.clone(),
+                                    message: format!(
+                                        "{} still holds the V2P mapping of deleted instance {name}: {}",
+                                        s.name, nic.virtual_ip
+                                    ),
+                                });
+                            }
+                        }
+                    }
+                }
+                for (sled_name, v) in view.vmms_of(inst.id) {
+                    // Upstream's sled-agent creates the Propolis zone (and
+                    // so a guest) only on the first request to run; a VMM
+                    // only registered is an idle runner, leaked all the
+                    // same (omicron b848b6df `sled-agent/src/instance.rs`).
+                    let what = if v.state == VmmState::Starting {
+                        "holds a registered, never-started VMM"
+                    } else {
+                        "runs a VMM"
+                    };
+                    gaps.push(Gap {
+                        at: sled_name.to_string(),
+                        message: format!(
+                            "instance {name} is {:?} but {sled_name} still {what} for it",
+                            inst.state
+                        )
+                        .to_lowercase(),
+                    });
+                }
+            }
+            (state, _) => {
+                gaps.push(Gap {
+                    at: of_instance(),
+                    message: format!("instance {name} is stuck in state {state:?}").to_lowercase(),
+                });
+            }
+        }
+    }
+    gaps
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,202 @@
+use std::net::{IpAddr, Ipv4Addr};
+
+use racksim_reconciler::instances::VirtualNetworkInterfaceHost;
+use racksim_reconciler::{
+    dpd::{MacAddr, NatTarget},
+    instances::{ExternalIp, InstanceState, Nic, VmmState},
+};
+
+use super::*;
+
+const SLED0: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x101, 0, 0, 0, 1);
+const SLED1: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x102, 0, 0, 0, 1);
+const SLED2: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x103, 0, 0, 0, 1);
+
+fn entry(ip: [u8; 4], sled: Ipv6Addr, vni: u32) -> NatEntry {
+    NatEntry {
+        external_ip: Ipv4Addr::from(ip),
+        first_port: 0,
+        last_port: 16383,
+        target: NatTarget {
+            internal_ip: sled,
+            inner_mac: MacAddr::new([0xa8, 0x40, 0x25, 0xff, 0, ip[3]]),
+            vni,
+        },
+    }
+}
+
+fn sled_view(index: usize, address: Ipv6Addr) -> SledView {
+    SledView {
+        index,
+        name: format!("sled{index}"),
+        address,
+        agent: SledAgentState::default(),
+    }
+}
+
+fn names(a: Ipv6Addr) -> String {
+    match a {
+        SLED0 => "sled0".into(),
+        SLED1 => "sled1".into(),
+        SLED2 => "sled2".into(),
+        other => other.to_string(),
+    }
+}
+
+fn sled_of(i: usize) -> (String, Ipv6Addr) {
+    (format!("sled{i}"), [SLED0, SLED1, SLED2][i])
+}
+
+/// Service NAT: an uplinked switch that lacks a desired entry, or holds
+/// one nobody wants, has a gap naming it and the zone; a switch that is
+/// not uplinked, and a zone whose sled is down, have none; instance
+/// entries (another VNI) are not service NAT's business.
+#[test]
+fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
+    let nexus = entry([198, 51, 100, 1], SLED1, SERVICES_VNI);
+    let dns = entry([198, 51, 100, 2], SLED2, SERVICES_VNI);
+    let desired = [
+        DesiredNat {
+            entry: nexus,
+            zone: Some((ZoneKind::Nexus, 1)),
+            sled_up: true,
+        },
+        DesiredNat {
+            entry: dns,
+            zone: Some((ZoneKind::ExternalDns, 2)),
+            sled_up: false,
+        },
+    ];
+    let stale = entry([198, 51, 100, 9], SLED0, SERVICES_VNI);
+    let guest = entry([203, 0, 113, 7], SLED0, 1007);
+    let switches = [
+        SwitchTable {
+            slot: SwitchSlot::Switch0,
+            uplinked: true,
+            entries: vec![stale.to_dpd(), guest.to_dpd()],
+        },
+        SwitchTable {
+            slot: SwitchSlot::Switch1,
+            uplinked: false,
+            entries: vec![],
+        },
+    ];
+    let view = RackView {
+        desired: &desired,
+        switches: &switches,
+        sleds: &[sled_view(0, SLED0), sled_view(1, SLED1)],
+        instances: &[],
+        reincarnation: true,
+        host: &names,
+        sled: &sled_of,
+    };
+    let gaps = rack_gaps(&view);
+    let nexus_kind = ZoneKind::Nexus;
+    assert_eq!(
+        gaps,
+        vec![
+            Gap {
+                at: "switch0".into(),
+                message: format!(
+                    "switch0 lacks the NAT entry of {nexus_kind} on sled1: \
+                     198.51.100.1/0-16383 -> sled1 (a8:40:25:ff:00:01, vni {SERVICES_VNI})"
+                ),
+            },
+            Gap {
+                at: "switch0".into(),
+                message: format!(
+                    "switch0 holds a stale NAT entry: \
+                     198.51.100.9/0-16383 -> sled0 (a8:40:25:ff:00:09, vni {SERVICES_VNI})"
+                ),
+            },
+        ]
+    );
+}
+
+/// Instances: a running one lacks its VMM on its sled, its NAT entry on
+/// each uplinked switch and its V2P mapping on each other up sled; a
+/// stopped one that still has a VMM leaks it; each gap says where.
+#[test]
+fn instance_gaps_say_where_each_piece_is_missing() {
+    let nic = Nic {
+        virtual_ip: IpAddr::V4(Ipv4Addr::new(172, 30, 0, 5)),
+        mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 7]),
+        vni: 1007,
+    };
+    let record = |id: u32, name: &str, state, sled| InstanceRecord {
+        id,
+        name: name.into(),
+        state,
+        generation: 1,
+        sled,
+        vmm: None,
+        external_ips: vec![ExternalIp {
+            ip: Ipv4Addr::new(203, 0, 113, id as u8),
+            first_port: 0,
+            last_port: 65535,
+        }],
+        nics: vec![nic],
+        auto_restart: Default::default(),
+    };
+    let instances = [
+        record(1, "web", InstanceState::Running, Some(1)),
+        record(2, "db", InstanceState::Stopped, None),
+    ];
+    let mut sled0 = sled_view(0, SLED0);
+    sled0.agent.vmms.insert(
+        2,
+        VmmInfo {
+            instance_id: 2,
+            vmm_id: 20,
+            state: VmmState::Running,
+        },
+    );
+    // sled2 has web's mapping; sled0 has none.
+    let mut sled2 = sled_view(2, SLED2);
+    sled2.agent.v2p.insert(VirtualNetworkInterfaceHost {
+        virtual_ip: nic.virtual_ip,
+        virtual_mac: nic.mac,
+        physical_host_ip: SLED1,
+        vni: nic.vni,
+    });
+    let switches = [SwitchTable {
+        slot: SwitchSlot::Switch1,
+        uplinked: true,
+        entries: vec![],
+    }];
+    let view = RackView {
+        desired: &[],
+        switches: &switches,
+        sleds: &[sled0, sled_view(1, SLED1), sled2],
+        instances: &instances,
+        reincarnation: true,
+        host: &names,
+        sled: &sled_of,
+    };
+    let gaps: Vec<(String, String)> = instance_gaps(&view)
+        .into_iter()
+        .map(|g| (g.at, g.message))
+        .collect();
+    let pair = |at: &str, m: &str| (at.to_string(), m.to_string());
+    assert_eq!(
+        gaps,
+        vec![
+            pair(
+                "sled1",
+                "instance web is running on sled1, which has no VMM for it"
+            ),
+            pair(
+                "switch1",
+                "switch1 lacks the NAT entry of instance web: 203.0.113.1/0-65535 -> sled1"
+            ),
+            pair(
+                "sled0",
+                "sled0 lacks the V2P mapping of instance web: 172.30.0.5 -> sled1"
+            ),
+            pair(
+                "sled0",
+                "instance db is stopped but sled0 still runs a vmm for it"
+            ),
+        ]
+    );
+}
