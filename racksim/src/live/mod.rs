@@ -40,11 +40,16 @@ mod trace;
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 
 use dropshot::HttpServer;
-use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartImpl};
+use racksim_reconciler::{dpd::Ipv4Nat, instances::StartImpl};
 use racksim_sim::{rack::ZoneKind, InstanceSpec, RackSpec, Strategy};
 use tokio::sync::watch;
 
-pub use control::{control_openapi, InstanceDump, NexusDump, SledDump, StateDump, SwitchDump};
+pub use control::{
+    control_openapi, Convergence, InstanceDump, NexusDump, SledDump, StateDump, SwitchDump,
+    WaitRequest, MAX_WAIT,
+};
+pub use racksim_reconciler::discovery::SwitchSlot;
+pub use racksim_sim::check::gaps::Gap;
 pub use trace::{LiveLine, LiveTrace};
 
 use net::{FixedResolver, Links};
@@ -168,7 +173,7 @@ pub struct LiveRack {
 
 /// Starts `rack` live: the fakes, the strategy's reconcilers and the
 /// control API, recording into `trace`. Must run inside a tokio runtime.
-pub async fn start(
+async fn start_rack(
     rack: &RackSpec,
     opts: &LiveOptions,
     trace: LiveTrace,
@@ -252,6 +257,18 @@ impl LiveRack {
         scenario: &crate::file::Scenario,
         opts: LiveOptions,
     ) -> Result<LiveRack, String> {
+        Self::start_with_trace(scenario, opts, LiveTrace::new(false)).await
+    }
+
+    /// [`Self::start`], recording into `trace`: one whose
+    /// [`LiveTrace::subscriber`] the caller installed, so the reconcilers'
+    /// activations are in it too (as `racksim serve` does), or one that
+    /// echoes.
+    pub async fn start_with_trace(
+        scenario: &crate::file::Scenario,
+        opts: LiveOptions,
+        trace: LiveTrace,
+    ) -> Result<LiveRack, String> {
         let opts = LiveOptions {
             instances: if opts.instances.is_empty() {
                 live_instances(scenario)
@@ -260,7 +277,7 @@ impl LiveRack {
             },
             ..opts
         };
-        start(&scenario.rack, &opts, LiveTrace::new(false)).await
+        start_rack(&scenario.rack, &opts, trace).await
     }
 
     /// Where every service listens, as typed values.
@@ -324,6 +341,19 @@ impl LiveRack {
             .collect()
     }
 
+    /// What the rack still lacks now (`GET /gaps`): each switch's missing
+    /// and stale NAT entries, each sled's missing V2P mappings, each
+    /// instance's unsettled state — the simulation's checks, in its words.
+    pub async fn gaps(&self) -> Vec<Gap> {
+        self.inner.gaps().await
+    }
+
+    /// Waits until the rack has converged (no gaps) or `timeout` has
+    /// passed (`POST /wait`), and says which.
+    pub async fn wait_for_convergence(&self, timeout: Duration) -> Convergence {
+        self.inner.wait(timeout).await
+    }
+
     /// Where the dpd of `slot` listens now.
     pub async fn dpd(&self, slot: SwitchSlot) -> Option<SocketAddr> {
         let hosts = self.inner.hosts.lock().await;
@@ -340,21 +370,20 @@ impl LiveRack {
     }
 }
 
-/// `racksim serve`: runs `rack` until Ctrl-C.
-pub async fn serve(rack: &RackSpec, opts: LiveOptions) -> Result<(), String> {
+/// `racksim serve`: runs `scenario`'s rack until Ctrl-C — a
+/// [`LiveRack`] whose trace is printed as it grows.
+pub async fn serve(scenario: &crate::file::Scenario, opts: LiveOptions) -> Result<(), String> {
     let trace = LiveTrace::new(false);
-    let subscriber = {
-        use tracing_subscriber::layer::SubscriberExt;
-        tracing_subscriber::registry().with(trace::logging::LiveLayer(trace.clone()))
-    };
-    // The runtime is single-threaded: every task runs on this thread.
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let live = start(rack, &opts, trace).await?;
-    match opts.reconcilers {
-        Reconcilers::Racksim => println!("racksim live: {} with {}", rack.name, opts.strategy),
+    // The runtime is single-threaded: every task runs on this thread, so
+    // the thread's subscriber sees every reconciler's activations.
+    let _guard = tracing::subscriber::set_default(trace.subscriber());
+    let (strategy, reconcilers) = (opts.strategy, opts.reconcilers);
+    let live = LiveRack::start_with_trace(scenario, opts, trace).await?;
+    let rack = &scenario.rack.name;
+    match reconcilers {
+        Reconcilers::Racksim => println!("racksim live: {rack} with {strategy}"),
         Reconcilers::None => println!(
-            "racksim live: {} with no reconcilers (the {} era's control plane)",
-            rack.name, opts.strategy
+            "racksim live: {rack} with no reconcilers (the {strategy} era's control plane)"
         ),
     }
     for line in live.addresses().await {
@@ -426,7 +455,6 @@ pub fn command(
         reconcilers,
         control: bind,
         start,
-        instances: live_instances(scenario),
         ..LiveOptions::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -434,7 +462,7 @@ pub fn command(
         .build()
         .map_err(|e| format!("error: starting the runtime: {e}"))?;
     runtime
-        .block_on(serve(&scenario.rack, opts))
+        .block_on(serve(scenario, opts))
         .map_err(|e| format!("error: {e}"))?;
     Ok(true)
 }

@@ -65,6 +65,17 @@ impl LiveTrace {
     pub fn lines(&self) -> Vec<LiveLine> {
         self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// A `tracing` subscriber that writes the reconcilers' activations
+    /// (they log through `tracing`) into this trace, as `racksim serve`
+    /// shows them. Install it for the thread that runs the rack before
+    /// starting it (`tracing::subscriber::set_default`); without it, the
+    /// trace holds the fakes', the control plane's and the control API's
+    /// lines only.
+    pub fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing_subscriber::registry().with(logging::LiveLayer(self.clone()))
+    }
 }
 
 /// `HH:MM:SS.mmm` (UTC) of `t`.
