@@ -150,7 +150,7 @@ pub fn eras() -> String {
     out += "instance starts (kind = \"instances\"; service NAT as the file fixes it):\n";
     for i in StartImpl::ALL {
         let era = InstanceEra::of(i);
-        let cp = ControlPlaneEra::of(Strategy::Legacy, i);
+        let cp = ControlPlaneEra::of(Strategy::LEGACY, i);
         out += &format!(
             "  {:<width$}  {era}: {}\n  {:<width$}    control plane: dpd NAT RPW {}, nexus V2P task {}\n",
             i.as_str(),

@@ -24,10 +24,10 @@ use crate::{
 /// the catalogue expects to converge (with saga starts), and the saga start.
 pub fn fuzz_configs() -> Vec<fuzz::Options> {
     [
-        ("madrid", Strategy::SledTask),
-        ("madrid", Strategy::ScrimletLocal),
-        ("standard", Strategy::SledTask),
-        ("standard", Strategy::ScrimletLocal),
+        ("madrid", Strategy::SLED_TASK),
+        ("madrid", Strategy::SCRIMLET_LOCAL),
+        ("standard", Strategy::SLED_TASK),
+        ("standard", Strategy::SCRIMLET_LOCAL),
     ]
     .into_iter()
     .map(|(rack, s)| fuzz::Options::new(rack, s, StartImpl::Saga).expect("known rack"))

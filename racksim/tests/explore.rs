@@ -14,7 +14,7 @@ use racksim_reconciler::instances::StartImpl;
 use racksim_sim::Strategy;
 
 fn scrimlet_local() -> Options {
-    Options::new("madrid", Strategy::ScrimletLocal, StartImpl::Saga).unwrap()
+    Options::new("madrid", Strategy::SCRIMLET_LOCAL, StartImpl::Saga).unwrap()
 }
 
 /// The fuzzer finds a seeded bug (the per-scrimlet task without its

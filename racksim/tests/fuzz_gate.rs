@@ -37,7 +37,7 @@ fn committed() -> KnownDefects {
 }
 
 fn production(rack: &str) -> Options {
-    Options::new(rack, Strategy::ScrimletLocal, StartImpl::Saga).unwrap()
+    Options::new(rack, Strategy::SCRIMLET_LOCAL, StartImpl::Saga).unwrap()
 }
 
 /// The report of every failing seed of `results` that `known` does not
@@ -169,7 +169,7 @@ fn naive_races(dir: &Path) -> String {
 }
 
 fn naive() -> Options {
-    Options::new("madrid", Strategy::ScrimletLocal, StartImpl::Naive).unwrap()
+    Options::new("madrid", Strategy::SCRIMLET_LOCAL, StartImpl::Naive).unwrap()
 }
 
 /// The gate can fail: a failing seed that no entry explains is reported

@@ -307,8 +307,8 @@ async fn instances_through_the_live_control_plane(strategy: Strategy) {
 }
 
 live_tests! {
-    scrimlet_local_instances_through_the_live_control_plane => instances_through_the_live_control_plane(ScrimletLocal),
-    sled_task_instances_through_the_live_control_plane => instances_through_the_live_control_plane(SledTask),
+    scrimlet_local_instances_through_the_live_control_plane => instances_through_the_live_control_plane(SCRIMLET_LOCAL),
+    sled_task_instances_through_the_live_control_plane => instances_through_the_live_control_plane(SLED_TASK),
 }
 
 /// Crash and restart, partitions, a replaced scrimlet, a config change and
@@ -447,16 +447,16 @@ async fn repairs_what_host_and_network_actions_break(strategy: Strategy) {
 }
 
 live_tests! {
-    scrimlet_local_converges_and_repairs_a_dpd_restart => converges_and_repairs_a_dpd_restart(ScrimletLocal),
-    sled_task_converges_and_repairs_a_dpd_restart => converges_and_repairs_a_dpd_restart(SledTask),
-    scrimlet_local_repairs_host_and_network_actions => repairs_what_host_and_network_actions_break(ScrimletLocal),
-    sled_task_repairs_host_and_network_actions => repairs_what_host_and_network_actions_break(SledTask),
+    scrimlet_local_converges_and_repairs_a_dpd_restart => converges_and_repairs_a_dpd_restart(SCRIMLET_LOCAL),
+    sled_task_converges_and_repairs_a_dpd_restart => converges_and_repairs_a_dpd_restart(SLED_TASK),
+    scrimlet_local_repairs_host_and_network_actions => repairs_what_host_and_network_actions_break(SCRIMLET_LOCAL),
+    sled_task_repairs_host_and_network_actions => repairs_what_host_and_network_actions_break(SLED_TASK),
 }
 
 /// Refused actions are 400s that say why and change nothing.
 #[tokio::test]
 async fn refused_actions_say_why_and_change_nothing() {
-    let live = start_live(Strategy::ScrimletLocal).await;
+    let live = start_live(Strategy::SCRIMLET_LOCAL).await;
     until_converged(&live, "converged at start").await;
     let before = serde_json::to_value(live.state().await).unwrap();
     for (action, says) in [
@@ -574,8 +574,8 @@ async fn zone_starts_live(strategy: Strategy) {
 }
 
 live_tests! {
-    shipped_zone_starts_and_reconcilers_live => zone_starts_live(ScrimletLocalWithZoneStart),
-    legacy_zone_starts_live => zone_starts_live(Legacy),
+    shipped_zone_starts_and_reconcilers_live => zone_starts_live(SCRIMLET_LOCAL_WITH_ZONE_START),
+    legacy_zone_starts_live => zone_starts_live(LEGACY),
 }
 
 /// `--reconcilers none`: the fakes and the control plane run, racksim's
@@ -586,7 +586,7 @@ live_tests! {
 /// without them; both are decided when the sled starts, so nothing waits.
 #[tokio::test]
 async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
-    let strategy = Strategy::ScrimletLocalWithZoneStart;
+    let strategy = Strategy::SCRIMLET_LOCAL_WITH_ZONE_START;
     let with = start_live_with(strategy, Reconcilers::Racksim).await;
     assert!(
         with.state()
@@ -747,7 +747,7 @@ fn an_unknown_reconcilers_name_is_refused() {
 /// is refused), and the control API with them.
 #[tokio::test]
 async fn a_dropped_live_rack_leaves_no_server_running() {
-    let live = start_live_with(Strategy::ScrimletLocal, Reconcilers::Racksim).await;
+    let live = start_live_with(Strategy::SCRIMLET_LOCAL, Reconcilers::Racksim).await;
     let services = live.services().await;
     let mut addrs: Vec<SocketAddr> = services
         .switches
@@ -769,4 +769,50 @@ async fn a_dropped_live_rack_leaves_no_server_running() {
         })
         .await;
     }
+}
+
+/// A strategy of a test's own: the simulation runs it, live mode cannot
+/// (it runs racksim's reconciler parts, and this one names none).
+struct SimulationOnly;
+
+impl racksim_sim::NatStrategy for SimulationOnly {
+    fn name(&self) -> &'static str {
+        "simulation-only"
+    }
+    fn era(&self) -> racksim_sim::Era {
+        racksim_sim::Era::Target
+    }
+    fn start_on_sled(
+        &self,
+        _: &racksim_sim::SledContext,
+        _: &[racksim_reconciler::nat::NatEntry],
+    ) -> Box<dyn racksim_sim::SledStrategy> {
+        Box::new(())
+    }
+}
+
+#[tokio::test]
+async fn a_strategy_live_mode_cannot_run_is_refused_unless_fakes_only() {
+    let opts = |reconcilers| LiveOptions {
+        strategy: Strategy::new(&SimulationOnly),
+        reconcilers,
+        control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
+        period: PERIOD,
+        start: StartImpl::Saga,
+        instances: Vec::new(),
+    };
+    let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
+    let err = LiveRack::start(&scenario, opts(Reconcilers::Racksim))
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        err.contains("strategy simulation-only does not say what live mode runs"),
+        "{err}"
+    );
+    // Fakes-only, it is only the era's control plane: that runs.
+    let live = LiveRack::start(&scenario, opts(Reconcilers::None))
+        .await
+        .expect("fakes-only starts");
+    live.stop().await;
 }

@@ -57,7 +57,7 @@ fn the_fuzz_summary_counts_testbed_errors_apart() {
     };
     let opts = fuzz::Options::new(
         "madrid",
-        racksim_sim::Strategy::ScrimletLocal,
+        racksim_sim::Strategy::SCRIMLET_LOCAL,
         racksim_reconciler::instances::StartImpl::Saga,
     )
     .unwrap();

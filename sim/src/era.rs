@@ -22,7 +22,7 @@ use std::fmt;
 use racksim_reconciler::instances::StartImpl;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Strategy;
+use crate::strategy::Strategy;
 
 /// The era of upstream's code a service-NAT strategy stands for (facts
 /// from `DOMAIN.md`, read against omicron b848b6df).
@@ -53,13 +53,10 @@ pub enum Era {
 
 impl Era {
     /// The era `strategy` stands for.
+    /// The era `strategy` stands for (each strategy says,
+    /// [`crate::strategy::NatStrategy::era`]).
     pub fn of(strategy: Strategy) -> Era {
-        match strategy {
-            Strategy::Legacy => Era::Legacy,
-            Strategy::SledTask => Era::Proposal,
-            Strategy::ScrimletLocal => Era::Target,
-            Strategy::ScrimletLocalWithZoneStart => Era::Shipped,
-        }
+        strategy.era()
     }
 
     pub fn name(self) -> &'static str {

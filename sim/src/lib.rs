@@ -27,7 +27,9 @@
 //!   [`rack::RackSpec::standard`], [`rack::RackBuilder`].
 //! * [`era`] — the era of upstream's code a run stands for, and which
 //!   control-plane tasks that era ran ([`ControlPlaneEra`]).
-//! * [`plan`] — strategies, faults and instance actions as timed steps,
+//! * [`strategy`] — the service-NAT strategies behind one interface
+//!   ([`NatStrategy`]): what each starts on a sled, one module each.
+//! * [`plan`] — faults and instance actions as timed steps,
 //!   jitter windows drawn from the seed; [`Plan::at`] / [`Plan::between`].
 //! * [`mod@run`] — the driver: [`RunConfig`] in, the plan's steps applied
 //!   to the simulation at their times, the checks after every step, a
@@ -100,13 +102,15 @@ pub mod plan;
 pub mod rack;
 pub mod run;
 pub mod services;
+pub mod strategy;
 pub mod testbed;
 pub mod timing;
 pub mod trace;
 pub mod world;
 
 pub use era::{ControlPlaneEra, Era, InstanceEra};
-pub use plan::{Action, At, Plan, Step, Strategy};
+pub use plan::{Action, At, Plan, Step};
 pub use rack::RackSpec;
 pub use run::{run, Engine, RunConfig, RunOutcome, Verdict};
+pub use strategy::{NatStrategy, SledContext, SledStrategy, Strategy};
 pub use world::InstanceSpec;

@@ -1,4 +1,4 @@
-//! A run's plan: which strategy runs, and the timed steps (faults and
+//! A run's plan: the timed steps (faults and
 //! actions) the driver applies to the world.
 //!
 //! Steps may carry a jitter window (`at = 5m..8m`); [`Plan::resolve`] draws
@@ -11,79 +11,6 @@ use racksim_reconciler::discovery::SwitchSlot;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 use crate::{rack::ZoneKind, trace::fmt_duration};
-
-/// Which service-NAT code the sleds run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Strategy {
-    /// Blocking zone-start path (the zone-start NAT issue), bugs included.
-    Legacy,
-    /// Periodic per-sled task (the zone-start NAT issue's proposal).
-    SledTask,
-    /// Per-scrimlet reconcilers of their own switch zone (the scrimlet-reconcilers PR), alone:
-    /// the design after omicron #9727 removes the zone-start path.
-    ScrimletLocal,
-    /// What ships today (omicron #10961, at b848b6df): the per-scrimlet
-    /// reconcilers *and* the legacy blocking zone-start path, both writing
-    /// the same switches' NAT tables. Upstream keeps the zone-start path for
-    /// update safety (a sled on the new release beside scrimlets still on
-    /// the old one) until #9727 removes it.
-    ScrimletLocalWithZoneStart,
-}
-
-impl Strategy {
-    pub const ALL: [Strategy; 4] = [
-        Strategy::Legacy,
-        Strategy::SledTask,
-        Strategy::ScrimletLocal,
-        Strategy::ScrimletLocalWithZoneStart,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::Legacy => "legacy",
-            Strategy::SledTask => "sled-task",
-            Strategy::ScrimletLocal => "scrimlet-local",
-            Strategy::ScrimletLocalWithZoneStart => "scrimlet-local-with-zone-start",
-        }
-    }
-
-    /// Whether a zone with external connectivity starts through the legacy
-    /// blocking path (discovery with its 5-minute wait, then a
-    /// retry-forever ensure on each switch found) before it runs.
-    pub fn blocks_zone_start(self) -> bool {
-        matches!(
-            self,
-            Strategy::Legacy | Strategy::ScrimletLocalWithZoneStart
-        )
-    }
-
-    /// Whether each scrimlet runs the per-scrimlet reconcilers against its
-    /// own switch zone.
-    pub fn runs_scrimlet_reconcilers(self) -> bool {
-        matches!(
-            self,
-            Strategy::ScrimletLocal | Strategy::ScrimletLocalWithZoneStart
-        )
-    }
-}
-
-display_by_name!(Strategy);
-
-impl FromStr for Strategy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Strategy::ALL
-            .into_iter()
-            .find(|st| st.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
-                format!(
-                    "unknown strategy {s:?} (expected one of: {})",
-                    names.join(", ")
-                )
-            })
-    }
-}
 
 /// When a step happens: a fixed time, or a window drawn from the seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -35,7 +35,7 @@ fn gaps_without<'a>(outcome: &'a RunOutcome, task: &str, what: &str) -> &'a [Str
 /// switch1.
 #[test]
 fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
-    let cfg = RunConfig::new(RackSpec::madrid(), Strategy::Legacy, 5)
+    let cfg = RunConfig::new(RackSpec::madrid(), Strategy::LEGACY, 5)
         .with_plan(Plan::new().at(
             Duration::from_secs(20 * 60),
             Action::DpdRestart(SwitchSlot::Switch1),
@@ -80,7 +80,7 @@ fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
 
 fn instance_run(era: impl FnOnce(ControlPlaneEra) -> ControlPlaneEra) -> RunOutcome {
     let instance = |s: &str| s.to_string();
-    let mut cfg = RunConfig::new(RackSpec::madrid(), Strategy::ScrimletLocal, 3)
+    let mut cfg = RunConfig::new(RackSpec::madrid(), Strategy::SCRIMLET_LOCAL, 3)
         .with_start(StartImpl::Saga)
         .with_plan(
             Plan::new()

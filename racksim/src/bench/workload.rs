@@ -167,7 +167,7 @@ pub fn rack_of(sleds: usize) -> RackSpec {
 fn rack(workload: &str, sleds: usize, sim_time: Duration, engine: Engine) -> Sample {
     // The stability window equals the deadline, so the run never ends
     // early as converged: it simulates exactly `sim_time`, whatever N.
-    let mut cfg = RunConfig::new(rack_of(sleds), Strategy::SledTask, SEED).with_deadline(sim_time);
+    let mut cfg = RunConfig::new(rack_of(sleds), Strategy::SLED_TASK, SEED).with_deadline(sim_time);
     cfg.stability = sim_time;
     cfg.engine = engine;
     timed(workload, &cfg)

@@ -193,7 +193,7 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         }
     };
     let service_nat = match &raw.service_nat {
-        None => Strategy::SledTask,
+        None => Strategy::SLED_TASK,
         Some(s) => s
             .get_ref()
             .parse::<Strategy>()

@@ -38,16 +38,16 @@ fn a_good_file_parses() {
         At::Window(Duration::from_secs(300), Duration::from_secs(480))
     );
     assert_eq!(
-        s.expectations[&Variant::Nat(Strategy::SledTask)].outcome,
+        s.expectations[&Variant::Nat(Strategy::SLED_TASK)].outcome,
         Outcome::ConvergesWithin(Duration::from_secs(600))
     );
     assert_eq!(
-        s.expectations[&Variant::Nat(Strategy::Legacy)].deadline,
+        s.expectations[&Variant::Nat(Strategy::LEGACY)].deadline,
         Duration::from_secs(7200)
     );
     // `converges` runs until `within` plus the stability window.
     assert_eq!(
-        s.expectations[&Variant::Nat(Strategy::SledTask)].deadline,
+        s.expectations[&Variant::Nat(Strategy::SLED_TASK)].deadline,
         Duration::from_secs(660)
     );
 }
@@ -969,7 +969,7 @@ fn zone_start_bounds_apply_only_where_zone_starts_do_work() {
         "{GOOD}\n[expect.scrimlet-local-with-zone-start]\noutcome = \"converges\"\nwithin = \"10m\"\nzone_start_at_least = \"5m\"\n"
     );
     let s = parse("t.toml", &shipped).unwrap();
-    let exp = &s.expectations[&Variant::Nat(Strategy::ScrimletLocalWithZoneStart)];
+    let exp = &s.expectations[&Variant::Nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)];
     assert_eq!(exp.zone_start_at_least, Some(Duration::from_secs(300)));
     parse(
         "i.toml",
@@ -991,14 +991,14 @@ fn the_shipped_strategy_has_an_expectation_table_of_its_own() {
     let s = parse("t.toml", &text).unwrap();
     assert_eq!(
         s.variant("scrimlet-local-with-zone-start").unwrap(),
-        Variant::Nat(Strategy::ScrimletLocalWithZoneStart)
+        Variant::Nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)
     );
-    let exp = &s.expectations[&Variant::Nat(Strategy::ScrimletLocalWithZoneStart)];
+    let exp = &s.expectations[&Variant::Nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)];
     assert_eq!(exp.deadline, Duration::from_secs(3600));
     // It is a table of its own, not scrimlet-local's.
     assert!(!s
         .expectations
-        .contains_key(&Variant::Nat(Strategy::ScrimletLocal)));
+        .contains_key(&Variant::Nat(Strategy::SCRIMLET_LOCAL)));
     let typo = text.replace(
         "[expect.scrimlet-local-with-zone-start]",
         "[expect.scrimlet-local-with-zonestart]",

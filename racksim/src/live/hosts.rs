@@ -37,11 +37,11 @@ use racksim_reconciler::{
     DPD_PORT, MGS_PORT,
 };
 use racksim_sim::{
-    hosts::sled::follow_entries,
     plan::ConfigChange,
     rack::{sled_address, switch_zone_address},
+    strategy::sled_task::follow_entries,
     world::{zone_nat_entry, ZoneId, ZoneSet},
-    RackSpec, Strategy,
+    RackSpec,
 };
 use rand::{rngs::SmallRng, SeedableRng};
 use tokio::{sync::watch, task::JoinHandle};
@@ -389,13 +389,16 @@ impl Hosts {
         if env.shared.reconcilers == super::Reconcilers::None {
             return Ok(());
         }
-        if env.shared.strategy.runs_scrimlet_reconcilers() {
+        // The strategy's parts, as live mode runs them on its own hosts
+        // (`LiveRack::start` refuses a strategy without them).
+        let parts = env.shared.strategy.live().unwrap_or_default();
+        if parts.scrimlet_reconcilers {
             self.start_scrimlet_reconcilers(env, index);
         }
         if env.shared.strategy.blocks_zone_start() {
             self.start_zones(env, index);
         }
-        if env.shared.strategy == Strategy::SledTask {
+        if parts.sled_task {
             self.follow_zones(env, index);
         }
         Ok(())
@@ -639,7 +642,7 @@ impl Hosts {
         // With no reconcilers of racksim's there is no one to tell.
         let racksim_reconcilers = env.shared.reconcilers == super::Reconcilers::Racksim;
         for i in (0..self.sleds.len()).filter(|_| racksim_reconcilers) {
-            if env.shared.strategy == Strategy::SledTask {
+            if env.shared.strategy.live().is_some_and(|p| p.sled_task) {
                 self.follow_zones(env, i);
             }
             if env.shared.strategy.blocks_zone_start() {

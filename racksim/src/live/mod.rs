@@ -82,7 +82,7 @@ struct Shared {
 impl Default for LiveOptions {
     fn default() -> Self {
         LiveOptions {
-            strategy: Strategy::ScrimletLocal,
+            strategy: Strategy::SCRIMLET_LOCAL,
             reconcilers: Reconcilers::Racksim,
             control: SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 0),
             period: racksim_reconciler::task::DEFAULT_PERIOD,
@@ -178,6 +178,13 @@ async fn start_rack(
     opts: &LiveOptions,
     trace: LiveTrace,
 ) -> Result<LiveRack, String> {
+    if opts.reconcilers == Reconcilers::Racksim && opts.strategy.live().is_none() {
+        return Err(format!(
+            "strategy {} does not say what live mode runs for it (NatStrategy::live): \
+             run it in the simulation, or serve the rack with reconcilers none",
+            opts.strategy
+        ));
+    }
     let nexus_zone = rack
         .zones
         .iter()
@@ -433,7 +440,7 @@ pub fn command(
     bind: SocketAddr,
 ) -> Result<bool, String> {
     let strategy = match strategy {
-        None => Strategy::ScrimletLocal,
+        None => Strategy::SCRIMLET_LOCAL,
         Some(name) => name
             .parse::<Strategy>()
             .map_err(|e| format!("error: --strategy {name:?}: {e}"))?,

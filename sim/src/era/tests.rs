@@ -11,10 +11,10 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
             Off
         );
     }
-    assert_eq!(service_nat(Strategy::Legacy), InventoryTracker);
-    assert_eq!(service_nat(Strategy::SledTask), InventoryTracker);
-    assert_eq!(service_nat(Strategy::ScrimletLocal), Off);
-    assert_eq!(service_nat(Strategy::ScrimletLocalWithZoneStart), Off);
+    assert_eq!(service_nat(Strategy::LEGACY), InventoryTracker);
+    assert_eq!(service_nat(Strategy::SLED_TASK), InventoryTracker);
+    assert_eq!(service_nat(Strategy::SCRIMLET_LOCAL), Off);
+    assert_eq!(service_nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START), Off);
     for strategy in Strategy::ALL {
         // Instance networking follows the start alone, whatever the
         // service-NAT strategy.
@@ -56,23 +56,29 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
 #[test]
 fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
     let paths = |s: Strategy| (s.blocks_zone_start(), s.runs_scrimlet_reconcilers());
-    assert_eq!(paths(Strategy::Legacy), (true, false));
-    assert_eq!(paths(Strategy::SledTask), (false, false));
-    assert_eq!(paths(Strategy::ScrimletLocal), (false, true));
-    assert_eq!(paths(Strategy::ScrimletLocalWithZoneStart), (true, true));
-    assert_eq!(Era::of(Strategy::ScrimletLocalWithZoneStart), Era::Shipped);
+    assert_eq!(paths(Strategy::LEGACY), (true, false));
+    assert_eq!(paths(Strategy::SLED_TASK), (false, false));
+    assert_eq!(paths(Strategy::SCRIMLET_LOCAL), (false, true));
+    assert_eq!(
+        paths(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START),
+        (true, true)
+    );
+    assert_eq!(
+        Era::of(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START),
+        Era::Shipped
+    );
     assert!(Era::Shipped.upstream().contains("b848b6df"));
     assert!(Era::Target.upstream().starts_with("the design after #9727"));
     for start in StartImpl::ALL {
         assert_eq!(
-            ControlPlaneEra::of(Strategy::ScrimletLocalWithZoneStart, start),
-            ControlPlaneEra::of(Strategy::ScrimletLocal, start),
+            ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START, start),
+            ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL, start),
             "{start}"
         );
     }
     assert_eq!(
         "scrimlet-local-with-zone-start".parse::<Strategy>(),
-        Ok(Strategy::ScrimletLocalWithZoneStart)
+        Ok(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)
     );
     assert_eq!(
         Strategy::ALL.map(|s| s.name()),
@@ -87,13 +93,13 @@ fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
 
 #[test]
 fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
-    let legacy = ControlPlaneEra::of(Strategy::Legacy, StartImpl::Inline);
+    let legacy = ControlPlaneEra::of(Strategy::LEGACY, StartImpl::Inline);
     assert_eq!(
         legacy.to_string(),
         "nexus service-NAT task off, dpd NAT RPW off, nexus V2P task off, \
          instance watcher off, reincarnation off"
     );
-    let target = ControlPlaneEra::of(Strategy::ScrimletLocal, StartImpl::Saga);
+    let target = ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL, StartImpl::Saga);
     assert_eq!(
         target.to_string(),
         "nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on, \

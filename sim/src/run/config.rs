@@ -7,10 +7,7 @@ use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
 
 use super::engine::Engine;
 use crate::{
-    era::ControlPlaneEra,
-    plan::{Plan, Strategy},
-    rack::RackSpec,
-    world::InstanceSpec,
+    era::ControlPlaneEra, plan::Plan, rack::RackSpec, strategy::Strategy, world::InstanceSpec,
 };
 
 /// How long the rack must stay converged before a run ends as converged.

@@ -46,7 +46,7 @@ fn broken_run(strategy: Strategy, sabotage: Sabotage) -> (RunOutcome, String) {
 fn a_fake_server_that_stops_is_a_testbed_error() {
     // Without sabotage, legacy fails on madrid by not converging: the
     // verdict that a broken fake must not be able to imitate.
-    let honest = crate::run(&madrid(Strategy::Legacy, None));
+    let honest = crate::run(&madrid(Strategy::LEGACY, None));
     assert!(
         matches!(honest.verdict, Verdict::NotConverged { .. }),
         "{:?}",
@@ -55,7 +55,7 @@ fn a_fake_server_that_stops_is_a_testbed_error() {
 
     let at = Duration::from_secs(120);
     let (broken, error) = broken_run(
-        Strategy::Legacy,
+        Strategy::LEGACY,
         Sabotage::stop_server("switch0", DPD_PORT, at),
     );
     assert!(
@@ -82,7 +82,10 @@ fn a_fake_server_that_stops_is_a_testbed_error() {
 #[test]
 fn a_panicking_host_task_is_a_testbed_error_naming_its_host() {
     let at = Duration::from_secs(90);
-    let (_, error) = broken_run(Strategy::SledTask, Sabotage::panic("switch1", DPD_PORT, at));
+    let (_, error) = broken_run(
+        Strategy::SLED_TASK,
+        Sabotage::panic("switch1", DPD_PORT, at),
+    );
     assert!(error.starts_with("panicked: sabotaged"), "{error}");
 }
 

@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 
 use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
 
-use crate::{era::ControlPlaneEra, plan::Strategy, rack::RackSpec};
+use crate::{era::ControlPlaneEra, rack::RackSpec, strategy::Strategy};
 
 /// Everything fixed for one run.
 #[derive(Clone, Debug)]

@@ -14,7 +14,7 @@ fn opts(rack: &str, strategy: Strategy) -> Options {
 #[test]
 fn drawn_plans_are_valid_scenarios_and_round_trip() {
     for rack in ["madrid", "standard"] {
-        let o = opts(rack, Strategy::ScrimletLocal);
+        let o = opts(rack, Strategy::SCRIMLET_LOCAL);
         for seed in 0..300 {
             let text = plan_text(&o, seed);
             let s = scenario(&o, seed);
@@ -41,7 +41,7 @@ fn drawn_plans_are_valid_scenarios_and_round_trip() {
 /// Swarm: seeds differ in which kinds of fault they enable at all.
 #[test]
 fn seeds_enable_different_kinds() {
-    let o = opts("madrid", Strategy::SledTask);
+    let o = opts("madrid", Strategy::SLED_TASK);
     let kinds: std::collections::BTreeSet<String> =
         (0..40).map(|seed| scenario(&o, seed).description).collect();
     assert!(kinds.len() > 30, "{kinds:?}");
@@ -56,7 +56,7 @@ fn replacement_only_of_bare_scrimlets() {
     let madrid = RackSpec::madrid();
     assert!(!scrimlet_is_bare(&madrid, SwitchSlot::Switch0));
     assert!(scrimlet_is_bare(&RackSpec::standard(), SwitchSlot::Switch1));
-    let o = opts("madrid", Strategy::SledTask);
+    let o = opts("madrid", Strategy::SLED_TASK);
     for seed in 0..200 {
         let s = scenario(&o, seed);
         assert!(

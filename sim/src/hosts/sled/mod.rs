@@ -3,15 +3,13 @@
 //!
 //! * this module — the sled host: it boots sled-agent (the fake of
 //!   `racksim-fakes`, served by [`crate::services::sled_agent`]), the internal
-//!   DNS server if the sled hosts it, OPTE, the strategy's reconcilers, and
-//!   then its zones;
-//! * [`reconcilers`] — the NAT reconcilers a strategy runs beside the zones
-//!   (`sled-task`: [`SledNatReconciler`]; `scrimlet-local` and
-//!   `scrimlet-local-with-zone-start`: the scrimlet's reconcilers of its own
-//!   switch zone);
-//! * [`zones`] — zone start and stop, per strategy: `legacy` and
-//!   `scrimlet-local-with-zone-start` block each zone's start on
-//!   `legacy::ensure_zone_nat`, the others start zones at once;
+//!   DNS server if the sled hosts it, OPTE, what the strategy runs on the
+//!   sled ([`crate::strategy::NatStrategy::start_on_sled`]: the per-sled
+//!   task, the scrimlet's reconcilers of its own switch zone, or nothing),
+//!   and then its zones;
+//! * [`zones`] — zone start and stop: under a strategy that [blocks zone
+//!   start](crate::strategy::NatStrategy::blocks_zone_start) each zone's
+//!   start waits on `legacy::ensure_zone_nat`, otherwise zones start at once;
 //! * [`opte`] — delivery of Geneve traffic to the zone it is for;
 //! * [`ntp`] — boundary NTP's client of the upstream server.
 //!
@@ -20,12 +18,9 @@
 //! starts (the same way as at boot, so under `legacy` its start blocks on
 //! the NAT ensure), and when one is removed or moved away it stops. Zones
 //! start one after another, as sled-agent's zone starts did.
-//!
-//! [`SledNatReconciler`]: racksim_reconciler::sled_task::SledNatReconciler
 
 mod ntp;
 mod opte;
-mod reconcilers;
 mod zones;
 
 use std::collections::BTreeMap;
@@ -33,16 +28,15 @@ use std::collections::BTreeMap;
 use racksim_fakes::sled_agent::SledAgentState;
 use racksim_reconciler::nat::NatEntry;
 use rand::{rngs::SmallRng, SeedableRng};
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::task::JoinHandle;
 
 pub use self::ntp::NTP_POLL_INTERVAL;
-pub use self::reconcilers::follow_entries;
 use super::spawn_server;
 pub use crate::services::sled_agent::TimeSync;
 use crate::{
     net::{InternalDnsResolver, INTERNAL_DNS_PORT, SLED_AGENT_PORT},
-    plan::Strategy,
     services::{dns::InternalDnsApi, sled_agent::SledAgentApi},
+    strategy::SledContext,
     trace::Kind,
     world::{LiveZone, World, ZoneId},
 };
@@ -93,21 +87,15 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
 
     let resolver = InternalDnsResolver::new(rack.internal_dns_addresses());
 
-    // The reconcilers start with sled-agent, independently of zones. Their
-    // input senders live as long as this host's software.
-    let mut sled_task: Option<watch::Sender<Vec<NatEntry>>> = None;
-    // Under `scrimlet-local-with-zone-start` the scrimlet reconcilers start
-    // here, before any zone, as upstream's long-running task does: a zone
-    // blocked in the zone-start path below does not hold them up.
-    match world.params.strategy {
-        Strategy::SledTask => {
-            reconcilers::follow_zones_in_sled_task(&world, &resolver, &mut sled_task, &zones)
-        }
-        Strategy::ScrimletLocal | Strategy::ScrimletLocalWithZoneStart => {
-            reconcilers::start_scrimlet_reconcilers(&world, index)
-        }
-        Strategy::Legacy => {}
-    }
+    // What the strategy runs on the sled starts with sled-agent, before
+    // any zone and independently of zone start: a zone blocked in the
+    // zone-start path below does not hold it up (under
+    // `scrimlet-local-with-zone-start` the scrimlet reconcilers start here,
+    // as upstream's long-running task does). It lives as long as this
+    // host's software.
+    let strategy = world.params.strategy;
+    let context = SledContext::new(&world, index, boot, resolver.clone());
+    let mut on_sled = strategy.start_on_sled(&context, &nat_entries(&world, &zones));
 
     let mut rng = SmallRng::seed_from_u64(world.derive_seed(&name, boot));
     let mut running: BTreeMap<ZoneId, Option<JoinHandle<()>>> = BTreeMap::new();
@@ -132,9 +120,7 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
             }
             zones::stop_zone(&world, index, &name, id);
         }
-        if world.params.strategy == Strategy::SledTask {
-            reconcilers::follow_zones_in_sled_task(&world, &resolver, &mut sled_task, &now);
-        }
+        on_sled.zones_changed(&context, &nat_entries(&world, &now));
         for zone in &now {
             if running.contains_key(&zone.id) {
                 continue;
@@ -143,4 +129,12 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
             running.insert(zone.id, task);
         }
     }
+}
+
+/// The NAT entries of `zones`, for the strategy.
+fn nat_entries(world: &World, zones: &[LiveZone]) -> Vec<NatEntry> {
+    zones
+        .iter()
+        .map(|z| world.zone_nat_entry(&z.spec))
+        .collect()
 }

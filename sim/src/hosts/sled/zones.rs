@@ -55,7 +55,7 @@ pub(super) fn stop_zone(world: &World, index: usize, host: &str, id: ZoneId) {
 }
 
 /// Start one zone: under a strategy that [blocks zone
-/// start](crate::plan::Strategy::blocks_zone_start) only once its NAT entry is ensured
+/// start](crate::strategy::NatStrategy::blocks_zone_start) only once its NAT entry is ensured
 /// (the blocking path); then what runs in it. Returns that task, if any.
 pub(super) async fn start_zone(
     world: &World,

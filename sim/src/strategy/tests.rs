@@ -1,0 +1,94 @@
+use racksim_reconciler::nat::NatEntry;
+
+use super::{LiveParts, NatStrategy, SledContext, SledStrategy, Strategy};
+use crate::era::Era;
+
+/// A strategy that is not registered: a test's own.
+struct Unregistered;
+
+impl NatStrategy for Unregistered {
+    fn name(&self) -> &'static str {
+        "a-test-strategy"
+    }
+    fn era(&self) -> Era {
+        Era::Target
+    }
+    fn start_on_sled(&self, _: &SledContext, _: &[NatEntry]) -> Box<dyn SledStrategy> {
+        Box::new(())
+    }
+}
+
+#[test]
+fn the_registered_strategies_parse_by_name_and_keep_their_order() {
+    let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "legacy",
+            "sled-task",
+            "scrimlet-local",
+            "scrimlet-local-with-zone-start"
+        ]
+    );
+    for s in Strategy::ALL {
+        assert_eq!(s.name().parse::<Strategy>(), Ok(s));
+        assert_eq!(s.to_string(), s.name());
+    }
+    let mut sorted = Strategy::ALL;
+    sorted.reverse();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        Strategy::ALL,
+        "reports list them in registration order"
+    );
+}
+
+#[test]
+fn an_unregistered_strategy_is_a_handle_but_not_a_name() {
+    let mine = Strategy::new(&Unregistered);
+    assert_eq!(mine, Strategy::new(&Unregistered), "compared by name");
+    assert_ne!(mine, Strategy::SCRIMLET_LOCAL);
+    assert!(
+        Strategy::ALL.iter().all(|s| *s < mine),
+        "it sorts after them"
+    );
+    let err = "a-test-strategy".parse::<Strategy>().unwrap_err();
+    assert!(
+        err.contains("unknown strategy") && err.contains("scrimlet-local-with-zone-start"),
+        "{err}"
+    );
+    assert_eq!(mine.live(), None, "live mode does not know how to run it");
+    assert!(!mine.blocks_zone_start(), "the default");
+    assert_eq!(format!("{mine:?}"), "Strategy(a-test-strategy)");
+}
+
+#[test]
+fn each_shipped_strategy_says_its_era_and_its_live_parts() {
+    let table = Strategy::ALL.map(|s| {
+        let p = s.live().expect("a shipped strategy runs live");
+        (
+            s.era(),
+            s.blocks_zone_start(),
+            p.scrimlet_reconcilers,
+            p.sled_task,
+        )
+    });
+    assert_eq!(
+        table,
+        [
+            (Era::Legacy, true, false, false),
+            (Era::Proposal, false, false, true),
+            (Era::Target, false, true, false),
+            (Era::Shipped, true, true, false),
+        ]
+    );
+    assert_eq!(
+        LiveParts::default(),
+        LiveParts {
+            scrimlet_reconcilers: false,
+            sled_task: false
+        },
+        "live mode runs nothing unless told"
+    );
+}

@@ -1,0 +1,126 @@
+//! A strategy of a test's own, run in the simulation without registering
+//! it: the strategy API as a user meets it (public API only).
+
+use std::time::Duration;
+
+use racksim_reconciler::{
+    discovery::SwitchSlot,
+    nat::NatEntry,
+    sled_task::SledNatReconciler,
+    task::{run_reconciler_task, TaskStatus},
+};
+use racksim_sim::{
+    run, Action, Era, NatStrategy, Plan, RackSpec, RunConfig, SledContext, SledStrategy, Strategy,
+    Verdict,
+};
+use tokio::sync::watch;
+
+/// Runs nothing anywhere, on an era whose Nexus writes no service NAT:
+/// nothing programs the switches, so the rack must not converge.
+struct Nothing;
+
+impl NatStrategy for Nothing {
+    fn name(&self) -> &'static str {
+        "nothing"
+    }
+    fn era(&self) -> Era {
+        Era::Target
+    }
+    fn start_on_sled(&self, _: &SledContext, _: &[NatEntry]) -> Box<dyn SledStrategy> {
+        Box::new(())
+    }
+}
+
+/// The per-sled task with its config fixed at the zones the sled booted
+/// with, activated every 10 s instead of 30 s.
+struct FastSledTask;
+
+impl NatStrategy for FastSledTask {
+    fn name(&self) -> &'static str {
+        "fast-sled-task"
+    }
+    fn era(&self) -> Era {
+        Era::Proposal
+    }
+    fn start_on_sled(&self, sled: &SledContext, zones: &[NatEntry]) -> Box<dyn SledStrategy> {
+        if !zones.is_empty() {
+            let (config_tx, config_rx) = watch::channel(zones.to_vec());
+            let reconciler = SledNatReconciler::new(sled.connector(), sled.resolver().clone());
+            sled.spawn(run_reconciler_task(
+                reconciler,
+                config_rx,
+                None,
+                Duration::from_secs(10),
+                watch::Sender::new(TaskStatus::NotYetRun),
+            ));
+            // The sender lives as long as the sled's software.
+            return Box::new(Keep(config_tx));
+        }
+        Box::new(())
+    }
+}
+
+struct Keep(#[allow(dead_code)] watch::Sender<Vec<NatEntry>>);
+impl SledStrategy for Keep {}
+
+fn madrid(strategy: Strategy, seed: u64) -> RunConfig {
+    RunConfig::new(RackSpec::madrid(), strategy, seed)
+        .with_plan(
+            Plan::new()
+                .at(Duration::ZERO, Action::HideSwitch(SwitchSlot::Switch1))
+                .between(
+                    Duration::from_secs(330),
+                    Duration::from_secs(480),
+                    Action::RevealSwitch(SwitchSlot::Switch1),
+                ),
+        )
+        .with_ntp_return_switch(SwitchSlot::Switch1)
+        .with_deadline(Duration::from_secs(3600))
+}
+
+#[test]
+fn a_strategy_that_does_nothing_fails_with_the_gaps_it_left() {
+    let out = run(&madrid(Strategy::new(&Nothing), 1));
+    let Verdict::NotConverged { gaps, .. } = out.verdict else {
+        panic!("nothing converged: {:?}", out.verdict);
+    };
+    assert!(
+        gaps.iter().any(|g| g.contains("lacks the NAT entry of")),
+        "{gaps:?}"
+    );
+}
+
+#[test]
+fn a_faster_sled_task_of_a_tests_own_converges_and_replays() {
+    let mine = Strategy::new(&FastSledTask);
+    let a = run(&madrid(mine, 7));
+    let Verdict::Converged { at } = a.verdict else {
+        panic!("fast-sled-task did not converge: {:?}", a.verdict);
+    };
+    // Switch1 comes back at 330..480 s; a 10 s period repairs it within
+    // about one period (the first activation after the reveal).
+    assert!(at <= Duration::from_secs(480 + 15), "{at:?}");
+    // Its activations are traced like the shipped task's (`sled-task #2
+    // periodic timer: …`), here every 10 s.
+    let activations: Vec<Duration> = a
+        .trace
+        .iter()
+        .filter(|l| l.host == "sled0" && l.text.contains("periodic timer"))
+        .map(|l| l.at)
+        .collect();
+    assert!(activations.len() >= 3, "{activations:?}");
+    let gap = activations[1] - activations[0];
+    assert!(
+        gap < Duration::from_secs(11) && gap >= Duration::from_secs(10),
+        "{activations:?}"
+    );
+    let b = run(&madrid(mine, 7));
+    let text = |o: &racksim_sim::RunOutcome| {
+        o.trace
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(text(&a), text(&b), "same seed, same trace");
+}
