@@ -28,7 +28,7 @@
 //! * [`era`] — the era of upstream's code a run stands for, and which
 //!   control-plane tasks that era ran ([`ControlPlaneEra`]).
 //! * [`strategy`] — the service-NAT strategies behind one interface
-//!   ([`NatStrategy`]): what each starts on a sled, one module each.
+//!   ([`NatStrategy`]): what each starts on a sled, and its era.
 //! * [`plan`] — faults and instance actions as timed steps,
 //!   jitter windows drawn from the seed; [`Plan::at`] / [`Plan::between`].
 //! * [`mod@run`] — the driver: [`RunConfig`] in, the plan's steps applied

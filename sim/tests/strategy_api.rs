@@ -63,24 +63,19 @@ impl NatStrategy for FastSledTask {
 struct Keep(#[allow(dead_code)] watch::Sender<Vec<NatEntry>>);
 impl SledStrategy for Keep {}
 
-fn madrid(strategy: Strategy, seed: u64) -> RunConfig {
-    RunConfig::new(RackSpec::madrid(), strategy, seed)
-        .with_plan(
-            Plan::new()
-                .at(Duration::ZERO, Action::HideSwitch(SwitchSlot::Switch1))
-                .between(
-                    Duration::from_secs(330),
-                    Duration::from_secs(480),
-                    Action::RevealSwitch(SwitchSlot::Switch1),
-                ),
-        )
-        .with_ntp_return_switch(SwitchSlot::Switch1)
+/// dpd restarts on switch1 at 10 minutes: its table is empty again.
+fn dpd_restart(strategy: Strategy, seed: u64) -> RunConfig {
+    RunConfig::new(RackSpec::standard(), strategy, seed)
+        .with_plan(Plan::new().at(
+            Duration::from_secs(600),
+            Action::DpdRestart(SwitchSlot::Switch1),
+        ))
         .with_deadline(Duration::from_secs(3600))
 }
 
 #[test]
 fn a_strategy_that_does_nothing_fails_with_the_gaps_it_left() {
-    let out = run(&madrid(Strategy::new(&Nothing), 1));
+    let out = run(&dpd_restart(Strategy::new(&Nothing), 1));
     let Verdict::NotConverged { gaps, .. } = out.verdict else {
         panic!("nothing converged: {:?}", out.verdict);
     };
@@ -93,19 +88,33 @@ fn a_strategy_that_does_nothing_fails_with_the_gaps_it_left() {
 #[test]
 fn a_faster_sled_task_of_a_tests_own_converges_and_replays() {
     let mine = Strategy::new(&FastSledTask);
-    let a = run(&madrid(mine, 7));
+    let a = run(&dpd_restart(mine, 7));
     let Verdict::Converged { at } = a.verdict else {
         panic!("fast-sled-task did not converge: {:?}", a.verdict);
     };
-    // Switch1 comes back at 330..480 s; a 10 s period repairs it within
-    // about one period (the first activation after the reveal).
-    assert!(at <= Duration::from_secs(480 + 15), "{at:?}");
+    // The restart at 10 minutes is repaired within about one 10 s period
+    // (the shipped task's is 30 s).
+    assert!(at <= Duration::from_secs(600 + 11), "{at:?}");
+    let repair = a
+        .timing
+        .repairs
+        .first()
+        .and_then(|r| r.took())
+        .expect("the restart was repaired");
+    assert!(repair <= Duration::from_secs(11), "{repair:?}");
     // Its activations are traced like the shipped task's (`sled-task #2
     // periodic timer: …`), here every 10 s.
+    let timer = |l: &&racksim_sim::trace::TraceLine| l.text.contains("periodic timer");
+    let host = &a
+        .trace
+        .iter()
+        .find(timer)
+        .expect("a periodic activation")
+        .host;
     let activations: Vec<Duration> = a
         .trace
         .iter()
-        .filter(|l| l.host == "sled0" && l.text.contains("periodic timer"))
+        .filter(|l| timer(l) && l.host == *host)
         .map(|l| l.at)
         .collect();
     assert!(activations.len() >= 3, "{activations:?}");
@@ -114,7 +123,7 @@ fn a_faster_sled_task_of_a_tests_own_converges_and_replays() {
         gap < Duration::from_secs(11) && gap >= Duration::from_secs(10),
         "{activations:?}"
     );
-    let b = run(&madrid(mine, 7));
+    let b = run(&dpd_restart(mine, 7));
     let text = |o: &racksim_sim::RunOutcome| {
         o.trace
             .iter()

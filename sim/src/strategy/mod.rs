@@ -18,9 +18,12 @@
 //! the strategy stands for ([`NatStrategy::era`], from which
 //! [`crate::ControlPlaneEra::of`] derives Nexus's tasks).
 //!
-//! The shipped strategies are one module each — [`legacy`], [`sled_task`],
-//! [`scrimlet_local`], [`with_zone_start`] — and [`Strategy::ALL`] is
-//! their one registration: it names them on the CLI and in scenario files.
+//! The shipped strategies are racksim's reconciler parts, one module each
+//! ([`sled_task`], [`scrimlet_local`]), combined with or without the
+//! zone-start path in [`shipped`]; [`Strategy::ALL`] is the one
+//! registration: it names them on the CLI and in scenario files. A
+//! strategy with code of its own is a module with an implementation of
+//! [`NatStrategy`].
 //! A strategy of a test's own needs no registration: [`Strategy::new`]
 //! makes a handle any [`crate::RunConfig`] takes (see
 //! `docs/strategy-api.md`).
@@ -42,10 +45,9 @@
 //!
 //! [`Connector`]: racksim_reconciler::http::Connector
 
-pub mod legacy;
 pub mod scrimlet_local;
+pub mod shipped;
 pub mod sled_task;
-pub mod with_zone_start;
 
 #[cfg(test)]
 mod tests;
@@ -91,10 +93,11 @@ pub trait NatStrategy: Sync + 'static {
     /// of the zones the sled is about to start.
     fn start_on_sled(&self, sled: &SledContext, zones: &[NatEntry]) -> Box<dyn SledStrategy>;
 
-    /// What live mode (which runs racksim's reconciler crate on real
-    /// sockets, with its own hosts) starts for this strategy; `None` if
-    /// live mode cannot run it. Only the shipped strategies say.
-    fn live(&self) -> Option<LiveParts> {
+    /// Which of racksim's reconciler parts live mode (which runs the
+    /// reconciler crate on real sockets, with its own hosts) starts for
+    /// this strategy; `None` if live mode cannot run it. Only the shipped
+    /// strategies say.
+    fn live(&self) -> Option<Parts> {
         None
     }
 }
@@ -110,14 +113,22 @@ pub trait SledStrategy {
 /// A strategy that starts nothing on a sled (the zone-start path alone).
 impl SledStrategy for () {}
 
-/// The parts of racksim's reconciler crate live mode starts for a
-/// strategy, on its own hosts.
+/// Which of racksim's reconciler parts a strategy runs: what the shipped
+/// strategies are made of, and what live mode starts on its own hosts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LiveParts {
+pub struct Parts {
     /// The per-scrimlet reconcilers of the scrimlet's own switch zone.
     pub scrimlet_reconcilers: bool,
     /// The per-sled periodic task, configured with the sled's zones.
     pub sled_task: bool,
+}
+
+impl Parts {
+    /// Neither part (the zone-start path alone, or nothing).
+    pub const NONE: Parts = Parts {
+        scrimlet_reconcilers: false,
+        sled_task: false,
+    };
 }
 
 /// What a strategy on a sled can use of the simulation.
@@ -220,17 +231,21 @@ impl SledContext {
 pub struct Strategy(&'static dyn NatStrategy);
 
 impl Strategy {
-    /// Per-sled blocking zone-start path, bugs included.
-    pub const LEGACY: Strategy = Strategy(&legacy::Legacy);
-    /// Periodic per-sled task (the zone-start NAT issue's proposal).
-    pub const SLED_TASK: Strategy = Strategy(&sled_task::SledTask);
+    /// Per-sled blocking zone-start path, bugs included
+    /// ([`shipped::LEGACY`]).
+    pub const LEGACY: Strategy = Strategy(&shipped::LEGACY);
+    /// Periodic per-sled task, the zone-start NAT issue's proposal
+    /// ([`shipped::SLED_TASK`]).
+    pub const SLED_TASK: Strategy = Strategy(&shipped::SLED_TASK);
     /// Per-scrimlet reconcilers of their own switch zone, alone: the
-    /// design after omicron #9727 removes the zone-start path.
-    pub const SCRIMLET_LOCAL: Strategy = Strategy(&scrimlet_local::ScrimletLocal);
+    /// design after omicron #9727 removes the zone-start path
+    /// ([`shipped::SCRIMLET_LOCAL`]).
+    pub const SCRIMLET_LOCAL: Strategy = Strategy(&shipped::SCRIMLET_LOCAL);
     /// What ships today (omicron #10961, at b848b6df): the per-scrimlet
-    /// reconcilers *and* the legacy blocking zone-start path.
+    /// reconcilers *and* the legacy blocking zone-start path
+    /// ([`shipped::SCRIMLET_LOCAL_WITH_ZONE_START`]).
     pub const SCRIMLET_LOCAL_WITH_ZONE_START: Strategy =
-        Strategy(&with_zone_start::ScrimletLocalWithZoneStart);
+        Strategy(&shipped::SCRIMLET_LOCAL_WITH_ZONE_START);
 
     /// The registered strategies: the names the CLI and scenario files
     /// accept, in the order reports list them. Adding a strategy to the
@@ -270,7 +285,7 @@ impl Strategy {
     }
 
     /// See [`NatStrategy::live`].
-    pub fn live(self) -> Option<LiveParts> {
+    pub fn live(self) -> Option<Parts> {
         self.0.live()
     }
 

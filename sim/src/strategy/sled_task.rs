@@ -1,7 +1,6 @@
-//! `sled-task`: the zone-start NAT issue's proposal. Each sled runs one
-//! periodic task that owns its own zones' entries on every switch it
-//! discovers; zones start at once. It never shipped; it runs on the legacy
-//! era's control plane (Nexus's service-zone NAT task beside it).
+//! The per-sled task (the zone-start NAT issue's proposal, strategy
+//! `sled-task`): each sled runs one periodic task that owns its own zones'
+//! entries on every switch it discovers.
 //!
 //! The task's config is the sled's zones' entries. It starts with the
 //! sled's first zone and then follows the set: the task owns the addresses
@@ -16,33 +15,13 @@ use racksim_reconciler::{
 };
 use tokio::sync::watch;
 
-use super::{LiveParts, NatStrategy, SledContext, SledStrategy};
-use crate::era::Era;
+use super::{SledContext, SledStrategy};
 
-/// See the [module](self).
-pub struct SledTask;
-
-impl NatStrategy for SledTask {
-    fn name(&self) -> &'static str {
-        "sled-task"
-    }
-
-    fn era(&self) -> Era {
-        Era::Proposal
-    }
-
-    fn start_on_sled(&self, sled: &SledContext, zones: &[NatEntry]) -> Box<dyn SledStrategy> {
-        let mut on_sled = OnSled { config: None };
-        on_sled.zones_changed(sled, zones);
-        Box::new(on_sled)
-    }
-
-    fn live(&self) -> Option<LiveParts> {
-        Some(LiveParts {
-            sled_task: true,
-            ..LiveParts::default()
-        })
-    }
+/// Starts the per-sled task's part on a sled about to start `zones`.
+pub(super) fn start(sled: &SledContext, zones: &[NatEntry]) -> impl SledStrategy {
+    let mut on_sled = OnSled { config: None };
+    on_sled.zones_changed(sled, zones);
+    on_sled
 }
 
 /// The task's config, once the sled has had a zone.

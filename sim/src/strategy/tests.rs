@@ -1,6 +1,6 @@
 use racksim_reconciler::nat::NatEntry;
 
-use super::{LiveParts, NatStrategy, SledContext, SledStrategy, Strategy};
+use super::{NatStrategy, Parts, SledContext, SledStrategy, Strategy};
 use crate::era::Era;
 
 /// A strategy that is not registered: a test's own.
@@ -83,12 +83,5 @@ fn each_shipped_strategy_says_its_era_and_its_live_parts() {
             (Era::Shipped, true, true, false),
         ]
     );
-    assert_eq!(
-        LiveParts::default(),
-        LiveParts {
-            scrimlet_reconcilers: false,
-            sled_task: false
-        },
-        "live mode runs nothing unless told"
-    );
+    assert_eq!(Parts::default(), Parts::NONE);
 }
