@@ -52,6 +52,11 @@ enum Command {
     /// `some_seeds_violate`, some seed of the range broke each invariant it
     /// names (with `some_seeds_fail`, some seed failed as allowed); 1 when
     /// not; 3 when some run ended in a testbed error; 2 for bad input.
+    ///
+    /// A shard (`--shard I/N`) does not fail for `some_seeds_violate`: the
+    /// requirement is on the whole range, and one shard may see no
+    /// violation. Its JSON says whether it saw one
+    /// (`some_seeds_violate.met`); `racksim merge` judges the range.
     Sweep(cli::sweep::SweepArgs),
     /// Run one seed of a scenario under two strategies and compare them:
     /// prints both verdicts; with --report, an HTML timeline of both runs on

@@ -51,6 +51,12 @@ async fn call(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -
     try_call(addr, method, path, body).await.unwrap()
 }
 
+/// `POST /wait` on the control API with `timeout`: its status and body.
+async fn wait(live: &LiveRack, timeout: &str) -> (u16, Value) {
+    let body = json!({ "timeout": timeout });
+    call(live.control, "POST", "/wait", Some(body)).await
+}
+
 /// The same, or the I/O error that ended it.
 async fn try_call(
     addr: SocketAddr,
@@ -139,17 +145,24 @@ async fn start_live(strategy: Strategy) -> LiveRack {
     start_live_with(strategy, Reconcilers::Racksim).await
 }
 
-async fn start_live_with(strategy: Strategy, reconcilers: Reconcilers) -> LiveRack {
-    let opts = LiveOptions {
+/// The live tests' options: any control port, a short period, the saga
+/// start and one instance, `web`.
+fn options(strategy: Strategy, reconcilers: Reconcilers) -> LiveOptions {
+    LiveOptions {
         strategy,
         reconcilers,
         control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
         period: PERIOD,
         start: StartImpl::Saga,
         instances: vec![InstanceSpec { name: "web".into() }],
-    };
+    }
+}
+
+async fn start_live_with(strategy: Strategy, reconcilers: Reconcilers) -> LiveRack {
     let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
-    LiveRack::start(&scenario, opts).await.unwrap()
+    LiveRack::start(&scenario, options(strategy, reconcilers))
+        .await
+        .unwrap()
 }
 
 async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
@@ -650,25 +663,13 @@ async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
         "{body}"
     );
     // A wait that cannot succeed returns at its timeout with the gaps.
-    let (status, body) = call(
-        live.control,
-        "POST",
-        "/wait",
-        Some(json!({"timeout": "100ms"})),
-    )
-    .await;
+    let (status, body) = wait(&live, "100ms").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["converged"], json!(false), "{body}");
     assert!(body["waited_ms"].as_u64().unwrap() >= 100, "{body}");
     // A bad timeout is refused, saying why.
     for (timeout, why) in [("soon", "invalid duration"), ("2h", "longest wait")] {
-        let (status, body) = call(
-            live.control,
-            "POST",
-            "/wait",
-            Some(json!({"timeout": timeout})),
-        )
-        .await;
+        let (status, body) = wait(&live, timeout).await;
         assert_eq!(status, 400, "{timeout}: {body}");
         assert!(
             body["message"].as_str().unwrap().contains(why),
@@ -694,13 +695,7 @@ async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
         converged(&live).await,
         "the test's writes converged the rack"
     );
-    let (status, body) = call(
-        live.control,
-        "POST",
-        "/wait",
-        Some(json!({"timeout": "5s"})),
-    )
-    .await;
+    let (status, body) = wait(&live, "5s").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body,
@@ -793,14 +788,7 @@ impl racksim_sim::NatStrategy for SimulationOnly {
 
 #[tokio::test]
 async fn a_strategy_live_mode_cannot_run_is_refused_unless_fakes_only() {
-    let opts = |reconcilers| LiveOptions {
-        strategy: Strategy::new(&SimulationOnly),
-        reconcilers,
-        control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
-        period: PERIOD,
-        start: StartImpl::Saga,
-        instances: Vec::new(),
-    };
+    let opts = |reconcilers| options(Strategy::new(&SimulationOnly), reconcilers);
     let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
     let err = LiveRack::start(&scenario, opts(Reconcilers::Racksim))
         .await

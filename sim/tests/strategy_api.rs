@@ -15,48 +15,43 @@ use racksim_sim::{
 };
 use tokio::sync::watch;
 
-/// Runs nothing anywhere, on an era whose Nexus writes no service NAT:
-/// nothing programs the switches, so the rack must not converge.
-struct Nothing;
-
-impl NatStrategy for Nothing {
-    fn name(&self) -> &'static str {
-        "nothing"
-    }
-    fn era(&self) -> Era {
-        Era::Target
-    }
-    fn start_on_sled(&self, _: &SledContext, _: &[NatEntry]) -> Box<dyn SledStrategy> {
-        Box::new(())
-    }
-}
-
 /// The per-sled task with its config fixed at the zones the sled booted
-/// with, activated every 10 s instead of 30 s.
-struct FastSledTask;
+/// with, activated every `period` (the shipped task's is 30 s); with no
+/// period it runs nothing at all, on an era whose Nexus writes no service
+/// NAT, so nothing programs the switches.
+struct SledTaskEvery(Option<Duration>);
 
-impl NatStrategy for FastSledTask {
+static NOTHING: SledTaskEvery = SledTaskEvery(None);
+static FAST_SLED_TASK: SledTaskEvery = SledTaskEvery(Some(Duration::from_secs(10)));
+
+impl NatStrategy for SledTaskEvery {
     fn name(&self) -> &'static str {
-        "fast-sled-task"
+        match self.0 {
+            None => "nothing",
+            Some(_) => "fast-sled-task",
+        }
     }
     fn era(&self) -> Era {
-        Era::Proposal
+        match self.0 {
+            None => Era::Target,
+            Some(_) => Era::Proposal,
+        }
     }
     fn start_on_sled(&self, sled: &SledContext, zones: &[NatEntry]) -> Box<dyn SledStrategy> {
-        if !zones.is_empty() {
-            let (config_tx, config_rx) = watch::channel(zones.to_vec());
-            let reconciler = SledNatReconciler::new(sled.connector(), sled.resolver().clone());
-            sled.spawn(run_reconciler_task(
-                reconciler,
-                config_rx,
-                None,
-                Duration::from_secs(10),
-                watch::Sender::new(TaskStatus::NotYetRun),
-            ));
-            // The sender lives as long as the sled's software.
-            return Box::new(Keep(config_tx));
-        }
-        Box::new(())
+        let Some(period) = self.0.filter(|_| !zones.is_empty()) else {
+            return Box::new(());
+        };
+        let (config_tx, config_rx) = watch::channel(zones.to_vec());
+        let reconciler = SledNatReconciler::new(sled.connector(), sled.resolver().clone());
+        sled.spawn(run_reconciler_task(
+            reconciler,
+            config_rx,
+            None,
+            period,
+            watch::Sender::new(TaskStatus::NotYetRun),
+        ));
+        // The sender lives as long as the sled's software.
+        Box::new(Keep(config_tx))
     }
 }
 
@@ -75,7 +70,7 @@ fn dpd_restart(strategy: Strategy, seed: u64) -> RunConfig {
 
 #[test]
 fn a_strategy_that_does_nothing_fails_with_the_gaps_it_left() {
-    let out = run(&dpd_restart(Strategy::new(&Nothing), 1));
+    let out = run(&dpd_restart(Strategy::new(&NOTHING), 1));
     let Verdict::NotConverged { gaps, .. } = out.verdict else {
         panic!("nothing converged: {:?}", out.verdict);
     };
@@ -87,7 +82,7 @@ fn a_strategy_that_does_nothing_fails_with_the_gaps_it_left() {
 
 #[test]
 fn a_faster_sled_task_of_a_tests_own_converges_and_replays() {
-    let mine = Strategy::new(&FastSledTask);
+    let mine = Strategy::new(&FAST_SLED_TASK);
     let a = run(&dpd_restart(mine, 7));
     let Verdict::Converged { at } = a.verdict else {
         panic!("fast-sled-task did not converge: {:?}", a.verdict);

@@ -349,99 +349,78 @@ async fn create<A: Family>(
     Ok(HttpResponseUpdatedNoContent())
 }
 
+/// The six NAT endpoints of one address family, as methods of `DpdImpl`:
+/// dendrite's IPv4 and IPv6 halves differ only in names and types, so each
+/// takes its path apart and calls the family-generic handler above. The
+/// endpoints' declarations (paths, operation ids, versions) stay written
+/// out in [`DpdApi`], where the OpenAPI document comes from.
+macro_rules! nat_family_endpoints {
+    (
+        $addr:ty, $field:ident, $nat:ty, $path:ty, $port_path:ty, $range_path:ty;
+        $addresses_list:ident, $reset:ident, $list:ident,
+        $get:ident, $delete:ident, $create:ident
+    ) => {
+        async fn $addresses_list(
+            rqctx: RequestContext<DpdContext>,
+            query: Query<PaginationParams<EmptyScanParams, AddressToken<$addr>>>,
+        ) -> Result<HttpResponseOk<ResultsPage<$addr>>, HttpError> {
+            addresses_list(rqctx, query).await
+        }
+
+        async fn $reset(
+            rqctx: RequestContext<DpdContext>,
+        ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+            reset::<$addr>(rqctx).await
+        }
+
+        async fn $list(
+            rqctx: RequestContext<DpdContext>,
+            path: Path<$path>,
+            query: Query<PaginationParams<EmptyScanParams, NatToken>>,
+        ) -> Result<HttpResponseOk<ResultsPage<$nat>>, HttpError> {
+            list(rqctx, path.into_inner().$field, query).await
+        }
+
+        async fn $get(
+            rqctx: RequestContext<DpdContext>,
+            path: Path<$port_path>,
+        ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
+            let path = path.into_inner();
+            get(rqctx, path.$field, path.low).await
+        }
+
+        async fn $delete(
+            rqctx: RequestContext<DpdContext>,
+            path: Path<$port_path>,
+        ) -> Result<HttpResponseDeleted, HttpError> {
+            let path = path.into_inner();
+            delete(rqctx, path.$field, path.low).await
+        }
+
+        async fn $create(
+            rqctx: RequestContext<DpdContext>,
+            path: Path<$range_path>,
+            target: TypedBody<NatTarget>,
+        ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
+            let path = path.into_inner();
+            create(rqctx, path.$field, path.low, path.high, target).await
+        }
+    };
+}
+
 impl DpdApi for DpdImpl {
     type Context = DpdContext;
 
-    async fn nat_ipv4_addresses_list(
-        rqctx: RequestContext<DpdContext>,
-        query: Query<PaginationParams<EmptyScanParams, AddressToken<Ipv4Addr>>>,
-    ) -> Result<HttpResponseOk<ResultsPage<Ipv4Addr>>, HttpError> {
-        addresses_list(rqctx, query).await
+    nat_family_endpoints! {
+        Ipv4Addr, ipv4, Ipv4Nat, NatIpv4Path, NatIpv4PortPath, NatIpv4RangePath;
+        nat_ipv4_addresses_list, nat_ipv4_reset, nat_ipv4_list,
+        nat_ipv4_get, nat_ipv4_delete, nat_ipv4_create
     }
 
-    async fn nat_ipv4_reset(
-        rqctx: RequestContext<DpdContext>,
-    ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        reset::<Ipv4Addr>(rqctx).await
-    }
-
-    async fn nat_ipv4_list(
-        rqctx: RequestContext<DpdContext>,
-        path: Path<NatIpv4Path>,
-        query: Query<PaginationParams<EmptyScanParams, NatToken>>,
-    ) -> Result<HttpResponseOk<ResultsPage<Ipv4Nat>>, HttpError> {
-        list(rqctx, path.into_inner().ipv4, query).await
-    }
-
-    async fn nat_ipv4_get(
-        rqctx: RequestContext<DpdContext>,
-        path: Path<NatIpv4PortPath>,
-    ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
-        let NatIpv4PortPath { ipv4, low } = path.into_inner();
-        get(rqctx, ipv4, low).await
-    }
-
-    async fn nat_ipv4_delete(
-        rqctx: RequestContext<DpdContext>,
-        path: Path<NatIpv4PortPath>,
-    ) -> Result<HttpResponseDeleted, HttpError> {
-        let NatIpv4PortPath { ipv4, low } = path.into_inner();
-        delete(rqctx, ipv4, low).await
-    }
-
-    async fn nat_ipv4_create(
-        rqctx: RequestContext<DpdContext>,
-        path: Path<NatIpv4RangePath>,
-        target: TypedBody<NatTarget>,
-    ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        let NatIpv4RangePath { ipv4, low, high } = path.into_inner();
-        create(rqctx, ipv4, low, high, target).await
-    }
-
-    async fn nat_ipv6_addresses_list(
-        rqctx: RequestContext<DpdContext>,
-        query: Query<PaginationParams<EmptyScanParams, AddressToken<Ipv6Addr>>>,
-    ) -> Result<HttpResponseOk<ResultsPage<Ipv6Addr>>, HttpError> {
-        addresses_list(rqctx, query).await
-    }
-
-    async fn nat_ipv6_reset(
-        rqctx: RequestContext<DpdContext>,
-    ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        reset::<Ipv6Addr>(rqctx).await
-    }
-
-    async fn nat_ipv6_list(
-        rqctx: RequestContext<DpdContext>,
-        path: Path<NatIpv6Path>,
-        query: Query<PaginationParams<EmptyScanParams, NatToken>>,
-    ) -> Result<HttpResponseOk<ResultsPage<Ipv6Nat>>, HttpError> {
-        list(rqctx, path.into_inner().ipv6, query).await
-    }
-
-    async fn nat_ipv6_get(
-        rqctx: RequestContext<DpdContext>,
-        path: Path<NatIpv6PortPath>,
-    ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
-        let NatIpv6PortPath { ipv6, low } = path.into_inner();
-        get(rqctx, ipv6, low).await
-    }
-
-    async fn nat_ipv6_delete(
-        rqctx: RequestContext<DpdContext>,
-        path: Path<NatIpv6PortPath>,
-    ) -> Result<HttpResponseDeleted, HttpError> {
-        let NatIpv6PortPath { ipv6, low } = path.into_inner();
-        delete(rqctx, ipv6, low).await
-    }
-
-    async fn nat_ipv6_create(
-        rqctx: RequestContext<DpdContext>,
-        path: Path<NatIpv6RangePath>,
-        target: TypedBody<NatTarget>,
-    ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        let NatIpv6RangePath { ipv6, low, high } = path.into_inner();
-        create(rqctx, ipv6, low, high, target).await
+    nat_family_endpoints! {
+        Ipv6Addr, ipv6, Ipv6Nat, NatIpv6Path, NatIpv6PortPath, NatIpv6RangePath;
+        nat_ipv6_addresses_list, nat_ipv6_reset, nat_ipv6_list,
+        nat_ipv6_get, nat_ipv6_delete, nat_ipv6_create
     }
 
     async fn nat_generation(

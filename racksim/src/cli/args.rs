@@ -1,9 +1,26 @@
 //! Values of arguments that clap's types do not parse: seed ranges, shards,
 //! sabotages and mutants. Each error says what was expected, with an
-//! example.
+//! example. And the options every seed campaign shares ([`CampaignArgs`]).
 
 use racksim_mutants::{Mutant, COMPILED};
 use racksim_sim::testbed::Sabotage;
+
+/// The options `racksim sweep` and `racksim fuzz` share: how many threads,
+/// which shard of the seeds, and the output's form.
+#[derive(clap::Args)]
+pub struct CampaignArgs {
+    /// Worker threads (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Run only shard I of N (0-based): the seeds A+I, A+I+N, ... — so a
+    /// large campaign splits across CI jobs, and `racksim merge` makes
+    /// the shards' JSON the whole run's summary.
+    #[arg(long, value_parser = parse_shard)]
+    pub shard: Option<(u64, u64)>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Most seeds one `--seeds A..B` may name.
 const MAX_SEED_SPAN: u64 = 10_000_000;

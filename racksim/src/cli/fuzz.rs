@@ -11,7 +11,7 @@ use racksim_mutants::{Mutant, COMPILED};
 use racksim_reconciler::instances::ParseStartImplError;
 
 use super::{
-    args::{parse_mutant, parse_seed_range, parse_shard},
+    args::{parse_mutant, parse_seed_range, CampaignArgs},
     print_json_or, progress_bar, progress_of, threads, Status,
 };
 
@@ -42,16 +42,8 @@ pub struct FuzzArgs {
     /// into its plan as `nat_window`.
     #[arg(long)]
     nat_window: bool,
-    /// Worker threads (default: the number of cores).
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// Run only shard I of N (0-based): the seeds A+I, A+I+N, ...
-    /// (`racksim merge` combines the shards' JSON).
-    #[arg(long, value_parser = parse_shard)]
-    shard: Option<(u64, u64)>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    campaign: CampaignArgs,
     /// Run against a deliberately broken reconciler (builds with
     /// `--features mutants` only); see `racksim mutants`.
     #[arg(long)]
@@ -112,9 +104,7 @@ pub fn fuzz(args: FuzzArgs) -> Result<Status, String> {
         strategy,
         start,
         nat_window,
-        jobs,
-        shard,
-        json,
+        campaign: CampaignArgs { jobs, shard, json },
         mutant,
         known_defects,
     } = args;

@@ -12,7 +12,7 @@ use racksim::{
 };
 
 use super::{
-    args::{parse_seed_range, parse_shard},
+    args::{parse_seed_range, CampaignArgs},
     print_json_or, progress_bar, progress_of, threads, Status,
 };
 
@@ -45,20 +45,8 @@ pub struct SweepArgs {
     /// Seeds as A..B (inclusive), e.g. 1..1000.
     #[arg(long, value_parser = parse_seed_range)]
     seeds: (u64, u64),
-    /// Worker threads (default: the number of cores).
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// Run only shard I of N (0-based): the seeds A+I, A+I+N, ... — so
-    /// a large sweep splits across CI jobs, and `racksim merge` makes
-    /// their JSON the whole sweep's summary. A shard does not fail for
-    /// `some_seeds_violate` (the requirement is on the whole range, and
-    /// one shard may see no violation): its JSON says whether it saw
-    /// one (`some_seeds_violate.met`); the merge judges the range.
-    #[arg(long, value_parser = parse_shard)]
-    shard: Option<(u64, u64)>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    campaign: CampaignArgs,
     /// Write an HTML timeline of every run that did not converge or
     /// missed its expectation into this directory (created if need be),
     /// as SCENARIO-STRATEGY-seedN.html.
@@ -119,19 +107,19 @@ pub fn sweep(args: SweepArgs) -> Result<Status, String> {
         arg: &args.scenario,
         variant: scenario.expected_variant(&args.strategy, "--strategy")?,
         seeds: args.seeds,
-        shard: args.shard,
+        shard: args.campaign.shard,
     };
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("error: --report {}: {e}", dir.display()))?;
     }
-    let threads = threads(args.jobs);
+    let threads = threads(args.campaign.jobs);
     let bar = progress_bar();
     let started = Instant::now();
     let (summary, runs) = sweep.run(threads, &progress_of(&bar));
     bar.finish_and_clear();
-    let sharded = args.shard.is_some();
-    print_json_or(args.json, &summary, || summary.text(sharded));
+    let sharded = args.campaign.shard.is_some();
+    print_json_or(args.campaign.json, &summary, || summary.text(sharded));
     eprintln!(
         "{} runs on {threads} threads in {:.1} s",
         summary.runs,
