@@ -186,11 +186,6 @@ impl<C: Connector> HttpClient<C> {
         self.addr
     }
 
-    /// The timeout applied to each whole request.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     pub async fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> Result<T, ClientError> {
         let raw = self.send(Method::GET, path_and_query, None).await?;
         self.decode(&Method::GET, path_and_query, &raw.body)

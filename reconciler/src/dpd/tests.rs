@@ -161,3 +161,20 @@ async fn a_repeated_page_token_is_an_error_not_a_loop() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn reset_clears_the_table_and_the_generation_is_dpds() {
+    let net = FakeNet::new();
+    let zone: Ipv6Addr = "fd00:1122:3344:101::2".parse().unwrap();
+    net.add_switch_zone(zone, 0);
+    let client = dpd(&net, zone);
+    let ip = Ipv4Addr::new(198, 51, 100, 1);
+    client
+        .nat_ipv4_create(ip, 0, 16383, &target())
+        .await
+        .unwrap();
+    client.nat_ipv4_reset().await.unwrap();
+    assert!(net.nat(zone).is_empty(), "the reset cleared the table");
+    net.with_dpd(zone, |d| d.set_generation(7));
+    assert_eq!(client.nat_generation().await.unwrap(), 7);
+}

@@ -323,6 +323,16 @@ fn names_display_and_parse() {
     }
     assert_eq!("saga".parse::<StartImpl>(), Ok(StartImpl::Saga));
     assert!("Saga".parse::<StartImpl>().is_err());
+    // An old scenario file's name gets told the new one; others do not.
+    assert_eq!(
+        "legacy".parse::<StartImpl>().unwrap_err().to_string(),
+        "unknown start implementation \"legacy\" (expected inline, naive or saga; \
+         the start `legacy` is now called `inline`)"
+    );
+    assert_eq!(
+        "fast".parse::<StartImpl>().unwrap_err().to_string(),
+        "unknown start implementation \"fast\" (expected inline, naive or saga)"
+    );
     assert_eq!(
         OpError::Refused {
             id: 7,

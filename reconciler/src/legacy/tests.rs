@@ -417,3 +417,46 @@ fn progress_serializes_with_phase_tag() {
                "missing": ["switch1"]})
     );
 }
+
+/// The progress lines the logs (and so the traces) show, one per phase.
+#[test]
+fn progress_reads_as_its_phase() {
+    let zone: Ipv6Addr = "fd00:1122:3344:101::2".parse().unwrap();
+    let found = BTreeMap::from([(SwitchSlot::Switch0, zone)]);
+    let missing = vec![SwitchSlot::Switch1];
+    let lines = [
+        LegacyProgress::LookingUpSwitches,
+        LegacyProgress::WaitingForSwitches {
+            found: found.clone(),
+            missing: missing.clone(),
+        },
+        LegacyProgress::GaveUpWaiting { found, missing },
+        LegacyProgress::EnsuringNat {
+            switch: SwitchSlot::Switch0,
+            address: zone,
+            attempts: 1,
+            last_error: None,
+        },
+        LegacyProgress::EnsuringNat {
+            switch: SwitchSlot::Switch0,
+            address: zone,
+            attempts: 2,
+            last_error: Some("503".into()),
+        },
+        LegacyProgress::Done {
+            programmed: vec![SwitchSlot::Switch0],
+        },
+    ]
+    .map(|p| p.to_string());
+    assert_eq!(
+        lines,
+        [
+            "looking up switch zones",
+            "found [switch0]; waiting up to 5m for [switch1]",
+            "gave up waiting for [switch1]; proceeding with [switch0]",
+            "ensuring NAT entry on switch0 at fd00:1122:3344:101::2",
+            "ensure on switch0 failing, retrying forever: 503",
+            "NAT ensured on [switch0]",
+        ]
+    );
+}
