@@ -466,3 +466,36 @@ fn scope_serializes() {
         json!({"vni": 100})
     );
 }
+
+/// The outcome line the task's status (and so the traces) shows: counts
+/// that are not zero, then each failure.
+#[test]
+fn outcome_reads_as_counts_then_failures() {
+    let outcome = |removed, created, remove_failures: &[&str], create_failures: &[&str]| {
+        NatReconcileOutcome::Complete {
+            unchanged: 1,
+            removed,
+            remove_failures: remove_failures.iter().map(|e| e.to_string()).collect(),
+            created,
+            create_failures: create_failures.iter().map(|e| e.to_string()).collect(),
+        }
+        .to_string()
+    };
+    assert_eq!(outcome(0, 0, &[], &[]), "unchanged 1");
+    assert_eq!(outcome(1, 0, &[], &[]), "unchanged 1, removed 1");
+    assert_eq!(outcome(0, 2, &[], &[]), "unchanged 1, created 2");
+    assert_eq!(
+        outcome(1, 2, &["a"], &["b"]),
+        "unchanged 1, removed 1, created 2, remove failed: a, create failed: b"
+    );
+    let failed = NatReconcileOutcome::FailedReadingCurrentDpdNatEntries {
+        error: crate::http::ClientError::Connect {
+            addr: "switch0".into(),
+            message: "refused".into(),
+        },
+    };
+    assert!(
+        failed.to_string().starts_with("cannot read NAT entries: "),
+        "{failed}"
+    );
+}
