@@ -154,6 +154,21 @@ pub fn render(
     for line in judged.outcome.timing.lines() {
         let _ = writeln!(w, "  {line}");
     }
+    // What the instance API told its callers, where it was not success:
+    // convergence can hide an operation that reported failure.
+    let unsuccessful: Vec<_> = judged
+        .outcome
+        .operations()
+        .into_iter()
+        .filter(|o| !o.succeeded())
+        .collect();
+    if !unsuccessful.is_empty() {
+        let _ = writeln!(w);
+        let _ = writeln!(w, "operations that did not answer success to their caller:");
+        for op in &unsuccessful {
+            let _ = writeln!(w, "  {op}");
+        }
+    }
     let _ = writeln!(w);
     match &judged.judgement {
         Ok(why) => {

@@ -164,6 +164,9 @@ pub fn judge(exp: &Expectation, outcome: &RunOutcome) -> Result<String, String> 
             }
         }
     }
+    if exp.operations_succeed || exp.operations_within.is_some() {
+        held.extend(judge_operations(exp, outcome)?);
+    }
     // Zone-start bounds are parsed only where zone starts do work (legacy
     // service NAT); a run in which no zone started cannot show either.
     let slowest = outcome
@@ -208,6 +211,44 @@ pub fn judge(exp: &Expectation, outcome: &RunOutcome) -> Result<String, String> 
         }
     }
     Ok(held.join("; "))
+}
+
+/// `operations = "succeed"` and `operations_within`: what the instance
+/// API's callers heard. A run that made no request cannot show either.
+fn judge_operations(exp: &Expectation, outcome: &RunOutcome) -> Result<Vec<String>, String> {
+    let ops = outcome.operations();
+    if ops.is_empty() {
+        return Err(
+            "expected instance API operations to judge, but the plan made no request".into(),
+        );
+    }
+    let mut held = Vec::new();
+    if exp.operations_succeed {
+        if let Some(op) = ops.iter().find(|o| !o.succeeded()) {
+            return Err(format!("expected every operation to succeed, but {op}"));
+        }
+        held.push(format!("all {} operations succeeded", ops.len()));
+    }
+    if let Some(within) = exp.operations_within {
+        let late = ops.iter().find(|o| o.took().is_none_or(|t| t > within));
+        if let Some(op) = late {
+            return Err(format!(
+                "expected every operation answered within {}, but {op}",
+                fmt_duration(within)
+            ));
+        }
+        let slowest = ops
+            .iter()
+            .filter_map(|o| o.took())
+            .max()
+            .unwrap_or_default();
+        held.push(format!(
+            "every operation answered within {} (slowest {})",
+            fmt_duration(within),
+            fmt_duration(slowest)
+        ));
+    }
+    Ok(held)
 }
 
 /// Did the run end without converging, for a reason the expectation

@@ -427,6 +427,8 @@ pub fn regression_toml(
             some_seeds_fail: false,
             converged_by: None,
             repair_within: None,
+            operations_succeed: false,
+            operations_within: None,
             ..exp
         },
         (None, Failure::NotConverged(gap)) => Expectation {
@@ -438,6 +440,8 @@ pub fn regression_toml(
             some_seeds_fail: false,
             converged_by: None,
             repair_within: None,
+            operations_succeed: false,
+            operations_within: None,
             ..exp
         },
     };

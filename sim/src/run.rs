@@ -25,12 +25,15 @@
 //! * `driver` — the simulation's hosts by name: add, crash, restart,
 //!   replace, and stepping them;
 //! * `apply` — what each plan step does to the simulation;
-//! * `verdict` — [`Verdict`] and [`RunOutcome`], how the run ended.
+//! * `verdict` — [`Verdict`] and [`RunOutcome`], how the run ended;
+//! * [`operations`] — the instance API's requests and what each caller
+//!   heard.
 
 mod apply;
 mod config;
 mod driver;
 mod engine;
+pub mod operations;
 mod verdict;
 
 use std::{

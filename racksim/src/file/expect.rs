@@ -15,6 +15,7 @@
 //! | `zone_start_at_most`, `zone_start_at_least` | judged under `legacy` and `scrimlet-local-with-zone-start` only (their zone start blocks) | same | same | same |
 //! | `invariant` | refused | refused | required | refused |
 //! | `some_seeds_violate`, `some_seeds_fail` | refused | refused | refused | at least one of them (or a zone-start bound) |
+//! | `operations = "succeed"`, `operations_within` | judged (instances scenarios only) | same | same | same |
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -64,6 +65,13 @@ pub struct Expectation {
     pub converged_by: Option<Duration>,
     /// Every fault was repaired within this of its end (or of the change).
     pub repair_within: Option<Duration>,
+    /// Every instance API request of the plan answered success
+    /// (`operations = "succeed"`): convergence alone can hide a stop or
+    /// delete that told its caller it failed.
+    pub operations_succeed: bool,
+    /// Every instance API request answered (success or failure) within
+    /// this of being made.
+    pub operations_within: Option<Duration>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +99,9 @@ impl Expectation {
                 let mut s = format!("converges <= {}", fmt(d));
                 if let Some(r) = self.repair_within {
                     s += &format!(", repairs <= {}", fmt(r));
+                }
+                if self.operations_succeed {
+                    s += ", operations succeed";
                 }
                 s
             }
@@ -470,6 +481,43 @@ pub(super) fn expectations(
                 return Err(only("some_seeds_fail", s.span(), "any", sweep_hint));
             }
         }
+        let operations_succeed = match &exp.operations {
+            None => false,
+            Some(v) if v.get_ref() == "succeed" => true,
+            Some(v) => {
+                return Err(err(
+                    Some(v.span()),
+                    format!(
+                        "expect.{strategy}: unknown `operations` requirement {:?}",
+                        v.get_ref()
+                    ),
+                    Some(
+                        "write operations = \"succeed\" (every instance API request answers \
+                         success), or leave it out"
+                            .into(),
+                    ),
+                ))
+            }
+        };
+        // Only an instances scenario's plan makes instance API requests.
+        for (field, span) in [
+            ("operations", exp.operations.as_ref().map(|v| v.span())),
+            (
+                "operations_within",
+                exp.operations_within.as_ref().map(|v| v.span()),
+            ),
+        ] {
+            if let (Some(span), Kind::ServiceNat) = (span, kind) {
+                return Err(err(
+                    Some(span),
+                    format!(
+                        "expect.{strategy}: `{field}` cannot fail in a service-nat scenario: \
+                         its plan makes no instance API request"
+                    ),
+                    Some("use it in an instances scenario (kind = \"instances\")".into()),
+                ));
+            }
+        }
         let some_seeds_fail = exp.some_seeds_fail.as_ref().is_some_and(|f| *f.get_ref());
         let deadline = exp.deadline.as_ref().map(|d| d.get_ref().0);
         let base = Expectation {
@@ -484,6 +532,8 @@ pub(super) fn expectations(
             some_seeds_fail,
             converged_by: exp.converged_by.as_ref().map(|d| d.get_ref().0),
             repair_within: exp.repair_within.as_ref().map(|d| d.get_ref().0),
+            operations_succeed,
+            operations_within: exp.operations_within.as_ref().map(|d| d.get_ref().0),
         };
         let expectation = match outcome {
             OutcomeName::Converges => {

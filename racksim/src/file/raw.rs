@@ -97,6 +97,10 @@ pub(super) struct RawExpect {
     pub converged_by: Option<Spanned<DurationValue>>,
     #[serde(default)]
     pub repair_within: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub operations: Option<Spanned<String>>,
+    #[serde(default)]
+    pub operations_within: Option<Spanned<DurationValue>>,
 }
 
 /// `some_seeds_violate`: one invariant's name or a list of them.

@@ -1132,3 +1132,41 @@ fn config_changes_whose_windows_overlap_are_rejected() {
         ("2m", &remove_zone("nexus.1")),
     ]));
 }
+
+/// `operations` takes "succeed" and nothing else, `operations_within` a
+/// duration; both only where the plan can make instance API requests.
+#[test]
+fn operation_requirements_parse_and_refuse_what_cannot_fail() {
+    let ok = saga_expect(
+        "outcome = \"converges\"\nwithin = \"5m\"\noperations = \"succeed\"\n\
+         operations_within = \"3s\"\n",
+    );
+    let exp = expectation_of(&ok, "saga");
+    assert!(exp.operations_succeed);
+    assert_eq!(exp.operations_within, Some(Duration::from_secs(3)));
+    assert!(
+        exp.summary().ends_with(", operations succeed"),
+        "{}",
+        exp.summary()
+    );
+
+    let maybe = saga_expect("outcome = \"converges\"\nwithin = \"5m\"\noperations = \"maybe\"\n");
+    let e = error_of(&maybe);
+    assert!(
+        e.message
+            .contains("unknown `operations` requirement \"maybe\""),
+        "{e}"
+    );
+    assert_points_at(&maybe, &e, "\"maybe\"");
+
+    let service_nat = GOOD.replace(
+        "within = \"10m\"",
+        "within = \"10m\"\noperations_within = \"1s\"",
+    );
+    let e = error_of(&service_nat);
+    assert!(
+        e.message
+            .contains("`operations_within` cannot fail in a service-nat scenario"),
+        "{e}"
+    );
+}

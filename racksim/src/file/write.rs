@@ -115,6 +115,7 @@ fn expectation(out: &mut String, e: &Expectation, stability: Duration) {
         ("zone_start_at_least", e.zone_start_at_least),
         ("converged_by", e.converged_by),
         ("repair_within", e.repair_within),
+        ("operations_within", e.operations_within),
     ] {
         if let Some(d) = value {
             let _ = writeln!(out, "{key} = {}", quote(&duration(d)));
@@ -132,6 +133,9 @@ fn expectation(out: &mut String, e: &Expectation, stability: Duration) {
     }
     if e.some_seeds_fail {
         out.push_str("some_seeds_fail = true\n");
+    }
+    if e.operations_succeed {
+        out.push_str("operations = \"succeed\"\n");
     }
 }
 

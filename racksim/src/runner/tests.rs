@@ -218,3 +218,49 @@ fn repair_within_is_judged_on_the_slowest_repair() {
         "measured no repair",
     );
 }
+
+/// `operations = "succeed"` and `operations_within` are judged on what
+/// the instance API told its callers: the saga's start refused after the
+/// delete converges the rack, but its caller heard a failure.
+#[test]
+fn operations_are_judged_on_what_their_callers_heard() {
+    let judged = held(
+        "instance-migrate-like-move",
+        "saga",
+        "all 3 operations succeeded",
+    );
+    assert!(
+        judged
+            .judgement
+            .as_ref()
+            .is_ok_and(|why| why.contains("every operation answered within 2s")),
+        "{:?}",
+        judged.judgement
+    );
+    let mut exp = judged.expectation.clone();
+    exp.operations_within = Some(Duration::from_millis(1));
+    misses(
+        &exp,
+        &judged.outcome,
+        "expected every operation answered within 1ms, but",
+    );
+
+    let race = held("start-delete-race", "saga", "converged");
+    let mut exp = race.expectation.clone();
+    exp.operations_succeed = true;
+    misses(
+        &exp,
+        &race.outcome,
+        "expected every operation to succeed, but 00:03:00.042175  API: start instance web1 \
+         on sled1: failed: instance 1 is deleted: start refused",
+    );
+    // A run whose plan made no request has nothing to show.
+    misses(
+        &exp,
+        &RunOutcome {
+            steps: Vec::new(),
+            ..race.outcome.clone()
+        },
+        "the plan made no request",
+    );
+}

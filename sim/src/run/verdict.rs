@@ -120,3 +120,10 @@ pub struct RunOutcome {
     /// empty in a sound world.
     pub uncounted_changes: Vec<String>,
 }
+
+impl RunOutcome {
+    /// The plan's instance API requests and what each caller heard.
+    pub fn operations(&self) -> Vec<super::operations::Operation> {
+        super::operations::operations(&self.steps, &self.trace)
+    }
+}
