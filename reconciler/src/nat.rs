@@ -186,19 +186,6 @@ impl std::fmt::Display for NatReconcileOutcome {
 }
 
 impl NatReconcileOutcome {
-    /// The switch already matched: nothing removed, nothing created, nothing
-    /// failed.
-    pub fn is_noop(&self) -> bool {
-        matches!(
-            self,
-            NatReconcileOutcome::Complete {
-                removed: 0,
-                created: 0,
-                ..
-            }
-        ) && self.is_converged()
-    }
-
     /// Everything desired is known to be in place: the read succeeded and
     /// nothing failed.
     pub fn is_converged(&self) -> bool {

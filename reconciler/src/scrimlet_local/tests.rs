@@ -732,3 +732,50 @@ async fn closed_inputs_end_the_future() {
         }
     ));
 }
+
+/// The handle's log lines, and which task statuses count as failed: a
+/// refused config is not (it changed nothing on purpose).
+#[test]
+fn handle_lines_and_failed_statuses() {
+    assert_eq!(
+        HandleStatus::NotAScrimlet.to_string(),
+        "not a scrimlet (no sidecar); waiting to become one"
+    );
+    assert_eq!(
+        HandleStatus::DeterminingSwitchSlot {
+            attempts: 0,
+            last_error: None
+        }
+        .to_string(),
+        "asking own MGS which switch this is"
+    );
+    assert_eq!(
+        HandleStatus::DeterminingSwitchSlot {
+            attempts: 2,
+            last_error: Some("refused".into())
+        }
+        .to_string(),
+        "own MGS not answering, retrying every 5s: refused"
+    );
+    assert_eq!(
+        HandleStatus::Running {
+            switch: SwitchSlot::Switch1
+        }
+        .to_string(),
+        "this scrimlet manages switch1; reconcilers running"
+    );
+    let reconciled = |create_failures: Vec<String>| ScrimletNatStatus::Reconciled {
+        switch: SwitchSlot::Switch0,
+        generation: 1,
+        outcome: crate::nat::NatReconcileOutcome::Complete {
+            unchanged: 3,
+            removed: 0,
+            remove_failures: Vec::new(),
+            created: 0,
+            create_failures,
+        },
+    };
+    assert!(!reconciled(Vec::new()).failed());
+    assert!(reconciled(vec!["503".into()]).failed());
+    assert!(!ScrimletNatStatus::NoNatEntriesConfig.failed());
+}

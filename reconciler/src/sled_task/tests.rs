@@ -222,3 +222,59 @@ async fn as_a_task_it_repairs_what_legacy_cannot() {
     assert!(switches.values().all(|s| s.outcome.is_converged()));
     task.abort();
 }
+
+/// The status line each activation logs (and the traces show), and which
+/// statuses count as failed.
+#[test]
+fn status_reads_per_switch_and_fails_on_any_switch_or_discovery() {
+    let complete = |created, create_failures: Vec<String>| NatReconcileOutcome::Complete {
+        unchanged: 1,
+        removed: 0,
+        remove_failures: Vec::new(),
+        created,
+        create_failures,
+    };
+    let zone = |n: u16| Ipv6Addr::new(0xfd00, 0x1122, 0x3344, n, 0, 0, 0, 2);
+    let ok = SledNatStatus::Reconciled {
+        switches: BTreeMap::from([
+            (
+                zone(101),
+                SwitchNatStatus {
+                    slot: Some(SwitchSlot::Switch0),
+                    outcome: complete(0, Vec::new()),
+                },
+            ),
+            (
+                zone(102),
+                SwitchNatStatus {
+                    slot: None,
+                    outcome: complete(1, Vec::new()),
+                },
+            ),
+        ]),
+    };
+    assert_eq!(
+        ok.to_string(),
+        "switch0: unchanged 1; fd00:1122:3344:66::2: unchanged 1, created 1"
+    );
+    assert!(!ok.failed());
+    let one_failed = SledNatStatus::Reconciled {
+        switches: BTreeMap::from([(
+            zone(101),
+            SwitchNatStatus {
+                slot: Some(SwitchSlot::Switch0),
+                outcome: complete(0, vec!["503".into()]),
+            },
+        )]),
+    };
+    assert!(one_failed.failed());
+    let none = SledNatStatus::Reconciled {
+        switches: BTreeMap::new(),
+    };
+    assert_eq!(none.to_string(), "no switch zones found");
+    assert!(!SledNatStatus::NoNatEntriesConfig.failed());
+    assert_eq!(
+        SledNatStatus::NoNatEntriesConfig.to_string(),
+        "no NAT entries configured"
+    );
+}

@@ -389,3 +389,40 @@ fn status_serializes() {
         json!({"state": "not_yet_run"})
     );
 }
+
+/// Why a task activated, as its log lines name it.
+#[test]
+fn activation_reasons_read_as_words() {
+    let names = [
+        ActivationReason::Startup,
+        ActivationReason::PeriodicTimer,
+        ActivationReason::SystemNetworkingConfigChanged,
+        ActivationReason::ScrimletStatusChanged,
+    ]
+    .map(|r| r.to_string());
+    assert_eq!(
+        names,
+        [
+            "startup",
+            "periodic timer",
+            "system networking config changed",
+            "scrimlet status changed"
+        ]
+    );
+}
+
+/// A status published again unchanged does not wake the watchers.
+#[test]
+fn an_unchanged_status_is_not_a_change() {
+    let tx = watch::Sender::new(ActivationReason::Startup);
+    let mut rx = tx.subscribe();
+    let mut log = StatusLog::new(&tx, "t", "");
+    log.set(ActivationReason::Startup, false);
+    assert!(!rx.has_changed().unwrap(), "the same status again");
+    log.set(ActivationReason::PeriodicTimer, false);
+    assert!(rx.has_changed().unwrap());
+    rx.mark_unchanged();
+    log.set(ActivationReason::PeriodicTimer, false);
+    assert!(!rx.has_changed().unwrap());
+    assert_eq!(*rx.borrow(), ActivationReason::PeriodicTimer);
+}
