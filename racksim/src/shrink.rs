@@ -411,38 +411,33 @@ pub fn regression_toml(
         .get(&shrunk.variant)
         .cloned()
         .expect("has the expectation");
+    // Only what the recorded outcome takes (the parser refuses the rest):
+    // the timing bounds of `converges`, the sweep-level requirements of
+    // `any` and the operations' requirements do not carry over.
+    let bare = Expectation {
+        verdict_mentions: Vec::new(),
+        verdict_mentions_any: Vec::new(),
+        settle: None,
+        some_seeds_violate: Vec::new(),
+        some_seeds_fail: false,
+        converged_by: None,
+        repair_within: None,
+        operations_succeed: false,
+        operations_within: None,
+        ..exp.clone()
+    };
     let recorded = match (&shrunk.mutant, &shrunk.failure) {
         (Some(_), _) | (None, Failure::TooSlow | Failure::TestbedError) => exp,
-        // Only what the recorded outcome takes (the parser refuses the
-        // rest): the timing bounds of `converges` and the sweep-level
-        // requirements of `any` do not carry over.
         (None, Failure::Invariant(inv)) => Expectation {
             outcome: Outcome::Violates(inv),
-            verdict_mentions: Vec::new(),
-            verdict_mentions_any: Vec::new(),
-            settle: None,
             zone_start_at_most: None,
             zone_start_at_least: None,
-            some_seeds_violate: Vec::new(),
-            some_seeds_fail: false,
-            converged_by: None,
-            repair_within: None,
-            operations_succeed: false,
-            operations_within: None,
-            ..exp
+            ..bare
         },
         (None, Failure::NotConverged(gap)) => Expectation {
             outcome: Outcome::Fails,
             verdict_mentions: vec![gap.clone()],
-            verdict_mentions_any: Vec::new(),
-            settle: None,
-            some_seeds_violate: Vec::new(),
-            some_seeds_fail: false,
-            converged_by: None,
-            repair_within: None,
-            operations_succeed: false,
-            operations_within: None,
-            ..exp
+            ..bare
         },
     };
     s.expectations = [(shrunk.variant, recorded)].into_iter().collect();

@@ -167,14 +167,18 @@ async fn reset_clears_the_table_and_the_generation_is_dpds() {
     let net = FakeNet::new();
     let zone: Ipv6Addr = "fd00:1122:3344:101::2".parse().unwrap();
     net.add_switch_zone(zone, 0);
-    let client = dpd(&net, zone);
-    let ip = Ipv4Addr::new(198, 51, 100, 1);
-    client
-        .nat_ipv4_create(ip, 0, 16383, &target())
-        .await
-        .unwrap();
-    client.nat_ipv4_reset().await.unwrap();
+    net.insert_nat(
+        zone,
+        Ipv4Nat {
+            external: Ipv4Addr::new(198, 51, 100, 1),
+            low: 0,
+            high: 16383,
+            target: target(),
+        },
+    );
+    assert_eq!(net.nat(zone).len(), 1);
+    dpd(&net, zone).nat_ipv4_reset().await.unwrap();
     assert!(net.nat(zone).is_empty(), "the reset cleared the table");
     net.with_dpd(zone, |d| d.set_generation(7));
-    assert_eq!(client.nat_generation().await.unwrap(), 7);
+    assert_eq!(dpd(&net, zone).nat_generation().await.unwrap(), 7);
 }
