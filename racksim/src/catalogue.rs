@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use racksim_reconciler::instances::StartImpl;
-use racksim_sim::{ControlPlaneEra, Era, InstanceEra, Strategy};
+use racksim_sim::{ControlPlaneEra, InstanceEra, Strategy};
 
 use crate::file::{self, Scenario};
 
@@ -138,19 +138,19 @@ pub fn eras() -> String {
         .max()
         .unwrap_or(0);
     for s in Strategy::ALL {
-        let era = Era::of(s);
+        let era = s.era();
         out += &format!(
             "  {:<width$}  {era}: {}\n  {:<width$}    control plane: {}\n",
             s.name(),
             era.upstream(),
             "",
-            ControlPlaneEra::of(s, StartImpl::Saga)
+            ControlPlaneEra::of(s.era(), StartImpl::Saga)
         );
     }
     out += "instance starts (kind = \"instances\"; service NAT as the file fixes it):\n";
     for i in StartImpl::ALL {
         let era = InstanceEra::of(i);
-        let cp = ControlPlaneEra::of(Strategy::LEGACY, i);
+        let cp = ControlPlaneEra::of(Strategy::LEGACY.era(), i);
         out += &format!(
             "  {:<width$}  {era}: {}\n  {:<width$}    control plane: dpd NAT RPW {}, nexus V2P task {}\n",
             i.as_str(),

@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use racksim_sim::{trace::fmt_duration, ControlPlaneEra, Era, InstanceEra};
+use racksim_sim::{trace::fmt_duration, ControlPlaneEra, InstanceEra};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -334,7 +334,7 @@ fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary], seeds:
         scenario: scenario.name.clone(),
         strategy: strategy.to_string(),
         era: match strategy {
-            Variant::Nat(s) => Era::of(s).to_string(),
+            Variant::Nat(s) => s.era().to_string(),
             Variant::Start(i) => InstanceEra::of(i).to_string(),
         },
         control_plane,

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use racksim_sim::{
     run::{MAX_LATENCY, MIN_LATENCY},
     trace::{fmt_duration, fmt_time},
-    Era, InstanceEra,
+    InstanceEra,
 };
 
 use crate::{
@@ -74,7 +74,7 @@ pub fn render(
     // The era the run stands for, and the control plane it configured: the
     // configuration `runner::run` ran, so the header cannot disagree with it.
     if let Some(cfg) = runner::config(scenario, strategy, seed) {
-        let era = Era::of(cfg.strategy);
+        let era = cfg.strategy.era();
         match scenario.kind {
             Kind::ServiceNat => {
                 let _ = writeln!(w, "era: {era} ({})", era.upstream());

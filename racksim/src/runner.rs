@@ -45,7 +45,7 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
         start,
         // The era the strategy and start stand for: a scenario file does
         // not choose its control plane.
-        era: ControlPlaneEra::of(strategy, start),
+        era: ControlPlaneEra::of(strategy.era(), start),
         instances: scenario.instances.clone(),
         seed,
         plan: scenario.plan.clone(),

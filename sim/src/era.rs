@@ -22,8 +22,6 @@ use std::fmt;
 use racksim_reconciler::instances::StartImpl;
 use serde::{Deserialize, Serialize};
 
-use crate::strategy::Strategy;
-
 /// The era of upstream's code a service-NAT strategy stands for (facts
 /// from `DOMAIN.md`, read against omicron b848b6df).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -53,12 +51,6 @@ pub enum Era {
 
 impl Era {
     /// The era `strategy` stands for.
-    /// The era `strategy` stands for (each strategy says,
-    /// [`crate::strategy::NatStrategy::era`]).
-    pub fn of(strategy: Strategy) -> Era {
-        strategy.era()
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Era::Legacy => "legacy",
@@ -217,12 +209,12 @@ impl ControlPlaneEra {
     /// tracker (#4857), so an `inline` start runs neither, whatever the
     /// strategy: its Nexus leaves service NAT to the zone-start path.
     /// Choosing each mechanism's era on its own is issue 21's.
-    pub fn of(strategy: Strategy, start: StartImpl) -> ControlPlaneEra {
+    pub fn of(service_nat: Era, start: StartImpl) -> ControlPlaneEra {
         let instances = match InstanceEra::of(start) {
             InstanceEra::PreRpw => Task::Off,
             InstanceEra::Current => Task::On,
         };
-        let nexus_service_nat = match (Era::of(strategy), instances) {
+        let nexus_service_nat = match (service_nat, instances) {
             // The instance-start networking issue's time predates both dpd's NAT RPW (omicron #3804,
             // November 2023) and the tracker (#4857, January 2024).
             (_, Task::Off) => NexusServiceNat::Off,

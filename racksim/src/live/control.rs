@@ -596,7 +596,7 @@ impl Control {
                 |s| (s.name.clone(), s.address),
             )
         };
-        let era = ControlPlaneEra::of(self.env.shared.strategy, self.env.shared.start);
+        let era = ControlPlaneEra::of(self.env.shared.strategy.era(), self.env.shared.start);
         rack_gaps(&RackView {
             desired: &desired,
             switches: &switches,

@@ -327,7 +327,8 @@ impl Hosts {
         // NAT RPW: Nexus pushed instance NAT to it. The era says whether
         // anything writes rows for dpd to pull (instance operations, or
         // the legacy era's service-zone NAT tracker).
-        if racksim_sim::era::ControlPlaneEra::of(env.shared.strategy, env.shared.start).dpd_nat_rpw
+        if racksim_sim::era::ControlPlaneEra::of(env.shared.strategy.era(), env.shared.start)
+            .dpd_nat_rpw
             == racksim_sim::era::Task::On
         {
             // A started dpd's RPW is due at once, its schedule based on

@@ -127,7 +127,7 @@ impl NexusHost for LiveHost {
     }
 
     fn config(&self) -> NexusConfig {
-        ControlPlaneEra::of(self.env.shared.strategy, self.env.shared.start)
+        ControlPlaneEra::of(self.env.shared.strategy.era(), self.env.shared.start)
             .nexus(self.env.shared.start, self.env.shared.period)
     }
 

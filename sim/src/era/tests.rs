@@ -1,13 +1,14 @@
 use super::*;
+use crate::strategy::Strategy;
 
 #[test]
 fn each_strategy_and_start_runs_its_eras_control_plane() {
     use NexusServiceNat::{InventoryTracker, Off};
-    let service_nat = |s| ControlPlaneEra::of(s, StartImpl::Saga).nexus_service_nat;
+    let service_nat = |s: Strategy| ControlPlaneEra::of(s.era(), StartImpl::Saga).nexus_service_nat;
     for s in Strategy::ALL {
         // The instance-start networking issue's time had no tracker, whatever ran on the sleds.
         assert_eq!(
-            ControlPlaneEra::of(s, StartImpl::Inline).nexus_service_nat,
+            ControlPlaneEra::of(s.era(), StartImpl::Inline).nexus_service_nat,
             Off
         );
     }
@@ -23,7 +24,7 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
             (StartImpl::Naive, Task::On),
             (StartImpl::Saga, Task::On),
         ] {
-            let era = ControlPlaneEra::of(strategy, start);
+            let era = ControlPlaneEra::of(strategy.era(), start);
             assert_eq!(era.nexus_v2p, task, "{start}");
             // dpd pulls wherever someone writes rows for it: instance
             // operations of the current era, or the tracker (which
@@ -41,7 +42,7 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
         }
     }
     assert_eq!(
-        Strategy::ALL.map(|s| Era::of(s).name()),
+        Strategy::ALL.map(|s| s.era().name()),
         ["legacy", "proposal", "target", "shipped"]
     );
     assert_eq!(
@@ -63,16 +64,13 @@ fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
         paths(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START),
         (true, true)
     );
-    assert_eq!(
-        Era::of(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START),
-        Era::Shipped
-    );
+    assert_eq!(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START.era(), Era::Shipped);
     assert!(Era::Shipped.upstream().contains("b848b6df"));
     assert!(Era::Target.upstream().starts_with("the design after #9727"));
     for start in StartImpl::ALL {
         assert_eq!(
-            ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START, start),
-            ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL, start),
+            ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START.era(), start),
+            ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL.era(), start),
             "{start}"
         );
     }
@@ -93,13 +91,13 @@ fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
 
 #[test]
 fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
-    let legacy = ControlPlaneEra::of(Strategy::LEGACY, StartImpl::Inline);
+    let legacy = ControlPlaneEra::of(Strategy::LEGACY.era(), StartImpl::Inline);
     assert_eq!(
         legacy.to_string(),
         "nexus service-NAT task off, dpd NAT RPW off, nexus V2P task off, \
          instance watcher off, reincarnation off"
     );
-    let target = ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL, StartImpl::Saga);
+    let target = ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL.era(), StartImpl::Saga);
     assert_eq!(
         target.to_string(),
         "nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on, \

@@ -75,7 +75,7 @@ impl RunConfig {
             stability: DEFAULT_STABILITY,
             ntp_return_switch,
             start: StartImpl::Saga,
-            era: ControlPlaneEra::of(strategy, StartImpl::Saga),
+            era: ControlPlaneEra::of(strategy.era(), StartImpl::Saga),
             instances: Vec::new(),
             mutant: None,
             sabotage: None,
@@ -88,7 +88,7 @@ impl RunConfig {
     /// Start instances with `start`, in the control plane of its era.
     pub fn with_start(mut self, start: StartImpl) -> Self {
         self.start = start;
-        self.era = ControlPlaneEra::of(self.strategy, start);
+        self.era = ControlPlaneEra::of(self.strategy.era(), start);
         self
     }
 
