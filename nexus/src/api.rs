@@ -71,6 +71,7 @@ pub async fn instance_api<H: NexusHost>(
             let (ops, h) = (ops.clone(), host.clone());
             host.spawn(&mut running, async move {
                 let instance = h.instance_name(req.instance());
+                let op = req.op();
                 let (what, outcome) = match req {
                     InstanceRequest::Create { instance: i, sled } => (
                         format!("create {} on {}", h.instance_name(i), h.sled_name(sled)),
@@ -95,6 +96,7 @@ pub async fn instance_api<H: NexusHost>(
                         format!("nexus: {what}: {}", h.names(&fmt_op(&outcome))),
                     )
                     .field("instance", &instance)
+                    .field("op", op)
                     .field("outcome", if outcome.is_ok() { "ok" } else { "failed" }),
                 );
             });
@@ -106,14 +108,20 @@ pub async fn instance_api<H: NexusHost>(
             // Cancel-safe: observing a watch channel.
             () = stop_requested(&mut stop) => {
                 host.stopping();
+                // Refused: what the caller hears is a failure.
                 for req in requests.take() {
-                    host.record(Event::new(
-                        Lane::Instance,
-                        format!(
-                            "nexus: request for {} refused: the control plane is stopping",
-                            host.instance_name(req.instance())
-                        ),
-                    ));
+                    let instance = host.instance_name(req.instance());
+                    host.record(
+                        Event::new(
+                            Lane::Instance,
+                            format!(
+                                "nexus: request for {instance} refused: the control plane is stopping"
+                            ),
+                        )
+                        .field("instance", &instance)
+                        .field("op", req.op())
+                        .field("outcome", "failed"),
+                    );
                 }
                 while running.join_next().await.is_some() {}
                 return;

@@ -122,6 +122,16 @@ impl InstanceRequest {
             | InstanceRequest::Delete { instance } => *instance,
         }
     }
+
+    /// The operation's name, as the trace's `op` field gives it.
+    pub fn op(&self) -> &'static str {
+        match self {
+            InstanceRequest::Create { .. } => "create",
+            InstanceRequest::Start { .. } => "start",
+            InstanceRequest::Stop { .. } => "stop",
+            InstanceRequest::Delete { .. } => "delete",
+        }
+    }
 }
 
 /// The database record of declared instance `id` (1-based): one external

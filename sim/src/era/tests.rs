@@ -56,7 +56,10 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
 /// era's Nexus is the target's (the tracker went in the same PR).
 #[test]
 fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
-    let paths = |s: Strategy| (s.blocks_zone_start(), s.runs_scrimlet_reconcilers());
+    let paths = |s: Strategy| {
+        let parts = s.live().expect("a shipped strategy");
+        (s.blocks_zone_start(), parts.scrimlet_reconcilers)
+    };
     assert_eq!(paths(Strategy::LEGACY), (true, false));
     assert_eq!(paths(Strategy::SLED_TASK), (false, false));
     assert_eq!(paths(Strategy::SCRIMLET_LOCAL), (false, true));

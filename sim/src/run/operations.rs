@@ -3,9 +3,13 @@
 //! Convergence judges the rack; it does not say whether the API told a
 //! user that a stop or delete failed. Each instance action of the plan is
 //! a request to the instance API, and Nexus answers it with a trace line
-//! (`nexus: stop web1: ok, stopped`, or `…: failed: …`, with the fields
-//! `instance` and `outcome`). [`operations`] pairs each request with its
-//! answer, in order per instance and kind of operation; a request the run
+//! (`nexus: stop web1: ok, stopped`, `…: failed: …`, or a refusal while
+//! the control plane stops, with the fields `instance`, `op` and
+//! `outcome`). [`operations`] pairs each request with its answer, in order
+//! per instance and kind of operation (simplified: two requests of one
+//! kind on one instance in flight together are paired first come, first
+//! answered, so their times may swap; which answers there were does not
+//! change); a request the run
 //! ended without answering (its Nexus crashed with it in flight, or the
 //! control plane never came back) has [`Answer::None`] — to its caller a
 //! failure too, a connection that broke or a request that timed out.
@@ -92,21 +96,21 @@ pub fn operations(steps: &[ResolvedStep], trace: &[TraceLine]) -> Vec<Operation>
         .iter()
         .filter_map(|step| {
             let (op, instance) = request(&step.action)?;
-            let prefix = format!("nexus: {op} {instance}");
             let found = answers.iter().find(|(i, l)| {
                 !taken.contains(i)
                     && l.at >= step.at
                     && l.fields.get("instance").map(String::as_str) == Some(instance)
-                    && l.text.starts_with(&prefix)
+                    && l.fields.get("op").map(String::as_str) == Some(op)
             });
             let answer = match found {
                 Some((i, l)) => {
                     taken.insert(*i);
                     // What follows `nexus: stop web1: ` (Nexus may name
                     // the request with ` on sled1`).
-                    let after = |sep: &str| {
-                        let text = l.text.split_once(sep).map_or(&l.text[..], |(_, t)| t);
-                        format!("{}{text}", sep.trim_start_matches(": "))
+                    let after = |sep: &str| match l.text.split_once(sep) {
+                        Some((_, t)) => format!("{}{t}", sep.trim_start_matches(": ")),
+                        // A refusal: its own words.
+                        None => format!("failed: {}", l.text.trim_start_matches("nexus: ")),
                     };
                     match l.fields.get("outcome").map(String::as_str) {
                         Some("ok") => Answer::Ok {

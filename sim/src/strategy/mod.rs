@@ -277,13 +277,6 @@ impl Strategy {
         self.0.blocks_zone_start()
     }
 
-    /// Whether each scrimlet runs the per-scrimlet reconcilers against its
-    /// own switch zone (live mode's parts; the simulation asks the
-    /// strategy itself).
-    pub fn runs_scrimlet_reconcilers(self) -> bool {
-        self.live().is_some_and(|p| p.scrimlet_reconcilers)
-    }
-
     /// See [`NatStrategy::live`].
     pub fn live(self) -> Option<Parts> {
         self.0.live()

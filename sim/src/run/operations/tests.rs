@@ -15,8 +15,10 @@ fn step(secs: u64, action: Action) -> ResolvedStep {
 }
 
 fn answer(ms: u64, instance: &str, text: &str, outcome: &str) -> TraceLine {
+    let op = text.split(' ').nth(1).unwrap_or_default().to_string();
     TraceLine::new(Duration::from_millis(ms), "sled0", Kind::Instance, text)
         .field("instance", instance)
+        .field("op", op)
         .field("outcome", outcome)
 }
 
@@ -103,5 +105,33 @@ fn each_request_gets_its_own_answer_or_none() {
     assert_eq!(
         ops[3].to_string(),
         "00:03:00.000000  API: start instance web1 on sled1: no answer by the end of the run"
+    );
+}
+
+/// A request refused while the control plane stops answered failure.
+#[test]
+fn a_refusal_is_a_failed_answer() {
+    let steps = [step(
+        60,
+        Action::InstanceStop {
+            instance: "web1".into(),
+        },
+    )];
+    let refusal = TraceLine::new(
+        Duration::from_secs(61),
+        "sled0",
+        Kind::Instance,
+        "nexus: request for web1 refused: the control plane is stopping",
+    )
+    .field("instance", "web1")
+    .field("op", "stop")
+    .field("outcome", "failed");
+    let ops = operations(&steps, &[refusal]);
+    assert_eq!(
+        ops[0].answer,
+        Answer::Failed {
+            at: Duration::from_secs(61),
+            text: "failed: request for web1 refused: the control plane is stopping".into()
+        }
     );
 }
