@@ -33,6 +33,14 @@ pub struct Db {
 }
 
 impl Db {
+    /// An empty database whose NAT ensure query is `nat_ensure`'s era.
+    pub fn new(nat_ensure: racksim_reconciler::instances::NatEnsure) -> Db {
+        Db {
+            nat: NatTable::default().with_ensure(nat_ensure),
+            ..Db::default()
+        }
+    }
+
     /// A fresh record of declared instance `id` (see [`instance_record`]).
     pub fn declare(&mut self, id: u32, name: &str) {
         self.instances.insert(id, instance_record(id, name));

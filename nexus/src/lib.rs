@@ -55,7 +55,9 @@ use std::{future::Future, net::Ipv6Addr, net::SocketAddr, sync::Arc, time::Durat
 use racksim_reconciler::{
     discovery::SwitchZoneResolver,
     http::Connector,
-    instances::{InstanceOps, InstanceRecord, OpError, SledRef, StartImpl},
+    instances::{
+        DpdNotify, InstanceOps, InstanceRecord, NatEnsure, OpError, Propagation, SledRef, StartImpl,
+    },
 };
 use tokio::{
     sync::{watch, Notify},
@@ -104,6 +106,17 @@ pub struct NexusConfig {
     pub instance_watcher: bool,
     /// Instance reincarnation (every 60 s).
     pub reincarnation: bool,
+    /// The NAT ensure query's era ([`Db::new`] reads it; the database
+    /// outlives every incarnation).
+    pub nat_ensure: NatEnsure,
+    /// Whether an instance operation fails on a dpd it cannot notify.
+    pub dpd_notify: DpdNotify,
+    /// How operations' NAT changes reach the switches: inline where no dpd
+    /// pulls (no NAT RPW), else rows for dpd to pull.
+    pub nat_propagation: Propagation,
+    /// How operations' V2P changes reach the sleds: inline without the V2P
+    /// task, else the task.
+    pub v2p_propagation: Propagation,
 }
 
 /// Where a trace line belongs (the simulation's lanes; live mode's log
@@ -257,7 +270,9 @@ pub async fn serve<H, F>(
     let store = NexusStore::new(host.clone());
     let v2p_task = Arc::new(Notify::new());
     let ops: Ops<H> = InstanceOps::new(host.connector(), store.clone(), config.start)
-        .with_v2p_task(v2p_task.clone());
+        .with_v2p_task(v2p_task.clone())
+        .with_dpd_notify(config.dpd_notify)
+        .with_propagation(config.nat_propagation, config.v2p_propagation);
     if config.start == StartImpl::Saga {
         // What a previous incarnation left half done is finished first.
         for (saga, instance, outcome) in ops.resume_sagas().await {

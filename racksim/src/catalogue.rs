@@ -28,6 +28,7 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("zone-start-blocked"),
     entry!("switch-replaced-before-ensure"),
     entry!("dpd-restart-control-plane-down"),
+    entry!("dpd-restart-control-plane-up"),
     entry!("sidecar-power-cycle"),
     entry!("stale-entry"),
     entry!("entry-lost-behind-dpd"),
@@ -43,6 +44,9 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("concurrent-starts"),
     entry!("control-plane-crash-mid-saga"),
     entry!("instance-migrate-like-move"),
+    entry!("instance-restart-on-the-same-sled"),
+    entry!("instance-start-with-a-switch-zone-down"),
+    entry!("sled-reboot-loses-v2p"),
     entry!("config-change"),
     entry!("config-invalid"),
 ];

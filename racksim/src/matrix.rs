@@ -15,7 +15,7 @@ use racksim_sim::{trace::fmt_duration, ControlPlaneEra, InstanceEra};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    file::{Expectation, Scenario, Variant},
+    file::{Expectation, Preset, Scenario, Variant},
     runner,
 };
 
@@ -333,9 +333,9 @@ fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary], seeds:
     Cell {
         scenario: scenario.name.clone(),
         strategy: strategy.to_string(),
-        era: match strategy {
-            Variant::Nat(s) => s.era().to_string(),
-            Variant::Start(i) => InstanceEra::of(i).to_string(),
+        era: match strategy.preset {
+            Preset::Nat(s) => format!("{}{}", s.era(), strategy.eras),
+            Preset::Start(i) => format!("{}{}", InstanceEra::of(i), strategy.eras),
         },
         control_plane,
         expected: exp.summary(),

@@ -2,10 +2,7 @@
 //! the scenario's expectation.
 
 use racksim_mutants::Mutant;
-use racksim_reconciler::instances::StartImpl;
-use racksim_sim::{
-    run::RunConfig, testbed::Sabotage, trace::fmt_duration, ControlPlaneEra, RunOutcome, Verdict,
-};
+use racksim_sim::{run::RunConfig, testbed::Sabotage, trace::fmt_duration, RunOutcome, Verdict};
 
 use crate::file::{Expectation, Outcome, Scenario, Variant};
 
@@ -35,17 +32,14 @@ impl Judged {
 /// The run configuration of a scenario for one strategy and seed.
 pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunConfig> {
     let exp = scenario.expectations.get(&variant)?;
-    let (strategy, start) = match variant {
-        Variant::Nat(s) => (s, StartImpl::Saga),
-        Variant::Start(i) => (scenario.service_nat, i),
-    };
+    let (strategy, start) = variant.parts(scenario.service_nat);
     Some(RunConfig {
         rack: scenario.rack.clone(),
         strategy,
         start,
-        // The era the strategy and start stand for: a scenario file does
-        // not choose its control plane.
-        era: ControlPlaneEra::of(strategy.era(), start),
+        // The era the preset stands for, with the variant's choices of
+        // another era for some mechanisms.
+        era: variant.control_plane(scenario.service_nat),
         instances: scenario.instances.clone(),
         seed,
         plan: scenario.plan.clone(),
@@ -164,7 +158,7 @@ pub fn judge(exp: &Expectation, outcome: &RunOutcome) -> Result<String, String> 
             }
         }
     }
-    if exp.operations_succeed || exp.operations_within.is_some() {
+    if exp.operations_succeed || exp.operations_some_fail || exp.operations_within.is_some() {
         held.extend(judge_operations(exp, outcome)?);
     }
     // Zone-start bounds are parsed only where zone starts do work (legacy
@@ -228,6 +222,33 @@ fn judge_operations(exp: &Expectation, outcome: &RunOutcome) -> Result<Vec<Strin
             return Err(format!("expected every operation to succeed, but {op}"));
         }
         held.push(format!("all {} operations succeeded", ops.len()));
+    }
+    if exp.operations_some_fail {
+        let failed: Vec<String> = ops
+            .iter()
+            .filter(|o| !o.succeeded())
+            .map(ToString::to_string)
+            .collect();
+        if failed.is_empty() {
+            return Err(format!(
+                "expected some operation to answer failure, but all {} succeeded",
+                ops.len()
+            ));
+        }
+        for text in &exp.failed_operations_mention {
+            if !failed.iter().any(|f| f.contains(text.as_str())) {
+                return Err(format!(
+                    "expected a failed operation to mention {text:?}, but none does: {}",
+                    failed.join("; ")
+                ));
+            }
+        }
+        held.push(format!(
+            "{} of {} operations answered failure ({})",
+            failed.len(),
+            ops.len(),
+            failed.join("; ")
+        ));
     }
     if let Some(within) = exp.operations_within {
         let late = ops.iter().find(|o| o.took().is_none_or(|t| t > within));

@@ -424,6 +424,8 @@ pub fn regression_toml(
         repair_within: None,
         operations_succeed: false,
         operations_within: None,
+        operations_some_fail: false,
+        failed_operations_mention: Vec::new(),
         ..exp.clone()
     };
     let recorded = match (&shrunk.mutant, &shrunk.failure) {

@@ -38,7 +38,7 @@ fn seeds(scenario: &Scenario, variant: Variant) -> u64 {
     } else {
         SEEDS
     };
-    if variant == Variant::Nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START) {
+    if variant == Variant::nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START) {
         n.min(SHIPPED_SEEDS)
     } else {
         n

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use racksim::{
     campaign,
-    file::Variant,
+    file::Preset,
     fuzz::{
         self,
         known::{self, KnownDefects},
@@ -110,7 +110,7 @@ fn every_rack_preset_is_gated() {
 /// it stands for and its result.
 fn regression_run(d: &known::Defect) -> (Options, SeedResult) {
     let r = shrink::regression(d.regression.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let Variant::Start(start) = r.variant else {
+    let Preset::Start(start) = r.variant.preset else {
         panic!(
             "{}: a known defect's regression is an instances scenario",
             r.path.display()

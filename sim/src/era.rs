@@ -19,7 +19,10 @@
 
 use std::fmt;
 
-use racksim_reconciler::instances::StartImpl;
+mod choices;
+pub use choices::{EraChoices, MECHANISMS};
+
+use racksim_reconciler::instances::{DpdNotify, NatEnsure, Propagation, StartImpl};
 use serde::{Deserialize, Serialize};
 
 /// The era of upstream's code a service-NAT strategy stands for (facts
@@ -169,9 +172,12 @@ pub struct ControlPlaneEra {
     pub nexus_service_nat: NexusServiceNat,
     /// Each switch zone's dpd NAT RPW: pulls instance NAT changesets from
     /// Nexus at start, every 30 s and on trigger (`hosts::switch_zone`).
+    /// Without it (before omicron #3804) instance operations push their
+    /// NAT to every dpd inline.
     pub dpd_nat_rpw: Task,
     /// Nexus's V2P background task: pushes guest V2P mappings to sleds
-    /// every 30 s and when an instance operation activates it.
+    /// every 30 s and when an instance operation activates it. Without it
+    /// (before omicron #5568) instance operations push V2P inline.
     pub nexus_v2p: Task,
     /// Nexus's instance watcher (every 30 s) and the instance-update saga
     /// it runs for a VMM it finds gone
@@ -180,6 +186,14 @@ pub struct ControlPlaneEra {
     /// Nexus's instance reincarnation (every 60 s): restarts Failed
     /// instances under their auto-restart policy.
     pub reincarnation: Task,
+    /// Which rows Nexus's NAT ensure query counts as already there: only
+    /// live ones (since omicron #4610), or soft-deleted ones too (before
+    /// it: bug #4589).
+    pub nat_ensure: NatEnsure,
+    /// Whether a dpd that cannot be told of an instance's new NAT rows
+    /// fails the operation (before omicron #8914: bugs #8206, #6896) or is
+    /// logged (since).
+    pub dpd_notify: DpdNotify,
 }
 
 impl ControlPlaneEra {
@@ -208,7 +222,8 @@ impl ControlPlaneEra {
     /// The instance-start networking issue's time had neither dpd's RPW (omicron #3804) nor the
     /// tracker (#4857), so an `inline` start runs neither, whatever the
     /// strategy: its Nexus leaves service NAT to the zone-start path.
-    /// Choosing each mechanism's era on its own is issue 21's.
+    /// A run chooses another era for any one mechanism with
+    /// [`EraChoices`].
     pub fn of(service_nat: Era, start: StartImpl) -> ControlPlaneEra {
         let instances = match InstanceEra::of(start) {
             InstanceEra::PreRpw => Task::Off,
@@ -234,6 +249,10 @@ impl ControlPlaneEra {
             nexus_v2p: instances,
             instance_watcher: instances,
             reincarnation: instances,
+            // Every preset has today's code for these; a run chooses the
+            // code before a fix by naming it ([`EraChoices`]).
+            nat_ensure: NatEnsure::LiveOnly,
+            dpd_notify: DpdNotify::Logged,
         }
     }
 }
@@ -253,6 +272,16 @@ impl ControlPlaneEra {
             v2p: self.nexus_v2p == Task::On,
             instance_watcher: self.instance_watcher == Task::On,
             reincarnation: self.reincarnation == Task::On,
+            nat_ensure: self.nat_ensure,
+            dpd_notify: self.dpd_notify,
+            nat_propagation: match self.dpd_nat_rpw {
+                Task::On => Propagation::Background,
+                Task::Off => Propagation::Inline,
+            },
+            v2p_propagation: match self.nexus_v2p {
+                Task::On => Propagation::Background,
+                Task::Off => Propagation::Inline,
+            },
         }
     }
 }
@@ -270,7 +299,16 @@ impl fmt::Display for ControlPlaneEra {
             "nexus service-NAT task {service_nat}, dpd NAT RPW {}, nexus V2P task {}, \
              instance watcher {}, reincarnation {}",
             self.dpd_nat_rpw, self.nexus_v2p, self.instance_watcher, self.reincarnation
-        )
+        )?;
+        // The code before a fix is named only when a run chose it, so the
+        // presets' header lines read as they always did.
+        if self.nat_ensure != NatEnsure::default() {
+            write!(f, ", NAT ensure {} (before omicron #4610)", self.nat_ensure)?;
+        }
+        if self.dpd_notify != DpdNotify::default() {
+            write!(f, ", dpd notify {} (before omicron #8914)", self.dpd_notify)?;
+        }
+        Ok(())
     }
 }
 

@@ -15,7 +15,7 @@
 //! | `zone_start_at_most`, `zone_start_at_least` | judged under `legacy` and `scrimlet-local-with-zone-start` only (their zone start blocks) | same | same | same |
 //! | `invariant` | refused | refused | required | refused |
 //! | `some_seeds_violate`, `some_seeds_fail` | refused | refused | refused | at least one of them (or a zone-start bound) |
-//! | `operations = "succeed"`, `operations_within` | judged (instances scenarios only) | same | same | same |
+//! | `operations = "succeed"` or `"some-fail"`, `operations_within`, `failed_operations_mention` (with `"some-fail"`) | judged (instances scenarios only) | same | same | same |
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -72,6 +72,13 @@ pub struct Expectation {
     /// Every instance API request answered (success or failure) within
     /// this of being made.
     pub operations_within: Option<Duration>,
+    /// Some instance API request answered failure (`operations =
+    /// "some-fail"`): the bug a scenario reproduces is an operation that
+    /// told its caller it failed.
+    pub operations_some_fail: bool,
+    /// Each text is in some failed operation's answer (with `operations =
+    /// "some-fail"`), to prove *why* it failed.
+    pub failed_operations_mention: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +109,9 @@ impl Expectation {
                 }
                 if self.operations_succeed {
                     s += ", operations succeed";
+                }
+                if self.operations_some_fail {
+                    s += ", some operation fails";
                 }
                 s
             }
@@ -304,8 +314,8 @@ pub(super) fn expectations(
     let err = |span, message, hint| loc.error(span, message, hint);
     let mut expectations = BTreeMap::new();
     for (key, exp) in &raw.expect {
-        let strategy: Variant =
-            parse_variant(kind, key.get_ref()).map_err(|e| err(Some(key.span()), e, None))?;
+        let strategy: Variant = parse_variant(kind, service_nat, key.get_ref())
+            .map_err(|e| err(Some(key.span()), e, None))?;
         let outcome = match exp.outcome.get_ref().as_str() {
             "converges" => OutcomeName::Converges,
             "fails" => OutcomeName::Fails,
@@ -409,10 +419,7 @@ pub(super) fn expectations(
         // keeps it); the other strategies' zone starts do no NAT work and
         // take 0s in every run, so a bound on them could never fail (or
         // never hold).
-        let nat = match strategy {
-            Variant::Nat(s) => s,
-            Variant::Start(_) => service_nat,
-        };
+        let (nat, _) = strategy.parts(service_nat);
         for (field, value) in [
             ("zone_start_at_most", &exp.zone_start_at_most),
             ("zone_start_at_least", &exp.zone_start_at_least),
@@ -481,9 +488,10 @@ pub(super) fn expectations(
                 return Err(only("some_seeds_fail", s.span(), "any", sweep_hint));
             }
         }
-        let operations_succeed = match &exp.operations {
-            None => false,
-            Some(v) if v.get_ref() == "succeed" => true,
+        let (operations_succeed, operations_some_fail) = match &exp.operations {
+            None => (false, false),
+            Some(v) if v.get_ref() == "succeed" => (true, false),
+            Some(v) if v.get_ref() == "some-fail" => (false, true),
             Some(v) => {
                 return Err(err(
                     Some(v.span()),
@@ -493,11 +501,35 @@ pub(super) fn expectations(
                     ),
                     Some(
                         "write operations = \"succeed\" (every instance API request answers \
-                         success), or leave it out"
+                         success) or \"some-fail\" (some request answers failure), or leave \
+                         it out"
                             .into(),
                     ),
                 ))
             }
+        };
+        let failed_operations_mention = match &exp.failed_operations_mention {
+            None => Vec::new(),
+            Some(m) if !operations_some_fail => {
+                return Err(err(
+                    Some(m.span()),
+                    format!(
+                        "expect.{strategy}: `failed_operations_mention` is judged only with \
+                         operations = \"some-fail\""
+                    ),
+                    Some("add operations = \"some-fail\", or leave it out".into()),
+                ))
+            }
+            Some(m) if m.get_ref().is_empty() || m.get_ref().iter().any(String::is_empty) => {
+                return Err(err(
+                    Some(m.span()),
+                    format!(
+                        "expect.{strategy}: `failed_operations_mention` needs texts, none empty"
+                    ),
+                    None,
+                ))
+            }
+            Some(m) => m.get_ref().clone(),
         };
         // Only an instances scenario's plan makes instance API requests.
         for (field, span) in [
@@ -534,6 +566,8 @@ pub(super) fn expectations(
             repair_within: exp.repair_within.as_ref().map(|d| d.get_ref().0),
             operations_succeed,
             operations_within: exp.operations_within.as_ref().map(|d| d.get_ref().0),
+            operations_some_fail,
+            failed_operations_mention,
         };
         let expectation = match outcome {
             OutcomeName::Converges => {

@@ -53,7 +53,10 @@ pub mod write;
 use std::{collections::BTreeMap, fmt, path::Path, time::Duration};
 
 use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
-use racksim_sim::{rack::RackSpec, run::DEFAULT_STABILITY, InstanceSpec, Plan, Strategy};
+use racksim_sim::{
+    rack::RackSpec, run::DEFAULT_STABILITY, ControlPlaneEra, EraChoices, InstanceSpec, Plan,
+    Strategy,
+};
 use toml::Spanned;
 
 pub(crate) use error::located;
@@ -65,21 +68,66 @@ pub use raw::{parse_duration, DurationValue};
 use error::{hint_for, Locator};
 use raw::RawScenario;
 
-/// What a scenario compares: service-NAT strategies (`kind =
-/// "service-nat"`, the default) or instance start implementations (`kind =
-/// "instances"`). It is what `--strategy` names.
+/// What a scenario compares: a preset — a service-NAT strategy (`kind =
+/// "service-nat"`, the default) or an instance start implementation (`kind =
+/// "instances"`) — with any mechanisms set to another era
+/// ([`EraChoices`]): `saga`, `saga+nat-ensure=matches-removed`. It is what
+/// `--strategy` names and what an `[expect."…"]` key says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Variant {
+pub struct Variant {
+    pub preset: Preset,
+    /// Mechanisms in another era than the preset's (none by default).
+    pub eras: EraChoices,
+}
+
+/// The part of a [`Variant`] that stands for a whole era.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Preset {
     Nat(Strategy),
     Start(StartImpl),
 }
 
+impl Variant {
+    /// The strategy `s`, its era as it is.
+    pub fn nat(s: Strategy) -> Variant {
+        Variant {
+            preset: Preset::Nat(s),
+            eras: EraChoices::default(),
+        }
+    }
+
+    /// The start implementation `i`, its era as it is.
+    pub fn start(i: StartImpl) -> Variant {
+        Variant {
+            preset: Preset::Start(i),
+            eras: EraChoices::default(),
+        }
+    }
+
+    /// The service-NAT strategy and the start implementation a run of this
+    /// variant has, in a scenario whose instances run beside `service_nat`.
+    pub fn parts(self, service_nat: Strategy) -> (Strategy, StartImpl) {
+        match self.preset {
+            Preset::Nat(s) => (s, StartImpl::Saga),
+            Preset::Start(i) => (service_nat, i),
+        }
+    }
+
+    /// The control plane a run of this variant gets: the preset's era,
+    /// then the choices.
+    pub fn control_plane(self, service_nat: Strategy) -> ControlPlaneEra {
+        let (strategy, start) = self.parts(service_nat);
+        self.eras.apply(ControlPlaneEra::of(strategy.era(), start))
+    }
+}
+
 impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Variant::Nat(s) => write!(f, "{s}"),
-            Variant::Start(s) => write!(f, "{s}"),
+        match self.preset {
+            Preset::Nat(s) => write!(f, "{s}")?,
+            Preset::Start(s) => write!(f, "{s}")?,
         }
+        write!(f, "{}", self.eras)
     }
 }
 
@@ -118,7 +166,7 @@ pub struct Scenario {
 impl Scenario {
     /// Parse a `--strategy` value for this scenario's kind.
     pub fn variant(&self, name: &str) -> Result<Variant, String> {
-        parse_variant(self.kind, name)
+        parse_variant(self.kind, self.service_nat, name)
     }
 
     /// The strategy `name`, which must be one this scenario has an
@@ -137,14 +185,32 @@ impl Scenario {
     }
 }
 
-fn parse_variant(kind: Kind, name: &str) -> Result<Variant, String> {
-    match kind {
-        Kind::ServiceNat => name.parse::<Strategy>().map(Variant::Nat),
-        Kind::Instances => name
-            .parse::<StartImpl>()
-            .map(Variant::Start)
-            .map_err(|e| e.to_string()),
+fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Variant, String> {
+    let (preset, choices) = match name.split_once('+') {
+        Some((preset, choices)) => (preset, Some(choices)),
+        None => (name, None),
+    };
+    let preset = match kind {
+        Kind::ServiceNat => Preset::Nat(preset.parse::<Strategy>()?),
+        Kind::Instances => Preset::Start(preset.parse::<StartImpl>().map_err(|e| e.to_string())?),
+    };
+    let mut variant = Variant {
+        preset,
+        eras: EraChoices::default(),
+    };
+    if let Some(choices) = choices {
+        variant.eras = EraChoices::parse(choices)?;
+        let (strategy, start) = variant.parts(service_nat);
+        variant
+            .eras
+            .check(
+                ControlPlaneEra::of(strategy.era(), start),
+                start,
+                kind == Kind::Instances,
+            )
+            .map_err(|e| format!("{name}: {e}"))?;
     }
+    Ok(variant)
 }
 
 /// Parse and validate a scenario from its text. `origin` names it in errors.

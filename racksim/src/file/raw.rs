@@ -101,6 +101,8 @@ pub(super) struct RawExpect {
     pub operations: Option<Spanned<String>>,
     #[serde(default)]
     pub operations_within: Option<Spanned<DurationValue>>,
+    #[serde(default)]
+    pub failed_operations_mention: Option<Spanned<Vec<String>>>,
 }
 
 /// `some_seeds_violate`: one invariant's name or a list of them.

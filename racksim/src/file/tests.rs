@@ -38,16 +38,16 @@ fn a_good_file_parses() {
         At::Window(Duration::from_secs(300), Duration::from_secs(480))
     );
     assert_eq!(
-        s.expectations[&Variant::Nat(Strategy::SLED_TASK)].outcome,
+        s.expectations[&Variant::nat(Strategy::SLED_TASK)].outcome,
         Outcome::ConvergesWithin(Duration::from_secs(600))
     );
     assert_eq!(
-        s.expectations[&Variant::Nat(Strategy::LEGACY)].deadline,
+        s.expectations[&Variant::nat(Strategy::LEGACY)].deadline,
         Duration::from_secs(7200)
     );
     // `converges` runs until `within` plus the stability window.
     assert_eq!(
-        s.expectations[&Variant::Nat(Strategy::SLED_TASK)].deadline,
+        s.expectations[&Variant::nat(Strategy::SLED_TASK)].deadline,
         Duration::from_secs(660)
     );
 }
@@ -374,7 +374,7 @@ within = "5m"
 fn instance_scenarios_parse_with_start_implementations() {
     let s = parse("i.toml", INSTANCES).unwrap();
     assert_eq!(s.kind, Kind::Instances);
-    assert_eq!(s.variant("saga").unwrap(), Variant::Start(StartImpl::Saga));
+    assert_eq!(s.variant("saga").unwrap(), Variant::start(StartImpl::Saga));
     assert!(
         s.variant("sled-task").is_err(),
         "NAT strategies are not start implementations"
@@ -969,7 +969,7 @@ fn zone_start_bounds_apply_only_where_zone_starts_do_work() {
         "{GOOD}\n[expect.scrimlet-local-with-zone-start]\noutcome = \"converges\"\nwithin = \"10m\"\nzone_start_at_least = \"5m\"\n"
     );
     let s = parse("t.toml", &shipped).unwrap();
-    let exp = &s.expectations[&Variant::Nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)];
+    let exp = &s.expectations[&Variant::nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)];
     assert_eq!(exp.zone_start_at_least, Some(Duration::from_secs(300)));
     parse(
         "i.toml",
@@ -991,14 +991,14 @@ fn the_shipped_strategy_has_an_expectation_table_of_its_own() {
     let s = parse("t.toml", &text).unwrap();
     assert_eq!(
         s.variant("scrimlet-local-with-zone-start").unwrap(),
-        Variant::Nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)
+        Variant::nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)
     );
-    let exp = &s.expectations[&Variant::Nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)];
+    let exp = &s.expectations[&Variant::nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)];
     assert_eq!(exp.deadline, Duration::from_secs(3600));
     // It is a table of its own, not scrimlet-local's.
     assert!(!s
         .expectations
-        .contains_key(&Variant::Nat(Strategy::SCRIMLET_LOCAL)));
+        .contains_key(&Variant::nat(Strategy::SCRIMLET_LOCAL)));
     let typo = text.replace(
         "[expect.scrimlet-local-with-zone-start]",
         "[expect.scrimlet-local-with-zonestart]",

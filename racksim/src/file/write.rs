@@ -66,7 +66,18 @@ pub fn scenario_toml(s: &Scenario, header: &[String]) -> String {
         }
     }
     for (variant, exp) in &s.expectations {
-        let _ = write!(out, "\n[expect.{variant}]\n");
+        // A variant with era choices has `+` and `=`, which a bare TOML key
+        // may not.
+        let key = variant.to_string();
+        let key = if key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            key
+        } else {
+            quote(&key)
+        };
+        let _ = write!(out, "\n[expect.{key}]\n");
         expectation(&mut out, exp, s.stability);
     }
     out
@@ -136,6 +147,17 @@ fn expectation(out: &mut String, e: &Expectation, stability: Duration) {
     }
     if e.operations_succeed {
         out.push_str("operations = \"succeed\"\n");
+    }
+    if e.operations_some_fail {
+        out.push_str("operations = \"some-fail\"\n");
+    }
+    if !e.failed_operations_mention.is_empty() {
+        let items: Vec<String> = e
+            .failed_operations_mention
+            .iter()
+            .map(|m| quote(m))
+            .collect();
+        let _ = writeln!(out, "failed_operations_mention = [{}]", items.join(", "));
     }
 }
 

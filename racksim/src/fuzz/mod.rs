@@ -106,7 +106,7 @@ impl Options {
 
     /// The `--strategy` a fuzz scenario file is run with.
     pub fn variant(&self) -> Variant {
-        Variant::Start(self.start)
+        Variant::start(self.start)
     }
 }
 

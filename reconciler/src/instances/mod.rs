@@ -111,6 +111,7 @@
 //! spawns or sleeps: the interleavings a simulation explores are exactly
 //! those of the awaits, and a seed replays them.
 
+pub mod history;
 mod ops;
 mod rpw;
 mod sled_agent;
@@ -131,6 +132,7 @@ use serde::{Deserialize, Serialize};
 use racksim_wire::enum_names;
 
 pub use crate::dpd::MacAddr;
+pub use history::{DpdNotify, NatEnsure, Propagation};
 pub use ops::{InstanceOps, OpError, ResumedSaga, NEXUS_SLED_AGENT_TIMEOUT};
 /// Port of sled-agent on a sled's underlay address.
 pub use racksim_wire::SLED_AGENT_PORT;

@@ -23,8 +23,8 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use super::{
-    InstanceRecord, InstanceState, InstanceStore, NodeFailure, RuntimeUpdate, SledAgentClient,
-    SledRef, StartImpl, StoreError, VmmState, SLED_AGENT_PORT,
+    DpdNotify, InstanceRecord, InstanceState, InstanceStore, NodeFailure, Propagation,
+    RuntimeUpdate, SledAgentClient, SledRef, StartImpl, StoreError, VmmState, SLED_AGENT_PORT,
 };
 use crate::{
     dpd::DpdClient,
@@ -116,6 +116,11 @@ pub struct InstanceOps<C, S> {
     imp: StartImpl,
     /// Activates the V2P background task (naive and saga).
     v2p_task: Option<Arc<Notify>>,
+    /// Whether a dpd that cannot be told of new NAT rows fails the step.
+    dpd_notify: DpdNotify,
+    /// How NAT changes reach the switches, and V2P changes the sleds.
+    nat: Propagation,
+    v2p: Propagation,
 }
 
 impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
@@ -127,7 +132,26 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             store,
             imp,
             v2p_task: None,
+            dpd_notify: DpdNotify::default(),
+            nat: Propagation::of(imp),
+            v2p: Propagation::of(imp),
         }
+    }
+
+    /// Operations whose NAT changes reach the switches by `nat` and whose
+    /// V2P changes reach the sleds by `v2p` (by default, what the start
+    /// implementation's era did: [`Propagation::of`]).
+    pub fn with_propagation(mut self, nat: Propagation, v2p: Propagation) -> Self {
+        self.nat = nat;
+        self.v2p = v2p;
+        self
+    }
+
+    /// Operations whose NAT ensure treats a dpd that cannot be told as
+    /// `notify`'s era did ([`DpdNotify`]).
+    pub fn with_dpd_notify(mut self, notify: DpdNotify) -> Self {
+        self.dpd_notify = notify;
+        self
     }
 
     /// Ensure and remove V2P (naive and saga) call `notify_one` on

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use racksim_wire::enum_names;
 
-use super::{InstanceRecord, RuntimeUpdate, SledRef};
+use super::{InstanceRecord, NatEnsure, RuntimeUpdate, SledRef};
 use crate::nat::NatEntry;
 
 /// Why a store operation failed.
@@ -326,6 +326,9 @@ pub struct NatTable {
     version: i64,
     /// Statements that drew their version and have not written yet.
     pending: std::collections::BTreeMap<i64, PendingChange>,
+    /// Which rows the ensure query counts as already there: upstream's
+    /// today (live rows), or its query before omicron #4610.
+    ensure: NatEnsure,
 }
 
 /// A NAT statement between its `nextval` and its write.
@@ -342,6 +345,17 @@ impl NatTable {
     /// sequence's, drawn or committed.
     pub fn version(&self) -> i64 {
         self.version
+    }
+
+    /// The table with the ensure query of `ensure`'s era.
+    pub fn with_ensure(mut self, ensure: NatEnsure) -> Self {
+        self.ensure = ensure;
+        self
+    }
+
+    /// Which rows the ensure query counts.
+    pub fn ensure(&self) -> NatEnsure {
+        self.ensure
     }
 
     /// Replace `instance`'s live rows by `entries`: rows not wanted are
@@ -374,7 +388,15 @@ impl NatTable {
         }
         let entry = *entries.iter().find(|e| {
             !self.rows.iter().any(|r| {
-                r.instance == Some(instance) && r.version_removed.is_none() && r.entry == **e
+                let counted = match self.ensure {
+                    NatEnsure::LiveOnly => {
+                        r.instance == Some(instance) && r.version_removed.is_none()
+                    }
+                    // Upstream's query before #4610 matched the values
+                    // alone, whatever the row's state (or owner).
+                    NatEnsure::MatchesRemoved => true,
+                };
+                counted && r.entry == **e
             })
         })?;
         Some(self.draw_add(Some(instance), entry))

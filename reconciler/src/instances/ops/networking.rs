@@ -2,17 +2,23 @@
 //! and its V2P mappings on the other sleds.
 //!
 //! Every operation that starts, stops, moves or deletes an instance ends
-//! with one of these four steps, and the start implementations differ in
-//! them only by era: naive and saga hand the work to the background tasks
-//! as today's control plane does, inline pushes it inline as the instance-start networking issue's
-//! did. Kept together, the two eras can be read side by side.
+//! with one of these four steps, and they differ only by era
+//! ([`Propagation`](crate::instances::Propagation), chosen for NAT and for
+//! V2P on its own): today's control plane hands the work to the
+//! background tasks, the instance-start networking issue's pushed it
+//! inline. By default naive and saga propagate in the background and
+//! inline inline; a run may choose otherwise (e.g. saga starts with V2P
+//! pushed inline, as between omicron #3873 and #5568). Kept together, the
+//! two eras can be read side by side.
 //!
-//! Naive and saga propagate through the background tasks, as Omicron does:
+//! In the background, as Omicron does today:
 //!
 //! * *ensure NAT*: write the instance's rows to the versioned NAT table
 //!   ([`NatTable`](crate::instances::NatTable)), then trigger every boundary switch's dpd
 //!   (`POST /rpw/nat/trigger`) so that it pulls the change now rather than
-//!   at its next periodic run. A trigger that fails is logged, not returned:
+//!   at its next periodic run. A trigger that fails is logged, not returned
+//!   (since omicron #8914; before it, the first failure failed the step:
+//!   [`DpdNotify`](crate::instances::DpdNotify)):
 //!   the rows are the intent, and dpd pulls them within 30 s anyway.
 //! * *remove NAT*: clear the rows (soft-deleted at new versions, so a dpd
 //!   pulling from an older generation learns of the removal), then trigger
@@ -28,7 +34,7 @@
 //! Only the database write can fail one of these steps; a switch or sled
 //! that cannot be reached is the background tasks' to repair.
 //!
-//! Inline models the instance-start networking issue's time, before either task, and pushes inline:
+//! Inline, as in the instance-start networking issue's time, before either task:
 //!
 //! * *ensure NAT*: write the rows, then on every boundary switch, for each
 //!   entry, `GET` the entry at `(ip, first_port)`: identical target →
@@ -58,8 +64,8 @@ use crate::{
     dpd::DpdClient,
     http::{ClientError, Connector},
     instances::{
-        instance_nat_entries, instance_v2p_mappings, InstanceRecord, InstanceStore,
-        SledAgentClient, SledRef, StartImpl,
+        instance_nat_entries, instance_v2p_mappings, DpdNotify, InstanceRecord, InstanceStore,
+        Propagation, SledAgentClient, SledRef,
     },
     nat::{create_entry, delete_entry, get_entry, NatEntry},
 };
@@ -74,8 +80,11 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         self.store
             .nat_set_instance(record.id, entries.clone())
             .await?;
-        if self.imp != StartImpl::Inline {
-            return self.trigger_dpds(record.id).await;
+        if self.nat == Propagation::Background {
+            return match self.dpd_notify {
+                DpdNotify::Logged => self.trigger_dpds(record.id).await,
+                DpdNotify::Fatal => self.trigger_dpds_or_fail().await,
+            };
         }
         let mut failures = Vec::new();
         for addr in self.switches().await? {
@@ -91,7 +100,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
 
     pub(super) async fn remove_nat(&self, record: &InstanceRecord) -> Result<(), OpError> {
         self.store.nat_clear_instance(record.id).await?;
-        if self.imp != StartImpl::Inline {
+        if self.nat == Propagation::Background {
             return self.trigger_dpds(record.id).await;
         }
         let keys: BTreeSet<_> = record
@@ -132,6 +141,16 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         Ok(())
     }
 
+    /// Upstream's notify before omicron #8914, as `instance_ensure_dpd_config`
+    /// called it (`fail_fast`, then `?`): the first dpd that cannot be told
+    /// fails the step, the switches after it are not told.
+    async fn trigger_dpds_or_fail(&self) -> Result<(), OpError> {
+        for addr in self.switches().await? {
+            self.dpd(addr).nat_trigger_update().await?;
+        }
+        Ok(())
+    }
+
     /// Naive and saga: activate the V2P task (it reads the record, so call
     /// this after the record change it should see). Inline: push inline.
     pub(super) async fn ensure_v2p(
@@ -139,7 +158,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         record: &InstanceRecord,
         target: &SledRef,
     ) -> Result<(), OpError> {
-        if self.imp != StartImpl::Inline {
+        if self.v2p == Propagation::Background {
             self.activate_v2p_task();
             return Ok(());
         }
@@ -165,7 +184,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// As [`Self::ensure_v2p`]: naive and saga activate the V2P task,
     /// inline removes inline.
     pub(super) async fn remove_v2p(&self, record: &InstanceRecord) -> Result<(), OpError> {
-        if self.imp != StartImpl::Inline {
+        if self.v2p == Propagation::Background {
             self.activate_v2p_task();
             return Ok(());
         }

@@ -1,0 +1,91 @@
+//! Nexus's instance networking at the points where upstream changed it.
+//!
+//! Some of upstream's bugs were one query or one `?` wide, and the fix
+//! changed that line and nothing else. To let a run stand for the code
+//! before such a fix without a second copy of the code around it, the line
+//! is a choice here, and the code that differs reads it. The default of
+//! each is the code at omicron b848b6df; each variant names the change that
+//! ended it. The simulation's eras (`racksim_sim::era`) choose them, one per
+//! mechanism.
+
+use serde::{Deserialize, Serialize};
+
+use racksim_wire::enum_names;
+
+/// Which existing rows the NAT ensure query counts as "already there"
+/// (omicron's `ensure_ipv4_nat_entry`,
+/// `nexus/db-queries/src/db/datastore/ipv4_nat_entry.rs`): it inserts a row
+/// only when none it counts has the entry's values (external address, port
+/// range, sled address, VNI, MAC).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum NatEnsure {
+    /// Before omicron #4610 (`2a0595c70e`, December 2023, the fix of
+    /// #4589): every row counted, soft-deleted ones too. An instance
+    /// stopped (its rows soft-deleted, and dpd removing the entries) and
+    /// started again on the same sled with the same external IP got no new
+    /// row, so no dpd ever put its entries back.
+    MatchesRemoved,
+    /// Since #4610: only live rows (`version_removed IS NULL`).
+    #[default]
+    LiveOnly,
+}
+
+enum_names!(NatEnsure {
+    MatchesRemoved => "matches-removed",
+    LiveOnly => "live-only",
+});
+
+/// What an instance operation that wrote its NAT rows does when a boundary
+/// switch's dpd cannot be told to pull them (omicron's
+/// `instance_ensure_dpd_config` in `nexus/src/app/instance_network.rs`,
+/// which the start saga's `dpd_ensure` node calls).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum DpdNotify {
+    /// Before omicron #8914 (`ca916324cd`, October 2025, for #8206 and
+    /// #6896): `notify_dendrite_nat_state(.., fail_fast: true)?` — the
+    /// first dpd that could not be told failed the step, so with one switch
+    /// zone down no instance could start (the start saga unwound).
+    Fatal,
+    /// Since #8914: logged as a warning; dpd's NAT RPW catches up when the
+    /// switch zone is back.
+    #[default]
+    Logged,
+}
+
+enum_names!(DpdNotify {
+    Fatal => "fatal",
+    Logged => "logged",
+});
+
+/// How an instance operation's NAT or V2P changes reach the switches or the
+/// sleds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Propagation {
+    /// The operation itself programs every switch's dpd (NAT) or every
+    /// sled-agent (V2P): NAT before dpd's NAT RPW (omicron #3804, November
+    /// 2023), V2P before Nexus's V2P task (omicron #5568, May 2024). What a
+    /// fault loses then stays lost until an operation runs again.
+    Inline,
+    /// The operation writes the database and activates the background
+    /// task that carries it: dpd's NAT RPW pulls the rows, Nexus's V2P task
+    /// pushes every sled's mappings.
+    Background,
+}
+
+impl Propagation {
+    /// What the start implementation `imp`'s own era did (the default of
+    /// both, until a run chooses another).
+    pub fn of(imp: super::StartImpl) -> Propagation {
+        match imp {
+            super::StartImpl::Inline => Propagation::Inline,
+            super::StartImpl::Naive | super::StartImpl::Saga => Propagation::Background,
+        }
+    }
+}
