@@ -29,6 +29,7 @@ macro_rules! snapshots {
     (
         service_nat: [$($nat:ident => $nat_name:literal,)*]
         instances: [$($starts:ident => $starts_name:literal,)*]
+        eras: [$($era_module:ident => $era_name:literal: [$($era_test:ident => $era_variant:literal),*],)*]
     ) => {
         snapshots!(@each
             $($nat => $nat_name: [
@@ -38,6 +39,7 @@ macro_rules! snapshots {
                 shipped => "scrimlet-local-with-zone-start"
             ],)*
             $($starts => $starts_name: [inline => "inline", naive => "naive", saga => "saga"],)*
+            $($era_module => $era_name: [$($era_test => $era_variant),*],)*
         );
     };
     (@each $($module:ident => $name:literal: [$($test:ident => $strategy:literal),*],)*) => {
@@ -82,6 +84,7 @@ snapshots! {
         zone_start_blocked => "zone-start-blocked",
         switch_replaced_before_ensure => "switch-replaced-before-ensure",
         dpd_restart_control_plane_down => "dpd-restart-control-plane-down",
+        dpd_restart_control_plane_up => "dpd-restart-control-plane-up",
         sidecar_power_cycle => "sidecar-power-cycle",
         stale_entry => "stale-entry",
         entry_lost_behind_dpd => "entry-lost-behind-dpd",
@@ -101,5 +104,20 @@ snapshots! {
         concurrent_starts => "concurrent-starts",
         control_plane_crash_mid_saga => "control-plane-crash-mid-saga",
         instance_migrate_like_move => "instance-migrate-like-move",
+        instance_restart_on_the_same_sled => "instance-restart-on-the-same-sled",
+        instance_start_with_a_switch_zone_down => "instance-start-with-a-switch-zone-down",
+        sled_reboot_loses_v2p => "sled-reboot-loses-v2p",
+    ]
+    // A preset with one mechanism in the era before a fix: the bug's side
+    // of a scenario from upstream's tracker (docs/upstream-bugs.md).
+    eras: [
+        dpd_restart_control_plane_up_before_4857 => "dpd-restart-control-plane-up":
+            [legacy_nexus_service_nat_off => "legacy+nexus-service-nat=off"],
+        instance_restart_on_the_same_sled_before_4610 => "instance-restart-on-the-same-sled":
+            [saga_nat_ensure_matches_removed => "saga+nat-ensure=matches-removed"],
+        instance_start_with_a_switch_zone_down_before_8914 => "instance-start-with-a-switch-zone-down":
+            [saga_dpd_notify_fatal => "saga+dpd-notify=fatal"],
+        sled_reboot_loses_v2p_before_5568 => "sled-reboot-loses-v2p":
+            [saga_nexus_v2p_off => "saga+nexus-v2p=off"],
     ]
 }

@@ -270,3 +270,30 @@ pub(crate) mod saga_skips_undo {
 
 #[cfg(test)]
 mod tests;
+
+/// [`racksim_mutants::Mutant::EnsureMatchesRemovedRows`]: upstream's own
+/// code before omicron #4610.
+pub(crate) mod ensure_matches_removed_rows {
+    use crate::instances::NatEnsure;
+
+    /// Every row with the entry's values counts, soft-deleted ones too.
+    pub(crate) fn ensure_counts(_ensure: NatEnsure, _live_of_instance: bool) -> bool {
+        true
+    }
+}
+
+/// [`racksim_mutants::Mutant::FatalDpdNotify`]: upstream's own code before
+/// omicron #8914.
+pub(crate) mod fatal_dpd_notify {
+    use crate::{
+        http::Connector,
+        instances::{DpdNotify, InstanceOps, InstanceStore},
+    };
+
+    /// The first dpd that cannot be notified fails the step.
+    pub(crate) fn dpd_notify<C: Connector, S: InstanceStore>(
+        _ops: &InstanceOps<C, S>,
+    ) -> DpdNotify {
+        DpdNotify::Fatal
+    }
+}

@@ -1170,3 +1170,71 @@ fn operation_requirements_parse_and_refuse_what_cannot_fail() {
         "{e}"
     );
 }
+
+/// An expectation key names a preset with mechanisms in other eras; a
+/// choice that is unknown, or that no run of the scenario could tell from
+/// its preset, is refused at the key.
+#[test]
+fn expectation_keys_name_variants_with_era_choices() {
+    let text = format!(
+        "{INSTANCES}\n[expect.\"saga+nat-ensure=matches-removed\"]\noutcome = \"fails\"\ndeadline = \"10m\"\n"
+    );
+    let s = parse("i.toml", &text).unwrap();
+    let v = s.variant("saga+nat-ensure=matches-removed").unwrap();
+    assert_eq!(v.preset, Preset::Start(StartImpl::Saga));
+    assert_eq!(
+        v.eras.nat_ensure,
+        Some(racksim_reconciler::instances::NatEnsure::MatchesRemoved)
+    );
+    assert_eq!(v.to_string(), "saga+nat-ensure=matches-removed");
+    assert!(s.expectations.contains_key(&v));
+    assert!(s.expectations.contains_key(&Variant::start(StartImpl::Saga)));
+    assert_eq!(
+        v.control_plane(s.service_nat).nat_ensure,
+        racksim_reconciler::instances::NatEnsure::MatchesRemoved
+    );
+
+    for (key, says) in [
+        ("saga+nat-ensure=sometimes", "unknown era \"sometimes\" of nat-ensure"),
+        ("saga+dpd-notify=logged", "already that era"),
+        ("inline+dpd-notify=fatal", "inline pushes NAT itself"),
+        ("saga+frobnicate=on", "unknown mechanism \"frobnicate\""),
+    ] {
+        let bad = format!("{INSTANCES}\n[expect.\"{key}\"]\noutcome = \"fails\"\ndeadline = \"10m\"\n");
+        let e = error_of(&bad);
+        assert!(e.message.contains(says), "{key}: {e}");
+        assert_points_at(&bad, &e, &format!("\"{key}\""));
+    }
+    // An instance mechanism in a service-NAT scenario changes nothing.
+    let service_nat = format!(
+        "{GOOD}\n[expect.\"sled-task+nat-ensure=matches-removed\"]\noutcome = \"converges\"\nwithin = \"10m\"\n"
+    );
+    let e = error_of(&service_nat);
+    assert!(e.message.contains("need a run with instances"), "{e}");
+}
+
+/// `operations = "some-fail"` takes `failed_operations_mention`; the
+/// mentions alone, or empty, are refused.
+#[test]
+fn some_failed_operations_parse_and_their_mentions_need_them() {
+    let ok = saga_expect(
+        "outcome = \"converges\"\nwithin = \"5m\"\noperations = \"some-fail\"\n\
+         failed_operations_mention = [\"start instance web1\"]\n",
+    );
+    let exp = expectation_of(&ok, "saga");
+    assert!(exp.operations_some_fail && !exp.operations_succeed);
+    assert_eq!(exp.failed_operations_mention, vec!["start instance web1"]);
+    assert!(exp.summary().ends_with(", some operation fails"), "{}", exp.summary());
+
+    let alone = saga_expect(
+        "outcome = \"converges\"\nwithin = \"5m\"\nfailed_operations_mention = [\"x\"]\n",
+    );
+    let e = error_of(&alone);
+    assert!(e.message.contains("judged only with operations = \"some-fail\""), "{e}");
+    let empty = saga_expect(
+        "outcome = \"converges\"\nwithin = \"5m\"\noperations = \"some-fail\"\n\
+         failed_operations_mention = []\n",
+    );
+    let e = error_of(&empty);
+    assert!(e.message.contains("needs texts"), "{e}");
+}

@@ -256,3 +256,32 @@ fn operations_are_judged_on_what_their_callers_heard() {
         "the plan made no request",
     );
 }
+
+/// `operations = "some-fail"` holds only where a caller heard a failure,
+/// and its mentions must be in a failed operation's line.
+#[test]
+fn some_failed_operation_is_judged_on_what_its_caller_heard() {
+    let fatal = held(
+        "instance-start-with-a-switch-zone-down",
+        "saga+dpd-notify=fatal",
+        "1 of 3 operations answered failure",
+    );
+    let mut exp = fatal.expectation.clone();
+    exp.failed_operations_mention = vec!["stop instance web1".into()];
+    misses(
+        &exp,
+        &fatal.outcome,
+        "expected a failed operation to mention \"stop instance web1\", but none does",
+    );
+    // The same plan under today's notify: every start succeeds.
+    let fixed = held(
+        "instance-start-with-a-switch-zone-down",
+        "saga",
+        "all 3 operations succeeded",
+    );
+    misses(
+        &fatal.expectation,
+        &fixed.outcome,
+        "expected some operation to answer failure, but all 3 succeeded",
+    );
+}

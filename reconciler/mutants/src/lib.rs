@@ -101,6 +101,12 @@ catalogue! {
     /// A saga's unwind (also when resumed after a crash) skips the undo of
     /// MARK_AS_STARTING: the instance stays Starting.
     SagaSkipsUndo => "saga-skips-undo",
+    /// Upstream's history: Nexus's NAT ensure query counts soft-deleted
+    /// rows as present, as before omicron #4610 (bug #4589).
+    EnsureMatchesRemovedRows => "ensure-matches-removed-rows",
+    /// Upstream's history: a dpd that cannot be notified of new NAT rows
+    /// fails the operation, as before omicron #8914 (bugs #8206, #6896).
+    FatalDpdNotify => "fatal-dpd-notify",
 }
 
 impl fmt::Display for Mutant {

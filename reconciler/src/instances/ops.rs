@@ -164,6 +164,12 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         self
     }
 
+    /// Whether a dpd that cannot be told of new NAT rows fails the step.
+    #[cfg_attr(feature = "mutants", racksim_mutants::mutant(FatalDpdNotify))]
+    fn dpd_notify(&self) -> DpdNotify {
+        self.dpd_notify
+    }
+
     pub fn start_impl(&self) -> StartImpl {
         self.imp
     }

@@ -331,6 +331,19 @@ pub struct NatTable {
     ensure: NatEnsure,
 }
 
+/// Whether the NAT ensure query of `ensure`'s era counts a row with the
+/// entry's values as already there; `live_of_instance` is whether the row
+/// is live and the instance's own.
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(EnsureMatchesRemovedRows))]
+fn ensure_counts(ensure: NatEnsure, live_of_instance: bool) -> bool {
+    match ensure {
+        NatEnsure::LiveOnly => live_of_instance,
+        // Upstream's query before #4610 matched the values alone, whatever
+        // the row's state (or owner).
+        NatEnsure::MatchesRemoved => true,
+    }
+}
+
 /// A NAT statement between its `nextval` and its write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PendingChange {
@@ -388,15 +401,9 @@ impl NatTable {
         }
         let entry = *entries.iter().find(|e| {
             !self.rows.iter().any(|r| {
-                let counted = match self.ensure {
-                    NatEnsure::LiveOnly => {
-                        r.instance == Some(instance) && r.version_removed.is_none()
-                    }
-                    // Upstream's query before #4610 matched the values
-                    // alone, whatever the row's state (or owner).
-                    NatEnsure::MatchesRemoved => true,
-                };
-                counted && r.entry == **e
+                let live_of_instance =
+                    r.instance == Some(instance) && r.version_removed.is_none();
+                r.entry == **e && ensure_counts(self.ensure, live_of_instance)
             })
         })?;
         Some(self.draw_add(Some(instance), entry))

@@ -258,3 +258,6 @@ impl fmt::Display for EraChoices {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

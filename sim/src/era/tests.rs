@@ -115,6 +115,8 @@ fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
             "nexus_v2p": "on",
             "instance_watcher": "on",
             "reincarnation": "on",
+            "nat_ensure": "live-only",
+            "dpd_notify": "logged",
         })
     );
     assert_eq!(

@@ -81,7 +81,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             .nat_set_instance(record.id, entries.clone())
             .await?;
         if self.nat == Propagation::Background {
-            return match self.dpd_notify {
+            return match self.dpd_notify() {
                 DpdNotify::Logged => self.trigger_dpds(record.id).await,
                 DpdNotify::Fatal => self.trigger_dpds_or_fail().await,
             };
