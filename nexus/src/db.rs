@@ -33,10 +33,16 @@ pub struct Db {
 }
 
 impl Db {
-    /// An empty database whose NAT ensure query is `nat_ensure`'s era.
-    pub fn new(nat_ensure: racksim_reconciler::instances::NatEnsure) -> Db {
+    /// An empty database whose NAT ensure and changeset queries are
+    /// those eras'.
+    pub fn new(
+        nat_ensure: racksim_reconciler::instances::NatEnsure,
+        nat_changeset: racksim_reconciler::instances::NatChangeset,
+    ) -> Db {
         Db {
-            nat: NatTable::default().with_ensure(nat_ensure),
+            nat: NatTable::default()
+                .with_ensure(nat_ensure)
+                .with_changeset_order(nat_changeset),
             ..Db::default()
         }
     }

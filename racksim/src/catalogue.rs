@@ -47,6 +47,7 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("instance-restart-on-the-same-sled"),
     entry!("instance-start-with-a-switch-zone-down"),
     entry!("sled-reboot-loses-v2p"),
+    entry!("dpd-restart-with-a-hundred-nat-changes"),
     entry!("config-change"),
     entry!("config-invalid"),
 ];

@@ -107,6 +107,7 @@ snapshots! {
         instance_restart_on_the_same_sled => "instance-restart-on-the-same-sled",
         instance_start_with_a_switch_zone_down => "instance-start-with-a-switch-zone-down",
         sled_reboot_loses_v2p => "sled-reboot-loses-v2p",
+        dpd_restart_with_a_hundred_nat_changes => "dpd-restart-with-a-hundred-nat-changes",
     ]
     // A preset with one mechanism in the era before a fix: the bug's side
     // of a scenario from upstream's tracker (docs/upstream-bugs.md).
@@ -119,5 +120,7 @@ snapshots! {
             [saga_dpd_notify_fatal => "saga+dpd-notify=fatal"],
         sled_reboot_loses_v2p_before_5568 => "sled-reboot-loses-v2p":
             [saga_nexus_v2p_off => "saga+nexus-v2p=off"],
+        dpd_restart_with_a_hundred_nat_changes_before_5036 => "dpd-restart-with-a-hundred-nat-changes":
+            [saga_nat_changeset_added_order => "saga+nat-changeset=added-order"],
     ]
 }

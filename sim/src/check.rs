@@ -171,6 +171,7 @@ impl Snapshot {
             sleds: &self.sleds,
             instances: &self.instances,
             reincarnation: world.params.era.reincarnation == crate::era::Task::On,
+            stop_removes_nat: world.params.start == racksim_reconciler::instances::StartImpl::Saga,
             host,
             sled,
         }

@@ -22,7 +22,7 @@ use std::fmt;
 mod choices;
 pub use choices::{EraChoices, MECHANISMS};
 
-use racksim_reconciler::instances::{DpdNotify, NatEnsure, Propagation, StartImpl};
+use racksim_reconciler::instances::{DpdNotify, NatChangeset, NatEnsure, Propagation, StartImpl};
 use serde::{Deserialize, Serialize};
 
 /// The era of upstream's code a service-NAT strategy stands for (facts
@@ -194,6 +194,9 @@ pub struct ControlPlaneEra {
     /// fails the operation (before omicron #8914: bugs #8206, #6896) or is
     /// logged (since).
     pub dpd_notify: DpdNotify,
+    /// The order of Nexus's NAT changeset query: by each change's version
+    /// (since omicron #5036), or by `version_added` (before it: bug #5037).
+    pub nat_changeset: NatChangeset,
 }
 
 impl ControlPlaneEra {
@@ -253,6 +256,7 @@ impl ControlPlaneEra {
             // code before a fix by naming it ([`EraChoices`]).
             nat_ensure: NatEnsure::LiveOnly,
             dpd_notify: DpdNotify::Logged,
+            nat_changeset: NatChangeset::VersionOrder,
         }
     }
 }
@@ -307,6 +311,13 @@ impl fmt::Display for ControlPlaneEra {
         }
         if self.dpd_notify != DpdNotify::default() {
             write!(f, ", dpd notify {} (before omicron #8914)", self.dpd_notify)?;
+        }
+        if self.nat_changeset != NatChangeset::default() {
+            write!(
+                f,
+                ", NAT changeset {} (before omicron #5036)",
+                self.nat_changeset
+            )?;
         }
         Ok(())
     }

@@ -603,6 +603,8 @@ impl Control {
             sleds: &sleds,
             instances: &instances,
             reincarnation: era.reincarnation == Task::On,
+            stop_removes_nat: self.env.shared.start
+                == racksim_reconciler::instances::StartImpl::Saga,
             host: &host,
             sled: &sled,
         })

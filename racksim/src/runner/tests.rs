@@ -279,8 +279,11 @@ fn some_failed_operation_is_judged_on_what_its_caller_heard() {
         "saga",
         "all 3 operations succeeded",
     );
+    let mut exp = fixed.expectation.clone();
+    exp.operations_succeed = false;
+    exp.operations_some_fail = true;
     misses(
-        &fatal.expectation,
+        &exp,
         &fixed.outcome,
         "expected some operation to answer failure, but all 3 succeeded",
     );

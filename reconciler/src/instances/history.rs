@@ -89,3 +89,33 @@ impl Propagation {
         }
     }
 }
+
+/// In which order Nexus's changeset query returns NAT changes (omicron's
+/// `ipv4_nat_changeset`, which dpd's NAT RPW pages through 100 at a time,
+/// setting its generation to each applied change's).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum NatChangeset {
+    /// Before omicron #5036 (`887a91e713`, February 2024, the fix of
+    /// #5037): rows with `version_added > gen OR version_removed > gen`,
+    /// `LIMIT 100`, no `ORDER BY`; a removed row's change is at its
+    /// `version_removed`. #5036's message says the columns were not
+    /// interleaved: racksim returns the rows in `version_added` order (the
+    /// order of that index), so a page whose last row was removed late
+    /// moves dpd's generation past rows added meanwhile that did not fit
+    /// in the page, and dpd never applies them. Simplified: without `ORDER
+    /// BY` CockroachDB's order is the plan's; this is the one #5036
+    /// describes.
+    AddedOrder,
+    /// Since #5036: the `ipv4_nat_changes` view, one change per row at its
+    /// own version, `ORDER BY version`.
+    #[default]
+    VersionOrder,
+}
+
+enum_names!(NatChangeset {
+    AddedOrder => "added-order",
+    VersionOrder => "version-order",
+});

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use racksim_wire::enum_names;
 
-use super::{InstanceRecord, NatEnsure, RuntimeUpdate, SledRef};
+use super::{InstanceRecord, NatChangeset, NatEnsure, RuntimeUpdate, SledRef};
 use crate::nat::NatEntry;
 
 /// Why a store operation failed.
@@ -329,6 +329,8 @@ pub struct NatTable {
     /// Which rows the ensure query counts as already there: upstream's
     /// today (live rows), or its query before omicron #4610.
     ensure: NatEnsure,
+    /// The changeset query's order: upstream's today, or before #5036.
+    changeset_order: NatChangeset,
 }
 
 /// Whether the NAT ensure query of `ensure`'s era counts a row with the
@@ -371,6 +373,12 @@ impl NatTable {
         self.ensure
     }
 
+    /// The table whose changeset query is `order`'s era's.
+    pub fn with_changeset_order(mut self, order: NatChangeset) -> Self {
+        self.changeset_order = order;
+        self
+    }
+
     /// Replace `instance`'s live rows by `entries`: rows not wanted are
     /// removed, wanted rows not present are added; identical rows stay as
     /// they are (no version is spent). Returns whether anything changed.
@@ -401,8 +409,7 @@ impl NatTable {
         }
         let entry = *entries.iter().find(|e| {
             !self.rows.iter().any(|r| {
-                let live_of_instance =
-                    r.instance == Some(instance) && r.version_removed.is_none();
+                let live_of_instance = r.instance == Some(instance) && r.version_removed.is_none();
                 r.entry == **e && ensure_counts(self.ensure, live_of_instance)
             })
         })?;
@@ -553,7 +560,7 @@ impl NatTable {
     /// restarted dpd asking from 0 gets every live row plus the removals
     /// still kept (removing an absent entry is harmless).
     pub fn changeset(&self, from_gen: i64, limit: u32) -> Vec<NatEntryView> {
-        let mut changes: Vec<NatEntryView> = self
+        let mut changes: Vec<(i64, NatEntryView)> = self
             .rows
             .iter()
             .filter_map(|r| {
@@ -573,11 +580,16 @@ impl NatTable {
                     Some(v) => view(v, true),
                     None => view(r.version_added, false),
                 };
-                (change.gen > from_gen).then_some(change)
+                (change.gen > from_gen).then_some((r.version_added, change))
             })
             .collect();
-        changes.sort_by_key(|c| c.gen);
+        match self.changeset_order {
+            NatChangeset::VersionOrder => changes.sort_by_key(|(_, c)| c.gen),
+            // Before #5036: the rows as the `version_added` index holds
+            // them, each at its own change's version.
+            NatChangeset::AddedOrder => changes.sort_by_key(|(added, _)| *added),
+        }
         changes.truncate(limit as usize);
-        changes
+        changes.into_iter().map(|(_, c)| c).collect()
     }
 }

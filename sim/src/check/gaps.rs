@@ -82,6 +82,12 @@ pub struct RackView<'a> {
     /// policy asks for it (reincarnation): then a failed instance has not
     /// settled until it is restarted.
     pub reincarnation: bool,
+    /// Whether the run's stop removes an instance's NAT (the saga start's
+    /// control plane: its stop clears the rows, as upstream's, and the
+    /// update saga those of a failed instance); inline's and naive's stop
+    /// keep the entries by design (they remove them only at delete). Then
+    /// a stopped or failed instance's entry left on a switch is a gap.
+    pub stop_removes_nat: bool,
     /// The name of an underlay address (a sled, a switch zone), for
     /// messages.
     pub host: &'a dyn Fn(Ipv6Addr) -> String,
@@ -258,6 +264,31 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                             "instance {name} is failed and not yet restarted (auto-restart policy best-effort)"
                         ),
                     });
+                }
+                if inst.state != InstanceState::Deleted && view.stop_removes_nat {
+                    // What the stop (or the update saga) removed must be
+                    // gone from every switch once each dpd has pulled: an
+                    // entry left routes the instance's external IP to a
+                    // sled with no VMM for it, and holds the IP's key.
+                    for table in view.switches {
+                        let slot = table.slot;
+                        for ip in &inst.external_ips {
+                            if let Some(e) = table
+                                .entries
+                                .iter()
+                                .find(|e| e.external == ip.ip && e.low == ip.first_port)
+                            {
+                                gaps.push(Gap {
+                                    at: slot.to_string(),
+                                    message: format!(
+                                        "{slot} still holds the NAT entry of {} instance {name}: {}",
+                                        format!("{:?}", inst.state).to_lowercase(),
+                                        view.entry(&NatEntry::from_dpd(e))
+                                    ),
+                                });
+                            }
+                        }
+                    }
                 }
                 if inst.state == InstanceState::Deleted {
                     // Nothing of a deleted instance may remain once the

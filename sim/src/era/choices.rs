@@ -18,6 +18,7 @@
 //! | `reincarnation` | `off`, `on` |
 //! | `nat-ensure` | `matches-removed` (before omicron #4610), **`live-only`** |
 //! | `dpd-notify` | `fatal` (before omicron #8914), **`logged`** |
+//! | `nat-changeset` | `added-order` (before omicron #5036), **`version-order`** |
 //!
 //! Choices that no run could tell apart from the preset are refused
 //! ([`EraChoices::check`]): the instance mechanisms' code matters only
@@ -26,12 +27,12 @@
 
 use std::fmt;
 
-use racksim_reconciler::instances::{DpdNotify, NatEnsure, StartImpl};
+use racksim_reconciler::instances::{DpdNotify, NatChangeset, NatEnsure, StartImpl};
 
 use super::{ControlPlaneEra, NexusServiceNat, Task};
 
 /// The mechanisms a run may choose, in the order they are written.
-pub const MECHANISMS: [&str; 7] = [
+pub const MECHANISMS: [&str; 8] = [
     "nexus-service-nat",
     "dpd-nat-rpw",
     "nexus-v2p",
@@ -39,6 +40,7 @@ pub const MECHANISMS: [&str; 7] = [
     "reincarnation",
     "nat-ensure",
     "dpd-notify",
+    "nat-changeset",
 ];
 
 /// The mechanisms set to an era other than the preset's: `None` keeps the
@@ -53,6 +55,7 @@ pub struct EraChoices {
     pub reincarnation: Option<Task>,
     pub nat_ensure: Option<NatEnsure>,
     pub dpd_notify: Option<DpdNotify>,
+    pub nat_changeset: Option<NatChangeset>,
 }
 
 impl EraChoices {
@@ -120,6 +123,13 @@ impl EraChoices {
                 DpdNotify::from_name,
                 "fatal or logged",
             ),
+            "nat-changeset" => pick(
+                &mut self.nat_changeset,
+                mechanism,
+                era,
+                NatChangeset::from_name,
+                "added-order or version-order",
+            ),
             other => Err(format!(
                 "unknown mechanism {other:?} (expected one of {})",
                 MECHANISMS.join(", ")
@@ -163,6 +173,9 @@ impl EraChoices {
         if let Some(v) = self.dpd_notify {
             era.dpd_notify = v;
         }
+        if let Some(v) = self.nat_changeset {
+            era.nat_changeset = v;
+        }
         era
     }
 
@@ -201,6 +214,16 @@ impl EraChoices {
         )?;
         same("nat-ensure", self.nat_ensure == Some(preset.nat_ensure))?;
         same("dpd-notify", self.dpd_notify == Some(preset.dpd_notify))?;
+        same(
+            "nat-changeset",
+            self.nat_changeset == Some(preset.nat_changeset),
+        )?;
+        if self.nat_changeset.is_some() && era.dpd_nat_rpw == Task::Off {
+            return Err(
+                "nat-changeset is the query dpd's NAT RPW pages through: it needs dpd-nat-rpw=on"
+                    .into(),
+            );
+        }
         if era.nexus_service_nat == NexusServiceNat::InventoryTracker
             && era.dpd_nat_rpw == Task::Off
         {
@@ -249,6 +272,7 @@ impl fmt::Display for EraChoices {
             self.reincarnation.map(Task::name),
             self.nat_ensure.map(NatEnsure::as_str),
             self.dpd_notify.map(DpdNotify::as_str),
+            self.nat_changeset.map(NatChangeset::as_str),
         ];
         for (mechanism, value) in MECHANISMS.iter().zip(values) {
             if let Some(value) = value {

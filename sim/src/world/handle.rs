@@ -71,7 +71,7 @@ impl World {
             .filter(|(_, s)| s.scrimlet_of.is_some())
             .map(|(i, _)| (i, watch::Sender::new(ScrimletStatus::Scrimlet)))
             .collect();
-        let mut db = Db::new(params.era.nat_ensure);
+        let mut db = Db::new(params.era.nat_ensure, params.era.nat_changeset);
         for (i, spec) in params.instances.iter().enumerate() {
             let id = i as u32 + 1;
             db.declare(id, &spec.name);

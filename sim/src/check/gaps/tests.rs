@@ -87,6 +87,7 @@ fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
         sleds: &[sled_view(0, SLED0), sled_view(1, SLED1)],
         instances: &[],
         reincarnation: true,
+        stop_removes_nat: true,
         host: &names,
         sled: &sled_of,
     };
@@ -170,6 +171,7 @@ fn instance_gaps_say_where_each_piece_is_missing() {
         sleds: &[sled0, sled_view(1, SLED1), sled2],
         instances: &instances,
         reincarnation: true,
+        stop_removes_nat: true,
         host: &names,
         sled: &sled_of,
     };
@@ -199,4 +201,66 @@ fn instance_gaps_say_where_each_piece_is_missing() {
             ),
         ]
     );
+}
+
+/// Under a control plane whose stop removes NAT (saga's), a stopped
+/// instance's entry left on a switch is a gap; under inline's and naive's,
+/// whose stop keeps it by design, it is not.
+#[test]
+fn a_stopped_instance_s_entry_is_a_gap_where_the_stop_removes_it() {
+    let stopped = InstanceRecord {
+        id: 3,
+        name: "web".into(),
+        state: InstanceState::Stopped,
+        generation: 1,
+        sled: None,
+        vmm: None,
+        external_ips: vec![ExternalIp {
+            ip: Ipv4Addr::new(203, 0, 113, 3),
+            first_port: 0,
+            last_port: 65535,
+        }],
+        nics: vec![],
+        auto_restart: Default::default(),
+    };
+    let left = Ipv4Nat {
+        external: Ipv4Addr::new(203, 0, 113, 3),
+        low: 0,
+        high: 65535,
+        target: NatTarget {
+            internal_ip: SLED2,
+            inner_mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 3]),
+            vni: 1001,
+        },
+    };
+    let switches = [SwitchTable {
+        slot: SwitchSlot::Switch0,
+        uplinked: true,
+        entries: vec![left],
+    }];
+    let instances = [stopped];
+    let gaps = |stop_removes_nat| {
+        instance_gaps(&RackView {
+            desired: &[],
+            switches: &switches,
+            sleds: &[],
+            instances: &instances,
+            reincarnation: true,
+            stop_removes_nat,
+            host: &names,
+            sled: &sled_of,
+        })
+        .into_iter()
+        .map(|g| g.message)
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        gaps(true),
+        vec![
+            "switch0 still holds the NAT entry of stopped instance web: \
+              203.0.113.3/0-65535 -> sled2 (a8:40:25:f0:00:03, vni 1001)"
+                .to_string()
+        ]
+    );
+    assert!(gaps(false).is_empty());
 }

@@ -1,4 +1,4 @@
-use racksim_reconciler::instances::{DpdNotify, NatEnsure, StartImpl};
+use racksim_reconciler::instances::{DpdNotify, NatChangeset, NatEnsure, StartImpl};
 
 use super::EraChoices;
 use crate::era::{ControlPlaneEra, Era, NexusServiceNat, Task};
@@ -14,7 +14,10 @@ fn choices_parse_and_print_in_one_order() {
     assert_eq!(c.dpd_notify, Some(DpdNotify::Fatal));
     // Printed in the table's order, whatever order they were written in,
     // so one variant has one name.
-    assert_eq!(c.to_string(), "+nat-ensure=matches-removed+dpd-notify=fatal");
+    assert_eq!(
+        c.to_string(),
+        "+nat-ensure=matches-removed+dpd-notify=fatal"
+    );
     assert_eq!(EraChoices::parse(&c.to_string()[1..]).unwrap(), c);
     assert!(!c.is_empty());
     assert!(EraChoices::default().is_empty());
@@ -24,7 +27,10 @@ fn choices_parse_and_print_in_one_order() {
 #[test]
 fn bad_choices_are_refused_with_what_is_known() {
     let e = EraChoices::parse("nat-ensur=live-only").unwrap_err();
-    assert!(e.contains("unknown mechanism \"nat-ensur\"") && e.contains("nat-ensure"), "{e}");
+    assert!(
+        e.contains("unknown mechanism \"nat-ensur\"") && e.contains("nat-ensure"),
+        "{e}"
+    );
     let e = EraChoices::parse("nat-ensure=sometimes").unwrap_err();
     assert!(e.contains("matches-removed or live-only"), "{e}");
     let e = EraChoices::parse("nat-ensure").unwrap_err();
@@ -71,7 +77,13 @@ fn choices_no_run_could_tell_apart_are_refused() {
     let e = check("dpd-notify=fatal", saga, StartImpl::Saga, false).unwrap_err();
     assert!(e.contains("need a run with instances"), "{e}");
     let inline = today(StartImpl::Inline);
-    let e = check("nat-ensure=matches-removed", inline, StartImpl::Inline, true).unwrap_err();
+    let e = check(
+        "nat-ensure=matches-removed",
+        inline,
+        StartImpl::Inline,
+        true,
+    )
+    .unwrap_err();
     assert!(e.contains("inline pushes NAT itself"), "{e}");
     let legacy = ControlPlaneEra::of(Era::Legacy, StartImpl::Saga);
     assert_eq!(legacy.nexus_service_nat, NexusServiceNat::InventoryTracker);
@@ -80,4 +92,24 @@ fn choices_no_run_could_tell_apart_are_refused() {
     assert!(check("nexus-service-nat=off", legacy, StartImpl::Saga, false).is_ok());
     let e = check("dpd-nat-rpw=off", saga, StartImpl::Saga, false).unwrap_err();
     assert!(e.contains("nobody writes rows"), "{e}");
+}
+
+#[test]
+fn the_changeset_order_is_a_mechanism_of_dpd_s_pull() {
+    let c = EraChoices::parse("nat-changeset=added-order").unwrap();
+    let saga = today(StartImpl::Saga);
+    let era = c.apply(saga);
+    assert_eq!(era.nat_changeset, NatChangeset::AddedOrder);
+    assert!(
+        era.to_string()
+            .contains("NAT changeset added-order (before omicron #5036)"),
+        "{era}"
+    );
+    assert!(c.check(saga, StartImpl::Saga, true).is_ok());
+    // Service-zone rows are pulled too: the tracker's era needs no instances.
+    let legacy = ControlPlaneEra::of(Era::Legacy, StartImpl::Saga);
+    assert!(c.check(legacy, StartImpl::Saga, false).is_ok());
+    let inline = today(StartImpl::Inline);
+    let e = c.check(inline, StartImpl::Inline, true).unwrap_err();
+    assert!(e.contains("needs dpd-nat-rpw=on"), "{e}");
 }
