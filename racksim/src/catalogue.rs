@@ -165,5 +165,8 @@ pub fn eras() -> String {
             cp.nexus_v2p
         );
     }
+    out += "mechanisms a variant may set to another era (PRESET+MECHANISM=ERA, e.g. \
+            saga+nat-ensure=matches-removed; docs/upstream-bugs.md):\n";
+    out += &format!("  {}\n", racksim_sim::era::MECHANISMS.join(", "));
     out
 }

@@ -41,7 +41,9 @@ pub struct RunArgs {
     /// scrimlet-local (the design after #9727) and
     /// scrimlet-local-with-zone-start (today's omicron, #10961: the
     /// scrimlet reconcilers plus the blocking zone-start path); see
-    /// `racksim list` for their eras.
+    /// `racksim list` for their eras. A preset may carry mechanisms in
+    /// another era, as the scenario's expectation keys name them:
+    /// `saga+nat-ensure=matches-removed`.
     #[arg(long)]
     strategy: Option<String>,
     /// Exit 0 when the scenario's expectation holds for every run
