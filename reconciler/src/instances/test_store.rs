@@ -26,6 +26,8 @@ pub(super) enum HoldPoint {
     NatSet,
     /// Before `update_if`.
     UpdateIf,
+    /// Before `nat_clear_instance` (the first step of "remove NAT").
+    NatClear,
 }
 
 struct Hold {
@@ -157,7 +159,7 @@ impl InstanceStore for MemStore {
     }
 
     async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
-        self.enter(None).await;
+        self.enter(Some(HoldPoint::NatClear)).await;
         let mut state = self.lock();
         if let Some(e) = &state.fail_nat_clear {
             return Err(StoreError::Unavailable(e.clone()));

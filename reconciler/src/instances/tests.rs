@@ -1383,6 +1383,228 @@ async fn register_undo_destroys_the_vmm_or_treats_an_unreachable_sled_as_unregis
     );
 }
 
+/// Which nodes a saga's log says are done.
+#[test]
+fn a_saga_record_knows_which_nodes_are_done() {
+    use SagaNode::*;
+    let mut saga = SagaRecord::new(1, ID, 2);
+    assert!(SagaNode::ALL.into_iter().all(|n| !saga.is_done(n)));
+    saga.done = vec![MarkAsStarting, DpdEnsure];
+    assert!(saga.is_done(MarkAsStarting) && saga.is_done(DpdEnsure));
+    assert!(!saga.is_done(V2pEnsure) && !saga.is_done(Register) && !saga.is_done(Run));
+    assert_eq!(saga.next_node(), Some(V2pEnsure));
+}
+
+/// The control plane crashed after RUN's database write and before the
+/// saga log recorded the node. The resumed saga re-runs RUN, which must
+/// recognise the record as its own (Running on the saga's sled with the
+/// saga's VMM) and finish, without asking the sled again; refusing it
+/// would unwind a running instance and destroy its VMM.
+#[tokio::test(start_paused = true)]
+async fn resume_recognises_a_run_whose_write_missed_its_log_entry() {
+    let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let starting = mark_starting(&store, Some(41)).await;
+    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
+    agent.instance_register(ID, 41).await.unwrap();
+    agent
+        .instance_set_state(ID, VmmState::Running)
+        .await
+        .unwrap();
+    let running = store
+        .update_if(
+            ID,
+            starting.generation,
+            RuntimeUpdate {
+                state: InstanceState::Running,
+                sled: Some(2),
+                vmm: Some(41),
+            },
+        )
+        .await
+        .unwrap();
+    store.lock().nat.set_instance(ID, &[nat_entry(2)]);
+    store.lock().last_id = 41;
+    use SagaNode::*;
+    let saga = SagaRecord {
+        starting_generation: Some(starting.generation),
+        vmm_id: Some(41),
+        done: vec![MarkAsStarting, DpdEnsure, V2pEnsure, Register],
+        ..SagaRecord::new(40, ID, 2)
+    };
+    store.saga_create(&saga).await.unwrap();
+    net.clear_log();
+
+    let resumed = resume_in_a_new_nexus(&net, &store).await;
+    let [(40, ID, Ok(record))] = &resumed[..] else {
+        panic!("{resumed:?}");
+    };
+    assert_eq!(*record, running);
+    assert_eq!(store.get(ID), running, "the record is not written again");
+    assert_eq!(
+        net.all_requests(),
+        vec![],
+        "RUN does not ask the sled again"
+    );
+    assert_eq!(net.vmms(sled_ip(2))[0].state, VmmState::Running);
+    assert_saga_40_done_with_one_vmm(&net, &store);
+}
+
+/// A saga acts on the instance only while the record is still the one its
+/// MARK_AS_STARTING wrote (its generation, Starting). A record that has
+/// moved on is no longer the saga's, even when it says Starting again
+/// (another start's): DPD_ENSURE refuses it, programs nothing, and the
+/// unwind leaves the other start's record alone.
+#[tokio::test(start_paused = true)]
+async fn a_saga_does_not_act_on_a_record_another_start_has_since_marked() {
+    let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let starting = |sled, vmm| RuntimeUpdate {
+        state: InstanceState::Starting,
+        sled: Some(sled),
+        vmm: Some(vmm),
+    };
+    // Ours: Starting on sled 3 at generation 2. Then the record is put
+    // back to Stopped (3) and another start marks it Starting on sled 2
+    // with its own VMM (4).
+    let ours = store.update_if(ID, 1, starting(3, 41)).await.unwrap();
+    store
+        .update_if(
+            ID,
+            ours.generation,
+            RuntimeUpdate {
+                state: InstanceState::Stopped,
+                sled: None,
+                vmm: None,
+            },
+        )
+        .await
+        .unwrap();
+    let theirs = store.update_if(ID, 3, starting(2, 50)).await.unwrap();
+    let saga = SagaRecord {
+        starting_generation: Some(ours.generation),
+        vmm_id: Some(41),
+        done: vec![SagaNode::MarkAsStarting],
+        ..SagaRecord::new(40, ID, 3)
+    };
+    store.saga_create(&saga).await.unwrap();
+    net.clear_log();
+
+    let resumed = resume_in_a_new_nexus(&net, &store).await;
+    assert!(
+        matches!(
+            &resumed[..],
+            [(40, ID, Err(OpError::Unwound(m)))]
+                if m.starts_with("DPD_ENSURE failed: generation conflict")
+        ),
+        "{resumed:?}"
+    );
+    assert_eq!(store.get(ID), theirs);
+    assert_eq!(store.nat_rows(), vec![], "no NAT rows for sled 3");
+    assert_eq!(net.all_requests(), vec![], "no dpd told, no sled asked");
+    assert_eq!(store.saga(40).state.name(), "unwound");
+}
+
+/// V2P_ENSURE's undo activates the V2P task at the end of the unwind —
+/// also when the unwind gets stuck on an undo after it. Register fails,
+/// V2P_ENSURE is undone, then DPD_ENSURE's undo fails: the saga is stuck,
+/// and the task is activated a second time (after V2P_ENSURE's own
+/// activation) so that it stops mapping what the saga undid.
+#[tokio::test(start_paused = true)]
+async fn a_stuck_unwind_still_activates_the_v2p_task_for_the_undone_v2p_ensure() {
+    let (net, store, ops, v2p_task) =
+        fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
+    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
+    store.lock().fail_nat_clear = Some("database unavailable".into());
+    let seen = observe_v2p_activations(&store, v2p_task);
+    let started = ops.start(ID, 2).await;
+    assert!(
+        matches!(&started, Err(OpError::Stuck { undo, .. }) if undo.node == SagaNode::DpdEnsure),
+        "{started:?}"
+    );
+    settle().await;
+    // V2P_ENSURE's activation, then its undo's (the record stays Starting:
+    // MARK_AS_STARTING is never undone).
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![InstanceState::Starting, InstanceState::Starting]
+    );
+}
+
+/// Instance 7 Starting on sled 2 with VMM 10, and saga 9 unwinding it
+/// after RUN failed, REGISTER done: its undo is the next to run.
+async fn unwinding_after_run_with_vmm_10(store: &MemStore) {
+    let starting = mark_starting(store, Some(10)).await;
+    use SagaNode::*;
+    let saga = SagaRecord {
+        starting_generation: Some(starting.generation),
+        vmm_id: Some(10),
+        done: vec![MarkAsStarting, DpdEnsure, V2pEnsure, Register],
+        state: SagaState::Unwinding {
+            failed: NodeFailure {
+                node: Run,
+                error: "propolis failed".into(),
+            },
+        },
+        ..SagaRecord::new(9, ID, 2)
+    };
+    store.saga_create(&saga).await.unwrap();
+}
+
+/// REGISTER's undo destroys the saga's own VMM only. A sled that runs
+/// another VMM for the instance (ours is gone, and another start
+/// registered its own) is asked nothing more than its list, and that VMM
+/// stays.
+#[tokio::test(start_paused = true)]
+async fn register_undo_leaves_another_vmm_of_the_instance_alone() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
+    agent.instance_register(ID, 50).await.unwrap();
+    unwinding_after_run_with_vmm_10(&store).await;
+    net.clear_log();
+    let resumed = ops.resume_sagas().await;
+    assert!(
+        matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
+        "{resumed:?}"
+    );
+    assert_unwound_to_stopped(&store, 9);
+    assert_eq!(sled_requests(&net, 2), vec!["GET /instances"]);
+    assert_eq!(
+        net.vmms(sled_ip(2))
+            .iter()
+            .map(|v| (v.instance_id, v.vmm_id))
+            .collect::<Vec<_>>(),
+        vec![(ID, 50)]
+    );
+}
+
+/// A VMM that is gone by the time REGISTER's undo stops it (404) is what
+/// the undo wanted: success, and nothing to warn about — unlike a sled
+/// that answers with another error, which is logged and treated as
+/// already unregistered.
+#[tokio::test(start_paused = true)]
+async fn register_undo_of_a_vmm_gone_before_its_stop_succeeds_without_a_warning() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
+    agent.instance_register(ID, 10).await.unwrap();
+    unwinding_after_run_with_vmm_10(&store).await;
+    sled_2_fails(&net, "PUT", "/instances/7/state", 404, "no VMM");
+    net.clear_log();
+    let captured = Captured::default();
+    let resumed = {
+        let _guard = tracing::subscriber::set_default(captured.clone());
+        ops.resume_sagas().await
+    };
+    assert!(
+        matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
+        "{resumed:?}"
+    );
+    assert_unwound_to_stopped(&store, 9);
+    assert_eq!(
+        sled_requests(&net, 2),
+        vec!["GET /instances", "PUT /instances/7/state"]
+    );
+    assert_eq!(captured.lines(), Vec::<String>::new());
+}
+
 // ---- stop, and the instance-start networking issue end to end ----
 
 #[tokio::test(start_paused = true)]
@@ -1531,6 +1753,241 @@ async fn stop_refused_unless_running() {
     );
 }
 
+/// A stop whose VMM the sled no longer knows (it rebooted: 404 to the
+/// stop) still stops the instance: the VMM being gone is what a stop
+/// wants.
+#[tokio::test(start_paused = true)]
+async fn stop_of_a_vmm_the_sled_no_longer_knows_still_stops() {
+    for imp in StartImpl::ALL {
+        let (net, store, ops) = fixture(imp, InstanceState::Stopped);
+        ops.start(ID, 2).await.unwrap();
+        net.add_sled_agent(sled_ip(2));
+        let stopped = ops.stop(ID).await.unwrap();
+        assert_eq!(
+            (stopped.state, stopped.sled, stopped.vmm),
+            (InstanceState::Stopped, None, None),
+            "{imp}"
+        );
+        assert_eq!(store.get(ID), stopped, "{imp}");
+    }
+}
+
+/// A stop whose VMM the sled fails to destroy (any error but 404) fails,
+/// and the instance runs as before: the record says Running on its sled
+/// with its VMM — naive and saga put back the Running they had marked
+/// Stopping (two writes), inline never wrote it.
+#[tokio::test(start_paused = true)]
+async fn stop_the_sled_fails_leaves_the_instance_running() {
+    for imp in StartImpl::ALL {
+        let (net, store, ops) = fixture(imp, InstanceState::Stopped);
+        let running = ops.start(ID, 2).await.unwrap();
+        sled_2_fails(&net, "PUT", "/instances/7/state", 500, "propolis busy");
+        let err = ops.stop(ID).await.unwrap_err();
+        assert!(
+            matches!(&err, OpError::Client(m) if m.ends_with("HTTP 500: propolis busy")),
+            "{imp}: {err:?}"
+        );
+        let after = store.get(ID);
+        let writes = match imp {
+            StartImpl::Inline => 0,
+            StartImpl::Naive | StartImpl::Saga => 2,
+        };
+        assert_eq!(
+            (after.state, after.sled, after.vmm, after.generation),
+            (
+                InstanceState::Running,
+                Some(2),
+                running.vmm,
+                running.generation + writes
+            ),
+            "{imp}"
+        );
+        assert_eq!(vmm_count(&net), 1, "{imp}");
+    }
+}
+
+/// Once the sled has destroyed the VMM, the stop's record is Stopping with
+/// no VMM while it cleans up the networking, so the instance watcher that
+/// runs meanwhile does not watch it: it cannot take the VMM the stop
+/// destroyed for one that died and fail the instance (which would make the
+/// stop lose its conditional update, and reincarnation start what the
+/// operator stopped).
+#[tokio::test(start_paused = true)]
+async fn the_watcher_does_not_fail_an_instance_whose_stop_is_cleaning_up() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    ops.start(ID, 2).await.unwrap();
+    let connector = net.connector();
+    let watch = once_held_at(
+        &store,
+        HoldPoint::NatClear,
+        watcher::instance_watcher(&ops, &connector, &[]),
+    );
+    let (stopped, watched) = tokio::join!(ops.stop(ID), watch);
+    let watched = watched.unwrap();
+    assert!(watched.is_empty(), "{watched:?}");
+    assert_eq!(stopped.unwrap().state, InstanceState::Stopped);
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+}
+
+// ---- inline: ensure and remove on every switch and sled ----
+
+/// Inline's ensure NAT leaves a switch's identical entry alone (one GET)
+/// and replaces an entry with another target (GET, DELETE, PUT).
+#[tokio::test(start_paused = true)]
+async fn inline_ensure_nat_keeps_an_identical_entry_and_replaces_another_target() {
+    let (net, store, ops) = fixture(StartImpl::Inline, InstanceState::Creating);
+    net.insert_nat(zone_ip(1), nat_entry(2).to_dpd());
+    net.insert_nat(zone_ip(2), nat_entry(3).to_dpd());
+    ops.create(ID, 2).await.unwrap();
+    assert_networking(&net, &store, Some(2));
+    assert_eq!(
+        net.requests(zone_ip(1), DPD_PORT),
+        vec!["GET /nat/ipv4/203.0.113.10/0"]
+    );
+    assert_eq!(
+        net.requests(zone_ip(2), DPD_PORT),
+        vec![
+            "GET /nat/ipv4/203.0.113.10/0",
+            "DELETE /nat/ipv4/203.0.113.10/0",
+            "PUT /nat/ipv4/203.0.113.10/0/16383",
+        ]
+    );
+}
+
+/// Switch 2's dpd holds an entry for another target; its DELETE answers
+/// `delete`.
+fn switch_2_holds_a_stale_entry(net: &FakeNet, delete: FakeResponse) {
+    let stale = serde_json::to_value(nat_entry(3).target).unwrap();
+    net.set_custom(dpd_addr(zone_ip(2)), move |method, path, _body| {
+        match (method, path) {
+            ("GET", "/nat/ipv4/203.0.113.10/0") => FakeResponse::json(200, stale.clone()),
+            ("DELETE", "/nat/ipv4/203.0.113.10/0") => delete.clone(),
+            _ => FakeResponse::empty(204),
+        }
+    });
+}
+
+/// Replacing a stale entry: a DELETE answered 404 (the entry went
+/// meanwhile) is what was wanted, and the new entry is put; any other
+/// error fails the ensure for that switch, which is then not given the
+/// new entry (the other switch is).
+#[tokio::test(start_paused = true)]
+async fn inline_ensure_nat_replaces_a_stale_entry_gone_before_its_delete_and_fails_on_other_errors()
+{
+    let (net, _store, ops) = fixture(StartImpl::Inline, InstanceState::Creating);
+    switch_2_holds_a_stale_entry(&net, FakeResponse::error(404, "no such entry"));
+    assert_eq!(
+        ops.create(ID, 2).await.unwrap().state,
+        InstanceState::Running
+    );
+    assert_eq!(
+        net.requests(zone_ip(2), DPD_PORT),
+        vec![
+            "GET /nat/ipv4/203.0.113.10/0",
+            "DELETE /nat/ipv4/203.0.113.10/0",
+            "PUT /nat/ipv4/203.0.113.10/0/16383",
+        ]
+    );
+
+    let (net, _store, ops) = fixture(StartImpl::Inline, InstanceState::Creating);
+    switch_2_holds_a_stale_entry(&net, FakeResponse::error(500, "switch busy"));
+    assert_eq!(
+        ops.create(ID, 2).await.unwrap_err(),
+        OpError::Client(format!(
+            "DELETE /nat/ipv4/203.0.113.10/0 on {}: HTTP 500: switch busy",
+            dpd_addr(zone_ip(2))
+        ))
+    );
+    assert_eq!(
+        net.requests(zone_ip(2), DPD_PORT),
+        vec![
+            "GET /nat/ipv4/203.0.113.10/0",
+            "DELETE /nat/ipv4/203.0.113.10/0",
+        ]
+    );
+    assert_eq!(net.nat(zone_ip(1)), vec![nat_entry(2).to_dpd()]);
+    assert_eq!(vmm_count(&net), 0, "a create whose NAT failed runs nothing");
+}
+
+/// Inline's removals treat 404 (nothing there) as removed: a switch
+/// without the entry and a sled without the mapping do not fail a delete.
+#[tokio::test(start_paused = true)]
+async fn inline_delete_counts_404_as_removed() {
+    let (net, _store, ops) = fixture(StartImpl::Inline, InstanceState::Stopped);
+    for n in [1, 3] {
+        net.insert_v2p(sled_ip(n), mapping(2));
+    }
+    let path = "/nat/ipv4/203.0.113.10/0";
+    let absent = FakeResponse::error(404, "no such entry");
+    net.fail(zone_ip(1), DPD_PORT, "DELETE", path, Some(absent.clone()));
+    net.fail(sled_ip(1), SLED_AGENT_PORT, "DELETE", "/v2p", Some(absent));
+    assert_eq!(ops.delete(ID).await.unwrap().state, InstanceState::Deleted);
+    assert_eq!(net.v2p(sled_ip(3)), vec![]);
+}
+
+/// Any other error of a switch or a sled fails inline's delete, with that
+/// error, after every other switch and sled has had its removal; the
+/// instance is Deleted all the same.
+#[tokio::test(start_paused = true)]
+async fn inline_delete_reports_a_failing_switch_or_sled_and_removes_the_rest() {
+    // A switch fails: the other switch's entry and every mapping go.
+    let (net, store, ops) = fixture(StartImpl::Inline, InstanceState::Stopped);
+    for zone in zones() {
+        net.insert_nat(zone, nat_entry(2).to_dpd());
+    }
+    for n in [1, 3] {
+        net.insert_v2p(sled_ip(n), mapping(2));
+    }
+    let path = "/nat/ipv4/203.0.113.10/0";
+    let busy = FakeResponse::error(500, "busy");
+    net.fail(zone_ip(1), DPD_PORT, "DELETE", path, Some(busy.clone()));
+    assert_eq!(
+        ops.delete(ID).await.unwrap_err(),
+        OpError::Client(format!(
+            "DELETE {path} on {}: HTTP 500: busy",
+            dpd_addr(zone_ip(1))
+        ))
+    );
+    assert_eq!(store.get(ID).state, InstanceState::Deleted);
+    assert_eq!(net.nat(zone_ip(2)), vec![]);
+    for n in [1, 3] {
+        assert_eq!(net.v2p(sled_ip(n)), vec![], "V2P on sled {n}");
+    }
+
+    // A sled fails: the other sled's mapping goes.
+    let (net, store, ops) = fixture(StartImpl::Inline, InstanceState::Stopped);
+    for n in [1, 3] {
+        net.insert_v2p(sled_ip(n), mapping(2));
+    }
+    net.fail(sled_ip(1), SLED_AGENT_PORT, "DELETE", "/v2p", Some(busy));
+    assert_eq!(
+        ops.delete(ID).await.unwrap_err(),
+        OpError::Client(format!("DELETE /v2p on {}: HTTP 500: busy", sled_addr(1)))
+    );
+    assert_eq!(store.get(ID).state, InstanceState::Deleted);
+    assert_eq!(net.v2p(sled_ip(3)), vec![]);
+}
+
+/// Inline's remove V2P deletes the mappings of the instance's own NICs
+/// (its VNI and virtual IP) only: another instance of the VPC and another
+/// VPC's NIC with the same virtual IP keep theirs.
+#[tokio::test(start_paused = true)]
+async fn inline_delete_leaves_other_nics_mappings_alone() {
+    let (net, _store, ops) = fixture(StartImpl::Inline, InstanceState::Stopped);
+    let eight = instance_v2p_mappings(&instance(8, InstanceState::Running), sled_ip(3))[0];
+    let other_vpc = VirtualNetworkInterfaceHost {
+        vni: GUEST_VNI + 1,
+        ..mapping(3)
+    };
+    for m in [mapping(2), eight, other_vpc] {
+        net.insert_v2p(sled_ip(1), m);
+    }
+    ops.delete(ID).await.unwrap();
+    let mut kept = vec![eight, other_vpc];
+    kept.sort();
+    assert_eq!(net.v2p(sled_ip(1)), kept);
+}
+
 // ---- background tasks ----
 
 #[tokio::test(start_paused = true)]
@@ -1595,6 +2052,62 @@ async fn v2p_sync_removes_extras_and_adds_missing_per_sled() {
         .all_requests()
         .iter()
         .all(|(_, r)| r.starts_with("GET ")));
+}
+
+/// A V2P delete answered 404 (the mapping is already gone) counts as
+/// removed; any other error is a failure of that sled, and the rest of
+/// its activation goes on.
+#[tokio::test(start_paused = true)]
+async fn v2p_sync_counts_a_delete_answered_404_as_removed_and_other_errors_as_failures() {
+    let (net, store, _ops) = fixture(StartImpl::Saga, InstanceState::Running);
+    store.lock().instances.get_mut(&ID).unwrap().sled = Some(2);
+    // Stale mappings of instance 7 (as if it ran on sled 3, then 1).
+    net.insert_v2p(sled_ip(1), mapping(3));
+    net.insert_v2p(sled_ip(3), mapping(1));
+    net.fail(
+        sled_ip(1),
+        SLED_AGENT_PORT,
+        "DELETE",
+        "/v2p",
+        Some(FakeResponse::error(404, "no such mapping")),
+    );
+    net.fail(
+        sled_ip(3),
+        SLED_AGENT_PORT,
+        "DELETE",
+        "/v2p",
+        Some(FakeResponse::error(500, "busy")),
+    );
+    let outcomes = v2p_sync(&net.connector(), &store).await.unwrap();
+    let outcome = |removed, failures| {
+        Ok(V2pSledOutcome {
+            unchanged: 0,
+            removed,
+            added: 1,
+            failures,
+        })
+    };
+    assert_eq!(outcomes[&1], outcome(1, vec![]));
+    assert_eq!(
+        outcomes[&3],
+        outcome(
+            0,
+            vec![format!(
+                "removing {}: DELETE /v2p on {}: HTTP 500: busy",
+                mapping(1),
+                sled_addr(3)
+            )]
+        )
+    );
+    assert_eq!(
+        outcomes[&2],
+        Ok(V2pSledOutcome {
+            unchanged: 0,
+            removed: 0,
+            added: 0,
+            failures: vec![],
+        })
+    );
 }
 
 // ---- the versioned NAT table ----
@@ -1865,5 +2378,31 @@ fn nat_statements_committed_at_once_keep_the_old_versions() {
     assert_eq!(
         changes(&a, 0, 100),
         vec![(3, true, 10, 2), (4, true, 11, 2), (5, false, 11, 3)]
+    );
+}
+
+/// Two writers add the same row of one instance: both read no row and draw
+/// a version. The one committed first adds it; the other meets that write,
+/// does nothing, and its version is a gap. A different row of the same
+/// instance is then added as usual.
+#[test]
+fn nat_a_pending_addition_another_writer_made_first_is_a_gap() {
+    let mut table = NatTable::default();
+    let first = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
+    let second = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
+    assert_eq!((first, second), (1, 2));
+    assert!(table.commit(second));
+    assert!(!table.commit(first), "the row is already live");
+    assert_eq!(table.live_of(1), vec![nat_at(11, 1)]);
+    assert_changes(&table, 0, 100, &[(2, false, 11, 1)]);
+
+    let third = table
+        .begin_set_instance(1, &[nat_at(11, 1), nat_at(12, 1)])
+        .unwrap();
+    assert!(table.commit(third), "another row of the same instance");
+    assert_eq!(table.live_of(1), vec![nat_at(11, 1), nat_at(12, 1)]);
+    assert_eq!(
+        table.begin_set_instance(1, &[nat_at(11, 1), nat_at(12, 1)]),
+        None
     );
 }

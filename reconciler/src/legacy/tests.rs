@@ -68,6 +68,22 @@ struct Running {
     task: tokio::task::JoinHandle<(Vec<SwitchSlot>, Duration)>,
 }
 
+/// A day of (paused) time: far more than any run here takes to finish.
+const FINISHES_WITHIN: Duration = Duration::from_secs(24 * 3600);
+
+impl Running {
+    /// What the run programmed and how long it took. A run that has not
+    /// finished within [`FINISHES_WITHIN`] fails the test instead of
+    /// hanging it: the legacy task retries a found switch for ever, so a
+    /// bug that fails every request to the switches would never end.
+    async fn finished(&mut self) -> (Vec<SwitchSlot>, Duration) {
+        tokio::time::timeout(FINISHES_WITHIN, &mut self.task)
+            .await
+            .expect("the legacy run finishes within a day")
+            .unwrap()
+    }
+}
+
 fn start(
     net: &FakeNet,
     resolver: &SharedResolver,
@@ -194,8 +210,8 @@ fn give_up_lands_between_5m_and_5m22_5s_over_many_seeds() {
 async fn both_switches_found_programs_both_without_waiting() {
     let net = two_switch_zones();
     let resolver = SharedResolver::answering(vec![zone_ip(2), zone_ip(1)]);
-    let run = start(&net, &resolver, both(), 1);
-    let (programmed, elapsed) = run.task.await.unwrap();
+    let mut run = start(&net, &resolver, both(), 1);
+    let (programmed, elapsed) = run.finished().await;
     assert_eq!(programmed, vec![SwitchSlot::Switch0, SwitchSlot::Switch1]);
     assert_eq!(elapsed, Duration::ZERO);
     assert_eq!(*run.progress.borrow(), LegacyProgress::Done { programmed });
@@ -212,8 +228,8 @@ async fn only_uplinked_switches_are_programmed() {
     let net = two_switch_zones();
     let resolver = SharedResolver::answering(vec![zone_ip(1), zone_ip(2)]);
     let switch0: BTreeSet<SwitchSlot> = [SwitchSlot::Switch0].into_iter().collect();
-    let run = start(&net, &resolver, switch0.clone(), 4);
-    let (programmed, elapsed) = run.task.await.unwrap();
+    let mut run = start(&net, &resolver, switch0.clone(), 4);
+    let (programmed, elapsed) = run.finished().await;
     assert_eq!(programmed, vec![SwitchSlot::Switch0]);
     assert_eq!(elapsed, Duration::ZERO);
     assert_eq!(net.nat(zone_ip(1)), vec![ntp_entry().to_dpd()]);
@@ -239,8 +255,8 @@ async fn no_uplinks_programs_nothing_without_a_lookup() {
     let net = FakeNet::new();
     net.add_switch_zone(zone_ip(1), 0);
     let resolver = SharedResolver::answering(vec![zone_ip(1)]);
-    let run = start(&net, &resolver, BTreeSet::new(), 6);
-    let (programmed, elapsed) = run.task.await.unwrap();
+    let mut run = start(&net, &resolver, BTreeSet::new(), 6);
+    let (programmed, elapsed) = run.finished().await;
     assert!(programmed.is_empty());
     assert_eq!(elapsed, Duration::ZERO);
     assert!(net.requests(zone_ip(1), MGS_PORT).is_empty());
@@ -252,7 +268,7 @@ async fn one_switch_missing_waits_the_full_five_minutes_then_programs_only_one()
     let net = two_switch_zones();
     // madrid: DNS only ever shows switch0's zone.
     let resolver = SharedResolver::answering(vec![zone_ip(1)]);
-    let run = start(&net, &resolver, both(), 2);
+    let mut run = start(&net, &resolver, both(), 2);
 
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(
@@ -269,7 +285,7 @@ async fn one_switch_missing_waits_the_full_five_minutes_then_programs_only_one()
     tokio::time::sleep(Duration::from_secs(200)).await;
     assert!(!run.task.is_finished());
 
-    let (programmed, elapsed) = run.task.await.unwrap();
+    let (programmed, elapsed) = run.finished().await;
     assert_eq!(programmed, vec![SwitchSlot::Switch0]);
     assert!(elapsed >= SWITCH_DISCOVERY_TIMEOUT, "{elapsed:?}");
     assert!(
@@ -293,7 +309,7 @@ async fn no_switch_found_retries_forever() {
     let net = FakeNet::new();
     net.add_switch_zone(zone_ip(1), 0);
     let resolver = SharedResolver::default();
-    let run = start(&net, &resolver, both(), 3);
+    let mut run = start(&net, &resolver, both(), 3);
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert!(!run.task.is_finished());
     assert_eq!(*run.progress.borrow(), LegacyProgress::LookingUpSwitches);
@@ -318,7 +334,7 @@ async fn no_switch_found_retries_forever() {
     net.clear_failures();
     tokio::time::sleep(SWITCH_MAPPING.max_delay() + Duration::from_millis(10)).await;
     assert!(run.task.is_finished());
-    let (programmed, _) = run.task.await.unwrap();
+    let (programmed, _) = run.finished().await;
     assert_eq!(programmed, vec![SwitchSlot::Switch0]);
 }
 
@@ -336,7 +352,7 @@ async fn compares_only_internal_ip() {
     moved.target.internal_ip = "fd00:1122:3344:104::1".parse().unwrap();
     net.insert_nat(zone_ip(2), moved.to_dpd());
     let resolver = SharedResolver::answering(vec![zone_ip(1), zone_ip(2)]);
-    let (programmed, _) = start(&net, &resolver, both(), 4).task.await.unwrap();
+    let (programmed, _) = start(&net, &resolver, both(), 4).finished().await;
     assert_eq!(programmed, vec![SwitchSlot::Switch0, SwitchSlot::Switch1]);
 
     assert_eq!(

@@ -311,3 +311,92 @@ async fn reincarnation_follows_the_policy_and_the_cooldown() {
     assert!(done.is_empty());
     assert_eq!(rack.state().await, InstanceState::Failed);
 }
+
+/// A sled-agent that answers 404 without error code `NO_SUCH_INSTANCE`
+/// (a route it does not serve, say) has not said the VMM is gone: the
+/// watcher asks MGS, which says the sled is on, and leaves the instance.
+#[tokio::test]
+async fn a_404_that_is_not_no_such_instance_is_no_evidence() {
+    let rack = running_on_sled1().await;
+    rack.net.fail(
+        sled_ip(1),
+        SLED_AGENT_PORT,
+        "GET",
+        "/instances/7/state",
+        Some(FakeResponse::error(404, "Not Found")),
+    );
+    let watched = rack.watch().await;
+    let VmmCheck::Inconclusive(why) = &watched[0].check else {
+        panic!("{:?}", watched[0].check);
+    };
+    assert!(
+        why.contains("HTTP 404: Not Found") && why.contains("A0"),
+        "{why}"
+    );
+    assert!(watched[0].update.is_none());
+    assert_eq!(rack.state().await, InstanceState::Running);
+}
+
+/// A sled that runs another VMM for the instance than the record names
+/// (the recorded one died and another took its place) has not got the
+/// recorded one: it is gone, and the instance fails.
+#[tokio::test]
+async fn a_sled_running_another_vmm_for_the_instance_has_lost_the_recorded_one() {
+    let rack = running_on_sled1().await;
+    let recorded = rack.store.fetch(ID).await.unwrap().vmm.unwrap();
+    rack.net
+        .with_sled_agent(sled_ip(1), |a| *a = Default::default());
+    let agent = crate::instances::SledAgentClient::new(HttpClient::new(
+        rack.net.connector(),
+        SocketAddr::new(sled_ip(1).into(), SLED_AGENT_PORT),
+    ));
+    agent.instance_register(ID, recorded + 100).await.unwrap();
+    let watched = rack.watch().await;
+    assert_eq!(watched[0].check, VmmCheck::Gone);
+    assert_eq!(rack.state().await, InstanceState::Failed);
+}
+
+/// What the watcher found, as the trace says it.
+#[test]
+fn vmm_checks_read_as_the_trace_says_them() {
+    let lines = [
+        VmmCheck::Healthy,
+        VmmCheck::Gone,
+        VmmCheck::SledPoweredOff(PowerState::A2),
+        VmmCheck::Inconclusive("sled-agent: timed out".into()),
+        VmmCheck::SledExpunged,
+    ]
+    .map(|c| c.to_string());
+    assert_eq!(
+        lines,
+        [
+            "running",
+            "gone (no such VMM)",
+            "gone (sled powered off, A2)",
+            "unknown: sled-agent: timed out",
+            "gone (sled expunged)",
+        ]
+    );
+}
+
+/// Reincarnation's placement: the instance's id modulo the number of
+/// sleds picks its first sled (by id), and each automatic restart moves it
+/// on by one, wrapping round.
+#[test]
+fn placement_starts_at_the_id_modulo_the_sleds_and_moves_on_with_each_restart() {
+    let sleds: Vec<SledRef> = [10, 20, 30]
+        .into_iter()
+        .map(|id| SledRef {
+            id,
+            address: sled_ip(id),
+        })
+        .collect();
+    let mut instance = record(InstanceState::Failed);
+    let mut chosen = Vec::new();
+    for count in 0..4 {
+        instance.auto_restart.count = count;
+        chosen.push(placement(&instance, &sleds));
+    }
+    // Instance 7: 7 % 3 = 1, then 2, 0, 1.
+    assert_eq!(chosen, vec![20, 30, 10, 20]);
+}
