@@ -2406,3 +2406,104 @@ fn nat_a_pending_addition_another_writer_made_first_is_a_gap() {
         None
     );
 }
+
+// Upstream's code before its fixes (`history`): each era's line, and the
+// default is today's.
+
+#[test]
+fn before_4610_the_ensure_counts_a_soft_deleted_row_and_adds_nothing() {
+    for (ensure, added_again) in [
+        (NatEnsure::LiveOnly, true),
+        (NatEnsure::MatchesRemoved, false),
+    ] {
+        let mut table = NatTable::default().with_ensure(ensure);
+        assert_eq!(table.ensure(), ensure);
+        assert!(table.set_instance(1, &[nat_at(11, 2)]));
+        assert!(table.clear_instance(1));
+        // The instance starts again on the same sled: the same values.
+        assert_eq!(
+            table.set_instance(1, &[nat_at(11, 2)]),
+            added_again,
+            "{ensure}"
+        );
+        let live = if added_again {
+            vec![nat_at(11, 2)]
+        } else {
+            vec![]
+        };
+        assert_eq!(table.live_of(1), live, "{ensure}");
+        // Another sled is other values: both eras add the row.
+        assert!(table.set_instance(1, &[nat_at(11, 3)]), "{ensure}");
+    }
+    assert_eq!(NatTable::default().ensure(), NatEnsure::LiveOnly);
+}
+
+#[test]
+fn before_5036_a_page_in_added_order_ends_on_a_late_removal() {
+    let table = |order| {
+        let mut t = NatTable::default().with_changeset_order(order);
+        t.set_instance(1, &[nat_at(11, 1)]); // version 1
+        t.set_instance(2, &[nat_at(12, 2)]); // version 2
+        t.clear_instance(1); // version 3: row 1 removed
+        t
+    };
+    // Today: one change per row at its own version, in version order.
+    let today = table(NatChangeset::VersionOrder);
+    assert_changes(&today, 0, 1, &[(2, false, 12, 2)]);
+    assert_changes(&today, 0, 100, &[(2, false, 12, 2), (3, true, 11, 1)]);
+    // Before #5036: the rows in `version_added` order, so a one-row page
+    // is row 1's removal at version 3, and a dpd asking next from 3 never
+    // sees row 2.
+    let before = table(NatChangeset::AddedOrder);
+    assert_changes(&before, 0, 1, &[(3, true, 11, 1)]);
+    assert_changes(&before, 3, 100, &[]);
+    assert_changes(&before, 0, 100, &[(3, true, 11, 1), (2, false, 12, 2)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn before_8914_a_failed_notify_fails_the_saga_and_leaves_its_rows() {
+    // The second switch zone (in address order) is gone.
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let ops = ops.with_dpd_notify(DpdNotify::Fatal);
+    net.remove_switch_zone(zone_ip(2));
+    let e = ops.start(ID, 2).await.unwrap_err();
+    assert!(e.to_string().contains("DPD_ENSURE"), "{e}");
+    // Only the node before the failed one is undone.
+    let saga = store.saga(1);
+    assert_eq!(saga.undone, vec![SagaNode::MarkAsStarting]);
+    assert_eq!(saga.state.name(), "unwound");
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    // Steno does not undo the failed node: the rows it wrote stay live.
+    assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
+    assert_eq!(
+        net.requests(zone_ip(1), DPD_PORT),
+        vec!["POST /rpw/nat/trigger"]
+    );
+
+    // The first switch failing: the ones after it are not told.
+    let (net, _store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let ops = ops.with_dpd_notify(DpdNotify::Fatal);
+    nat_trigger_fails(&net, zone_ip(1), 500, "busy");
+    assert!(ops.start(ID, 2).await.is_err());
+    assert!(net.requests(zone_ip(2), DPD_PORT).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_saga_with_inline_propagation_programs_switches_and_sleds_itself() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let ops = ops.with_propagation(Propagation::Inline, Propagation::Inline);
+    ops.start(ID, 2).await.unwrap();
+    // No background task has run: the start pushed NAT and V2P itself.
+    assert_networking(&net, &store, Some(2));
+    for zone in zones() {
+        assert!(
+            !net.requests(zone, DPD_PORT)
+                .contains(&"POST /rpw/nat/trigger".to_string()),
+            "an inline push triggers no pull"
+        );
+    }
+    ops.stop(ID).await.unwrap();
+    assert_networking(&net, &store, None);
+    assert_eq!(Propagation::of(StartImpl::Inline), Propagation::Inline);
+    assert_eq!(Propagation::of(StartImpl::Saga), Propagation::Background);
+}
