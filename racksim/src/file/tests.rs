@@ -1188,19 +1188,25 @@ fn expectation_keys_name_variants_with_era_choices() {
     );
     assert_eq!(v.to_string(), "saga+nat-ensure=matches-removed");
     assert!(s.expectations.contains_key(&v));
-    assert!(s.expectations.contains_key(&Variant::start(StartImpl::Saga)));
+    assert!(s
+        .expectations
+        .contains_key(&Variant::start(StartImpl::Saga)));
     assert_eq!(
         v.control_plane(s.service_nat).nat_ensure,
         racksim_reconciler::instances::NatEnsure::MatchesRemoved
     );
 
     for (key, says) in [
-        ("saga+nat-ensure=sometimes", "unknown era \"sometimes\" of nat-ensure"),
+        (
+            "saga+nat-ensure=sometimes",
+            "unknown era \"sometimes\" of nat-ensure",
+        ),
         ("saga+dpd-notify=logged", "already that era"),
         ("inline+dpd-notify=fatal", "inline pushes NAT itself"),
         ("saga+frobnicate=on", "unknown mechanism \"frobnicate\""),
     ] {
-        let bad = format!("{INSTANCES}\n[expect.\"{key}\"]\noutcome = \"fails\"\ndeadline = \"10m\"\n");
+        let bad =
+            format!("{INSTANCES}\n[expect.\"{key}\"]\noutcome = \"fails\"\ndeadline = \"10m\"\n");
         let e = error_of(&bad);
         assert!(e.message.contains(says), "{key}: {e}");
         assert_points_at(&bad, &e, &format!("\"{key}\""));
@@ -1224,13 +1230,21 @@ fn some_failed_operations_parse_and_their_mentions_need_them() {
     let exp = expectation_of(&ok, "saga");
     assert!(exp.operations_some_fail && !exp.operations_succeed);
     assert_eq!(exp.failed_operations_mention, vec!["start instance web1"]);
-    assert!(exp.summary().ends_with(", some operation fails"), "{}", exp.summary());
+    assert!(
+        exp.summary().ends_with(", some operation fails"),
+        "{}",
+        exp.summary()
+    );
 
     let alone = saga_expect(
         "outcome = \"converges\"\nwithin = \"5m\"\nfailed_operations_mention = [\"x\"]\n",
     );
     let e = error_of(&alone);
-    assert!(e.message.contains("judged only with operations = \"some-fail\""), "{e}");
+    assert!(
+        e.message
+            .contains("judged only with operations = \"some-fail\""),
+        "{e}"
+    );
     let empty = saga_expect(
         "outcome = \"converges\"\nwithin = \"5m\"\noperations = \"some-fail\"\n\
          failed_operations_mention = []\n",
