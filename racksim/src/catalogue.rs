@@ -29,6 +29,7 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("switch-replaced-before-ensure"),
     entry!("dpd-restart-control-plane-down"),
     entry!("dpd-restart-control-plane-up"),
+    entry!("scrimlet-reboot"),
     entry!("sidecar-power-cycle"),
     entry!("stale-entry"),
     entry!("entry-lost-behind-dpd"),

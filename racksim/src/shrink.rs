@@ -218,6 +218,7 @@ fn undoes(earlier: &Action, later: &Action) -> bool {
         (HideSwitch(a), RevealSwitch(b)) => a == b,
         (Crash(a), Restart(b)) => a == b,
         (SidecarPowerOff(a), SidecarPowerOn(b)) => a == b,
+        (ScrimletReboot(a), ScrimletBack(b)) => a == b,
         (ControlPlaneDown | ControlPlaneCrash, ControlPlaneUp) => true,
         (PowerOff, ColdBoot) => true,
         (
@@ -255,6 +256,7 @@ fn is_fault(a: &Action) -> bool {
         Action::HideSwitch(_)
             | Action::Crash(_)
             | Action::SidecarPowerOff(_)
+            | Action::ScrimletReboot(_)
             | Action::ControlPlaneDown
             | Action::ControlPlaneCrash
             | Action::PowerOff
@@ -268,7 +270,9 @@ fn names(a: &Action) -> Vec<String> {
     use Action::*;
     match a {
         HideSwitch(s) | RevealSwitch(s) | DpdRestart(s) | SidecarPowerOff(s)
-        | SidecarPowerOn(s) | ReplaceScrimlet(s) => vec![s.to_string()],
+        | SidecarPowerOn(s) | ScrimletReboot(s) | ScrimletBack(s) | ReplaceScrimlet(s) => {
+            vec![s.to_string()]
+        }
         DpdErrors { switch, .. }
         | DpdHang { switch, .. }
         | StaleEntry { switch, .. }

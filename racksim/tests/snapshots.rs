@@ -85,6 +85,7 @@ snapshots! {
         switch_replaced_before_ensure => "switch-replaced-before-ensure",
         dpd_restart_control_plane_down => "dpd-restart-control-plane-down",
         dpd_restart_control_plane_up => "dpd-restart-control-plane-up",
+        scrimlet_reboot => "scrimlet-reboot",
         sidecar_power_cycle => "sidecar-power-cycle",
         stale_entry => "stale-entry",
         entry_lost_behind_dpd => "entry-lost-behind-dpd",
@@ -112,6 +113,8 @@ snapshots! {
     // A preset with one mechanism in the era before a fix: the bug's side
     // of a scenario from upstream's tracker (docs/upstream-bugs.md).
     eras: [
+        scrimlet_reboot_before_4857 => "scrimlet-reboot":
+            [legacy_nexus_service_nat_off => "legacy+nexus-service-nat=off"],
         dpd_restart_control_plane_up_before_4857 => "dpd-restart-control-plane-up":
             [legacy_nexus_service_nat_off => "legacy+nexus-service-nat=off"],
         instance_restart_on_the_same_sled_before_4610 => "instance-restart-on-the-same-sled":

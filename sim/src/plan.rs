@@ -86,6 +86,14 @@ pub enum Action {
     /// The sidecar is back: the switch zone starts (empty table) and the
     /// sled is a scrimlet again.
     SidecarPowerOn(SwitchSlot),
+    /// The switch's scrimlet reboots: the sled (its sled-agent, its zones,
+    /// its reconcilers) and the switch zone it runs go down together, as a
+    /// real reboot takes both; everything in them is lost.
+    ScrimletReboot(SwitchSlot),
+    /// The rebooted scrimlet is back: its sled-agent starts, and with it
+    /// the switch zone (an empty NAT table, dpd's NAT RPW from generation
+    /// 0), as when the sled boots.
+    ScrimletBack(SwitchSlot),
     /// The switch's scrimlet dies for good; a new sled with a new address
     /// takes its place, and its switch zone registers in internal DNS.
     ReplaceScrimlet(SwitchSlot),
@@ -243,6 +251,8 @@ impl Action {
             Action::DpdHang { .. } => "dpd-hang",
             Action::SidecarPowerOff(_) => "sidecar-power-off",
             Action::SidecarPowerOn(_) => "sidecar-power-on",
+            Action::ScrimletReboot(_) => "reboot-scrimlet",
+            Action::ScrimletBack(_) => "scrimlet-back",
             Action::ReplaceScrimlet(_) => "replace-scrimlet",
             Action::ControlPlaneDown => "control-plane-down",
             Action::ControlPlaneUp => "control-plane-up",
@@ -313,6 +323,18 @@ impl fmt::Display for Action {
             }
             Action::SidecarPowerOff(s) => write!(f, "sidecar {s} powered off"),
             Action::SidecarPowerOn(s) => write!(f, "sidecar {s} powered on"),
+            Action::ScrimletReboot(s) => {
+                write!(
+                    f,
+                    "{s}'s scrimlet reboots (the sled and its switch zone go down)"
+                )
+            }
+            Action::ScrimletBack(s) => {
+                write!(
+                    f,
+                    "{s}'s scrimlet is back (the sled and its switch zone start)"
+                )
+            }
             Action::ReplaceScrimlet(s) => write!(f, "scrimlet of {s} replaced"),
             Action::ControlPlaneDown => write!(f, "control plane taken down"),
             Action::ControlPlaneUp => write!(f, "control plane brought up"),

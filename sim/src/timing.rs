@@ -94,6 +94,7 @@ pub fn fault_end(step: &ResolvedStep) -> Option<Duration> {
         | Action::Partition { .. }
         | Action::Latency { .. }
         | Action::SidecarPowerOff(_)
+        | Action::ScrimletReboot(_)
         | Action::PowerOff
         | Action::Crash(_)
         | Action::ControlPlaneDown
@@ -109,9 +110,11 @@ pub fn fault_end(step: &ResolvedStep) -> Option<Duration> {
 /// zone's name), for finding the outages that overlap it.
 fn component(action: &Action) -> Option<String> {
     match action {
-        Action::DpdRestart(slot) | Action::SidecarPowerOn(slot) | Action::SidecarPowerOff(slot) => {
-            Some(slot.to_string())
-        }
+        Action::DpdRestart(slot)
+        | Action::SidecarPowerOn(slot)
+        | Action::SidecarPowerOff(slot)
+        | Action::ScrimletReboot(slot)
+        | Action::ScrimletBack(slot) => Some(slot.to_string()),
         Action::DpdErrors { switch, .. }
         | Action::DpdHang { switch, .. }
         | Action::StaleEntry { switch, .. }
@@ -143,6 +146,11 @@ fn outages(steps: &[ResolvedStep], end: Duration) -> Vec<(Option<String>, Durati
                 Some(slot.to_string()),
                 s.at,
                 ended_by(i, &|a| matches!(a, Action::SidecarPowerOn(x) if x == slot)),
+            )),
+            Action::ScrimletReboot(slot) => Some((
+                Some(slot.to_string()),
+                s.at,
+                ended_by(i, &|a| matches!(a, Action::ScrimletBack(x) if x == slot)),
             )),
             Action::Crash(host) => Some((
                 Some(host.clone()),

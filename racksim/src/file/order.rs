@@ -112,6 +112,7 @@ fn ordered_resource(s: &RawStep) -> Option<String> {
     match s.action.get_ref().as_str() {
         "hide-switch" | "reveal-switch" => Some(format!("dns {}", switch())),
         "sidecar-power-off" | "sidecar-power-on" => Some(format!("sidecar {}", switch())),
+        "reboot-scrimlet" | "scrimlet-back" => Some(format!("scrimlet {}", switch())),
         "partition" | "heal" => Some(format!(
             "partition {} / {} / {}",
             group(&s.a),

@@ -25,6 +25,7 @@ pub(super) struct PlanState {
     hidden: std::collections::BTreeSet<SwitchSlot>,
     partitions: Vec<(Vec<String>, Vec<String>, bool)>,
     sidecars_off: std::collections::BTreeSet<SwitchSlot>,
+    scrimlets_down: std::collections::BTreeSet<SwitchSlot>,
     control_plane_down: bool,
     powered_off: bool,
     next_sled: usize,
@@ -40,6 +41,7 @@ impl PlanState {
             hidden: Default::default(),
             partitions: Vec::new(),
             sidecars_off: Default::default(),
+            scrimlets_down: Default::default(),
             control_plane_down: false,
             powered_off: false,
             next_sled: rack.sleds.len(),
@@ -62,6 +64,8 @@ const ACTION_FIELDS: &[(&str, &[&str])] = &[
     ("dpd-hang", &["switch", "for"]),
     ("sidecar-power-off", &["switch"]),
     ("sidecar-power-on", &["switch"]),
+    ("reboot-scrimlet", &["switch"]),
+    ("scrimlet-back", &["switch"]),
     ("replace-scrimlet", &["switch"]),
     ("control-plane-down", &[]),
     ("control-plane-up", &[]),
@@ -281,6 +285,26 @@ pub(super) fn step_action(
                 "add a sidecar-power-off step before it",
             )?;
             Action::SidecarPowerOn(sw)
+        }
+        "reboot-scrimlet" => {
+            let sw = switch()?;
+            if !st.scrimlets_down.insert(sw) {
+                return Err(refused(
+                    format!("{sw}'s scrimlet is already rebooting at that point of the plan"),
+                    Some("add a scrimlet-back step between the two reboots"),
+                ));
+            }
+            Action::ScrimletReboot(sw)
+        }
+        "scrimlet-back" => {
+            let sw = switch()?;
+            let message = format!("{sw}'s scrimlet is not rebooting at that point of the plan");
+            undo(
+                st.scrimlets_down.remove(&sw),
+                message,
+                "add a reboot-scrimlet step before it",
+            )?;
+            Action::ScrimletBack(sw)
         }
         "replace-scrimlet" => {
             let sw = switch()?;

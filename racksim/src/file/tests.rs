@@ -1252,3 +1252,26 @@ fn some_failed_operations_parse_and_their_mentions_need_them() {
     let e = error_of(&empty);
     assert!(e.message.contains("needs texts"), "{e}");
 }
+
+/// `reboot-scrimlet` and `scrimlet-back` pair up like a sidecar's power:
+/// a return with no reboot before it, or a second reboot before the
+/// return, is refused; their windows must not let the return come first.
+#[test]
+fn a_scrimlet_reboot_pairs_with_its_return() {
+    const REBOOT: &str = "action = \"reboot-scrimlet\"\nswitch = \"switch1\"";
+    const BACK: &str = "action = \"scrimlet-back\"\nswitch = \"switch1\"";
+    accepted(&[("10m", REBOOT), ("12m..13m", BACK)]);
+    let s = parse("t.toml", &with_steps(&[("10m", REBOOT), ("12m", BACK)])).unwrap();
+    let actions: Vec<&Action> = s.plan.steps.iter().map(|st| &st.action).collect();
+    assert!(actions.contains(&&Action::ScrimletReboot(SwitchSlot::Switch1)));
+    assert!(actions.contains(&&Action::ScrimletBack(SwitchSlot::Switch1)));
+
+    let e = error_of(&with_steps(&[("12m", BACK)]));
+    assert!(
+        e.message.contains("switch1's scrimlet is not rebooting"),
+        "{e}"
+    );
+    let e = error_of(&with_steps(&[("10m", REBOOT), ("11m", REBOOT)]));
+    assert!(e.message.contains("already rebooting"), "{e}");
+    overlap_error(&[("10m..12m", REBOOT), ("11m", BACK)]);
+}

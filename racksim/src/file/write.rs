@@ -178,6 +178,8 @@ fn action_fields(a: &Action) -> Vec<(&'static str, String)> {
         | Action::DpdRestart(sw)
         | Action::SidecarPowerOff(sw)
         | Action::SidecarPowerOn(sw)
+        | Action::ScrimletReboot(sw)
+        | Action::ScrimletBack(sw)
         | Action::ReplaceScrimlet(sw) => vec![("switch", s(sw))],
         Action::Crash(h) | Action::Restart(h) => vec![("host", quote(h))],
         Action::Partition { a, b, oneway } | Action::Heal { a, b, oneway } => {

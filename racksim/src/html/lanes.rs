@@ -324,6 +324,7 @@ fn opens(a: &Action) -> bool {
             | Action::Partition { .. }
             | Action::PowerOff
             | Action::SidecarPowerOff(_)
+            | Action::ScrimletReboot(_)
             | Action::ControlPlaneDown
             | Action::ControlPlaneCrash
             | Action::Crash(_)
@@ -343,6 +344,7 @@ fn closes(open: &Action, close: &Action) -> bool {
         ) => a == a2 && b == b2 && oneway == o2,
         (Action::PowerOff, Action::ColdBoot) => true,
         (Action::SidecarPowerOff(a), Action::SidecarPowerOn(b)) => a == b,
+        (Action::ScrimletReboot(a), Action::ScrimletBack(b)) => a == b,
         (Action::ControlPlaneDown | Action::ControlPlaneCrash, Action::ControlPlaneUp) => true,
         (Action::Crash(a), Action::Restart(b)) => a == b,
         _ => false,
@@ -354,6 +356,7 @@ fn band_label(open: &Action) -> String {
         Action::HideSwitch(s) => format!("{s} hidden from discovery"),
         Action::PowerOff => "rack powered off".into(),
         Action::SidecarPowerOff(s) => format!("sidecar {s} off"),
+        Action::ScrimletReboot(s) => format!("{s}'s scrimlet rebooting"),
         Action::ControlPlaneDown => "control plane down (operator)".into(),
         Action::ControlPlaneCrash => "control plane crashed".into(),
         Action::Crash(h) => format!("{h} down"),

@@ -331,9 +331,10 @@ fn parse_entry(s: &str) -> Option<NatKey> {
 /// Does this step empty the switch's NAT table?
 fn wipes_switch(action: &Action, switch: &str) -> bool {
     match action {
-        Action::DpdRestart(s) | Action::SidecarPowerOff(s) | Action::ReplaceScrimlet(s) => {
-            s.to_string() == switch
-        }
+        Action::DpdRestart(s)
+        | Action::SidecarPowerOff(s)
+        | Action::ScrimletReboot(s)
+        | Action::ReplaceScrimlet(s) => s.to_string() == switch,
         Action::Crash(h) | Action::Restart(h) => h == switch,
         Action::PowerOff => true,
         _ => false,

@@ -394,6 +394,19 @@ impl Control {
                 }
             }
             Action::Latency { a, b, latency } => env.shared.links.set_latency(a, b, *latency),
+            Action::ScrimletReboot(slot) => {
+                // The sled and the switch zone it hosts, together.
+                if let Some(i) = hosts.scrimlet_of(*slot) {
+                    hosts.stop_sled(i);
+                }
+                hosts.stop_switch(*slot);
+            }
+            Action::ScrimletBack(slot) => {
+                if let Some(i) = hosts.scrimlet_of(*slot) {
+                    hosts.start_sled(env, i).await.map_err(internal)?;
+                }
+                hosts.start_switch(env, *slot).await.map_err(internal)?;
+            }
             Action::PowerOff => hosts.stop_all(),
             Action::ColdBoot => hosts.start_all(env).await.map_err(internal)?,
             Action::ReplaceScrimlet(slot) => {

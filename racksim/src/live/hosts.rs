@@ -557,7 +557,7 @@ impl Hosts {
     }
 
     /// The live scrimlet cabled to `slot`.
-    fn scrimlet_of(&self, slot: SwitchSlot) -> Option<usize> {
+    pub fn scrimlet_of(&self, slot: SwitchSlot) -> Option<usize> {
         self.sleds
             .iter()
             .position(|s| s.scrimlet_of == Some(slot) && !s.retired)

@@ -123,6 +123,27 @@ impl Driver<'_> {
                 }
                 self.set_scrimlet(*slot, ScrimletStatus::Scrimlet);
             }
+            Action::ScrimletReboot(slot) => {
+                // One reboot takes both: the sled's software and the switch
+                // zone it hosts stop at the same instant.
+                for h in [self.scrimlet_of(*slot), self.live(&slot.to_string())]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.crash(&h);
+                }
+            }
+            Action::ScrimletBack(slot) => {
+                // The sled boots and its sled-agent starts the switch zone:
+                // both start from nothing at this instant (simplified: the
+                // switch zone's own boot takes no time after the sled's).
+                for h in [self.scrimlet_of(*slot), self.live(&slot.to_string())]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.restart(&h);
+                }
+            }
             Action::ReplaceScrimlet(slot) => self.replace_scrimlet(now, *slot),
             Action::ControlPlaneDown => world.command_nexus(NexusCommand::Stop),
             Action::ControlPlaneCrash => world.command_nexus(NexusCommand::Crash),
