@@ -187,3 +187,65 @@ fn failures_name_the_invariant_or_the_missing_item() {
         "invariant one-vmm violated"
     );
 }
+
+/// Fuzzing upstream's code before a fix finds the bug: under
+/// `saga+nat-ensure=matches-removed` (the ensure before omicron #4610)
+/// seeds 1..40 of madrid lose instances' NAT, unlisted, while today's
+/// `saga` passes every one of them; a failing seed's plan file replays
+/// under the same variant. A choice no run could tell apart is refused.
+#[test]
+fn fuzzing_an_era_before_a_fix_finds_its_bug() {
+    let before = fuzz_json(&[
+        "--seeds",
+        "1..40",
+        "--start",
+        "saga+nat-ensure=matches-removed",
+    ]);
+    assert_eq!(before["start"], "saga+nat-ensure=matches-removed");
+    assert!(before["unlisted"].as_u64().unwrap() > 0, "{before}");
+    let first = &before["failures"][0];
+    assert!(
+        first["failure"]
+            .as_str()
+            .is_some_and(|r| r.contains("lacks the NAT entry of instance")),
+        "{first}"
+    );
+    let today = fuzz_json(&["--seeds", "1..40", "--start", "saga"]);
+    assert_eq!(today["failed"], 0, "{today}");
+
+    let seed = first["seed"].as_u64().unwrap().to_string();
+    let (code, text, err) = racksim(&[
+        "fuzz",
+        "--plan",
+        &seed,
+        "--strategy",
+        "sled-task",
+        "--start",
+        "saga+nat-ensure=matches-removed",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let dir = scratch("fuzz-era");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plan.toml");
+    std::fs::write(&path, &text).unwrap();
+    let (code, _, _) = racksim(&[
+        "run",
+        &path.display().to_string(),
+        "--seed",
+        &seed,
+        "--strategy",
+        "saga+nat-ensure=matches-removed",
+        "--expect",
+    ]);
+    assert_eq!(code, Some(1), "the plan replays its failure");
+
+    let (code, _, err) = racksim(&[
+        "fuzz",
+        "--seeds",
+        "1..2",
+        "--start",
+        "saga+dpd-notify=logged",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("already that era"), "{err}");
+}

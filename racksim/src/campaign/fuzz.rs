@@ -148,7 +148,7 @@ pub fn summarise(
         ),
         rack: opts.rack.clone(),
         strategy: opts.strategy.to_string(),
-        start: opts.start.to_string(),
+        start: opts.start_arg(),
         mutant: mutant.map(|m| m.to_string()),
         seeds: range,
         shard,

@@ -99,7 +99,7 @@ impl Campaign {
             ("--seeds", format!("{a}..{b}")),
             ("--rack", opts.rack.clone()),
             ("--strategy", opts.strategy.to_string()),
-            ("--start", opts.start.to_string()),
+            ("--start", opts.start_arg()),
             ("--known-defects", known_defects.to_string()),
         ]
         .into_iter()

@@ -33,7 +33,9 @@ pub struct FuzzArgs {
     /// the scrimlet reconcilers and the zone-start path).
     #[arg(long, default_value = "sled-task")]
     strategy: String,
-    /// Instance start implementation: inline, naive or saga.
+    /// Instance start implementation: inline, naive or saga, with any
+    /// mechanisms in another era (`saga+nat-ensure=matches-removed`:
+    /// fuzzing upstream's code before a fix; `racksim list` names them).
     #[arg(long, default_value = "saga")]
     start: String,
     /// Draw each seed's NAT statement window as well (the database's
@@ -111,11 +113,23 @@ pub fn fuzz(args: FuzzArgs) -> Result<Status, String> {
     let strategy = strategy
         .parse()
         .map_err(|e| format!("error: --strategy: {e}"))?;
+    // `saga` or `saga+MECHANISM=ERA...`: a start and its era choices.
+    let (start, eras) = match start.split_once('+') {
+        Some((start, eras)) => (start, Some(eras)),
+        None => (start.as_str(), None),
+    };
     let start = start
         .parse()
         .map_err(|e: ParseStartImplError| format!("error: --start: {e}"))?;
     let mut opts =
         fuzz::Options::new(&rack, strategy, start).map_err(|e| format!("error: --rack: {e}"))?;
+    if let Some(eras) = eras {
+        let eras =
+            racksim_sim::EraChoices::parse(eras).map_err(|e| format!("error: --start: {e}"))?;
+        opts = opts
+            .with_eras(eras)
+            .map_err(|e| format!("error: --start: {e}"))?;
+    }
     opts.draw_nat_window = nat_window;
     let mutant = parse_mutant(mutant.as_deref())?;
     if let Some(seed) = plan {

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use racksim_mutants::Mutant;
 use racksim_reconciler::instances::StartImpl;
-use racksim_sim::{rack::RackSpec, Strategy};
+use racksim_sim::{rack::RackSpec, EraChoices, Strategy};
 
 use crate::{file::Variant, matrix, runner};
 
@@ -60,6 +60,10 @@ pub struct Options {
     /// Draw each seed's NAT statement window too (`--nat-window`,
     /// [`NAT_WINDOWS`]); off, every plan has none, as before.
     pub draw_nat_window: bool,
+    /// Mechanisms in another era than the start's preset (`--start
+    /// saga+nat-ensure=matches-removed`): fuzzing upstream's code before a
+    /// fix.
+    pub eras: EraChoices,
 }
 
 /// The widest NAT statement windows a seed may draw with `--nat-window`
@@ -88,7 +92,22 @@ impl Options {
             strategy,
             start,
             draw_nat_window: false,
+            eras: EraChoices::default(),
         })
+    }
+
+    /// The options with `eras` chosen over the start's preset; refused
+    /// where no run could tell them from it ([`EraChoices::check`]).
+    pub fn with_eras(mut self, eras: EraChoices) -> Result<Self, String> {
+        let preset = racksim_sim::ControlPlaneEra::of(self.strategy.era(), self.start);
+        eras.check(preset, self.start, true)?;
+        self.eras = eras;
+        Ok(self)
+    }
+
+    /// `--start` as given: the start implementation and its era choices.
+    pub fn start_arg(&self) -> String {
+        format!("{}{}", self.start, self.eras)
     }
 
     /// The options as `racksim fuzz` flags.
@@ -100,13 +119,18 @@ impl Options {
         };
         format!(
             "--rack {} --strategy {} --start {}{window}",
-            self.rack, self.strategy, self.start
+            self.rack,
+            self.strategy,
+            self.start_arg()
         )
     }
 
     /// The `--strategy` a fuzz scenario file is run with.
     pub fn variant(&self) -> Variant {
-        Variant::start(self.start)
+        Variant {
+            eras: self.eras,
+            ..Variant::start(self.start)
+        }
     }
 }
 

@@ -311,7 +311,12 @@ fn draw(opts: &Options, seed: u64) -> Scenario {
     };
     // The scenario's frame through the parser (so a field the format gains
     // gets its default), then the drawn parts.
-    let name = format!("fuzz-{}-{}-{}-{seed}", opts.rack, opts.strategy, opts.start);
+    let name = format!(
+        "fuzz-{}-{}-{}-{seed}",
+        opts.rack,
+        opts.strategy,
+        opts.start_arg()
+    );
     let description = format!(
         "swarm plan of seed {seed}: {} over {} of chaos, then {} to converge",
         enabled.join(", "),
@@ -321,7 +326,7 @@ fn draw(opts: &Options, seed: u64) -> Scenario {
     let frame = format!(
         "name = {name:?}\ndescription = {description:?}\nkind = \"instances\"\n\
          service_nat = \"{}\"\nrack = \"{}\"\nntp_return_switch = \"{ntp_return_switch}\"\n\
-         [expect.{}]\noutcome = \"converges\"\nwithin = \"{}\"\n",
+         [expect.\"{}\"]\noutcome = \"converges\"\nwithin = \"{}\"\n",
         opts.strategy,
         opts.rack,
         opts.variant(),
