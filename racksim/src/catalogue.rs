@@ -46,7 +46,7 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("control-plane-crash-mid-saga"),
     entry!("instance-migrate-like-move"),
     entry!("instance-restart-on-the-same-sled"),
-    entry!("instance-start-with-a-switch-zone-down"),
+    entry!("instance-start-while-a-dpd-fails"),
     entry!("sled-reboot-loses-v2p"),
     entry!("dpd-restart-with-a-hundred-nat-changes"),
     entry!("config-change"),

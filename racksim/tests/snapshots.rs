@@ -106,7 +106,7 @@ snapshots! {
         control_plane_crash_mid_saga => "control-plane-crash-mid-saga",
         instance_migrate_like_move => "instance-migrate-like-move",
         instance_restart_on_the_same_sled => "instance-restart-on-the-same-sled",
-        instance_start_with_a_switch_zone_down => "instance-start-with-a-switch-zone-down",
+        instance_start_while_a_dpd_fails => "instance-start-while-a-dpd-fails",
         sled_reboot_loses_v2p => "sled-reboot-loses-v2p",
         dpd_restart_with_a_hundred_nat_changes => "dpd-restart-with-a-hundred-nat-changes",
     ]
@@ -119,7 +119,7 @@ snapshots! {
             [legacy_nexus_service_nat_off => "legacy+nexus-service-nat=off"],
         instance_restart_on_the_same_sled_before_4610 => "instance-restart-on-the-same-sled":
             [saga_nat_ensure_matches_removed => "saga+nat-ensure=matches-removed"],
-        instance_start_with_a_switch_zone_down_before_8914 => "instance-start-with-a-switch-zone-down":
+        instance_start_while_a_dpd_fails_before_8914 => "instance-start-while-a-dpd-fails":
             [saga_dpd_notify_fatal => "saga+dpd-notify=fatal"],
         sled_reboot_loses_v2p_before_5568 => "sled-reboot-loses-v2p":
             [saga_nexus_v2p_off => "saga+nexus-v2p=off"],

@@ -262,7 +262,7 @@ fn operations_are_judged_on_what_their_callers_heard() {
 #[test]
 fn some_failed_operation_is_judged_on_what_its_caller_heard() {
     let fatal = held(
-        "instance-start-with-a-switch-zone-down",
+        "instance-start-while-a-dpd-fails",
         "saga+dpd-notify=fatal",
         "1 of 3 operations answered failure",
     );
@@ -275,7 +275,7 @@ fn some_failed_operation_is_judged_on_what_its_caller_heard() {
     );
     // The same plan under today's notify: every start succeeds.
     let fixed = held(
-        "instance-start-with-a-switch-zone-down",
+        "instance-start-while-a-dpd-fails",
         "saga",
         "all 3 operations succeeded",
     );
