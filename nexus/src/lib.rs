@@ -111,6 +111,8 @@ pub struct NexusConfig {
     pub nat_ensure: NatEnsure,
     /// Whether an instance operation fails on a dpd it cannot notify.
     pub dpd_notify: DpdNotify,
+    /// The same, when the operation removed rows.
+    pub remove_notify: DpdNotify,
     /// How operations' NAT changes reach the switches: inline where no dpd
     /// pulls (no NAT RPW), else rows for dpd to pull.
     pub nat_propagation: Propagation,
@@ -272,6 +274,7 @@ pub async fn serve<H, F>(
     let ops: Ops<H> = InstanceOps::new(host.connector(), store.clone(), config.start)
         .with_v2p_task(v2p_task.clone())
         .with_dpd_notify(config.dpd_notify)
+        .with_remove_notify(config.remove_notify)
         .with_propagation(config.nat_propagation, config.v2p_propagation);
     if config.start == StartImpl::Saga {
         // What a previous incarnation left half done is finished first.

@@ -107,12 +107,15 @@ snapshots! {
         instance_migrate_like_move => "instance-migrate-like-move",
         instance_restart_on_the_same_sled => "instance-restart-on-the-same-sled",
         instance_start_while_a_dpd_fails => "instance-start-while-a-dpd-fails",
+        instance_stop_while_a_dpd_fails => "instance-stop-while-a-dpd-fails",
         sled_reboot_loses_v2p => "sled-reboot-loses-v2p",
         dpd_restart_with_a_hundred_nat_changes => "dpd-restart-with-a-hundred-nat-changes",
     ]
     // A preset with one mechanism in the era before a fix: the bug's side
     // of a scenario from upstream's tracker (docs/upstream-bugs.md).
     eras: [
+        instance_stop_while_a_dpd_fails_before_10389 => "instance-stop-while-a-dpd-fails":
+            [saga_remove_notify_fatal => "saga+remove-notify=fatal"],
         scrimlet_reboot_before_4857 => "scrimlet-reboot":
             [legacy_nexus_service_nat_off => "legacy+nexus-service-nat=off"],
         dpd_restart_control_plane_up_before_4857 => "dpd-restart-control-plane-up":

@@ -297,3 +297,19 @@ pub(crate) mod fatal_dpd_notify {
         DpdNotify::Fatal
     }
 }
+
+/// [`racksim_mutants::Mutant::FatalRemoveNotify`]: upstream's own code
+/// before omicron #10389.
+pub(crate) mod fatal_remove_notify {
+    use crate::{
+        http::Connector,
+        instances::{DpdNotify, InstanceOps, InstanceStore},
+    };
+
+    /// A dpd that cannot be told of removed rows fails the step.
+    pub(crate) fn remove_notify<C: Connector, S: InstanceStore>(
+        _ops: &InstanceOps<C, S>,
+    ) -> DpdNotify {
+        DpdNotify::Fatal
+    }
+}

@@ -194,6 +194,10 @@ pub struct ControlPlaneEra {
     /// fails the operation (before omicron #8914: bugs #8206, #6896) or is
     /// logged (since).
     pub dpd_notify: DpdNotify,
+    /// Whether a dpd that cannot be told of an instance's removed NAT rows
+    /// fails the stop's update saga, the delete or the DPD_ENSURE undo
+    /// (before omicron #10389: bug #10343) or is logged (since).
+    pub remove_notify: DpdNotify,
     /// The order of Nexus's NAT changeset query: by each change's version
     /// (since omicron #5036), or by `version_added` (before it: bug #5037).
     pub nat_changeset: NatChangeset,
@@ -256,6 +260,7 @@ impl ControlPlaneEra {
             // code before a fix by naming it ([`EraChoices`]).
             nat_ensure: NatEnsure::LiveOnly,
             dpd_notify: DpdNotify::Logged,
+            remove_notify: DpdNotify::Logged,
             nat_changeset: NatChangeset::VersionOrder,
         }
     }
@@ -278,6 +283,7 @@ impl ControlPlaneEra {
             reincarnation: self.reincarnation == Task::On,
             nat_ensure: self.nat_ensure,
             dpd_notify: self.dpd_notify,
+            remove_notify: self.remove_notify,
             nat_propagation: match self.dpd_nat_rpw {
                 Task::On => Propagation::Background,
                 Task::Off => Propagation::Inline,
@@ -311,6 +317,13 @@ impl fmt::Display for ControlPlaneEra {
         }
         if self.dpd_notify != DpdNotify::default() {
             write!(f, ", dpd notify {} (before omicron #8914)", self.dpd_notify)?;
+        }
+        if self.remove_notify != DpdNotify::default() {
+            write!(
+                f,
+                ", dpd notify on removal {} (before omicron #10389)",
+                self.remove_notify
+            )?;
         }
         if self.nat_changeset != NatChangeset::default() {
             write!(

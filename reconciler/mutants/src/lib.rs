@@ -107,6 +107,10 @@ catalogue! {
     /// Upstream's history: a dpd that cannot be notified of new NAT rows
     /// fails the operation, as before omicron #8914 (bugs #8206, #6896).
     FatalDpdNotify => "fatal-dpd-notify",
+    /// Upstream's history: a dpd that cannot be notified of removed NAT
+    /// rows fails the stop's update saga, as before omicron #10389 (bug
+    /// #10343: the instance stays Stopping while one switch is down).
+    FatalRemoveNotify => "fatal-remove-notify",
 }
 
 impl fmt::Display for Mutant {

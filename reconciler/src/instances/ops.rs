@@ -118,6 +118,9 @@ pub struct InstanceOps<C, S> {
     v2p_task: Option<Arc<Notify>>,
     /// Whether a dpd that cannot be told of new NAT rows fails the step.
     dpd_notify: DpdNotify,
+    /// Whether a dpd that cannot be told of removed NAT rows fails the
+    /// step (before omicron #10389) or is logged.
+    remove_notify: DpdNotify,
     /// How NAT changes reach the switches, and V2P changes the sleds.
     nat: Propagation,
     v2p: Propagation,
@@ -133,6 +136,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             imp,
             v2p_task: None,
             dpd_notify: DpdNotify::default(),
+            remove_notify: DpdNotify::default(),
             nat: Propagation::of(imp),
             v2p: Propagation::of(imp),
         }
@@ -162,6 +166,21 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     pub fn with_v2p_task(mut self, activate: Arc<Notify>) -> Self {
         self.v2p_task = Some(activate);
         self
+    }
+
+    /// Operations whose NAT removals treat a dpd that cannot be told as
+    /// `notify`'s era did: `Fatal` is `instance_delete_dpd_config` before
+    /// omicron #10389, which tried every dpd and returned the first error.
+    pub fn with_remove_notify(mut self, notify: DpdNotify) -> Self {
+        self.remove_notify = notify;
+        self
+    }
+
+    /// Whether a dpd that cannot be told of removed NAT rows fails the
+    /// step.
+    #[cfg_attr(feature = "mutants", racksim_mutants::mutant(FatalRemoveNotify))]
+    fn remove_notify(&self) -> DpdNotify {
+        self.remove_notify
     }
 
     /// Whether a dpd that cannot be told of new NAT rows fails the step.

@@ -2507,3 +2507,32 @@ async fn a_saga_with_inline_propagation_programs_switches_and_sleds_itself() {
     assert_eq!(Propagation::of(StartImpl::Inline), Propagation::Inline);
     assert_eq!(Propagation::of(StartImpl::Saga), Propagation::Background);
 }
+
+#[tokio::test(start_paused = true)]
+async fn before_10389_a_failed_removal_notify_leaves_the_stop_stopping() {
+    for (notify, stops) in [(DpdNotify::Logged, true), (DpdNotify::Fatal, false)] {
+        let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+        let ops = ops.with_remove_notify(notify);
+        ops.start(ID, 2).await.unwrap();
+        nat_trigger_fails(&net, zone_ip(1), 500, "busy");
+        let stopped = ops.stop(ID).await;
+        assert_eq!(stopped.is_ok(), stops, "{notify}: {stopped:?}");
+        let state = store.get(ID).state;
+        let expected = if stops {
+            InstanceState::Stopped
+        } else {
+            InstanceState::Stopping
+        };
+        assert_eq!(state, expected, "{notify}");
+        // The rows are gone either way; only the notify failed. Every dpd
+        // was tried, the failing first one included.
+        assert_eq!(store.nat_rows(), vec![]);
+        assert!(
+            net.requests(zone_ip(2), DPD_PORT)
+                .iter()
+                .filter(|r| r.as_str() == "POST /rpw/nat/trigger")
+                .count()
+                >= 2
+        );
+    }
+}

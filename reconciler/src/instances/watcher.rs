@@ -364,7 +364,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// [`instance_updater`]).
     pub async fn vmm_destroyed(&self, seen: &InstanceRecord) -> Result<InstanceRecord, OpError> {
         self.store().nat_clear_instance(seen.id).await?;
-        self.trigger_dpds(seen.id).await?;
+        // Before omicron #10389 a dpd that could not be told failed the
+        // saga here, and the instance stayed Stopping until it could be.
+        self.notify_removal(seen.id).await?;
         let stopped = self
             .store()
             .update_if(

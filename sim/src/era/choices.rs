@@ -19,6 +19,7 @@
 //! | `nat-ensure` | `matches-removed` (before omicron #4610), **`live-only`** |
 //! | `dpd-notify` | `fatal` (before omicron #8914), **`logged`** |
 //! | `nat-changeset` | `added-order` (before omicron #5036), **`version-order`** |
+//! | `remove-notify` | `fatal` (before omicron #10389), **`logged`** |
 //!
 //! Choices that no run could tell apart from the preset are refused
 //! ([`EraChoices::check`]): the instance mechanisms' code matters only
@@ -32,7 +33,7 @@ use racksim_reconciler::instances::{DpdNotify, NatChangeset, NatEnsure, StartImp
 use super::{ControlPlaneEra, NexusServiceNat, Task};
 
 /// The mechanisms a run may choose, in the order they are written.
-pub const MECHANISMS: [&str; 8] = [
+pub const MECHANISMS: [&str; 9] = [
     "nexus-service-nat",
     "dpd-nat-rpw",
     "nexus-v2p",
@@ -41,6 +42,7 @@ pub const MECHANISMS: [&str; 8] = [
     "nat-ensure",
     "dpd-notify",
     "nat-changeset",
+    "remove-notify",
 ];
 
 /// The mechanisms set to an era other than the preset's: `None` keeps the
@@ -56,6 +58,7 @@ pub struct EraChoices {
     pub nat_ensure: Option<NatEnsure>,
     pub dpd_notify: Option<DpdNotify>,
     pub nat_changeset: Option<NatChangeset>,
+    pub remove_notify: Option<DpdNotify>,
 }
 
 impl EraChoices {
@@ -130,6 +133,13 @@ impl EraChoices {
                 NatChangeset::from_name,
                 "added-order or version-order",
             ),
+            "remove-notify" => pick(
+                &mut self.remove_notify,
+                mechanism,
+                era,
+                DpdNotify::from_name,
+                "fatal or logged",
+            ),
             other => Err(format!(
                 "unknown mechanism {other:?} (expected one of {})",
                 MECHANISMS.join(", ")
@@ -176,6 +186,9 @@ impl EraChoices {
         if let Some(v) = self.nat_changeset {
             era.nat_changeset = v;
         }
+        if let Some(v) = self.remove_notify {
+            era.remove_notify = v;
+        }
         era
     }
 
@@ -218,6 +231,10 @@ impl EraChoices {
             "nat-changeset",
             self.nat_changeset == Some(preset.nat_changeset),
         )?;
+        same(
+            "remove-notify",
+            self.remove_notify == Some(preset.remove_notify),
+        )?;
         if self.nat_changeset.is_some() && era.dpd_nat_rpw == Task::Off {
             return Err(
                 "nat-changeset is the query dpd's NAT RPW pages through: it needs dpd-nat-rpw=on"
@@ -239,6 +256,7 @@ impl EraChoices {
         }
         let instance_code = self.nat_ensure.is_some()
             || self.dpd_notify.is_some()
+            || self.remove_notify.is_some()
             || self.nexus_v2p.is_some()
             || self.instance_watcher.is_some()
             || self.reincarnation.is_some();
@@ -247,9 +265,11 @@ impl EraChoices {
                 "the instance mechanisms (nexus-v2p, instance-watcher, reincarnation, nat-ensure, dpd-notify) need a run with instances: choose them in a kind = \"instances\" scenario".into(),
             );
         }
-        if (self.nat_ensure.is_some() || self.dpd_notify.is_some()) && start == StartImpl::Inline {
+        if (self.nat_ensure.is_some() || self.dpd_notify.is_some() || self.remove_notify.is_some())
+            && start == StartImpl::Inline
+        {
             return Err(
-                "nat-ensure and dpd-notify are the code of naive and saga starts, which write rows for dpd to pull; inline pushes NAT itself".into(),
+                "nat-ensure, dpd-notify and remove-notify are the code of naive and saga starts, which write rows for dpd to pull; inline pushes NAT itself".into(),
             );
         }
         Ok(())
@@ -273,6 +293,7 @@ impl fmt::Display for EraChoices {
             self.nat_ensure.map(NatEnsure::as_str),
             self.dpd_notify.map(DpdNotify::as_str),
             self.nat_changeset.map(NatChangeset::as_str),
+            self.remove_notify.map(DpdNotify::as_str),
         ];
         for (mechanism, value) in MECHANISMS.iter().zip(values) {
             if let Some(value) = value {

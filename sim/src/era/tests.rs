@@ -117,6 +117,7 @@ fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
             "reincarnation": "on",
             "nat_ensure": "live-only",
             "dpd_notify": "logged",
+            "remove_notify": "logged",
             "nat_changeset": "version-order",
         })
     );

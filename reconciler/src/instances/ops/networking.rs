@@ -101,7 +101,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     pub(super) async fn remove_nat(&self, record: &InstanceRecord) -> Result<(), OpError> {
         self.store.nat_clear_instance(record.id).await?;
         if self.nat == Propagation::Background {
-            return self.trigger_dpds(record.id).await;
+            return self.notify_removal(record.id).await;
         }
         let keys: BTreeSet<_> = record
             .external_ips
@@ -139,6 +139,28 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             }
         }
         Ok(())
+    }
+
+    /// Tells every boundary dpd that `instance`'s rows were removed. Today
+    /// (since omicron #10389) a dpd that cannot be told is logged, as for
+    /// an ensure. Before it, `instance_delete_dpd_config` told every dpd
+    /// and returned the first error, so the stop's update saga (and a
+    /// delete, and the start saga's DPD_ENSURE undo) failed while one
+    /// switch was unreachable (#10343).
+    pub(in crate::instances) async fn notify_removal(&self, instance: u32) -> Result<(), OpError> {
+        if self.remove_notify() == DpdNotify::Logged {
+            return self.trigger_dpds(instance).await;
+        }
+        let mut first = None;
+        for addr in self.switches().await? {
+            if let Err(e) = self.dpd(addr).nat_trigger_update().await {
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            None => Ok(()),
+            Some(e) => Err(e.into()),
+        }
     }
 
     /// Upstream's notify before omicron #8914, as `instance_ensure_dpd_config`
