@@ -96,3 +96,60 @@ pub(crate) fn complete(
         create_failures: vec![],
     }
 }
+
+/// The `tracing` events at `level` or above emitted on this thread while
+/// installed (`tracing::subscriber::set_default`), as `"LEVEL message"`.
+#[derive(Clone)]
+pub(crate) struct Captured {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    level: tracing::Level,
+}
+
+impl Captured {
+    pub(crate) fn at(level: tracing::Level) -> Self {
+        Captured {
+            lines: Default::default(),
+            level,
+        }
+    }
+
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+}
+
+impl tracing::Subscriber for Captured {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        // Ask `enabled` every time: other tests' threads have no subscriber.
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        *meta.level() <= self.level
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Message(String);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        self.lines
+            .lock()
+            .unwrap()
+            .push(format!("{} {}", event.metadata().level(), message.0));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}

@@ -19,7 +19,7 @@ use crate::{
     dpd::{DpdClient, Ipv4Nat, NatTarget},
     http::HttpClient,
     nat::NatEntry,
-    testing::{zone_ip, FakeConnector, FakeNet, FakeResponse},
+    testing::{zone_ip, Captured, FakeConnector, FakeNet, FakeResponse},
     DPD_PORT, SERVICES_VNI,
 };
 
@@ -1004,53 +1004,6 @@ async fn resume_sagas_finishes_an_unwind() {
 
 // ---- steno's rules ----
 
-/// The `tracing` events at WARN or above emitted on this thread while
-/// installed, as `"LEVEL message"`.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<String>>>);
-
-impl Captured {
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl tracing::Subscriber for Captured {
-    fn register_callsite(
-        &self,
-        _: &'static tracing::Metadata<'static>,
-    ) -> tracing::subscriber::Interest {
-        // Ask `enabled` every time: other tests' threads have no subscriber.
-        tracing::subscriber::Interest::sometimes()
-    }
-    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
-        *meta.level() <= tracing::Level::WARN
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        struct Message(String);
-        impl tracing::field::Visit for Message {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" {
-                    self.0 = format!("{value:?}");
-                }
-            }
-        }
-        let mut message = Message(String::new());
-        event.record(&mut message);
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("{} {}", event.metadata().level(), message.0));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 /// Requests to sled `n`'s sled-agent, in order.
 fn sled_requests(net: &FakeNet, n: u32) -> Vec<String> {
     net.requests(sled_ip(n), SLED_AGENT_PORT)
@@ -1101,7 +1054,7 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
 async fn each_completed_node_is_undone_once_latest_first() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     sled_2_fails(&net, "PUT", "/instances/7/state", 500, "propolis failed");
-    let captured = Captured::default();
+    let captured = Captured::at(tracing::Level::WARN);
     let err = {
         let _guard = tracing::subscriber::set_default(captured.clone());
         ops.start(ID, 2).await.unwrap_err()
@@ -1177,7 +1130,7 @@ async fn a_failed_undo_leaves_the_saga_stuck_for_good() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
     store.lock().fail_nat_clear = Some("database unavailable".into());
-    let captured = Captured::default();
+    let captured = Captured::at(tracing::Level::WARN);
     let err = {
         let _guard = tracing::subscriber::set_default(captured.clone());
         ops.start(ID, 2).await.unwrap_err()
@@ -1362,7 +1315,7 @@ async fn register_undo_destroys_the_vmm_or_treats_an_unreachable_sled_as_unregis
         .saga_create(&unwinding(9, 4, generation))
         .await
         .unwrap();
-    let captured = Captured::default();
+    let captured = Captured::at(tracing::Level::WARN);
     let resumed = {
         let _guard = tracing::subscriber::set_default(captured.clone());
         ops.resume_sagas().await
@@ -1588,7 +1541,7 @@ async fn register_undo_of_a_vmm_gone_before_its_stop_succeeds_without_a_warning(
     unwinding_after_run_with_vmm_10(&store).await;
     sled_2_fails(&net, "PUT", "/instances/7/state", 404, "no VMM");
     net.clear_log();
-    let captured = Captured::default();
+    let captured = Captured::at(tracing::Level::WARN);
     let resumed = {
         let _guard = tracing::subscriber::set_default(captured.clone());
         ops.resume_sagas().await

@@ -427,54 +427,13 @@ fn an_unchanged_status_is_not_a_change() {
     assert_eq!(*rx.borrow(), ActivationReason::PeriodicTimer);
 }
 
-/// The `tracing` events emitted on this thread while installed, as
-/// `"LEVEL message"`, at every level.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<String>>>);
-
-impl tracing::Subscriber for Captured {
-    fn register_callsite(
-        &self,
-        _: &'static tracing::Metadata<'static>,
-    ) -> tracing::subscriber::Interest {
-        // Ask `enabled` every time: other tests' threads have no subscriber.
-        tracing::subscriber::Interest::sometimes()
-    }
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        struct Message(String);
-        impl tracing::field::Visit for Message {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" {
-                    self.0 = format!("{value:?}");
-                }
-            }
-        }
-        let mut message = Message(String::new());
-        event.record(&mut message);
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("{} {}", event.metadata().level(), message.0));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 /// Each change of a status line is logged once, at info level (warn when
 /// failing), after the prefix; the same line again only at debug level, so
 /// that a path retrying for ever does not drown the log.
 #[test]
 fn a_status_line_is_logged_when_it_changes_and_only_at_debug_when_repeated() {
     let tx = watch::Sender::new(ActivationReason::Startup);
-    let captured = Captured::default();
+    let captured = crate::testing::Captured::at(tracing::Level::TRACE);
     {
         let _guard = tracing::subscriber::set_default(captured.clone());
         let mut log = StatusLog::new(&tx, "t", "t: ");
@@ -485,7 +444,7 @@ fn a_status_line_is_logged_when_it_changes_and_only_at_debug_when_repeated() {
         log.set(ActivationReason::Startup, false);
     }
     assert_eq!(
-        captured.0.lock().unwrap().clone(),
+        captured.lines(),
         [
             "INFO t: startup",
             "DEBUG t: startup (again)",
