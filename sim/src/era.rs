@@ -146,6 +146,11 @@ pub enum NexusServiceNat {
     InventoryTracker,
 }
 
+racksim_wire::enum_names!(NexusServiceNat {
+    Off => "off",
+    InventoryTracker => "inventory-tracker",
+});
+
 /// Whether a periodic control-plane task runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -154,16 +159,10 @@ pub enum Task {
     On,
 }
 
-impl Task {
-    pub fn name(self) -> &'static str {
-        match self {
-            Task::Off => "off",
-            Task::On => "on",
-        }
-    }
-}
-
-display_by_name!(Task);
+racksim_wire::enum_names!(Task {
+    Off => "off",
+    On => "on",
+});
 
 /// Which control-plane mechanisms a run has: the control plane of an era.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

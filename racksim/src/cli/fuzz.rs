@@ -114,18 +114,14 @@ pub fn fuzz(args: FuzzArgs) -> Result<Status, String> {
         .parse()
         .map_err(|e| format!("error: --strategy: {e}"))?;
     // `saga` or `saga+MECHANISM=ERA...`: a start and its era choices.
-    let (start, eras) = match start.split_once('+') {
-        Some((start, eras)) => (start, Some(eras)),
-        None => (start.as_str(), None),
-    };
+    let (start, eras) =
+        racksim_sim::EraChoices::split(&start).map_err(|e| format!("error: --start: {e}"))?;
     let start = start
         .parse()
         .map_err(|e: ParseStartImplError| format!("error: --start: {e}"))?;
     let mut opts =
         fuzz::Options::new(&rack, strategy, start).map_err(|e| format!("error: --rack: {e}"))?;
-    if let Some(eras) = eras {
-        let eras =
-            racksim_sim::EraChoices::parse(eras).map_err(|e| format!("error: --start: {e}"))?;
+    if !eras.is_empty() {
         opts = opts
             .with_eras(eras)
             .map_err(|e| format!("error: --start: {e}"))?;

@@ -186,29 +186,20 @@ impl Scenario {
 }
 
 fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Variant, String> {
-    let (preset, choices) = match name.split_once('+') {
-        Some((preset, choices)) => (preset, Some(choices)),
-        None => (name, None),
-    };
+    let (preset, eras) = EraChoices::split(name)?;
     let preset = match kind {
         Kind::ServiceNat => Preset::Nat(preset.parse::<Strategy>()?),
         Kind::Instances => Preset::Start(preset.parse::<StartImpl>().map_err(|e| e.to_string())?),
     };
-    let mut variant = Variant {
-        preset,
-        eras: EraChoices::default(),
-    };
-    if let Some(choices) = choices {
-        variant.eras = EraChoices::parse(choices)?;
+    let variant = Variant { preset, eras };
+    if !eras.is_empty() {
         let (strategy, start) = variant.parts(service_nat);
-        variant
-            .eras
-            .check(
-                ControlPlaneEra::of(strategy.era(), start),
-                start,
-                kind == Kind::Instances,
-            )
-            .map_err(|e| format!("{name}: {e}"))?;
+        eras.check(
+            ControlPlaneEra::of(strategy.era(), start),
+            start,
+            kind == Kind::Instances,
+        )
+        .map_err(|e| format!("{name}: {e}"))?;
     }
     Ok(variant)
 }

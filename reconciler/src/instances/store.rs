@@ -368,11 +368,6 @@ impl NatTable {
         self
     }
 
-    /// Which rows the ensure query counts.
-    pub fn ensure(&self) -> NatEnsure {
-        self.ensure
-    }
-
     /// The table whose changeset query is `order`'s era's.
     pub fn with_changeset_order(mut self, order: NatChangeset) -> Self {
         self.changeset_order = order;

@@ -284,6 +284,33 @@ fn assert_networking(net: &FakeNet, store: &MemStore, sled: Option<u32>) {
     }
 }
 
+/// Resumes the sagas of a new Nexus and asserts that saga 9 unwound in
+/// full to Stopped; the WARN lines logged meanwhile.
+async fn resume_saga_9_unwound(
+    ops: &InstanceOps<FakeConnector, MemStore>,
+    store: &MemStore,
+) -> Captured {
+    let captured = Captured::at(tracing::Level::WARN);
+    let resumed = {
+        let _guard = tracing::subscriber::set_default(captured.clone());
+        ops.resume_sagas().await
+    };
+    assert!(
+        matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
+        "{resumed:?}"
+    );
+    assert_unwound_to_stopped(store, 9);
+    captured
+}
+
+/// `(instance, VMM)` of each VMM sled `n` holds.
+fn vmm_ids(net: &FakeNet, n: u32) -> Vec<(u32, u64)> {
+    net.vmms(sled_ip(n))
+        .iter()
+        .map(|v| (v.instance_id, v.vmm_id))
+        .collect()
+}
+
 fn vmm_count(net: &FakeNet) -> usize {
     (1..=3).map(|n| net.vmms(sled_ip(n)).len()).sum()
 }
@@ -1036,13 +1063,7 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
     // REGISTER's undo never ran: one request to the sled, REGISTER's own.
     assert_eq!(sled_requests(&net, 2), vec!["PUT /instances/7"]);
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
-    assert_eq!(
-        net.vmms(sled_ip(2))
-            .iter()
-            .map(|v| (v.instance_id, v.vmm_id))
-            .collect::<Vec<_>>(),
-        vec![(ID, 2)]
-    );
+    assert_eq!(vmm_ids(&net, 2), vec![(ID, 2)]);
 }
 
 /// Each completed node is undone once, latest first, each undo logged
@@ -1315,16 +1336,7 @@ async fn register_undo_destroys_the_vmm_or_treats_an_unreachable_sled_as_unregis
         .saga_create(&unwinding(9, 4, generation))
         .await
         .unwrap();
-    let captured = Captured::at(tracing::Level::WARN);
-    let resumed = {
-        let _guard = tracing::subscriber::set_default(captured.clone());
-        ops.resume_sagas().await
-    };
-    assert!(
-        matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
-        "{resumed:?}"
-    );
-    assert_unwound_to_stopped(&store, 9);
+    let captured = resume_saga_9_unwound(&ops, &store).await;
     assert!(net.all_requests().iter().all(|(a, _)| *a != sled_addr(4)));
     assert!(
         captured
@@ -1520,13 +1532,7 @@ async fn register_undo_leaves_another_vmm_of_the_instance_alone() {
     );
     assert_unwound_to_stopped(&store, 9);
     assert_eq!(sled_requests(&net, 2), vec!["GET /instances"]);
-    assert_eq!(
-        net.vmms(sled_ip(2))
-            .iter()
-            .map(|v| (v.instance_id, v.vmm_id))
-            .collect::<Vec<_>>(),
-        vec![(ID, 50)]
-    );
+    assert_eq!(vmm_ids(&net, 2), vec![(ID, 50)]);
 }
 
 /// A VMM that is gone by the time REGISTER's undo stops it (404) is what
@@ -1541,16 +1547,7 @@ async fn register_undo_of_a_vmm_gone_before_its_stop_succeeds_without_a_warning(
     unwinding_after_run_with_vmm_10(&store).await;
     sled_2_fails(&net, "PUT", "/instances/7/state", 404, "no VMM");
     net.clear_log();
-    let captured = Captured::at(tracing::Level::WARN);
-    let resumed = {
-        let _guard = tracing::subscriber::set_default(captured.clone());
-        ops.resume_sagas().await
-    };
-    assert!(
-        matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(_)))]),
-        "{resumed:?}"
-    );
-    assert_unwound_to_stopped(&store, 9);
+    let captured = resume_saga_9_unwound(&ops, &store).await;
     assert_eq!(
         sled_requests(&net, 2),
         vec!["GET /instances", "PUT /instances/7/state"]
@@ -2370,7 +2367,6 @@ fn before_4610_the_ensure_counts_a_soft_deleted_row_and_adds_nothing() {
         (NatEnsure::MatchesRemoved, false),
     ] {
         let mut table = NatTable::default().with_ensure(ensure);
-        assert_eq!(table.ensure(), ensure);
         assert!(table.set_instance(1, &[nat_at(11, 2)]));
         assert!(table.clear_instance(1));
         // The instance starts again on the same sled: the same values.
@@ -2388,7 +2384,7 @@ fn before_4610_the_ensure_counts_a_soft_deleted_row_and_adds_nothing() {
         // Another sled is other values: both eras add the row.
         assert!(table.set_instance(1, &[nat_at(11, 3)]), "{ensure}");
     }
-    assert_eq!(NatTable::default().ensure(), NatEnsure::LiveOnly);
+    assert_eq!(NatEnsure::default(), NatEnsure::LiveOnly);
 }
 
 #[test]

@@ -401,6 +401,10 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             )
             .await?;
         self.store().nat_clear_instance(seen.id).await?;
+        // Logged in every era, also under `remove-notify = fatal`.
+        // Simplified: before omicron #10389 upstream's update saga for a
+        // failed VMM failed at this notify too; the model writes Failed
+        // first and does not play that saga's unwind.
         self.trigger_dpds(seen.id).await?;
         self.activate_v2p_task();
         Ok(failed)

@@ -32,33 +32,94 @@ use racksim_reconciler::instances::{DpdNotify, NatChangeset, NatEnsure, StartImp
 
 use super::{ControlPlaneEra, NexusServiceNat, Task};
 
-/// The mechanisms a run may choose, in the order they are written.
-pub const MECHANISMS: [&str; 9] = [
-    "nexus-service-nat",
-    "dpd-nat-rpw",
-    "nexus-v2p",
-    "instance-watcher",
-    "reincarnation",
-    "nat-ensure",
-    "dpd-notify",
-    "nat-changeset",
-    "remove-notify",
-];
+/// One table of the mechanisms a run may choose, in the order they are
+/// written: each a field of [`ControlPlaneEra`] (and of [`EraChoices`]),
+/// its name, and its eras as written. Everything that goes mechanism by
+/// mechanism — parsing, the name, applying, "already that era" — is made
+/// from it, so a mechanism is added in one place.
+macro_rules! mechanisms {
+    ($($field:ident: $ty:ty => $name:literal [$($era:literal),+],)+) => {
+        /// The mechanisms a run may choose, in the order they are written.
+        pub const MECHANISMS: [&str; [$($name),+].len()] = [$($name),+];
 
-/// The mechanisms set to an era other than the preset's: `None` keeps the
-/// preset's. Ordered and hashed as a whole, so that a variant with choices
-/// is a key of its own.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EraChoices {
-    pub nexus_service_nat: Option<NexusServiceNat>,
-    pub dpd_nat_rpw: Option<Task>,
-    pub nexus_v2p: Option<Task>,
-    pub instance_watcher: Option<Task>,
-    pub reincarnation: Option<Task>,
-    pub nat_ensure: Option<NatEnsure>,
-    pub dpd_notify: Option<DpdNotify>,
-    pub nat_changeset: Option<NatChangeset>,
-    pub remove_notify: Option<DpdNotify>,
+        /// The mechanisms set to an era other than the preset's: `None`
+        /// keeps the preset's. Ordered and hashed as a whole, so that a
+        /// variant with choices is a key of its own.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct EraChoices {
+            $(pub $field: Option<$ty>,)+
+        }
+
+        impl EraChoices {
+            /// Set `mechanism` to `era` (both as written, e.g.
+            /// `nat-ensure`, `matches-removed`). A mechanism chosen twice
+            /// is refused.
+            pub fn set(&mut self, mechanism: &str, era: &str) -> Result<(), String> {
+                match mechanism {
+                    $($name => {
+                        let value = <$ty>::from_name(era).ok_or_else(|| {
+                            format!(
+                                "unknown era {era:?} of {mechanism} (expected {})",
+                                [$($era),+].join(" or ")
+                            )
+                        })?;
+                        if self.$field.replace(value).is_some() {
+                            return Err(format!("{mechanism} is chosen twice"));
+                        }
+                        Ok(())
+                    })+
+                    other => Err(format!(
+                        "unknown mechanism {other:?} (expected one of {})",
+                        MECHANISMS.join(", ")
+                    )),
+                }
+            }
+
+            /// The preset's control plane with these choices made.
+            pub fn apply(&self, mut era: ControlPlaneEra) -> ControlPlaneEra {
+                $(if let Some(v) = self.$field {
+                    era.$field = v;
+                })+
+                era
+            }
+
+            /// The first mechanism chosen to be the era `preset` already has.
+            fn unchanged_in(&self, preset: ControlPlaneEra) -> Option<&'static str> {
+                $(if self.$field == Some(preset.$field) {
+                    return Some($name);
+                })+
+                None
+            }
+        }
+
+        /// `+mechanism=era` for each choice, in [`MECHANISMS`]' order
+        /// (empty for none), so `preset` followed by this is the variant's
+        /// name.
+        impl fmt::Display for EraChoices {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                $(if let Some(v) = self.$field {
+                    write!(f, "+{}={}", $name, v.as_str())?;
+                })+
+                Ok(())
+            }
+        }
+
+        #[cfg(test)]
+        /// Every era of every mechanism, as written (for tests).
+        const ERAS: &[(&str, &[&str])] = &[$(($name, &[$($era),+])),+];
+    };
+}
+
+mechanisms! {
+    nexus_service_nat: NexusServiceNat => "nexus-service-nat" ["off", "inventory-tracker"],
+    dpd_nat_rpw: Task => "dpd-nat-rpw" ["on", "off"],
+    nexus_v2p: Task => "nexus-v2p" ["on", "off"],
+    instance_watcher: Task => "instance-watcher" ["on", "off"],
+    reincarnation: Task => "reincarnation" ["on", "off"],
+    nat_ensure: NatEnsure => "nat-ensure" ["matches-removed", "live-only"],
+    dpd_notify: DpdNotify => "dpd-notify" ["fatal", "logged"],
+    nat_changeset: NatChangeset => "nat-changeset" ["added-order", "version-order"],
+    remove_notify: DpdNotify => "remove-notify" ["fatal", "logged"],
 }
 
 impl EraChoices {
@@ -67,83 +128,12 @@ impl EraChoices {
         *self == EraChoices::default()
     }
 
-    /// Set `mechanism` to `era` (both as written, e.g. `nat-ensure`,
-    /// `matches-removed`). A mechanism chosen twice is refused.
-    pub fn set(&mut self, mechanism: &str, era: &str) -> Result<(), String> {
-        fn pick<T: Copy>(
-            slot: &mut Option<T>,
-            mechanism: &str,
-            era: &str,
-            parse: fn(&str) -> Option<T>,
-            known: &str,
-        ) -> Result<(), String> {
-            let value = parse(era)
-                .ok_or_else(|| format!("unknown era {era:?} of {mechanism} (expected {known})"))?;
-            if slot.is_some() {
-                return Err(format!("{mechanism} is chosen twice"));
-            }
-            *slot = Some(value);
-            Ok(())
-        }
-        let task = |name: &str| match name {
-            "on" => Some(Task::On),
-            "off" => Some(Task::Off),
-            _ => None,
-        };
-        match mechanism {
-            "nexus-service-nat" => pick(
-                &mut self.nexus_service_nat,
-                mechanism,
-                era,
-                |n| match n {
-                    "off" => Some(NexusServiceNat::Off),
-                    "inventory-tracker" => Some(NexusServiceNat::InventoryTracker),
-                    _ => None,
-                },
-                "off or inventory-tracker",
-            ),
-            "dpd-nat-rpw" => pick(&mut self.dpd_nat_rpw, mechanism, era, task, "on or off"),
-            "nexus-v2p" => pick(&mut self.nexus_v2p, mechanism, era, task, "on or off"),
-            "instance-watcher" => pick(
-                &mut self.instance_watcher,
-                mechanism,
-                era,
-                task,
-                "on or off",
-            ),
-            "reincarnation" => pick(&mut self.reincarnation, mechanism, era, task, "on or off"),
-            "nat-ensure" => pick(
-                &mut self.nat_ensure,
-                mechanism,
-                era,
-                NatEnsure::from_name,
-                "matches-removed or live-only",
-            ),
-            "dpd-notify" => pick(
-                &mut self.dpd_notify,
-                mechanism,
-                era,
-                DpdNotify::from_name,
-                "fatal or logged",
-            ),
-            "nat-changeset" => pick(
-                &mut self.nat_changeset,
-                mechanism,
-                era,
-                NatChangeset::from_name,
-                "added-order or version-order",
-            ),
-            "remove-notify" => pick(
-                &mut self.remove_notify,
-                mechanism,
-                era,
-                DpdNotify::from_name,
-                "fatal or logged",
-            ),
-            other => Err(format!(
-                "unknown mechanism {other:?} (expected one of {})",
-                MECHANISMS.join(", ")
-            )),
+    /// A variant's name split into its preset and its choices:
+    /// `saga+nat-ensure=matches-removed` is `("saga", nat-ensure=…)`.
+    pub fn split(name: &str) -> Result<(&str, EraChoices), String> {
+        match name.split_once('+') {
+            None => Ok((name, EraChoices::default())),
+            Some((preset, choices)) => Ok((preset, EraChoices::parse(choices)?)),
         }
     }
 
@@ -160,38 +150,6 @@ impl EraChoices {
         Ok(choices)
     }
 
-    /// The preset's control plane with these choices made.
-    pub fn apply(&self, mut era: ControlPlaneEra) -> ControlPlaneEra {
-        if let Some(v) = self.nexus_service_nat {
-            era.nexus_service_nat = v;
-        }
-        if let Some(v) = self.dpd_nat_rpw {
-            era.dpd_nat_rpw = v;
-        }
-        if let Some(v) = self.nexus_v2p {
-            era.nexus_v2p = v;
-        }
-        if let Some(v) = self.instance_watcher {
-            era.instance_watcher = v;
-        }
-        if let Some(v) = self.reincarnation {
-            era.reincarnation = v;
-        }
-        if let Some(v) = self.nat_ensure {
-            era.nat_ensure = v;
-        }
-        if let Some(v) = self.dpd_notify {
-            era.dpd_notify = v;
-        }
-        if let Some(v) = self.nat_changeset {
-            era.nat_changeset = v;
-        }
-        if let Some(v) = self.remove_notify {
-            era.remove_notify = v;
-        }
-        era
-    }
-
     /// Refuse choices no run could tell from the preset, or that make a
     /// control plane no era had: `preset` is the preset's control plane,
     /// `start` its instance start, `instances` whether the run has any.
@@ -202,39 +160,11 @@ impl EraChoices {
         instances: bool,
     ) -> Result<(), String> {
         let era = self.apply(preset);
-        let same = |mechanism: &str, chosen: bool| {
-            if chosen {
-                Err(format!(
-                    "{mechanism} is already that era in this preset: the choice changes nothing"
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        same(
-            "nexus-service-nat",
-            self.nexus_service_nat == Some(preset.nexus_service_nat),
-        )?;
-        same("dpd-nat-rpw", self.dpd_nat_rpw == Some(preset.dpd_nat_rpw))?;
-        same("nexus-v2p", self.nexus_v2p == Some(preset.nexus_v2p))?;
-        same(
-            "instance-watcher",
-            self.instance_watcher == Some(preset.instance_watcher),
-        )?;
-        same(
-            "reincarnation",
-            self.reincarnation == Some(preset.reincarnation),
-        )?;
-        same("nat-ensure", self.nat_ensure == Some(preset.nat_ensure))?;
-        same("dpd-notify", self.dpd_notify == Some(preset.dpd_notify))?;
-        same(
-            "nat-changeset",
-            self.nat_changeset == Some(preset.nat_changeset),
-        )?;
-        same(
-            "remove-notify",
-            self.remove_notify == Some(preset.remove_notify),
-        )?;
+        if let Some(mechanism) = self.unchanged_in(preset) {
+            return Err(format!(
+                "{mechanism} is already that era in this preset: the choice changes nothing"
+            ));
+        }
         if self.nat_changeset.is_some() && era.dpd_nat_rpw == Task::Off {
             return Err(
                 "nat-changeset is the query dpd's NAT RPW pages through: it needs dpd-nat-rpw=on"
@@ -248,10 +178,12 @@ impl EraChoices {
                 "nexus-service-nat=inventory-tracker needs dpd-nat-rpw=on: the task only writes rows for dpd to pull".into(),
             );
         }
-        if self.dpd_nat_rpw.is_some() && !instances && era.nexus_service_nat == NexusServiceNat::Off
+        if (self.dpd_nat_rpw.is_some() || self.nat_changeset.is_some())
+            && !instances
+            && era.nexus_service_nat == NexusServiceNat::Off
         {
             return Err(
-                "dpd-nat-rpw changes nothing here: without instances or Nexus's service-zone NAT task nobody writes rows for it to pull".into(),
+                "dpd-nat-rpw and nat-changeset change nothing here: without instances or Nexus's service-zone NAT task nobody writes rows for dpd to pull".into(),
             );
         }
         let instance_code = self.nat_ensure.is_some()
@@ -262,7 +194,7 @@ impl EraChoices {
             || self.reincarnation.is_some();
         if instance_code && !instances {
             return Err(
-                "the instance mechanisms (nexus-v2p, instance-watcher, reincarnation, nat-ensure, dpd-notify) need a run with instances: choose them in a kind = \"instances\" scenario".into(),
+                "the instance mechanisms (nexus-v2p, instance-watcher, reincarnation, nat-ensure, dpd-notify, remove-notify) need a run with instances: choose them in a kind = \"instances\" scenario".into(),
             );
         }
         if (self.nat_ensure.is_some() || self.dpd_notify.is_some() || self.remove_notify.is_some())
@@ -271,34 +203,6 @@ impl EraChoices {
             return Err(
                 "nat-ensure, dpd-notify and remove-notify are the code of naive and saga starts, which write rows for dpd to pull; inline pushes NAT itself".into(),
             );
-        }
-        Ok(())
-    }
-}
-
-/// `+mechanism=era` for each choice, in [`MECHANISMS`]' order (empty for
-/// none), so `preset` followed by this is the variant's name.
-impl fmt::Display for EraChoices {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let service_nat = self.nexus_service_nat.map(|v| match v {
-            NexusServiceNat::Off => "off",
-            NexusServiceNat::InventoryTracker => "inventory-tracker",
-        });
-        let values = [
-            service_nat,
-            self.dpd_nat_rpw.map(Task::name),
-            self.nexus_v2p.map(Task::name),
-            self.instance_watcher.map(Task::name),
-            self.reincarnation.map(Task::name),
-            self.nat_ensure.map(NatEnsure::as_str),
-            self.dpd_notify.map(DpdNotify::as_str),
-            self.nat_changeset.map(NatChangeset::as_str),
-            self.remove_notify.map(DpdNotify::as_str),
-        ];
-        for (mechanism, value) in MECHANISMS.iter().zip(values) {
-            if let Some(value) = value {
-                write!(f, "+{mechanism}={value}")?;
-            }
         }
         Ok(())
     }

@@ -113,3 +113,20 @@ fn the_changeset_order_is_a_mechanism_of_dpd_s_pull() {
     let e = c.check(inline, StartImpl::Inline, true).unwrap_err();
     assert!(e.contains("needs dpd-nat-rpw=on"), "{e}");
 }
+
+/// Every era the table writes parses as its mechanism's type and prints
+/// back as written, and the error for an unknown one lists them.
+#[test]
+fn every_era_of_the_table_parses_and_prints_as_written() {
+    for (mechanism, eras) in super::ERAS {
+        for era in *eras {
+            let mut c = EraChoices::default();
+            c.set(mechanism, era)
+                .unwrap_or_else(|e| panic!("{mechanism}={era}: {e}"));
+            assert_eq!(c.to_string(), format!("+{mechanism}={era}"));
+        }
+        let e = EraChoices::default().set(mechanism, "bogus").unwrap_err();
+        assert!(e.contains(&eras.join(" or ")), "{e}");
+    }
+    assert_eq!(super::MECHANISMS.len(), super::ERAS.len());
+}
