@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use racksim_fakes::{
-    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, Fault, SledAgentContext},
+    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, Fault, Shared, SledAgentContext},
     dpd::DpdState,
     memnet::service_target,
     mgs::MgsState,
@@ -242,7 +242,7 @@ async fn both_servers_route_by_version_and_refuse_unserved_operations_alike() {
     use racksim_fakes::http::ApiRequest;
 
     let (dpd_addr, _ctx, _dpd_server) = dpd().await;
-    let mgs_server = serve_mgs(loopback(), MgsState::new(1)).unwrap();
+    let mgs_server = serve_mgs(loopback(), Shared::new(MgsState::new(1))).unwrap();
     let agent_server =
         serve_sled_agent(loopback(), SledAgentContext::new(SledAgentState::default())).unwrap();
     #[derive(Clone, Copy, Debug)]

@@ -53,10 +53,11 @@
 use std::{future::Future, net::Ipv6Addr, net::SocketAddr, sync::Arc, time::Duration};
 
 use racksim_reconciler::{
-    discovery::SwitchZoneResolver,
+    discovery::{SwitchSlot, SwitchZoneResolver},
     http::Connector,
     instances::{
         DpdNotify, InstanceOps, InstanceRecord, NatEnsure, OpError, Propagation, SledRef, StartImpl,
+        SwitchLookup,
     },
 };
 use tokio::{
@@ -119,6 +120,9 @@ pub struct NexusConfig {
     /// How operations' V2P changes reach the sleds: inline without the V2P
     /// task, else the task.
     pub v2p_propagation: Propagation,
+    /// How instance operations tell the switch zones apart before they
+    /// notify the boundary switches' dpds.
+    pub switch_lookup: SwitchLookup,
 }
 
 /// Where a trace line belongs (the simulation's lanes; live mode's log
@@ -176,7 +180,8 @@ pub enum Write<'a> {
 pub trait NexusHost: Clone + Send + Sync + 'static {
     /// How Nexus reaches sled-agents, dpds and MGS.
     type Connector: Connector;
-    /// How Nexus finds the switch zones (its service-NAT task).
+    /// Internal DNS, where Nexus finds the switch zones (its instance
+    /// operations' switch lookup, its service-NAT task).
     type Resolver: SwitchZoneResolver;
 
     /// The host Nexus runs on: its trace lines' host, and its identity as
@@ -202,8 +207,10 @@ pub trait NexusHost: Clone + Send + Sync + 'static {
     }
     /// The inventory's in-service sleds.
     fn sleds(&self) -> Vec<SledRef>;
-    /// The boundary switches' dpd addresses (the uplinked switch zones).
-    fn boundary_switches(&self) -> Vec<SocketAddr>;
+    /// The boundary switches: those the database has an uplink
+    /// configured for. Where their dpds are, Nexus looks up itself
+    /// (internal DNS, then each zone: [`NexusConfig::switch_lookup`]).
+    fn boundary_switches(&self) -> Vec<SwitchSlot>;
     /// The management gateways the instance watcher asks about a sled
     /// that does not answer.
     fn mgs(&self) -> Vec<SocketAddr>;
@@ -272,6 +279,8 @@ pub async fn serve<H, F>(
     let store = NexusStore::new(host.clone());
     let v2p_task = Arc::new(Notify::new());
     let ops: Ops<H> = InstanceOps::new(host.connector(), store.clone(), config.start)
+        .with_switch_zones(host.resolver())
+        .with_switch_lookup(config.switch_lookup)
         .with_v2p_task(v2p_task.clone())
         .with_dpd_notify(config.dpd_notify)
         .with_remove_notify(config.remove_notify)

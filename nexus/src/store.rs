@@ -5,9 +5,10 @@
 //! boundaries as they would against a real database. Writes are told to
 //! the host ([`NexusHost::wrote`]) and traced.
 
-use std::{net::SocketAddr, time::Duration};
+use std::time::Duration;
 
 use racksim_reconciler::{
+    discovery::SwitchSlot,
     instances::{
         InstanceRecord, InstanceStore, NatEntryView, NatTable, RuntimeUpdate, SagaRecord, SledRef,
         StoreError,
@@ -76,7 +77,7 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
         Ok(self.host.sleds())
     }
 
-    async fn boundary_switches(&self) -> Result<Vec<SocketAddr>, StoreError> {
+    async fn boundary_switches(&self) -> Result<Vec<SwitchSlot>, StoreError> {
         self.host.round_trip().await;
         Ok(self.host.boundary_switches())
     }

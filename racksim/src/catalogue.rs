@@ -48,6 +48,8 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("instance-restart-on-the-same-sled"),
     entry!("instance-start-while-a-dpd-fails"),
     entry!("instance-stop-while-a-dpd-fails"),
+    entry!("instance-start-while-a-switch-zone-is-down"),
+    entry!("instance-start-while-an-mgs-hangs"),
     entry!("sled-reboot-loses-v2p"),
     entry!("dpd-restart-with-a-hundred-nat-changes"),
     entry!("config-change"),

@@ -275,6 +275,8 @@ fn names(a: &Action) -> Vec<String> {
         }
         DpdErrors { switch, .. }
         | DpdHang { switch, .. }
+        | MgsErrors { switch, .. }
+        | MgsHang { switch, .. }
         | StaleEntry { switch, .. }
         | LostEntry { switch, .. } => {
             vec![switch.to_string()]
@@ -342,19 +344,14 @@ fn candidates(plan: &Plan) -> Vec<Plan> {
     for i in 0..n {
         out.push(without(plan, &[i]));
     }
-    // Shorter windows of dpd faults.
+    // Shorter windows of dpd and MGS faults.
     for i in 0..n {
-        if let Action::DpdErrors { window, .. } | Action::DpdHang { window, .. } =
-            &plan.steps[i].action
-        {
-            if *window > Duration::from_secs(1) {
+        if let Some(window) = plan.steps[i].action.window() {
+            if window > Duration::from_secs(1) {
                 let mut p = plan.clone();
                 let half = Duration::from_millis((window.as_millis() / 2) as u64);
-                match &mut p.steps[i].action {
-                    Action::DpdErrors { window, .. } | Action::DpdHang { window, .. } => {
-                        *window = half
-                    }
-                    _ => unreachable!(),
+                if let Some(w) = p.steps[i].action.window_mut() {
+                    *w = half;
                 }
                 out.push(p);
             }

@@ -217,6 +217,22 @@ async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
     .await;
     let (status, _) = call(switch0, "GET", "/nat/ipv4", None).await;
     assert_eq!(status, 500);
+    // MGS answering errors: its API says 500, its switch's dpd is fine.
+    let mgs1 = racksim_reconciler::mgs::MgsClient::new(racksim_reconciler::http::HttpClient::new(
+        racksim_reconciler::http::TokioConnector,
+        live.mgs(SwitchSlot::Switch1).await.unwrap(),
+    ));
+    assert_eq!(mgs1.local_switch_id().await.unwrap().slot, 1);
+    apply(
+        &live,
+        json!({"action": "mgs-errors", "switch": "switch1", "for": "10m"}),
+    )
+    .await;
+    let e = mgs1.local_switch_id().await.unwrap_err();
+    assert_eq!(e.status(), Some(500), "{e}");
+    let switch1 = live.dpd(SwitchSlot::Switch1).await.unwrap();
+    let (status, _) = call(switch1, "GET", "/nat/ipv4", None).await;
+    assert_eq!(status, 200);
     let (status, body) = act(
         &live,
         json!({"action": "dpd-hang", "switch": "switch1", "for": "soon"}),

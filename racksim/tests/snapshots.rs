@@ -108,6 +108,8 @@ snapshots! {
         instance_restart_on_the_same_sled => "instance-restart-on-the-same-sled",
         instance_start_while_a_dpd_fails => "instance-start-while-a-dpd-fails",
         instance_stop_while_a_dpd_fails => "instance-stop-while-a-dpd-fails",
+        instance_start_while_a_switch_zone_is_down => "instance-start-while-a-switch-zone-is-down",
+        instance_start_while_an_mgs_hangs => "instance-start-while-an-mgs-hangs",
         sled_reboot_loses_v2p => "sled-reboot-loses-v2p",
         dpd_restart_with_a_hundred_nat_changes => "dpd-restart-with-a-hundred-nat-changes",
     ]
@@ -123,7 +125,14 @@ snapshots! {
         instance_restart_on_the_same_sled_before_4610 => "instance-restart-on-the-same-sled":
             [saga_nat_ensure_matches_removed => "saga+nat-ensure=matches-removed"],
         instance_start_while_a_dpd_fails_before_8914 => "instance-start-while-a-dpd-fails":
-            [saga_dpd_notify_fatal => "saga+dpd-notify=fatal"],
+            [saga_dpd_notify_fatal => "saga+dpd-notify=fatal",
+             saga_dpd_notify_fatal_switch_lookup_mgs_retry => "saga+dpd-notify=fatal+switch-lookup=mgs-retry"],
+        instance_start_while_a_switch_zone_is_down_before_8914 => "instance-start-while-a-switch-zone-is-down":
+            [saga_switch_lookup_mgs_retry => "saga+switch-lookup=mgs-retry",
+             saga_dpd_notify_fatal => "saga+dpd-notify=fatal",
+             saga_dpd_notify_fatal_switch_lookup_mgs_retry => "saga+dpd-notify=fatal+switch-lookup=mgs-retry"],
+        instance_start_while_an_mgs_hangs_before_8914 => "instance-start-while-an-mgs-hangs":
+            [saga_switch_lookup_mgs_retry => "saga+switch-lookup=mgs-retry"],
         sled_reboot_loses_v2p_before_5568 => "sled-reboot-loses-v2p":
             [saga_nexus_v2p_off => "saga+nexus-v2p=off"],
         dpd_restart_with_a_hundred_nat_changes_before_5036 => "dpd-restart-with-a-hundred-nat-changes":

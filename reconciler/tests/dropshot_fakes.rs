@@ -6,7 +6,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use racksim_fakes::{
-    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, SledAgentContext},
+    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, Shared, SledAgentContext},
     dpd::DpdState,
     memnet::service_target,
     mgs::MgsState,
@@ -59,7 +59,7 @@ async fn racksim_clients_work_against_the_dropshot_servers() {
     );
     server.close().await.unwrap();
 
-    let mgs = serve_mgs(loopback(), MgsState::new(1)).unwrap();
+    let mgs = serve_mgs(loopback(), Shared::new(MgsState::new(1))).unwrap();
     let id = MgsClient::new(HttpClient::new(TokioConnector, mgs.local_addr()))
         .local_switch_id()
         .await

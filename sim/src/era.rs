@@ -22,7 +22,9 @@ use std::fmt;
 mod choices;
 pub use choices::{EraChoices, MECHANISMS};
 
-use racksim_reconciler::instances::{DpdNotify, NatChangeset, NatEnsure, Propagation, StartImpl};
+use racksim_reconciler::instances::{
+    DpdNotify, NatChangeset, NatEnsure, Propagation, StartImpl, SwitchLookup,
+};
 use serde::{Deserialize, Serialize};
 
 /// The era of upstream's code a service-NAT strategy stands for (facts
@@ -200,6 +202,11 @@ pub struct ControlPlaneEra {
     /// The order of Nexus's NAT changeset query: by each change's version
     /// (since omicron #5036), or by `version_added` (before it: bug #5037).
     pub nat_changeset: NatChangeset,
+    /// How instance operations tell the switch zones apart: each dpd's
+    /// `/switch/identifiers`, leaving out one that fails (since omicron
+    /// #8914), or each zone's MGS, retried every 2 s until all answer
+    /// (before it: bug #8206).
+    pub switch_lookup: SwitchLookup,
 }
 
 impl ControlPlaneEra {
@@ -261,6 +268,7 @@ impl ControlPlaneEra {
             dpd_notify: DpdNotify::Logged,
             remove_notify: DpdNotify::Logged,
             nat_changeset: NatChangeset::VersionOrder,
+            switch_lookup: SwitchLookup::Dpd,
         }
     }
 }
@@ -291,6 +299,7 @@ impl ControlPlaneEra {
                 Task::On => Propagation::Background,
                 Task::Off => Propagation::Inline,
             },
+            switch_lookup: self.switch_lookup,
         }
     }
 }
@@ -329,6 +338,13 @@ impl fmt::Display for ControlPlaneEra {
                 f,
                 ", NAT changeset {} (before omicron #5036)",
                 self.nat_changeset
+            )?;
+        }
+        if self.switch_lookup != SwitchLookup::default() {
+            write!(
+                f,
+                ", switch lookup {} (before omicron #8914)",
+                self.switch_lookup
             )?;
         }
         Ok(())

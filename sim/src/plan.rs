@@ -80,6 +80,18 @@ pub enum Action {
         switch: SwitchSlot,
         window: Duration,
     },
+    /// The switch zone's management gateway answers every request with a
+    /// 500 for a while (dpd is fine).
+    MgsErrors {
+        switch: SwitchSlot,
+        window: Duration,
+    },
+    /// The switch zone's management gateway holds every request for a
+    /// while (clients time out; dpd is fine).
+    MgsHang {
+        switch: SwitchSlot,
+        window: Duration,
+    },
     /// The sidecar loses power: its switch zone goes away and its scrimlet
     /// is no longer a scrimlet.
     SidecarPowerOff(SwitchSlot),
@@ -236,6 +248,29 @@ impl fmt::Display for ConfigChange {
 }
 
 impl Action {
+    /// The window of a fault that ends by itself (a service answering
+    /// errors or hanging), if this is one.
+    pub fn window(&self) -> Option<Duration> {
+        match self {
+            Action::DpdErrors { window, .. }
+            | Action::DpdHang { window, .. }
+            | Action::MgsErrors { window, .. }
+            | Action::MgsHang { window, .. } => Some(*window),
+            _ => None,
+        }
+    }
+
+    /// [`Action::window`], to change.
+    pub fn window_mut(&mut self) -> Option<&mut Duration> {
+        match self {
+            Action::DpdErrors { window, .. }
+            | Action::DpdHang { window, .. }
+            | Action::MgsErrors { window, .. }
+            | Action::MgsHang { window, .. } => Some(window),
+            _ => None,
+        }
+    }
+
     /// The action's name as scenario files write it (`hide-switch`, ...).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -249,6 +284,8 @@ impl Action {
             Action::Latency { .. } => "latency",
             Action::DpdErrors { .. } => "dpd-errors",
             Action::DpdHang { .. } => "dpd-hang",
+            Action::MgsErrors { .. } => "mgs-errors",
+            Action::MgsHang { .. } => "mgs-hang",
             Action::SidecarPowerOff(_) => "sidecar-power-off",
             Action::SidecarPowerOn(_) => "sidecar-power-on",
             Action::ScrimletReboot(_) => "reboot-scrimlet",
@@ -320,6 +357,16 @@ impl fmt::Display for Action {
             }
             Action::DpdHang { switch, window } => {
                 write!(f, "dpd on {switch} hangs for {}", fmt_duration(*window))
+            }
+            Action::MgsErrors { switch, window } => {
+                write!(
+                    f,
+                    "MGS on {switch} answers 500s for {}",
+                    fmt_duration(*window)
+                )
+            }
+            Action::MgsHang { switch, window } => {
+                write!(f, "MGS on {switch} hangs for {}", fmt_duration(*window))
             }
             Action::SidecarPowerOff(s) => write!(f, "sidecar {s} powered off"),
             Action::SidecarPowerOn(s) => write!(f, "sidecar {s} powered on"),

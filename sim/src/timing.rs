@@ -99,9 +99,7 @@ pub fn fault_end(step: &ResolvedStep) -> Option<Duration> {
         | Action::Crash(_)
         | Action::ControlPlaneDown
         | Action::ControlPlaneCrash => None,
-        Action::DpdErrors { window, .. } | Action::DpdHang { window, .. } => {
-            Some(step.at + *window)
-        }
+        a if a.window().is_some() => a.window().map(|w| step.at + w),
         _ => Some(step.at),
     }
 }
@@ -117,6 +115,8 @@ fn component(action: &Action) -> Option<String> {
         | Action::ScrimletBack(slot) => Some(slot.to_string()),
         Action::DpdErrors { switch, .. }
         | Action::DpdHang { switch, .. }
+        | Action::MgsErrors { switch, .. }
+        | Action::MgsHang { switch, .. }
         | Action::StaleEntry { switch, .. }
         | Action::LostEntry { switch, .. } => Some(switch.to_string()),
         Action::Crash(host) | Action::Restart(host) => Some(host.clone()),

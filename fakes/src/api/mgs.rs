@@ -1,8 +1,9 @@
 //! MGS's API as dropshot serves it: the [`MgsApi`] trait
 //! (`/local/switch-id` and a sled's power state, as MGS publishes them),
 //! [`MgsImpl`] over the [`MgsState`] state machine, its OpenAPI document
-//! and its server. MGS has no faults to show and makes no changes, so its
-//! context is the state itself.
+//! and its server. MGS makes no changes, but it can be made to show a
+//! fault (live mode's `mgs-errors` and `mgs-hang`), so its context is a
+//! [`MgsContext`].
 
 use std::net::SocketAddr;
 
@@ -11,7 +12,10 @@ use racksim_wire::mgs::{self, SpIdentifier};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::server::{document, start, ServeError};
+use super::{
+    context::Shared,
+    server::{document, start, ServeError},
+};
 use crate::{mgs::MgsState, upstream::Service};
 
 /// The management gateway's `/local/switch-id` (MGS 3.0.0).
@@ -41,25 +45,37 @@ pub struct SpPath {
     pub slot: u16,
 }
 
+/// What the MGS server holds: the state machine and the fault it shows.
+/// MGS changes nothing, so it has no changes to observe.
+pub type MgsContext = Shared<MgsState, ()>;
+
 /// [`MgsApi`] served by [`MgsState`].
 pub enum MgsImpl {}
 
 impl MgsApi for MgsImpl {
-    type Context = MgsState;
+    type Context = MgsContext;
 
     async fn sp_local_switch_id(
-        rqctx: RequestContext<MgsState>,
+        rqctx: RequestContext<MgsContext>,
     ) -> Result<HttpResponseOk<SpIdentifier>, HttpError> {
-        Ok(HttpResponseOk(rqctx.context().local_switch_id()))
+        let ctx = rqctx.context();
+        ctx.meet_fault("MGS").await?;
+        let id = ctx.lock().local_switch_id();
+        Ok(HttpResponseOk(id))
     }
 
     async fn sp_power_state_get(
-        rqctx: RequestContext<MgsState>,
+        rqctx: RequestContext<MgsContext>,
         path: Path<SpPath>,
     ) -> Result<HttpResponseOk<mgs::PowerState>, HttpError> {
+        let ctx = rqctx.context();
+        ctx.meet_fault("MGS").await?;
         let SpPath { typ, slot } = path.into_inner();
         match typ {
-            mgs::SpType::Sled => Ok(HttpResponseOk(rqctx.context().sled_power_state(slot)?)),
+            mgs::SpType::Sled => {
+                let state = ctx.lock().sled_power_state(slot)?;
+                Ok(HttpResponseOk(state))
+            }
             // The fake knows only its rack's sleds (see `crate::mgs`).
             mgs::SpType::Switch | mgs::SpType::Power => Err(crate::http::ApiError::new(
                 http::StatusCode::NOT_FOUND,
@@ -81,7 +97,7 @@ pub fn mgs_openapi() -> serde_json::Value {
 }
 
 /// Serves a fake MGS on `bind`.
-pub fn serve_mgs(bind: SocketAddr, mgs: MgsState) -> Result<HttpServer<MgsState>, ServeError> {
+pub fn serve_mgs(bind: SocketAddr, mgs: MgsContext) -> Result<HttpServer<MgsContext>, ServeError> {
     let api = mgs_api_mod::api_description::<MgsImpl>()
         .map_err(|e| ServeError(format!("MGS API: {e}")))?;
     start(api, mgs, bind, mgs::API_VERSION, Service::Mgs)

@@ -29,7 +29,9 @@ pub use dpd::{
     NatIpv4PortPath, NatIpv4RangePath, NatIpv6Path, NatIpv6PortPath, NatIpv6RangePath, NatToken,
     Token, DPD_TITLE,
 };
-pub use mgs::{mgs_api_mod, mgs_openapi, serve_mgs, MgsApi, MgsImpl, SpPath, MGS_TITLE};
+pub use mgs::{
+    mgs_api_mod, mgs_openapi, serve_mgs, MgsApi, MgsContext, MgsImpl, SpPath, MGS_TITLE,
+};
 pub use server::{quiet_server, ServeError};
 pub use sled_agent::{
     serve_sled_agent, sled_agent_api_mod, sled_agent_openapi, InstancePath, SledAgentApi,

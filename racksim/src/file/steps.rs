@@ -62,6 +62,8 @@ const ACTION_FIELDS: &[(&str, &[&str])] = &[
     ("latency", &["a", "b", "latency"]),
     ("dpd-errors", &["switch", "for"]),
     ("dpd-hang", &["switch", "for"]),
+    ("mgs-errors", &["switch", "for"]),
+    ("mgs-hang", &["switch", "for"]),
     ("sidecar-power-off", &["switch"]),
     ("sidecar-power-on", &["switch"]),
     ("reboot-scrimlet", &["switch"]),
@@ -263,6 +265,14 @@ pub(super) fn step_action(
             window: window()?,
         },
         "dpd-hang" => Action::DpdHang {
+            switch: switch()?,
+            window: window()?,
+        },
+        "mgs-errors" => Action::MgsErrors {
+            switch: switch()?,
+            window: window()?,
+        },
+        "mgs-hang" => Action::MgsHang {
             switch: switch()?,
             window: window()?,
         },

@@ -194,7 +194,10 @@ fn action_fields(a: &Action) -> Vec<(&'static str, String)> {
             ("b", group(b)),
             ("latency", quote(&duration(*latency))),
         ],
-        Action::DpdErrors { switch, window } | Action::DpdHang { switch, window } => {
+        Action::DpdErrors { switch, window }
+        | Action::DpdHang { switch, window }
+        | Action::MgsErrors { switch, window }
+        | Action::MgsHang { switch, window } => {
             vec![("switch", s(switch)), ("for", quote(&duration(*window)))]
         }
         Action::ControlPlaneDown

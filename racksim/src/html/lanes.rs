@@ -283,11 +283,9 @@ fn plan_lane(steps: &[ResolvedStep], trace: &[TraceLine], end: Duration) -> Lane
             open.push(i);
             continue;
         }
-        let item = match &step.action {
-            Action::DpdErrors { window, .. } | Action::DpdHang { window, .. } => {
-                Item::span(step.at, (step.at + *window).min(end), "plan", "fault")
-            }
-            _ => Item::span(step.at, step.at, "plan", "action"),
+        let item = match step.action.window() {
+            Some(window) => Item::span(step.at, (step.at + window).min(end), "plan", "fault"),
+            None => Item::span(step.at, step.at, "plan", "action"),
         };
         row.items.push(
             item.label(step.action.to_string())

@@ -324,6 +324,21 @@ impl Control {
                     ),
                 );
             }
+            Action::MgsErrors { switch, window } | Action::MgsHang { switch, window } => {
+                let (fault, what) = if matches!(action, Action::MgsErrors { .. }) {
+                    (Fault::Errors, "answers 500s")
+                } else {
+                    (Fault::Hang, "hangs")
+                };
+                hosts.switches[switch].mgs.inject(fault, *window);
+                trace.record(
+                    &switch.to_string(),
+                    format!(
+                        "MGS {what} for {}",
+                        racksim_sim::trace::fmt_duration(*window)
+                    ),
+                );
+            }
             Action::HideSwitch(slot) | Action::RevealSwitch(slot) => {
                 let hide = matches!(action, Action::HideSwitch(_));
                 env.shared.resolver.hide(*slot, hide);

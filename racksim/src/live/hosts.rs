@@ -20,7 +20,7 @@ use std::{
 
 use dropshot::HttpServer;
 use racksim_fakes::{
-    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, SledAgentContext},
+    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, MgsContext, SledAgentContext},
     dpd::{DpdState, NatChange},
     mgs::MgsState,
     sled_agent::{SledAgentChange, SledAgentState},
@@ -89,8 +89,8 @@ pub(super) struct SwitchHost {
     pub dpd_addr: SocketAddr,
     pub mgs_addr: SocketAddr,
     pub dpd: DpdContext,
-    mgs: MgsState,
-    servers: Option<(HttpServer<DpdContext>, HttpServer<MgsState>)>,
+    pub mgs: MgsContext,
+    servers: Option<(HttpServer<DpdContext>, HttpServer<MgsContext>)>,
     /// dpd's instance NAT RPW, while the zone runs.
     rpw: Option<JoinHandle<()>>,
     /// Servers being closed; a restart waits for them to let go of the
@@ -202,7 +202,7 @@ impl Env {
             dpd_addr: loopback(),
             mgs_addr: loopback(),
             dpd: self.new_dpd(slot),
-            mgs: MgsState::new(slot.index()),
+            mgs: MgsContext::new(MgsState::new(slot.index())),
             servers: None,
             rpw: None,
             closing: Vec::new(),
@@ -309,8 +309,9 @@ impl Hosts {
         closed(&mut s.closing, &slot.to_string()).await?;
         *s.dpd.lock() = DpdState::new(slot.index());
         s.dpd.resume();
+        s.mgs.resume();
         let dpd = serve_dpd(s.dpd_addr, s.dpd.clone()).map_err(|e| format!("{slot} dpd: {e}"))?;
-        let mgs = serve_mgs(s.mgs_addr, s.mgs).map_err(|e| format!("{slot} MGS: {e}"))?;
+        let mgs = serve_mgs(s.mgs_addr, s.mgs.clone()).map_err(|e| format!("{slot} MGS: {e}"))?;
         s.dpd_addr = dpd.local_addr();
         s.mgs_addr = mgs.local_addr();
         for (port, real) in [(DPD_PORT, s.dpd_addr), (MGS_PORT, s.mgs_addr)] {
@@ -361,6 +362,7 @@ impl Hosts {
             // Requests held by a hang die with the host, so the server
             // can close.
             s.dpd.interrupt();
+            s.mgs.interrupt();
             s.closing.push(tokio::spawn(async move {
                 let _ = dpd.close().await;
                 let _ = mgs.close().await;

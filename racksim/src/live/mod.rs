@@ -367,6 +367,12 @@ impl LiveRack {
         hosts.switches.get(&slot).map(|s| s.dpd_addr)
     }
 
+    /// Where the MGS of `slot` listens now.
+    pub async fn mgs(&self, slot: SwitchSlot) -> Option<SocketAddr> {
+        let hosts = self.inner.hosts.lock().await;
+        hosts.switches.get(&slot).map(|s| s.mgs_addr)
+    }
+
     /// Stops the reconcilers and every server.
     pub async fn stop(self) {
         let _ = self.control_server.close().await;

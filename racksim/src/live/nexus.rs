@@ -40,7 +40,6 @@ use racksim_reconciler::{
     http::HttpClient,
     instances::{InstanceRecord, NatEntryView, OpError, SledRef},
     scrimlet_local::ServiceZoneNat,
-    DPD_PORT,
 };
 use racksim_sim::{era::ControlPlaneEra, hosts::switch_zone::NAT_CHANGESET_LIMIT};
 use tokio::{
@@ -163,12 +162,8 @@ impl NexusHost for LiveHost {
             .collect()
     }
 
-    fn boundary_switches(&self) -> Vec<SocketAddr> {
-        lock(&self.inventory.inner)
-            .boundary
-            .values()
-            .map(|zone| SocketAddr::new((*zone).into(), DPD_PORT))
-            .collect()
+    fn boundary_switches(&self) -> Vec<SwitchSlot> {
+        lock(&self.inventory.inner).boundary.keys().copied().collect()
     }
 
     /// MGS on each boundary switch zone's underlay address.

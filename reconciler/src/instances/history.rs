@@ -119,3 +119,38 @@ enum_names!(NatChangeset {
     AddedOrder => "added-order",
     VersionOrder => "version-order",
 });
+
+/// How Nexus finds which switch zone is which boundary switch before it
+/// tells their dpds of NAT changes (omicron's `dpd_clients` in
+/// `nexus/src/app/mod.rs`). Both eras first ask internal DNS for the
+/// switch zones (a failed lookup fails the notify); they differ in whom
+/// they ask next and in what a zone that does not answer does.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchLookup {
+    /// Before omicron #8914 (`ca916324cd`, October 2025, for #8206):
+    /// `switch_zone_address_mappings` asked each zone's MGS
+    /// (`sp_local_switch_id`) and, if any of them failed, slept 2 s and
+    /// started again from the DNS lookup — for ever. A switch zone still
+    /// in DNS whose MGS did not answer held every caller (a saga's
+    /// `dpd_ensure`, the RPWs) until it answered. Upstream looked the
+    /// mapping up once per boundary switch, inside the notify's loop.
+    MgsRetry,
+    /// Since #8914: ask each dpd its `/switch/identifiers`, once; a dpd
+    /// that fails is logged and left out of the mapping, and the caller
+    /// decides what a missing switch means.
+    #[default]
+    Dpd,
+}
+
+enum_names!(SwitchLookup {
+    MgsRetry => "mgs-retry",
+    Dpd => "dpd",
+});
+
+/// The pause of [`SwitchLookup::MgsRetry`] between two rounds of asking
+/// every MGS (upstream's `tokio::time::sleep(Duration::from_secs(2))` in
+/// `switch_zone_address_mappings` before #8914).
+pub const SWITCH_LOOKUP_RETRY: std::time::Duration = std::time::Duration::from_secs(2);

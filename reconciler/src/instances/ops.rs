@@ -17,22 +17,27 @@
 //!   V2P mappings, the one place where the start implementations' eras
 //!   differ in how they reach switches and sleds.
 
-use std::{collections::BTreeSet, net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc};
 
 use serde::Serialize;
 use tokio::sync::Notify;
 
 use super::{
     DpdNotify, InstanceRecord, InstanceState, InstanceStore, NodeFailure, Propagation,
-    RuntimeUpdate, SledAgentClient, SledRef, StartImpl, StoreError, VmmState, SLED_AGENT_PORT,
+    RuntimeUpdate, SledAgentClient, SledRef, StartImpl, StoreError, SwitchLookup, VmmState,
+    SLED_AGENT_PORT,
 };
 use crate::{
+    discovery::{SwitchSlot, SwitchZoneResolver},
     dpd::DpdClient,
     http::{ClientError, Connector, HttpClient},
 };
 
 mod networking;
 mod saga;
+mod switches;
+
+pub use switches::SwitchZoneDns;
 
 /// Why an instance operation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
@@ -72,6 +77,11 @@ pub enum OpError {
     /// The record says the instance runs, but not where.
     #[error("instance {0} has no sled")]
     NotPlaced(u32),
+    /// A boundary switch whose dpd the switch lookup did not find (its
+    /// zone is not in DNS, or did not say which switch it is): Nexus's
+    /// "unable to find dendrite client".
+    #[error("unable to find dendrite client for {0}")]
+    NoDpdClient(SwitchSlot),
 }
 
 impl From<ClientError> for OpError {
@@ -124,6 +134,10 @@ pub struct InstanceOps<C, S> {
     /// How NAT changes reach the switches, and V2P changes the sleds.
     nat: Propagation,
     v2p: Propagation,
+    /// Internal DNS, where the switch lookup starts ([`switches`]).
+    dns: Option<SwitchZoneDns>,
+    /// How the switch zones are told apart ([`SwitchLookup`]).
+    switch_lookup: SwitchLookup,
 }
 
 impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
@@ -139,7 +153,23 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             remove_notify: DpdNotify::default(),
             nat: Propagation::of(imp),
             v2p: Propagation::of(imp),
+            dns: None,
+            switch_lookup: SwitchLookup::default(),
         }
+    }
+
+    /// Operations that find the boundary switches' dpds through `dns`
+    /// (without it, every lookup of the switches fails, as Nexus's does
+    /// when internal DNS cannot be read).
+    pub fn with_switch_zones<R: SwitchZoneResolver>(mut self, dns: R) -> Self {
+        self.dns = Some(SwitchZoneDns::new(dns));
+        self
+    }
+
+    /// Operations whose switch lookup is `lookup`'s era's.
+    pub fn with_switch_lookup(mut self, lookup: SwitchLookup) -> Self {
+        self.switch_lookup = lookup;
+        self
     }
 
     /// Operations whose NAT changes reach the switches by `nat` and whose
@@ -429,11 +459,6 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         sleds.sort();
         sleds.dedup();
         Ok(sleds)
-    }
-
-    /// The boundary switches' dpd addresses, sorted.
-    async fn switches(&self) -> Result<BTreeSet<SocketAddr>, OpError> {
-        Ok(self.store.boundary_switches().await?.into_iter().collect())
     }
 
     fn dpd(&self, addr: SocketAddr) -> DpdClient<C> {

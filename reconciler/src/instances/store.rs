@@ -1,7 +1,7 @@
 //! What instance operations need from the control plane's database, and the
 //! saga log they keep in it.
 
-use std::{fmt, future::Future, net::SocketAddr};
+use std::{fmt, future::Future};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,9 +40,12 @@ pub trait InstanceStore: Clone + Send + Sync + 'static {
 
     fn sleds(&self) -> impl Future<Output = Result<Vec<SledRef>, StoreError>> + Send;
 
-    /// dpd addresses of the boundary (uplinked) switches.
-    fn boundary_switches(&self)
-        -> impl Future<Output = Result<Vec<SocketAddr>, StoreError>> + Send;
+    /// The boundary switches: those with an uplink configured (upstream's
+    /// `boundary_switches`, from the switch port settings in the database).
+    /// Where their dpds are is the switch lookup's to find.
+    fn boundary_switches(
+        &self,
+    ) -> impl Future<Output = Result<Vec<crate::discovery::SwitchSlot>, StoreError>> + Send;
 
     /// A fresh id from a durable counter, for saga ids (and, by default, VMM
     /// ids). Never returns the same value twice, even across a restart.

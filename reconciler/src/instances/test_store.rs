@@ -7,7 +7,6 @@
 
 use std::{
     collections::BTreeMap,
-    net::SocketAddr,
     sync::{Arc, Mutex, MutexGuard},
 };
 
@@ -40,7 +39,8 @@ struct Hold {
 pub(super) struct MemState {
     pub instances: BTreeMap<u32, InstanceRecord>,
     pub sleds: Vec<SledRef>,
-    pub switches: Vec<SocketAddr>,
+    /// The boundary switches (the fake network's zones say where).
+    pub switches: Vec<crate::discovery::SwitchSlot>,
     pub last_id: u64,
     pub nat: NatTable,
     pub sagas: BTreeMap<u64, SagaRecord>,
@@ -140,7 +140,7 @@ impl InstanceStore for MemStore {
         Ok(self.lock().sleds.clone())
     }
 
-    async fn boundary_switches(&self) -> Result<Vec<SocketAddr>, StoreError> {
+    async fn boundary_switches(&self) -> Result<Vec<crate::discovery::SwitchSlot>, StoreError> {
         self.enter(None).await;
         Ok(self.lock().switches.clone())
     }

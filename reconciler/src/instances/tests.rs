@@ -16,14 +16,17 @@ use super::{
     *,
 };
 use crate::{
+    discovery::{StaticResolver, SwitchSlot},
     dpd::{DpdClient, Ipv4Nat, NatTarget},
     http::HttpClient,
     nat::NatEntry,
     testing::{zone_ip, Captured, FakeConnector, FakeNet, FakeResponse},
-    DPD_PORT, SERVICES_VNI,
+    DPD_PORT, MGS_PORT, SERVICES_VNI,
 };
 
 const ID: u32 = 7;
+/// The switch lookup's question to each dpd (omicron's `dpd_clients`).
+const LOOKUP: &str = "GET /switch/identifiers";
 const EXT: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
 
 fn sled_ip(n: u32) -> Ipv6Addr {
@@ -40,6 +43,13 @@ fn dpd_addr(zone: Ipv6Addr) -> SocketAddr {
 
 fn zones() -> [Ipv6Addr; 2] {
     [zone_ip(1), zone_ip(2)]
+}
+
+/// Operations on the fake network whose internal DNS lists [`zones`]
+/// (deliberately in reverse: nothing may depend on DNS's order).
+fn ops_on(net: &FakeNet, store: &MemStore, imp: StartImpl) -> InstanceOps<FakeConnector, MemStore> {
+    InstanceOps::new(net.connector(), store.clone(), imp)
+        .with_switch_zones(StaticResolver(vec![zone_ip(2), zone_ip(1)]))
 }
 
 fn nic(n: u8) -> Nic {
@@ -84,7 +94,7 @@ fn fixture(
     {
         let mut s = store.lock();
         // Deliberately unsorted: operations must sort.
-        s.switches = vec![dpd_addr(zone_ip(2)), dpd_addr(zone_ip(1))];
+        s.switches = vec![SwitchSlot::Switch1, SwitchSlot::Switch0];
         s.sleds = [3, 1, 2]
             .into_iter()
             .map(|id| SledRef {
@@ -94,7 +104,7 @@ fn fixture(
             .collect();
     }
     store.insert(instance(ID, state));
-    let ops = InstanceOps::new(net.connector(), store.clone(), imp);
+    let ops = ops_on(&net, &store, imp);
     (net, store, ops)
 }
 
@@ -196,6 +206,13 @@ fn sled_2_fails(net: &FakeNet, method: &str, path: &str, status: u16, message: &
     net.fail(sled_ip(2), SLED_AGENT_PORT, method, path, Some(response));
 }
 
+/// Makes the dpd in `zone` answer the switch lookup's question with a 500:
+/// the lookup (since omicron #8914) leaves its switch out.
+fn dpd_unidentified(net: &FakeNet, zone: Ipv6Addr) {
+    let response = FakeResponse::error(500, "busy");
+    net.fail(zone, DPD_PORT, "GET", "/switch/identifiers", Some(response));
+}
+
 /// Makes the dpd in `zone` answer the NAT trigger with error `status`.
 fn nat_trigger_fails(net: &FakeNet, zone: Ipv6Addr, status: u16, message: &str) {
     let response = FakeResponse::error(status, message);
@@ -220,7 +237,7 @@ fn once_held_at<T>(
 
 /// Saga recovery by a Nexus started after a crash, on the same database.
 async fn resume_in_a_new_nexus(net: &FakeNet, store: &MemStore) -> Vec<ResumedSaga> {
-    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    let restarted = ops_on(&net, &store, StartImpl::Saga);
     restarted.resume_sagas().await
 }
 
@@ -529,7 +546,10 @@ async fn naive_start_programs_nat_and_v2p() {
     // The operation only writes the rows and triggers each dpd; it neither
     // reads nor writes a switch's table, nor touches a sled's V2P.
     for zone in zones() {
-        assert_eq!(net.requests(zone, DPD_PORT), vec!["POST /rpw/nat/trigger"]);
+        assert_eq!(
+            net.requests(zone, DPD_PORT),
+            vec![LOOKUP, "POST /rpw/nat/trigger"]
+        );
     }
     assert_eq!(net.nat(zone_ip(1)), vec![nat_entry(3).to_dpd()]);
     assert_eq!(net.v2p(sled_ip(2)), vec![mapping(3)]);
@@ -582,11 +602,14 @@ async fn saga_start_records_every_node_in_order() {
     assert_eq!(last.vmm_id, record.vmm);
     assert_eq!((last.instance, last.sled), (ID, 2));
 
-    // Requests: a NAT trigger to each switch (sorted), then the VMM. V2P
-    // is the task's to push.
+    // Requests: the switch lookup (each zone in DNS's order), a NAT
+    // trigger to each boundary switch (by slot), then the VMM. V2P is the
+    // task's to push.
     assert_eq!(
         net.all_requests(),
         vec![
+            (dpd_addr(zone_ip(2)), LOOKUP.to_string()),
+            (dpd_addr(zone_ip(1)), LOOKUP.to_string()),
             (dpd_addr(zone_ip(1)), "POST /rpw/nat/trigger".to_string()),
             (dpd_addr(zone_ip(2)), "POST /rpw/nat/trigger".to_string()),
             (sled_addr(2), "PUT /instances/7".to_string()),
@@ -786,13 +809,11 @@ async fn saga_delete_marks_clears_rows_triggers_and_activates_v2p() {
     assert_eq!(deleted.state, InstanceState::Deleted);
     assert_eq!(store.nat_rows(), vec![]);
     assert!(activated(&v2p_task).await);
-    // Only triggers: the switches and sleds are the tasks' to clean.
-    assert_eq!(
-        net.all_requests(),
-        zones()
-            .map(|z| (dpd_addr(z), "POST /rpw/nat/trigger".to_string()))
-            .to_vec()
-    );
+    // Only the lookup and triggers: the switches and sleds are the
+    // tasks' to clean.
+    let lookups = [zone_ip(2), zone_ip(1)].map(|z| (dpd_addr(z), LOOKUP.to_string()));
+    let triggers = zones().map(|z| (dpd_addr(z), "POST /rpw/nat/trigger".to_string()));
+    assert_eq!(net.all_requests(), [lookups, triggers].concat());
     assert_networking_settles(&net, &store, None).await;
 }
 
@@ -839,7 +860,7 @@ async fn saga_unwinds_when_register_fails() {
     for zone in zones() {
         assert_eq!(
             net.requests(zone, DPD_PORT),
-            vec!["POST /rpw/nat/trigger", "POST /rpw/nat/trigger"]
+            vec![LOOKUP, "POST /rpw/nat/trigger", LOOKUP, "POST /rpw/nat/trigger"]
         );
     }
     assert_networking_settles(&net, &store, None).await;
@@ -881,7 +902,7 @@ async fn failed_triggers_do_not_fail_the_saga() {
     assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
     assert_eq!(
         net.requests(zone_ip(1), DPD_PORT),
-        vec!["POST /rpw/nat/trigger"]
+        vec![LOOKUP, "POST /rpw/nat/trigger"]
     );
 
     // The live dpd pulls the rows on its own (periodically); the switch
@@ -921,7 +942,7 @@ async fn resume_sagas_finishes_a_saga_cut_short_by_a_crash() {
     store.saga_create(&saga).await.unwrap();
 
     // A fresh InstanceOps: the restarted control plane.
-    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    let restarted = ops_on(&net, &store, StartImpl::Saga);
     let resumed = restarted.resume_sagas().await;
     assert_eq!(resumed.len(), 1);
     let (saga_id, instance_id, outcome) = &resumed[0];
@@ -1123,7 +1144,7 @@ async fn each_completed_node_is_undone_once_latest_first() {
     for zone in zones() {
         assert_eq!(
             net.requests(zone, DPD_PORT),
-            vec!["POST /rpw/nat/trigger", "POST /rpw/nat/trigger"]
+            vec![LOOKUP, "POST /rpw/nat/trigger", LOOKUP, "POST /rpw/nat/trigger"]
         );
     }
     // MARK_AS_STARTING and its undo each bumped the generation once.
@@ -1192,7 +1213,7 @@ async fn a_failed_undo_leaves_the_saga_stuck_for_good() {
     store.lock().fail_nat_clear = None;
     let writes = store.lock().saga_history.len();
     net.clear_log();
-    let restarted = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga);
+    let restarted = ops_on(&net, &store, StartImpl::Saga);
     assert!(store.sagas_unfinished().await.unwrap().is_empty());
     assert!(restarted.resume_sagas().await.is_empty());
     assert_eq!(store.saga(1), saga);
@@ -1273,7 +1294,10 @@ async fn a_resumed_unwind_does_not_repeat_finished_undos() {
     );
     assert!(sled_requests(&net, 2).is_empty());
     for zone in zones() {
-        assert_eq!(net.requests(zone, DPD_PORT), vec!["POST /rpw/nat/trigger"]);
+        assert_eq!(
+            net.requests(zone, DPD_PORT),
+            vec![LOOKUP, "POST /rpw/nat/trigger"]
+        );
     }
     assert_unwound_to_stopped(&store, 9);
     assert_eq!(store.nat_rows(), vec![]);
@@ -1792,11 +1816,12 @@ async fn inline_ensure_nat_keeps_an_identical_entry_and_replaces_another_target(
     assert_networking(&net, &store, Some(2));
     assert_eq!(
         net.requests(zone_ip(1), DPD_PORT),
-        vec!["GET /nat/ipv4/203.0.113.10/0"]
+        vec![LOOKUP, "GET /nat/ipv4/203.0.113.10/0"]
     );
     assert_eq!(
         net.requests(zone_ip(2), DPD_PORT),
         vec![
+            LOOKUP,
             "GET /nat/ipv4/203.0.113.10/0",
             "DELETE /nat/ipv4/203.0.113.10/0",
             "PUT /nat/ipv4/203.0.113.10/0/16383",
@@ -1808,8 +1833,11 @@ async fn inline_ensure_nat_keeps_an_identical_entry_and_replaces_another_target(
 /// `delete`.
 fn switch_2_holds_a_stale_entry(net: &FakeNet, delete: FakeResponse) {
     let stale = serde_json::to_value(nat_entry(3).target).unwrap();
+    let identifiers = net.with_dpd(zone_ip(2), |dpd| dpd.identifiers());
+    let identifiers = serde_json::to_value(identifiers).unwrap();
     net.set_custom(dpd_addr(zone_ip(2)), move |method, path, _body| {
         match (method, path) {
+            ("GET", "/switch/identifiers") => FakeResponse::json(200, identifiers.clone()),
             ("GET", "/nat/ipv4/203.0.113.10/0") => FakeResponse::json(200, stale.clone()),
             ("DELETE", "/nat/ipv4/203.0.113.10/0") => delete.clone(),
             _ => FakeResponse::empty(204),
@@ -1833,6 +1861,7 @@ async fn inline_ensure_nat_replaces_a_stale_entry_gone_before_its_delete_and_fai
     assert_eq!(
         net.requests(zone_ip(2), DPD_PORT),
         vec![
+            LOOKUP,
             "GET /nat/ipv4/203.0.113.10/0",
             "DELETE /nat/ipv4/203.0.113.10/0",
             "PUT /nat/ipv4/203.0.113.10/0/16383",
@@ -1851,6 +1880,7 @@ async fn inline_ensure_nat_replaces_a_stale_entry_gone_before_its_delete_and_fai
     assert_eq!(
         net.requests(zone_ip(2), DPD_PORT),
         vec![
+            LOOKUP,
             "GET /nat/ipv4/203.0.113.10/0",
             "DELETE /nat/ipv4/203.0.113.10/0",
         ]
@@ -2410,13 +2440,19 @@ fn before_5036_a_page_in_added_order_ends_on_a_late_removal() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn before_8914_a_failed_notify_fails_the_saga_and_leaves_its_rows() {
-    // The second switch zone (in address order) is gone.
+async fn before_8914_a_switch_without_a_dpd_fails_the_saga_and_leaves_its_rows() {
+    // The second switch zone (switch1) is gone: the lookup finds no dpd
+    // for it.
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     let ops = ops.with_dpd_notify(DpdNotify::Fatal);
     net.remove_switch_zone(zone_ip(2));
     let e = ops.start(ID, 2).await.unwrap_err();
     assert!(e.to_string().contains("DPD_ENSURE"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("unable to find dendrite client for switch1"),
+        "{e}"
+    );
     // Only the node before the failed one is undone.
     let saga = store.saga(1);
     assert_eq!(saga.undone, vec![SagaNode::MarkAsStarting]);
@@ -2426,15 +2462,91 @@ async fn before_8914_a_failed_notify_fails_the_saga_and_leaves_its_rows() {
     assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
     assert_eq!(
         net.requests(zone_ip(1), DPD_PORT),
-        vec!["POST /rpw/nat/trigger"]
+        vec![LOOKUP, "POST /rpw/nat/trigger"]
     );
 
-    // The first switch failing: the ones after it are not told.
+    // switch0 without a dpd: with `fail_fast` the switches after it are
+    // not told.
     let (net, _store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     let ops = ops.with_dpd_notify(DpdNotify::Fatal);
-    nat_trigger_fails(&net, zone_ip(1), 500, "busy");
+    dpd_unidentified(&net, zone_ip(1));
     assert!(ops.start(ID, 2).await.is_err());
-    assert!(net.requests(zone_ip(2), DPD_PORT).is_empty());
+    assert_eq!(net.requests(zone_ip(2), DPD_PORT), vec![LOOKUP]);
+
+    // A trigger that fails is logged, even then: upstream's notify only
+    // ever returned the missing clients.
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let ops = ops.with_dpd_notify(DpdNotify::Fatal);
+    nat_trigger_fails(&net, zone_ip(1), 500, "busy");
+    assert_eq!(ops.start(ID, 2).await.unwrap().state, InstanceState::Running);
+    assert_eq!(store.saga(1).state, SagaState::Done);
+}
+
+#[tokio::test(start_paused = true)]
+async fn before_8914_the_switch_lookup_waits_for_every_mgs_in_dns() {
+    // switch1's MGS answers 503s for a minute; its zone is still in DNS.
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let ops = ops.with_switch_lookup(SwitchLookup::MgsRetry);
+    let response = FakeResponse::error(503, "no SP");
+    net.fail(zone_ip(2), MGS_PORT, "GET", "/local/switch-id", Some(response));
+    let begun = tokio::time::Instant::now();
+    let start = tokio::spawn({
+        let ops = ops.clone();
+        async move { ops.start(ID, 2).await }
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // The saga is held in DPD_ENSURE: its rows are written, no dpd is told.
+    assert!(!start.is_finished());
+    assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
+    assert!(net.requests(zone_ip(1), DPD_PORT).is_empty());
+    // Every round asks DNS's zones in order, stops at the failing one and
+    // pauses 2 s: about one round per 2 s.
+    let rounds = net.requests(zone_ip(2), MGS_PORT).len();
+    assert!((25..=31).contains(&rounds), "{rounds} rounds in 60 s");
+    net.clear_failures();
+    let record = start.await.unwrap().unwrap();
+    assert_eq!(record.state, InstanceState::Running);
+    assert!(begun.elapsed() >= Duration::from_secs(60));
+    // Then each dpd is asked nothing but the trigger: MGS named them.
+    for zone in zones() {
+        assert_eq!(
+            net.requests(zone, DPD_PORT),
+            vec!["POST /rpw/nat/trigger"]
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn since_8914_the_switch_lookup_leaves_out_a_dpd_that_fails() {
+    // switch1's dpd does not say which switch it is: the start goes on,
+    // switch0 is told, and the missing switch is only logged.
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    dpd_unidentified(&net, zone_ip(2));
+    let logs = Captured::at(tracing::Level::WARN);
+    let started = {
+        let _guard = tracing::subscriber::set_default(logs.clone());
+        ops.start(ID, 2).await
+    };
+    assert_eq!(started.unwrap().state, InstanceState::Running);
+    assert_eq!(store.saga(1).state, SagaState::Done);
+    assert_eq!(
+        net.requests(zone_ip(1), DPD_PORT),
+        vec![LOOKUP, "POST /rpw/nat/trigger"]
+    );
+    assert_eq!(net.requests(zone_ip(2), DPD_PORT), vec![LOOKUP]);
+    assert!(
+        logs.lines()
+            .iter()
+            .any(|l| l.contains("unable to find dendrite client for switch1")),
+        "{:?}",
+        logs.lines()
+    );
+    // A DNS that cannot be read fails the lookup, and so the notify.
+    let (net, _store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    let ops = InstanceOps::new(net.connector(), ops.store().clone(), StartImpl::Saga)
+        .with_dpd_notify(DpdNotify::Fatal);
+    let e = ops.start(ID, 2).await.unwrap_err();
+    assert!(e.to_string().contains("failed to get dpd clients"), "{e}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -2463,7 +2575,7 @@ async fn before_10389_a_failed_removal_notify_leaves_the_stop_stopping() {
         let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
         let ops = ops.with_remove_notify(notify);
         ops.start(ID, 2).await.unwrap();
-        nat_trigger_fails(&net, zone_ip(1), 500, "busy");
+        dpd_unidentified(&net, zone_ip(1));
         let stopped = ops.stop(ID).await;
         assert_eq!(stopped.is_ok(), stops, "{notify}: {stopped:?}");
         let state = store.get(ID).state;
@@ -2473,8 +2585,8 @@ async fn before_10389_a_failed_removal_notify_leaves_the_stop_stopping() {
             InstanceState::Stopping
         };
         assert_eq!(state, expected, "{notify}");
-        // The rows are gone either way; only the notify failed. Every dpd
-        // was tried, the failing first one included.
+        // The rows are gone either way; only the notify failed. Every
+        // other dpd was told.
         assert_eq!(store.nat_rows(), vec![]);
         assert!(
             net.requests(zone_ip(2), DPD_PORT)

@@ -20,6 +20,7 @@
 //! | `dpd-notify` | `fatal` (before omicron #8914), **`logged`** |
 //! | `nat-changeset` | `added-order` (before omicron #5036), **`version-order`** |
 //! | `remove-notify` | `fatal` (before omicron #10389), **`logged`** |
+//! | `switch-lookup` | `mgs-retry` (before omicron #8914), **`dpd`** |
 //!
 //! Choices that no run could tell apart from the preset are refused
 //! ([`EraChoices::check`]): the instance mechanisms' code matters only
@@ -28,7 +29,9 @@
 
 use std::fmt;
 
-use racksim_reconciler::instances::{DpdNotify, NatChangeset, NatEnsure, StartImpl};
+use racksim_reconciler::instances::{
+    DpdNotify, NatChangeset, NatEnsure, StartImpl, SwitchLookup,
+};
 
 use super::{ControlPlaneEra, NexusServiceNat, Task};
 
@@ -120,6 +123,7 @@ mechanisms! {
     dpd_notify: DpdNotify => "dpd-notify" ["fatal", "logged"],
     nat_changeset: NatChangeset => "nat-changeset" ["added-order", "version-order"],
     remove_notify: DpdNotify => "remove-notify" ["fatal", "logged"],
+    switch_lookup: SwitchLookup => "switch-lookup" ["mgs-retry", "dpd"],
 }
 
 impl EraChoices {
@@ -189,12 +193,13 @@ impl EraChoices {
         let instance_code = self.nat_ensure.is_some()
             || self.dpd_notify.is_some()
             || self.remove_notify.is_some()
+            || self.switch_lookup.is_some()
             || self.nexus_v2p.is_some()
             || self.instance_watcher.is_some()
             || self.reincarnation.is_some();
         if instance_code && !instances {
             return Err(
-                "the instance mechanisms (nexus-v2p, instance-watcher, reincarnation, nat-ensure, dpd-notify, remove-notify) need a run with instances: choose them in a kind = \"instances\" scenario".into(),
+                "the instance mechanisms (nexus-v2p, instance-watcher, reincarnation, nat-ensure, dpd-notify, remove-notify, switch-lookup) need a run with instances: choose them in a kind = \"instances\" scenario".into(),
             );
         }
         if (self.nat_ensure.is_some() || self.dpd_notify.is_some() || self.remove_notify.is_some())

@@ -16,9 +16,9 @@ use racksim_nexus::{
     internal_api, Event, InstanceRequest, Lane, NexusConfig, NexusHost, NexusStore, Requests, Write,
 };
 use racksim_reconciler::{
+    discovery::SwitchSlot,
     http::HttpClient,
     instances::{InstanceRecord, InstanceState, OpError, SledRef},
-    DPD_PORT,
 };
 
 use crate::services::sled_agent::TimeSync;
@@ -252,15 +252,15 @@ impl NexusHost for SimNexus {
             .collect()
     }
 
-    fn boundary_switches(&self) -> Vec<SocketAddr> {
-        let st = self.world.lock();
+    /// The rack's uplinked switches: the uplink configuration the
+    /// database holds, whether their zones are up or not.
+    fn boundary_switches(&self) -> Vec<SwitchSlot> {
         self.world
             .rack()
             .switches
             .iter()
             .filter(|s| s.uplinked)
-            .filter_map(|s| st.switches.addresses.get(&s.slot))
-            .map(|addr| SocketAddr::new((*addr).into(), DPD_PORT))
+            .map(|s| s.slot)
             .collect()
     }
 

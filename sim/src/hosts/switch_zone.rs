@@ -23,7 +23,7 @@ use crate::{
     rack::ZoneKind,
     services::Handler,
     trace::{Kind, TraceLine},
-    world::{DpdFault, World},
+    world::{ServiceFault, World},
 };
 
 /// Period of dpd's instance NAT RPW (dendrite: 30 s).
@@ -84,7 +84,11 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
         &world,
         &name,
         MGS_PORT,
-        MgsHandler(MgsState::new(slot.index())),
+        MgsHandler {
+            world: world.clone(),
+            slot,
+            mgs: MgsState::new(slot.index()),
+        },
     );
     dataplane(world, slot).await
 }
@@ -100,25 +104,9 @@ impl Handler for DpdHandler {
     fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
         let (world, slot, trigger) = (self.world.clone(), self.slot, self.trigger.clone());
         async move {
-            let now = turmoil::sim_elapsed().unwrap_or_default();
-            let fault = world
-                .lock()
-                .switches
-                .faults
-                .get(&slot)
-                .copied()
-                .filter(|f| now < f.until());
-            match fault {
-                Some(DpdFault::Errors { .. }) => {
-                    return Fault::Errors.error("dpd").into_response();
-                }
-                Some(DpdFault::Hang { until }) => {
-                    // Hold the request for the rest of the window; the
-                    // client's timeout decides what it sees.
-                    tokio::time::sleep(until - now).await;
-                    return Fault::Hang.error("dpd").into_response();
-                }
-                None => {}
+            let fault = world.lock().switches.faults.get(&slot).copied();
+            if let Some(response) = faulted(fault, "dpd").await {
+                return response;
             }
             let (response, change) = {
                 let mut st = world.lock();
@@ -323,11 +311,36 @@ fn nat_change_line(world: &World, slot: SwitchSlot, change: &NatChange) -> Trace
     }
 }
 
-struct MgsHandler(MgsState);
+/// The answer of a service showing `fault` now, if it is still in its
+/// window: a 500 at once, or a hold for the rest of the window and then a
+/// 503 (the client's timeout decides what it sees).
+async fn faulted(fault: Option<ServiceFault>, service: &str) -> Option<ApiResponse> {
+    let now = turmoil::sim_elapsed().unwrap_or_default();
+    match fault.filter(|f| now < f.until())? {
+        ServiceFault::Errors { .. } => Some(Fault::Errors.error(service).into_response()),
+        ServiceFault::Hang { until } => {
+            tokio::time::sleep(until - now).await;
+            Some(Fault::Hang.error(service).into_response())
+        }
+    }
+}
+
+struct MgsHandler {
+    world: World,
+    slot: SwitchSlot,
+    mgs: MgsState,
+}
 
 impl Handler for MgsHandler {
     fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
-        std::future::ready(self.0.handle(&req))
+        let (world, slot, mgs) = (self.world.clone(), self.slot, self.mgs);
+        async move {
+            let fault = world.lock().switches.mgs_faults.get(&slot).copied();
+            match faulted(fault, "MGS").await {
+                Some(response) => response,
+                None => mgs.handle(&req),
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use super::driver::Driver;
 use crate::{
     plan::Action,
     trace::Kind,
-    world::{DpdFault, NexusCommand},
+    world::{ServiceFault, NexusCommand},
 };
 
 impl Driver<'_> {
@@ -98,7 +98,7 @@ impl Driver<'_> {
             Action::DpdErrors { switch, window } => {
                 world.lock().switches.faults.insert(
                     *switch,
-                    DpdFault::Errors {
+                    ServiceFault::Errors {
                         until: now + *window,
                     },
                 );
@@ -106,7 +106,23 @@ impl Driver<'_> {
             Action::DpdHang { switch, window } => {
                 world.lock().switches.faults.insert(
                     *switch,
-                    DpdFault::Hang {
+                    ServiceFault::Hang {
+                        until: now + *window,
+                    },
+                );
+            }
+            Action::MgsErrors { switch, window } => {
+                world.lock().switches.mgs_faults.insert(
+                    *switch,
+                    ServiceFault::Errors {
+                        until: now + *window,
+                    },
+                );
+            }
+            Action::MgsHang { switch, window } => {
+                world.lock().switches.mgs_faults.insert(
+                    *switch,
+                    ServiceFault::Hang {
                         until: now + *window,
                     },
                 );

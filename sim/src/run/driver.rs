@@ -153,6 +153,7 @@ impl<'a> Driver<'a> {
             st.switches.addresses.insert(slot, zone_addr);
             // New hardware: faults injected into the old dpd do not follow.
             st.switches.faults.remove(&slot);
+            st.switches.mgs_faults.remove(&slot);
             st.sleds
                 .scrimlet_status
                 .insert(index, watch::Sender::new(ScrimletStatus::Scrimlet));

@@ -10,7 +10,7 @@
 //!
 //! Also here: the few values the world keeps in watch channels rather than
 //! in [`State`] ([`NexusCommand`]), and the faults the driver injects
-//! ([`DpdFault`]).
+//! ([`ServiceFault`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::{net::Ipv6Addr, sync::Arc, time::Duration};
@@ -105,7 +105,9 @@ pub struct SwitchesState {
     /// The NAT table of each running switch zone; absent while it is down.
     pub dpd: BTreeMap<SwitchSlot, DpdState>,
     /// Faults injected into dpds.
-    pub faults: BTreeMap<SwitchSlot, DpdFault>,
+    pub faults: BTreeMap<SwitchSlot, ServiceFault>,
+    /// Faults injected into the switch zones' management gateways.
+    pub mgs_faults: BTreeMap<SwitchSlot, ServiceFault>,
     /// Per switch: whether it is currently dropping inbound traffic (the
     /// trace records changes, not every packet).
     pub dropping: BTreeMap<SwitchSlot, bool>,
@@ -160,9 +162,10 @@ impl State {
     }
 }
 
-/// A fault injected into one dpd for a window of simulated time.
+/// A fault injected into one dpd (or one MGS) for a window of simulated
+/// time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DpdFault {
+pub enum ServiceFault {
     /// Every request is answered with a 500.
     Errors { until: Duration },
     /// Requests are held until the window ends, then answered with a 503:
@@ -170,10 +173,10 @@ pub enum DpdFault {
     Hang { until: Duration },
 }
 
-impl DpdFault {
+impl ServiceFault {
     pub fn until(self) -> Duration {
         match self {
-            DpdFault::Errors { until } | DpdFault::Hang { until } => until,
+            ServiceFault::Errors { until } | ServiceFault::Hang { until } => until,
         }
     }
 }

@@ -65,7 +65,7 @@ use crate::{
     http::{ClientError, Connector},
     instances::{
         instance_nat_entries, instance_v2p_mappings, DpdNotify, InstanceRecord, InstanceStore,
-        Propagation, SledAgentClient, SledRef,
+        Propagation, SledAgentClient, SledRef, SwitchLookup,
     },
     nat::{create_entry, delete_entry, get_entry, NatEntry},
 };
@@ -83,15 +83,19 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         if self.nat == Propagation::Background {
             return match self.dpd_notify() {
                 DpdNotify::Logged => self.trigger_dpds(record.id).await,
-                DpdNotify::Fatal => self.trigger_dpds_or_fail().await,
+                DpdNotify::Fatal => self.trigger_dpds_or_fail(record.id).await,
             };
         }
         let mut failures = Vec::new();
-        for addr in self.switches().await? {
+        for (slot, addr) in self.boundary_dpds().await? {
+            let Some(addr) = addr else {
+                failures.push(OpError::NoDpdClient(slot).to_string());
+                continue;
+            };
             let dpd = self.dpd(addr);
             for entry in &entries {
                 if let Err(e) = ensure_nat_entry(&dpd, entry).await {
-                    failures.push(e);
+                    failures.push(e.to_string());
                 }
             }
         }
@@ -109,26 +113,73 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             .map(|ip| (ip.ip, ip.first_port))
             .collect();
         let mut failures = Vec::new();
-        for addr in self.switches().await? {
+        for (slot, addr) in self.boundary_dpds().await? {
+            let Some(addr) = addr else {
+                failures.push(OpError::NoDpdClient(slot).to_string());
+                continue;
+            };
             let dpd = self.dpd(addr);
             for &(ip, first_port) in &keys {
                 match dpd.nat_ipv4_delete(ip, first_port).await {
                     Ok(()) => {}
                     Err(e) if e.status() == Some(404) => {}
-                    Err(e) => failures.push(e),
+                    Err(e) => failures.push(e.to_string()),
                 }
             }
         }
         client_failures(failures)
     }
 
-    /// Asks every boundary switch's dpd to pull the NAT changes now. As in
-    /// Nexus, a dpd that cannot be told is logged and skipped: the rows are
-    /// already written, and its periodic pull (or, after a restart, its
-    /// pull from generation 0) catches up. Only the database lookup of the
-    /// switches can fail this.
+    /// Tells every boundary switch's dpd to pull the NAT changes now, as
+    /// Nexus's `notify_dendrite_nat_state`: a trigger that fails is logged
+    /// (dpd's own periodic pull, or its pull from generation 0 after a
+    /// restart, catches up), but a boundary switch the lookup found no dpd
+    /// for is an error, returned after every other switch was told. Only
+    /// the caller's era decides whether that error fails the step: since
+    /// omicron #8914 (ensure) and #10389 (removal) it is logged.
     pub(in crate::instances) async fn trigger_dpds(&self, instance: u32) -> Result<(), OpError> {
-        for addr in self.switches().await? {
+        let result = self.notify_dendrite_nat_state(instance, false).await;
+        if let Err(e) = &result {
+            tracing::warn!(
+                instance,
+                "error encountered when notifying dendrite: {e}; it will pull the changes on its own"
+            );
+        }
+        Ok(())
+    }
+
+    /// `notify_dendrite_nat_state`: for each boundary switch, the dpd the
+    /// lookup found is triggered (a failed trigger is logged); a switch
+    /// with none is the error returned, after the others (or, with
+    /// `fail_fast`, before them: upstream's ensure before omicron #8914
+    /// stopped at the first). Today the lookup runs once; before #8914
+    /// upstream ran it again for each boundary switch, inside the loop.
+    async fn notify_dendrite_nat_state(
+        &self,
+        instance: u32,
+        fail_fast: bool,
+    ) -> Result<(), OpError> {
+        let mut boundary = self.store.boundary_switches().await?;
+        boundary.sort();
+        boundary.dedup();
+        let per_switch = self.switch_lookup == SwitchLookup::MgsRetry;
+        let mut clients = if per_switch {
+            Default::default()
+        } else {
+            self.dpd_clients().await?
+        };
+        let mut first = None;
+        for slot in boundary {
+            if per_switch {
+                clients = self.dpd_clients().await?;
+            }
+            let Some(&addr) = clients.get(&slot) else {
+                first.get_or_insert(OpError::NoDpdClient(slot));
+                if fail_fast {
+                    break;
+                }
+                continue;
+            };
             if let Err(e) = self.dpd(addr).nat_trigger_update().await {
                 tracing::warn!(
                     instance,
@@ -138,39 +189,28 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 );
             }
         }
-        Ok(())
+        first.map_or(Ok(()), Err)
     }
 
     /// Tells every boundary dpd that `instance`'s rows were removed. Today
-    /// (since omicron #10389) a dpd that cannot be told is logged, as for
-    /// an ensure. Before it, `instance_delete_dpd_config` told every dpd
-    /// and returned the first error, so the stop's update saga (and a
-    /// delete, and the start saga's DPD_ENSURE undo) failed while one
-    /// switch was unreachable (#10343).
+    /// (since omicron #10389) an error of the notify is logged, as for an
+    /// ensure. Before it, `instance_delete_dpd_config` returned it, so the
+    /// stop's update saga (and a delete, and the start saga's DPD_ENSURE
+    /// undo) failed while one boundary switch's dpd could not be found
+    /// (#10343).
     pub(in crate::instances) async fn notify_removal(&self, instance: u32) -> Result<(), OpError> {
         if self.remove_notify() == DpdNotify::Logged {
             return self.trigger_dpds(instance).await;
         }
-        let mut first = None;
-        for addr in self.switches().await? {
-            if let Err(e) = self.dpd(addr).nat_trigger_update().await {
-                first.get_or_insert(e);
-            }
-        }
-        match first {
-            None => Ok(()),
-            Some(e) => Err(e.into()),
-        }
+        self.notify_dendrite_nat_state(instance, false).await
     }
 
-    /// Upstream's notify before omicron #8914, as `instance_ensure_dpd_config`
-    /// called it (`fail_fast`, then `?`): the first dpd that cannot be told
-    /// fails the step, the switches after it are not told.
-    async fn trigger_dpds_or_fail(&self) -> Result<(), OpError> {
-        for addr in self.switches().await? {
-            self.dpd(addr).nat_trigger_update().await?;
-        }
-        Ok(())
+    /// Upstream's ensure before omicron #8914: `instance_ensure_dpd_config`
+    /// called the notify with `fail_fast` and `?`, so the first boundary
+    /// switch without a dpd failed the step and the switches after it were
+    /// not told.
+    async fn trigger_dpds_or_fail(&self, instance: u32) -> Result<(), OpError> {
+        self.notify_dendrite_nat_state(instance, true).await
     }
 
     /// Naive and saga: activate the V2P task (it reads the record, so call
@@ -266,7 +306,7 @@ async fn remove_nic_mappings<C: Connector>(
 }
 
 /// Several failures of one ensure/remove step as one error.
-fn client_failures(failures: Vec<ClientError>) -> Result<(), OpError> {
+fn client_failures<E: ToString>(failures: Vec<E>) -> Result<(), OpError> {
     if failures.is_empty() {
         Ok(())
     } else {

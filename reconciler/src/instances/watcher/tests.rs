@@ -13,12 +13,13 @@ use tokio::sync::Notify;
 
 use super::*;
 use crate::{
+    discovery::{StaticResolver, SwitchSlot},
     instances::{
         test_store::MemStore, ExternalIp, InstanceRecord, InstanceState, MacAddr, Nic, SledRef,
         StartImpl, GUEST_VNI, SLED_AGENT_PORT,
     },
     testing::{zone_ip, FakeConnector, FakeNet, FakeResponse},
-    DPD_PORT, MGS_PORT,
+    MGS_PORT,
 };
 
 const ID: u32 = 7;
@@ -70,7 +71,7 @@ async fn running_on_sled1() -> Rack {
     }
     {
         let mut s = store.lock();
-        s.switches = vec![SocketAddr::new(zone_ip(1).into(), DPD_PORT)];
+        s.switches = vec![SwitchSlot::Switch0];
         s.sleds = (1..=3)
             .map(|id| SledRef {
                 id,
@@ -81,6 +82,7 @@ async fn running_on_sled1() -> Rack {
     store.insert(record(InstanceState::Stopped));
     let v2p = Arc::new(Notify::new());
     let ops = InstanceOps::new(net.connector(), store.clone(), StartImpl::Saga)
+        .with_switch_zones(StaticResolver(vec![zone_ip(1)]))
         .with_v2p_task(v2p.clone());
     let started = ops.start(ID, 1).await.expect("starts");
     assert_eq!(started.state, InstanceState::Running);
