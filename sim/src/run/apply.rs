@@ -95,37 +95,23 @@ impl Driver<'_> {
                     }
                 }
             }
-            Action::DpdErrors { switch, window } => {
-                world.lock().switches.faults.insert(
-                    *switch,
-                    ServiceFault::Errors {
-                        until: now + *window,
-                    },
-                );
-            }
-            Action::DpdHang { switch, window } => {
-                world.lock().switches.faults.insert(
-                    *switch,
-                    ServiceFault::Hang {
-                        until: now + *window,
-                    },
-                );
-            }
-            Action::MgsErrors { switch, window } => {
-                world.lock().switches.mgs_faults.insert(
-                    *switch,
-                    ServiceFault::Errors {
-                        until: now + *window,
-                    },
-                );
-            }
-            Action::MgsHang { switch, window } => {
-                world.lock().switches.mgs_faults.insert(
-                    *switch,
-                    ServiceFault::Hang {
-                        until: now + *window,
-                    },
-                );
+            Action::DpdErrors { switch, window }
+            | Action::DpdHang { switch, window }
+            | Action::MgsErrors { switch, window }
+            | Action::MgsHang { switch, window } => {
+                let until = now + *window;
+                let fault = match action {
+                    Action::DpdErrors { .. } | Action::MgsErrors { .. } => {
+                        ServiceFault::Errors { until }
+                    }
+                    _ => ServiceFault::Hang { until },
+                };
+                let mut st = world.lock();
+                let faults = match action {
+                    Action::DpdErrors { .. } | Action::DpdHang { .. } => &mut st.switches.faults,
+                    _ => &mut st.switches.mgs_faults,
+                };
+                faults.insert(*switch, fault);
             }
             Action::SidecarPowerOff(slot) => {
                 if let Some(h) = self.live(&slot.to_string()) {
