@@ -64,6 +64,54 @@ fn fuzz_finds_a_mutant_and_shrink_reduces_its_plan() {
     )));
 }
 
+/// The shrinker drops a scrimlet reboot with its `scrimlet-back` and
+/// shortens the one it keeps: the catalogue's `scrimlet-reboot` fails
+/// under `legacy+nexus-service-nat=off` (the rebooted switch gets back
+/// only the rebooted sled's zones' entries); with a second reboot of the
+/// other switch added, it shrinks to one reboot and its return, closer
+/// together than drawn.
+#[test]
+fn shrink_drops_and_shortens_scrimlet_reboots() {
+    use racksim_reconciler::discovery::SwitchSlot;
+    use racksim_sim::{Action, At, Step};
+    use std::time::Duration;
+    let mut s = racksim::catalogue::get("scrimlet-reboot").unwrap();
+    let v = s.variant("legacy+nexus-service-nat=off").unwrap();
+    let min = |m: u64| Duration::from_secs(60 * m);
+    s.plan.steps.splice(
+        0..0,
+        [
+            Step {
+                at: At::Fixed(min(2)),
+                action: Action::ScrimletReboot(SwitchSlot::Switch0),
+            },
+            Step {
+                at: At::Fixed(min(4)),
+                action: Action::ScrimletBack(SwitchSlot::Switch0),
+            },
+        ],
+    );
+    let shrunk = shrink::shrink(&s, v, 1, None, &|_, _| {}).unwrap();
+    let steps = &shrunk.scenario.plan.steps;
+    let [reboot, back] = &steps[..] else {
+        panic!("shrunk to {} steps: {steps:#?}", steps.len());
+    };
+    let Action::ScrimletReboot(sw) = reboot.action else {
+        panic!("{steps:#?}");
+    };
+    assert_eq!(back.action, Action::ScrimletBack(sw), "{steps:#?}");
+    // Both reboots last at least 2m as written (switch1's 10m..12m-13m).
+    assert!(
+        back.at.latest() - reboot.at.latest() < min(2),
+        "{sw}'s reboot not shortened: {steps:#?}"
+    );
+    assert!(
+        matches!(&shrunk.failure, Failure::NotConverged(gap) if gap.contains(&format!("{sw} lacks"))),
+        "{}",
+        shrunk.failure
+    );
+}
+
 /// A plan that does not fail is refused, not "shrunk".
 #[test]
 fn shrink_refuses_a_passing_plan() {

@@ -9,26 +9,22 @@
 //! partition never made, powering on a sidecar that is on), each a 400
 //! that changes nothing. Every plan action applies; the instance actions
 //! are requests to the live Nexus's instance API, answered in the trace.
+//!
+//! This file holds the API (its types, routes and the reading of an
+//! action); [`actions`] applies an action to the live hosts, [`state`]
+//! reads the rack for the state dump, the gaps and the wait.
 
 use std::{net::SocketAddr, sync::Arc};
 
 use dropshot::{
     HttpError, HttpResponseOk, HttpResponseUpdatedNoContent, HttpServer, RequestContext, TypedBody,
 };
-use racksim_fakes::api::{quiet_server, Fault};
-use racksim_nexus::InstanceRequest;
+use racksim_fakes::api::quiet_server;
 use racksim_reconciler::{
     dpd::Ipv4Nat,
     instances::{VirtualNetworkInterfaceHost, VmmInfo},
-    legacy::LegacyProgress,
 };
-use racksim_sim::{
-    check::gaps::{rack_gaps, DesiredNat, Gap, RackView, SledView, SwitchTable},
-    era::{ControlPlaneEra, Task},
-    rack::UPSTREAM_NTP_NAME,
-    world::zone_nat_entry,
-    Action,
-};
+use racksim_sim::{check::gaps::Gap, rack::UPSTREAM_NTP_NAME, Action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +34,9 @@ use super::{
     trace::LiveLine,
 };
 use crate::file::StepChecker;
+
+mod actions;
+mod state;
 
 /// One host, or several.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -200,11 +199,6 @@ pub struct WaitRequest {
 /// should say what it waits for.
 pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// How often a wait looks at the rack again. Each look copies the tables
-/// under their locks, as `GET /state` does; the rack's state changes on
-/// requests and timers, not on a signal a waiter could subscribe to.
-const WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(50);
-
 /// The control API of a live rack.
 #[dropshot::api_description]
 pub trait ControlApi {
@@ -261,7 +255,6 @@ fn bad(message: String) -> HttpError {
 }
 
 impl Control {
-    /// Reads `req` as a plan step: the action, or a 400 saying why not.
     /// Reads `req` as the next step after those `steps` has seen: the
     /// action, and the checker as it will be once the action is applied.
     fn read(steps: &StepChecker, req: &ActionRequest) -> Result<(Action, StepChecker), HttpError> {
@@ -282,377 +275,6 @@ impl Control {
             )));
         }
         Ok((action, next))
-    }
-
-    fn instance_id(&self, name: &str) -> Result<u32, HttpError> {
-        self.instances
-            .iter()
-            .position(|i| i == name)
-            .map(|i| i as u32 + 1)
-            .ok_or_else(|| bad(format!("no instance {name:?}")))
-    }
-
-    /// Applies `action` now, recording what happened in the trace.
-    async fn apply(&self, action: &Action) -> Result<(), HttpError> {
-        let env = &self.env;
-        let trace = &env.shared.trace;
-        trace.record("control", action.to_string());
-        let mut hosts = self.hosts.lock().await;
-        let internal = |e: String| HttpError::for_internal_error(e);
-        match action {
-            Action::DpdRestart(slot) => {
-                let s = &hosts.switches[slot];
-                if s.up() {
-                    *s.dpd.lock() = racksim_fakes::dpd::DpdState::new(slot.index());
-                    trace.record(&slot.to_string(), "dpd restarted: NAT table empty");
-                } else {
-                    trace.record(&slot.to_string(), "switch zone down: no dpd to restart");
-                }
-            }
-            Action::DpdErrors { switch, window } | Action::DpdHang { switch, window } => {
-                let (fault, what) = if matches!(action, Action::DpdErrors { .. }) {
-                    (Fault::Errors, "answers 500s")
-                } else {
-                    (Fault::Hang, "hangs")
-                };
-                hosts.switches[switch].dpd.inject(fault, *window);
-                trace.record(
-                    &switch.to_string(),
-                    format!(
-                        "dpd {what} for {}",
-                        racksim_sim::trace::fmt_duration(*window)
-                    ),
-                );
-            }
-            Action::MgsErrors { switch, window } | Action::MgsHang { switch, window } => {
-                let (fault, what) = if matches!(action, Action::MgsErrors { .. }) {
-                    (Fault::Errors, "answers 500s")
-                } else {
-                    (Fault::Hang, "hangs")
-                };
-                hosts.switches[switch].mgs.inject(fault, *window);
-                trace.record(
-                    &switch.to_string(),
-                    format!(
-                        "MGS {what} for {}",
-                        racksim_sim::trace::fmt_duration(*window)
-                    ),
-                );
-            }
-            Action::HideSwitch(slot) | Action::RevealSwitch(slot) => {
-                let hide = matches!(action, Action::HideSwitch(_));
-                env.shared.resolver.hide(*slot, hide);
-                let what = if hide { "hidden from" } else { "visible to" };
-                trace.record("live", format!("{slot} {what} discovery"));
-            }
-            Action::SidecarPowerOff(slot) | Action::SidecarPowerOn(slot) => {
-                let on = matches!(action, Action::SidecarPowerOn(_));
-                hosts
-                    .sidecar_power(env, *slot, on)
-                    .await
-                    .map_err(internal)?;
-                let what = if on { "on" } else { "off (NAT table lost)" };
-                trace.record(&slot.to_string(), format!("sidecar power {what}"));
-            }
-            Action::LostEntry { switch, zone } => {
-                let Some(z) = hosts.zones.zones().iter().find(|z| z.id.kind == *zone) else {
-                    return Err(bad(format!("the rack has no {zone} zone now")));
-                };
-                let e = zone_nat_entry(&z.spec, hosts.sleds[z.spec.sled].address);
-                let s = &hosts.switches[switch];
-                if !s.up() {
-                    trace.record(&switch.to_string(), "switch zone down: no entry to delete");
-                    return Ok(());
-                }
-                s.dpd
-                    .change(|d| Ok(d.ipv4_delete(e.external_ip, e.first_port)))?;
-            }
-            Action::StaleEntry { switch, zone } => {
-                let Some(z) = hosts.zones.zones().iter().find(|z| z.id.kind == *zone) else {
-                    return Err(bad(format!("the rack has no {zone} zone now")));
-                };
-                let mut e = zone_nat_entry(&z.spec, hosts.sleds[z.spec.sled].address);
-                e.target.inner_mac.a[5] ^= 0xff;
-                let s = &hosts.switches[switch];
-                if !s.up() {
-                    trace.record(&switch.to_string(), "switch zone down: no entry planted");
-                    return Ok(());
-                }
-                s.dpd.change(|d| {
-                    d.ipv4_delete(e.external_ip, e.first_port);
-                    Ok(d.ipv4_create(e.external_ip, e.first_port, e.last_port, e.target)?)
-                })?;
-            }
-            Action::Crash(host) | Action::Restart(host) => {
-                let up = matches!(action, Action::Restart(_));
-                if let Ok(slot) = host.parse() {
-                    if up {
-                        hosts.start_switch(env, slot).await.map_err(internal)?;
-                    } else {
-                        hosts.stop_switch(slot);
-                    }
-                } else if let Some(i) = hosts.sled_index(host) {
-                    if up {
-                        hosts.start_sled(env, i).await.map_err(internal)?;
-                    } else {
-                        hosts.stop_sled(i);
-                    }
-                } else {
-                    return Err(bad(format!("no host {host:?} runs in this live rack")));
-                }
-            }
-            Action::Partition { a, b, oneway } | Action::Heal { a, b, oneway } => {
-                let heal = matches!(action, Action::Heal { .. });
-                env.shared.links.partition(a, b, heal);
-                if !oneway {
-                    env.shared.links.partition(b, a, heal);
-                }
-            }
-            Action::Latency { a, b, latency } => env.shared.links.set_latency(a, b, *latency),
-            Action::ScrimletReboot(slot) => {
-                // The sled and the switch zone it hosts, together.
-                if let Some(i) = hosts.scrimlet_of(*slot) {
-                    hosts.stop_sled(i);
-                }
-                hosts.stop_switch(*slot);
-            }
-            Action::ScrimletBack(slot) => {
-                if let Some(i) = hosts.scrimlet_of(*slot) {
-                    hosts.start_sled(env, i).await.map_err(internal)?;
-                }
-                hosts.start_switch(env, *slot).await.map_err(internal)?;
-            }
-            Action::PowerOff => hosts.stop_all(),
-            Action::ColdBoot => hosts.start_all(env).await.map_err(internal)?,
-            Action::ReplaceScrimlet(slot) => {
-                let what = hosts.replace_scrimlet(env, *slot).await.map_err(internal)?;
-                trace.record("control", format!("  {what}"));
-            }
-            Action::ConfigChange(change) => {
-                let what = hosts.change_config(env, change).map_err(bad)?;
-                trace.record("control", format!("  {what}"));
-            }
-            Action::ControlPlaneDown => self.nexus.lock().await.stop(),
-            Action::ControlPlaneCrash => self.nexus.lock().await.crash(),
-            Action::ControlPlaneUp => self.nexus.lock().await.start().map_err(internal)?,
-            Action::InstanceCreate { instance, sled }
-            | Action::InstanceStart { instance, sled } => {
-                let id = self.instance_id(instance)?;
-                let sled = hosts
-                    .sled_index(sled)
-                    .ok_or_else(|| bad(format!("no sled {sled} runs now")))?
-                    as u32;
-                let req = if matches!(action, Action::InstanceCreate { .. }) {
-                    InstanceRequest::Create { instance: id, sled }
-                } else {
-                    InstanceRequest::Start { instance: id, sled }
-                };
-                self.nexus.lock().await.submit(req);
-            }
-            Action::InstanceStop { instance } => {
-                let instance = self.instance_id(instance)?;
-                self.nexus
-                    .lock()
-                    .await
-                    .submit(InstanceRequest::Stop { instance });
-            }
-            Action::InstanceDelete { instance } => {
-                let instance = self.instance_id(instance)?;
-                self.nexus
-                    .lock()
-                    .await
-                    .submit(InstanceRequest::Delete { instance });
-            }
-        }
-        Ok(())
-    }
-
-    pub async fn dump(&self) -> StateDump {
-        let hosts = self.hosts.lock().await;
-        let switches = hosts
-            .switches
-            .values()
-            .map(|s| {
-                let d = s.dpd.lock();
-                let scrimlet = hosts
-                    .sleds
-                    .iter()
-                    .find(|x| x.scrimlet_of == Some(s.slot) && !x.retired);
-                SwitchDump {
-                    switch: s.slot.to_string(),
-                    up: s.up(),
-                    dpd: s.dpd_addr.to_string(),
-                    mgs: s.mgs_addr.to_string(),
-                    zone: s.zone.to_string(),
-                    hidden: self.env.shared.resolver.is_hidden(s.slot),
-                    scrimlet: scrimlet.map(|x| x.name.clone()),
-                    scrimlet_status: scrimlet
-                        .and_then(|x| x.status.as_ref())
-                        .map(|st| format!("{:?}", *st.borrow())),
-                    nat_generation: d.generation(),
-                    nat: d.ipv4_entries(),
-                }
-            })
-            .collect();
-        let sleds = hosts
-            .sleds
-            .iter()
-            .map(|s| {
-                let a = s.agent.lock();
-                SledDump {
-                    sled: s.name.clone(),
-                    up: s.up(),
-                    retired: s.retired,
-                    sled_agent: s.agent_addr.to_string(),
-                    v2p: a.v2p_list(),
-                    vmms: a.instances(),
-                    zone_starts: s
-                        .zone_starts
-                        .iter()
-                        .map(|(id, z)| {
-                            let p = z.progress.borrow();
-                            ZoneStartDump {
-                                zone: id.to_string(),
-                                started: matches!(*p, LegacyProgress::Done { .. }),
-                                progress: p.to_string(),
-                            }
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
-        let mut desired_nat: Vec<Ipv4Nat> = hosts
-            .zones
-            .zones()
-            .iter()
-            .map(|z| zone_nat_entry(&z.spec, hosts.sleds[z.spec.sled].address).to_dpd())
-            .collect();
-        desired_nat.sort();
-        let nexus = {
-            let n = self.nexus.lock().await;
-            let sled_name = |id: u32| {
-                hosts
-                    .sleds
-                    .get(id as usize)
-                    .map_or_else(|| format!("sled {id}"), |s| s.name.clone())
-            };
-            NexusDump {
-                host: n.host().to_string(),
-                up: n.up(),
-                nat_version: n.nat_version(),
-                instances: n
-                    .instances()
-                    .into_iter()
-                    .map(|r| InstanceDump {
-                        instance: r.name.clone(),
-                        state: r.state.to_string(),
-                        sled: r.sled.map(sled_name),
-                        generation: r.generation,
-                    })
-                    .collect(),
-            }
-        };
-        StateDump {
-            switches,
-            sleds,
-            nexus,
-            desired_nat,
-        }
-    }
-}
-
-impl Control {
-    /// What the rack still lacks, read as the simulation's checks read a
-    /// simulated world: the service zones' entries on every live uplinked
-    /// switch, and each instance's VMM, NAT entries and V2P mappings.
-    pub async fn gaps(&self) -> Vec<Gap> {
-        let hosts = self.hosts.lock().await;
-        let instances = self.nexus.lock().await.instances_asked_for();
-        let sled_up = |i: usize| hosts.sleds.get(i).is_some_and(|s| s.up());
-        let desired: Vec<DesiredNat> = hosts
-            .zones
-            .zones()
-            .iter()
-            .map(|z| DesiredNat {
-                entry: zone_nat_entry(&z.spec, hosts.sleds[z.spec.sled].address),
-                zone: Some((z.id.kind, z.spec.sled)),
-                sled_up: sled_up(z.spec.sled),
-            })
-            .collect();
-        let switches: Vec<SwitchTable> = hosts
-            .switches
-            .values()
-            .filter(|s| s.up())
-            .map(|s| SwitchTable {
-                slot: s.slot,
-                uplinked: self
-                    .env
-                    .spec
-                    .switches
-                    .iter()
-                    .any(|x| x.slot == s.slot && x.uplinked),
-                entries: s.dpd.lock().ipv4_entries(),
-            })
-            .collect();
-        let sleds: Vec<SledView> = hosts
-            .sleds
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.up())
-            .map(|(index, s)| SledView {
-                index,
-                name: s.name.clone(),
-                address: s.address,
-                agent: s.agent.lock().clone(),
-            })
-            .collect();
-        let names: std::collections::BTreeMap<std::net::Ipv6Addr, String> = hosts
-            .sleds
-            .iter()
-            .map(|s| (s.address, s.name.clone()))
-            .chain(
-                hosts
-                    .switches
-                    .values()
-                    .map(|s| (s.zone, s.slot.to_string())),
-            )
-            .collect();
-        let host = |a: std::net::Ipv6Addr| names.get(&a).cloned().unwrap_or_else(|| a.to_string());
-        let sled = |i: usize| {
-            hosts.sleds.get(i).map_or_else(
-                || (format!("sled {i}"), std::net::Ipv6Addr::UNSPECIFIED),
-                |s| (s.name.clone(), s.address),
-            )
-        };
-        let era = ControlPlaneEra::of(self.env.shared.strategy.era(), self.env.shared.start);
-        rack_gaps(&RackView {
-            desired: &desired,
-            switches: &switches,
-            sleds: &sleds,
-            instances: &instances,
-            reincarnation: era.reincarnation == Task::On,
-            stop_removes_nat: self.env.shared.start
-                == racksim_reconciler::instances::StartImpl::Saga,
-            host: &host,
-            sled: &sled,
-        })
-    }
-
-    /// Waits until the rack has no gaps or `timeout` has passed.
-    pub async fn wait(&self, timeout: std::time::Duration) -> Convergence {
-        let started = tokio::time::Instant::now();
-        loop {
-            let gaps = self.gaps().await;
-            let waited = started.elapsed();
-            if gaps.is_empty() || waited >= timeout {
-                return Convergence {
-                    converged: gaps.is_empty(),
-                    waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
-                    gaps,
-                };
-            }
-            tokio::time::sleep(WAIT_POLL.min(timeout - waited)).await;
-        }
     }
 }
 

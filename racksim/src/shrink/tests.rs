@@ -80,3 +80,31 @@ fn candidates_are_smaller_or_earlier_and_in_a_fixed_order() {
         |cand| cand.steps.len() == 3 && cand.steps[2].at == At::Fixed(Duration::from_secs(180))
     ));
 }
+
+/// A scrimlet reboot shrinks like the other faults: it pairs with its
+/// `scrimlet-back` (dropping the reboot alone would leave it open), the
+/// pair is one candidate to drop, and the back moves halfway to the reboot.
+#[test]
+fn a_scrimlet_reboot_is_dropped_with_its_back_or_shortened() {
+    let p = plan(&[
+        (60, Action::ScrimletReboot(SwitchSlot::Switch1)),
+        (120, Action::DpdRestart(SwitchSlot::Switch0)),
+        (300, Action::ScrimletBack(SwitchSlot::Switch1)),
+    ]);
+    assert!(open_faults(&p).is_empty());
+    assert_eq!(
+        open_faults(&without(&p, &[2])),
+        vec![Action::ScrimletReboot(SwitchSlot::Switch1)]
+    );
+    assert!(!undoes(
+        &Action::ScrimletReboot(SwitchSlot::Switch0),
+        &Action::ScrimletBack(SwitchSlot::Switch1)
+    ));
+    let c = candidates(&p);
+    assert!(c.contains(&plan(&[(120, Action::DpdRestart(SwitchSlot::Switch0))])));
+    assert!(c.contains(&plan(&[
+        (60, Action::ScrimletReboot(SwitchSlot::Switch1)),
+        (120, Action::DpdRestart(SwitchSlot::Switch0)),
+        (180, Action::ScrimletBack(SwitchSlot::Switch1)),
+    ])));
+}
