@@ -48,6 +48,7 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("instance-restart-on-the-same-sled"),
     entry!("instance-start-while-a-dpd-fails"),
     entry!("instance-stop-while-a-dpd-fails"),
+    entry!("leftover-nat-row-blocks-a-start"),
     entry!("sled-reboot-loses-v2p"),
     entry!("dpd-restart-with-a-hundred-nat-changes"),
     entry!("config-change"),

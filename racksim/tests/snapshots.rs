@@ -108,12 +108,15 @@ snapshots! {
         instance_restart_on_the_same_sled => "instance-restart-on-the-same-sled",
         instance_start_while_a_dpd_fails => "instance-start-while-a-dpd-fails",
         instance_stop_while_a_dpd_fails => "instance-stop-while-a-dpd-fails",
+        leftover_nat_row_blocks_a_start => "leftover-nat-row-blocks-a-start",
         sled_reboot_loses_v2p => "sled-reboot-loses-v2p",
         dpd_restart_with_a_hundred_nat_changes => "dpd-restart-with-a-hundred-nat-changes",
     ]
     // A preset with one mechanism in the era before a fix: the bug's side
     // of a scenario from upstream's tracker (docs/upstream-bugs.md).
     eras: [
+        leftover_nat_row_blocks_a_start_before_4694 => "leftover-nat-row-blocks-a-start":
+            [naive_nat_conflict_fatal => "naive+nat-conflict=fatal"],
         instance_stop_while_a_dpd_fails_before_10389 => "instance-stop-while-a-dpd-fails":
             [saga_remove_notify_fatal => "saga+remove-notify=fatal"],
         scrimlet_reboot_before_4857 => "scrimlet-reboot":

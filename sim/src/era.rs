@@ -22,7 +22,9 @@ use std::fmt;
 mod choices;
 pub use choices::{EraChoices, MECHANISMS};
 
-use racksim_reconciler::instances::{DpdNotify, NatChangeset, NatEnsure, Propagation, StartImpl};
+use racksim_reconciler::instances::{
+    DpdNotify, NatChangeset, NatConflict, NatEnsure, Propagation, StartImpl,
+};
 use serde::{Deserialize, Serialize};
 
 /// The era of upstream's code a service-NAT strategy stands for (facts
@@ -200,6 +202,10 @@ pub struct ControlPlaneEra {
     /// The order of Nexus's NAT changeset query: by each change's version
     /// (since omicron #5036), or by `version_added` (before it: bug #5037).
     pub nat_changeset: NatChangeset,
+    /// What Nexus's NAT ensure does when the NAT table's unique index on
+    /// live rows refuses its insert: soft-delete the row in the way and
+    /// insert again (since omicron #4694), or fail (before it).
+    pub nat_conflict: NatConflict,
 }
 
 impl ControlPlaneEra {
@@ -261,6 +267,7 @@ impl ControlPlaneEra {
             dpd_notify: DpdNotify::Logged,
             remove_notify: DpdNotify::Logged,
             nat_changeset: NatChangeset::VersionOrder,
+            nat_conflict: NatConflict::Takeover,
         }
     }
 }
@@ -329,6 +336,13 @@ impl fmt::Display for ControlPlaneEra {
                 f,
                 ", NAT changeset {} (before omicron #5036)",
                 self.nat_changeset
+            )?;
+        }
+        if self.nat_conflict != NatConflict::default() {
+            write!(
+                f,
+                ", NAT conflict {} (before omicron #4694)",
+                self.nat_conflict
             )?;
         }
         Ok(())
