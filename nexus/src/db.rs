@@ -336,3 +336,6 @@ pub fn instance_record(id: u32, name: &str) -> InstanceRecord {
         auto_restart: Default::default(),
     }
 }
+
+#[cfg(test)]
+mod tests;

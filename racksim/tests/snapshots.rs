@@ -116,7 +116,8 @@ snapshots! {
     // of a scenario from upstream's tracker (docs/upstream-bugs.md).
     eras: [
         leftover_nat_row_blocks_a_start_before_4694 => "leftover-nat-row-blocks-a-start":
-            [naive_nat_conflict_fatal => "naive+nat-conflict=fatal"],
+            [naive_nat_conflict_fatal => "naive+nat-conflict=fatal",
+             saga_nat_conflict_fatal => "saga+nat-conflict=fatal"],
         instance_stop_while_a_dpd_fails_before_10389 => "instance-stop-while-a-dpd-fails":
             [saga_remove_notify_fatal => "saga+remove-notify=fatal"],
         scrimlet_reboot_before_4857 => "scrimlet-reboot":
