@@ -204,7 +204,9 @@ pub struct ControlPlaneEra {
     pub nat_changeset: NatChangeset,
     /// What Nexus's NAT ensure does when the NAT table's unique index on
     /// live rows refuses its insert: soft-delete the row in the way and
-    /// insert again (since omicron #4694), or fail (before it).
+    /// insert again (since omicron #4694), or fail (before it). Absent
+    /// from JSON written before the mechanism existed: today's.
+    #[serde(default)]
     pub nat_conflict: NatConflict,
 }
 
