@@ -5,13 +5,18 @@
 //! under its host's lock after the host's round trip. The database lives
 //! outside Nexus: a control-plane crash loses Nexus's memory, never this.
 
-use std::{collections::BTreeMap, net::IpAddr, net::Ipv4Addr, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::IpAddr,
+    net::Ipv4Addr,
+    time::Duration,
+};
 
 use racksim_reconciler::{
     dpd::MacAddr,
     instances::{
-        ExternalIp, InstanceRecord, InstanceState, NatTable, Nic, RuntimeUpdate, SagaRecord,
-        StoreError, GUEST_VNI,
+        ExternalIp, InstanceRecord, InstanceState, NatConflict, NatTable, Nic, RuntimeUpdate,
+        SagaRecord, StoreError, GUEST_VNI,
     },
 };
 
@@ -30,6 +35,85 @@ pub struct Db {
     /// Which Nexus (by host name) executes each saga.
     pub saga_sec: BTreeMap<u64, String>,
     pub next_id: u64,
+    /// The external-IP pool instances take their addresses from at create,
+    /// or `None`: each declared instance has its fixed address
+    /// (`203.0.113.(10+id)`) from the start, as before pools existed here.
+    pub ip_pool: Option<IpPool>,
+    /// The instances whose external IPs the pool has taken back (their
+    /// delete completed); their records keep the addresses they had.
+    pub ips_released: BTreeSet<u32>,
+}
+
+/// An external-IP pool: one range of IPv4 addresses, each taken whole
+/// (ports 0-65535) by one instance's ephemeral IP.
+///
+/// As omicron's `NextExternalIp` query (`nexus/db-queries/src/db/queries/
+/// external_ip.rs`) allocates an automatic ephemeral IP: the smallest
+/// address of the pool's ranges that no live `external_ip` row holds
+/// (`time_deleted IS NULL`), so an address released by a delete
+/// (`deallocate_external_ip_by_instance_id` sets `time_deleted`) is the
+/// next one handed out again. Simplified: one range, one silo, no floating
+/// or SNAT addresses, no explicit requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpPool {
+    pub first: Ipv4Addr,
+    pub last: Ipv4Addr,
+}
+
+impl IpPool {
+    /// `first-last` (both included), or one address. Refuses a range whose
+    /// end is below its start.
+    pub fn parse(text: &str) -> Result<IpPool, String> {
+        let addr = |s: &str| {
+            s.trim()
+                .parse::<Ipv4Addr>()
+                .map_err(|_| format!("{:?} is not an IPv4 address", s.trim()))
+        };
+        let (first, last) = match text.split_once('-') {
+            Some((a, b)) => (addr(a)?, addr(b)?),
+            None => {
+                let a = addr(text)?;
+                (a, a)
+            }
+        };
+        if last < first {
+            return Err(format!(
+                "the range ends ({last}) before it starts ({first})"
+            ));
+        }
+        Ok(IpPool { first, last })
+    }
+
+    /// Whether `ip` is in the pool.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        (self.first..=self.last).contains(&ip)
+    }
+
+    /// The pool's addresses, lowest first.
+    pub fn addresses(&self) -> impl Iterator<Item = Ipv4Addr> {
+        (u32::from(self.first)..=u32::from(self.last)).map(Ipv4Addr::from)
+    }
+
+    /// How many addresses it has.
+    pub fn len(&self) -> u64 {
+        u64::from(u32::from(self.last) - u32::from(self.first)) + 1
+    }
+
+    /// Never: a pool has at least one address.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// `203.0.113.20-203.0.113.21`, or one address alone.
+impl std::fmt::Display for IpPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}-{}", self.first, self.last)
+        }
+    }
 }
 
 impl Db {
@@ -47,9 +131,86 @@ impl Db {
         }
     }
 
-    /// A fresh record of declared instance `id` (see [`instance_record`]).
+    /// The database whose NAT ensure meets a refused insert as
+    /// `conflict`'s era did ([`NatConflict`]).
+    pub fn with_nat_conflict(mut self, conflict: NatConflict) -> Db {
+        self.nat = self.nat.with_conflict(conflict);
+        self
+    }
+
+    /// The database whose instances take their external IPs from `pool`
+    /// at create (declare them after this).
+    pub fn with_ip_pool(mut self, pool: Option<IpPool>) -> Db {
+        self.ip_pool = pool;
+        self
+    }
+
+    /// A fresh record of declared instance `id` (see [`instance_record`]);
+    /// with a pool, without an external IP until its create allocates one.
     pub fn declare(&mut self, id: u32, name: &str) {
-        self.instances.insert(id, instance_record(id, name));
+        let mut record = instance_record(id, name);
+        if self.ip_pool.is_some() {
+            record.external_ips.clear();
+        }
+        self.instances.insert(id, record);
+    }
+
+    /// [`InstanceStore::allocate_external_ips`]'s transaction: instance
+    /// `id`'s record, with the pool's lowest free address as its external
+    /// IP if it has none yet (a retried create keeps the one it got). An
+    /// address is free unless an instance whose IPs were not released
+    /// holds it. Without a pool the record is returned as it is.
+    ///
+    /// [`InstanceStore::allocate_external_ips`]: racksim_reconciler::instances::InstanceStore::allocate_external_ips
+    pub fn allocate_external_ip(&mut self, id: u32) -> Result<InstanceRecord, StoreError> {
+        let Some(pool) = self.ip_pool else {
+            return self.fetch(id);
+        };
+        if !self.record_mut(id)?.external_ips.is_empty() {
+            return self.fetch(id);
+        }
+        let held: BTreeSet<Ipv4Addr> = self
+            .instances
+            .values()
+            .filter(|r| !self.ips_released.contains(&r.id))
+            .flat_map(|r| r.external_ips.iter().map(|ip| ip.ip))
+            .collect();
+        let ip = pool
+            .addresses()
+            .find(|a| !held.contains(a))
+            .ok_or_else(|| StoreError::PoolExhausted {
+                pool: pool.to_string(),
+            })?;
+        let rec = self.record_mut(id)?;
+        rec.external_ips = vec![ExternalIp {
+            ip,
+            first_port: 0,
+            last_port: 65535,
+        }];
+        Ok(rec.clone())
+    }
+
+    /// [`InstanceStore::release_external_ips`]'s transaction: instance
+    /// `id`'s addresses go back to the pool. Returns the addresses
+    /// released (none without a pool, or when already released).
+    ///
+    /// [`InstanceStore::release_external_ips`]: racksim_reconciler::instances::InstanceStore::release_external_ips
+    pub fn release_external_ips(&mut self, id: u32) -> Result<Vec<Ipv4Addr>, StoreError> {
+        let rec = self.fetch(id)?;
+        if self.ip_pool.is_none() || !self.ips_released.insert(id) {
+            return Ok(Vec::new());
+        }
+        Ok(rec.external_ips.iter().map(|ip| ip.ip).collect())
+    }
+
+    /// The instance that holds external IP `ip` now (its IPs not
+    /// released), if any.
+    pub fn holder_of(&self, ip: Ipv4Addr) -> Option<u32> {
+        self.instances
+            .values()
+            .filter(|r| !self.ips_released.contains(&r.id))
+            .find(|r| r.external_ips.iter().any(|e| e.ip == ip))
+            .map(|r| r.id)
     }
 
     /// The record of instance `id`.
@@ -175,3 +336,6 @@ pub fn instance_record(id: u32, name: &str) -> InstanceRecord {
         auto_restart: Default::default(),
     }
 }
+
+#[cfg(test)]
+mod tests;

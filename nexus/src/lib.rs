@@ -73,7 +73,7 @@ pub mod store;
 pub mod tasks;
 
 pub use api::Requests;
-pub use db::{instance_record, Db, InstanceRequest};
+pub use db::{instance_record, Db, InstanceRequest, IpPool};
 pub use inventory::{Collection, SledInventory};
 pub use store::NexusStore;
 

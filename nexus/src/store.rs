@@ -90,11 +90,83 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
     async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
         self.host.round_trip().await;
         let what = format!("{}'s NAT row", self.host.instance_name(id));
+        // The unique index's refusal ends the statements (the ones before
+        // it stay committed, as upstream's separate statements do).
+        let mut refused = None;
         nat_statements(&self.host, &what, |nat| {
-            nat.begin_set_instance(id, &entries).map(|v| (v, ()))
+            match nat.try_begin_set_instance(id, &entries) {
+                Ok(v) => v.map(|v| (v, ())),
+                Err(e) => {
+                    refused = Some(e);
+                    None
+                }
+            }
         })
         .await;
         self.host.wrote(Write::Nat);
+        if let Some(e) = refused {
+            self.host.record(
+                Event::new(
+                    Lane::Instance,
+                    format!("db: {}: {e}", self.host.instance_name(id)),
+                )
+                .field("instance", self.host.instance_name(id)),
+            );
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    async fn allocate_external_ips(
+        &self,
+        record: &InstanceRecord,
+    ) -> Result<InstanceRecord, StoreError> {
+        // Without a pool the record has its address from the start: no
+        // transaction, so runs without a pool take the time they took.
+        if self.host.db(|db| db.ip_pool.is_none()) || !record.external_ips.is_empty() {
+            return Ok(record.clone());
+        }
+        self.host.round_trip().await;
+        let name = self.host.instance_name(record.id);
+        let (result, pool) = self
+            .host
+            .db(|db| (db.allocate_external_ip(record.id), db.ip_pool));
+        let pool = pool.map(|p| p.to_string()).unwrap_or_default();
+        let text = match &result {
+            Ok(r) => {
+                let ips: Vec<String> = r.external_ips.iter().map(|ip| ip.ip.to_string()).collect();
+                format!(
+                    "db: {name} takes external IP {} from pool {pool}",
+                    ips.join(", ")
+                )
+            }
+            Err(e) => format!("db: {name} gets no external IP: {e}"),
+        };
+        self.host
+            .record(Event::new(Lane::Instance, text).field("instance", &name));
+        result
+    }
+
+    async fn release_external_ips(&self, id: u32) -> Result<(), StoreError> {
+        if self.host.db(|db| db.ip_pool.is_none()) {
+            return Ok(());
+        }
+        self.host.round_trip().await;
+        let released = self.host.db(|db| db.release_external_ips(id))?;
+        if !released.is_empty() {
+            let name = self.host.instance_name(id);
+            let ips: Vec<String> = released.iter().map(|ip| ip.to_string()).collect();
+            self.host.record(
+                Event::new(
+                    Lane::Instance,
+                    format!(
+                        "db: {name}'s external IP {} back in the pool",
+                        ips.join(", ")
+                    ),
+                )
+                .field("instance", &name),
+            );
+        }
         Ok(())
     }
 

@@ -50,6 +50,7 @@ pub const CATALOGUE: &[(&str, &str, &str)] = &[
     entry!("instance-stop-while-a-dpd-fails"),
     entry!("instance-start-while-a-switch-zone-is-down"),
     entry!("instance-start-while-an-mgs-hangs"),
+    entry!("leftover-nat-row-blocks-a-start"),
     entry!("sled-reboot-loses-v2p"),
     entry!("dpd-restart-with-a-hundred-nat-changes"),
     entry!("config-change"),

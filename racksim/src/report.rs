@@ -128,6 +128,15 @@ pub fn render(
             fmt_duration(scenario.nat_window)
         );
     }
+    // Likewise: a run without a pool prints what it always did.
+    if let Some(pool) = scenario.ip_pool {
+        let _ = writeln!(
+            w,
+            "database: instances take their external IPs from pool {pool} ({} address{}) at create, the lowest free first; a delete gives them back",
+            pool.len(),
+            if pool.len() == 1 { "" } else { "es" }
+        );
+    }
     let _ = writeln!(w, "plan (times drawn from the seed):");
     for step in &judged.outcome.steps {
         match step.drawn_from {

@@ -50,6 +50,7 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
         sabotage: None,
         recheck_every_event: false,
         nat_window: scenario.nat_window,
+        ip_pool: scenario.ip_pool,
         engine: racksim_sim::Engine::EventDriven,
     })
 }

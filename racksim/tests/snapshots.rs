@@ -110,12 +110,16 @@ snapshots! {
         instance_stop_while_a_dpd_fails => "instance-stop-while-a-dpd-fails",
         instance_start_while_a_switch_zone_is_down => "instance-start-while-a-switch-zone-is-down",
         instance_start_while_an_mgs_hangs => "instance-start-while-an-mgs-hangs",
+        leftover_nat_row_blocks_a_start => "leftover-nat-row-blocks-a-start",
         sled_reboot_loses_v2p => "sled-reboot-loses-v2p",
         dpd_restart_with_a_hundred_nat_changes => "dpd-restart-with-a-hundred-nat-changes",
     ]
     // A preset with one mechanism in the era before a fix: the bug's side
     // of a scenario from upstream's tracker (docs/upstream-bugs.md).
     eras: [
+        leftover_nat_row_blocks_a_start_before_4694 => "leftover-nat-row-blocks-a-start":
+            [naive_nat_conflict_fatal => "naive+nat-conflict=fatal",
+             saga_nat_conflict_fatal => "saga+nat-conflict=fatal"],
         instance_stop_while_a_dpd_fails_before_10389 => "instance-stop-while-a-dpd-fails":
             [saga_remove_notify_fatal => "saga+remove-notify=fatal"],
         scrimlet_reboot_before_4857 => "scrimlet-reboot":

@@ -23,7 +23,7 @@ mod choices;
 pub use choices::{EraChoices, MECHANISMS};
 
 use racksim_reconciler::instances::{
-    DpdNotify, NatChangeset, NatEnsure, Propagation, StartImpl, SwitchLookup,
+    DpdNotify, NatChangeset, NatConflict, NatEnsure, Propagation, StartImpl, SwitchLookup,
 };
 use serde::{Deserialize, Serialize};
 
@@ -207,6 +207,12 @@ pub struct ControlPlaneEra {
     /// #8914), or each zone's MGS, retried every 2 s until all answer
     /// (before it: bug #8206).
     pub switch_lookup: SwitchLookup,
+    /// What Nexus's NAT ensure does when the NAT table's unique index on
+    /// live rows refuses its insert: soft-delete the row in the way and
+    /// insert again (since omicron #4694), or fail (before it). Absent
+    /// from JSON written before the mechanism existed: today's.
+    #[serde(default)]
+    pub nat_conflict: NatConflict,
 }
 
 impl ControlPlaneEra {
@@ -269,6 +275,7 @@ impl ControlPlaneEra {
             remove_notify: DpdNotify::Logged,
             nat_changeset: NatChangeset::VersionOrder,
             switch_lookup: SwitchLookup::Dpd,
+            nat_conflict: NatConflict::Takeover,
         }
     }
 }
@@ -345,6 +352,13 @@ impl fmt::Display for ControlPlaneEra {
                 f,
                 ", switch lookup {} (before omicron #8914)",
                 self.switch_lookup
+            )?;
+        }
+        if self.nat_conflict != NatConflict::default() {
+            write!(
+                f,
+                ", NAT conflict {} (before omicron #4694)",
+                self.nat_conflict
             )?;
         }
         Ok(())

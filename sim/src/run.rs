@@ -91,6 +91,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         ntp_return_switch: cfg.ntp_return_switch,
         sabotage: cfg.sabotage.clone(),
         nat_window: cfg.nat_window,
+        ip_pool: cfg.ip_pool,
     });
     crate::testbed::install_panic_hook();
     crate::testbed::clear_panic();

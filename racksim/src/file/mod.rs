@@ -159,6 +159,10 @@ pub struct Scenario {
     /// statement's is drawn from the seed. Zero (the default) when the file
     /// sets none.
     pub nat_window: Duration,
+    /// The external-IP pool instances take their addresses from at create
+    /// (`ip_pool = "203.0.113.20-203.0.113.21"`); `None` (the default):
+    /// instance N has `203.0.113.(10+N)` from the start.
+    pub ip_pool: Option<racksim_nexus::IpPool>,
     pub plan: Plan,
     pub expectations: BTreeMap<Variant, Expectation>,
 }
@@ -301,6 +305,10 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
 
     let stability = raw.stability.map(|d| d.0).unwrap_or(DEFAULT_STABILITY);
     let nat_window = raw.nat_window.map(|d| d.0).unwrap_or_default();
+    let ip_pool = match &raw.ip_pool {
+        None => None,
+        Some(p) => Some(ip_pool(p, kind, &rack, &loc)?),
+    };
     let expectations = expect::expectations(&raw, kind, service_nat, stability, &loc)?;
     let latest_deadline = expectations
         .values()
@@ -321,9 +329,48 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         ntp_return_switch,
         stability,
         nat_window,
+        ip_pool,
         plan,
         expectations,
     })
+}
+
+/// `ip_pool = "FIRST-LAST"` (or one address): only in an instances
+/// scenario, a well-formed IPv4 range, clear of the rack's service-zone
+/// addresses (upstream keeps services in a pool of their own, so an
+/// instance's address never meets a service zone's row).
+fn ip_pool(
+    value: &Spanned<String>,
+    kind: Kind,
+    rack: &RackSpec,
+    loc: &Locator,
+) -> Result<racksim_nexus::IpPool, ScenarioError> {
+    let at = || Some(value.span());
+    if kind != Kind::Instances {
+        return Err(loc.error(
+            at(),
+            "`ip_pool` only applies to kind = \"instances\"".into(),
+            Some("it is the pool instances take their external IPs from".into()),
+        ));
+    }
+    let pool = racksim_nexus::IpPool::parse(value.get_ref()).map_err(|e| {
+        loc.error(
+            at(),
+            format!("invalid ip_pool {:?}: {e}", value.get_ref()),
+            Some("write FIRST-LAST, both included, e.g. \"203.0.113.20-203.0.113.21\"".into()),
+        )
+    })?;
+    if let Some(zone) = rack.zones.iter().find(|z| pool.contains(z.external_ip)) {
+        return Err(loc.error(
+            at(),
+            format!(
+                "ip_pool {pool} holds {}, the external IP of {}",
+                zone.external_ip, zone.kind
+            ),
+            Some("service zones have addresses of their own; choose a range clear of them".into()),
+        ));
+    }
+    Ok(pool)
 }
 
 /// Read and parse a scenario file.

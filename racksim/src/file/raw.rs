@@ -25,6 +25,8 @@ pub(super) struct RawScenario {
     pub stability: Option<DurationValue>,
     #[serde(default)]
     pub nat_window: Option<DurationValue>,
+    #[serde(default)]
+    pub ip_pool: Option<Spanned<String>>,
     #[serde(default, rename = "step")]
     pub steps: Vec<RawStep>,
     #[serde(default)]

@@ -1275,3 +1275,73 @@ fn a_scrimlet_reboot_pairs_with_its_return() {
     assert!(e.message.contains("already rebooting"), "{e}");
     overlap_error(&[("10m..12m", REBOOT), ("11m", BACK)]);
 }
+
+/// INSTANCES with `line` among its root keys (before the tables).
+fn instances_with(line: &str) -> String {
+    INSTANCES.replacen(
+        "kind = \"instances\"\n",
+        &format!("kind = \"instances\"\n{line}\n"),
+        1,
+    )
+}
+
+#[test]
+fn an_ip_pool_parses_and_is_written_back() {
+    let text = instances_with(r#"ip_pool = "203.0.113.20-203.0.113.21""#);
+    let s = parse("i.toml", &text).unwrap();
+    let pool = s.ip_pool.expect("the pool is set");
+    assert_eq!(pool.to_string(), "203.0.113.20-203.0.113.21");
+    assert_eq!(pool.len(), 2);
+    // One address alone is a pool of one.
+    let one = parse("i.toml", &instances_with(r#"ip_pool = "203.0.113.20""#)).unwrap();
+    assert_eq!(one.ip_pool.unwrap().len(), 1);
+    // Without it, no pool: the fixed addresses of before.
+    assert!(parse("i.toml", INSTANCES).unwrap().ip_pool.is_none());
+    // The writer keeps it (shrunk and fuzzed files round-trip).
+    let written = super::write::scenario_toml(&s, &[]);
+    assert!(
+        written.contains("ip_pool = \"203.0.113.20-203.0.113.21\""),
+        "{written}"
+    );
+    assert_eq!(parse("w.toml", &written).unwrap().ip_pool, s.ip_pool);
+}
+
+#[test]
+fn bad_ip_pools_are_located_and_change_nothing() {
+    for (value, says) in [
+        (
+            "203.0.113.21-203.0.113.20",
+            "ends (203.0.113.20) before it starts",
+        ),
+        (
+            "203.0.113.300-203.0.113.301",
+            "\"203.0.113.300\" is not an IPv4 address",
+        ),
+        ("fd00::1-fd00::2", "is not an IPv4 address"),
+        ("", "\"\" is not an IPv4 address"),
+        // Madrid's Nexus zone has 198.51.100.2: an instance may not take it.
+        ("198.51.100.1-198.51.100.9", "the external IP of"),
+    ] {
+        let text = instances_with(&format!("ip_pool = {value:?}"));
+        let e = error_of(&text);
+        // Line 4 (after name, description, kind), at the value's quote.
+        assert_eq!((e.line, e.column), (4, 11), "{value}: {e}");
+        assert!(e.message.contains(says), "{value}: {e}");
+        assert!(e.to_string().contains("hint:"), "{value}: {e}");
+    }
+    // Only instances take addresses from it.
+    let service = GOOD.replacen(
+        "rack = \"madrid\"",
+        "rack = \"madrid\"\nip_pool = \"203.0.113.20\"",
+        1,
+    );
+    let e = error_of(&service);
+    assert_eq!((e.line, e.column), (4, 11), "{e}");
+    assert!(
+        e.message.contains("only applies to kind = \"instances\""),
+        "{e}"
+    );
+    // Not a string: toml's own error, located too.
+    let e = error_of(&instances_with("ip_pool = 20"));
+    assert_eq!(e.line, 4, "{e}");
+}

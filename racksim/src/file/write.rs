@@ -47,6 +47,9 @@ pub fn scenario_toml(s: &Scenario, header: &[String]) -> String {
     if !s.nat_window.is_zero() {
         let _ = writeln!(out, "nat_window = {}", quote(&duration(s.nat_window)));
     }
+    if let Some(pool) = s.ip_pool {
+        let _ = writeln!(out, "ip_pool = {}", quote(&pool.to_string()));
+    }
     if !preset {
         rack_table(&mut out, &s.rack);
     }

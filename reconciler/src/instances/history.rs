@@ -154,3 +154,37 @@ enum_names!(SwitchLookup {
 /// every MGS (upstream's `tokio::time::sleep(Duration::from_secs(2))` in
 /// `switch_zone_address_mappings` before #8914).
 pub const SWITCH_LOOKUP_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What the NAT ensure does when its insert meets a live row with the same
+/// external address and port range but another target (omicron's
+/// `instance_ensure_dpd_config`, `nexus/src/app/instance_network.rs`, which
+/// the start saga's `dpd_ensure` node calls). The database refuses such a
+/// row in every era: the unique index `overlapping_ipv4_nat_entry` (today
+/// `overlapping_nat_entry`) on `(external_address, first_port, last_port)
+/// WHERE time_deleted IS NULL` (`schema/crdb/dbinit.sql`, since omicron
+/// #3804), so the insert fails with a unique violation.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum NatConflict {
+    /// Before omicron #4694 (`cc64304519`, January 2024): each external
+    /// IP's `ensure_nat_entry(..).await?` returned the unique violation (a
+    /// 500 from `public_error_from_diesel`), so the step failed and a start
+    /// saga unwound: a leftover live row at the address (a leaked one,
+    /// another instance's) kept the instance from starting until someone
+    /// removed it.
+    Fatal,
+    /// Since #4694 ("NAT RPW ensure is now more authoritative, and will
+    /// remove conflicting entries if an initial insert fails"): on a failed
+    /// insert it soft-deletes every live row at the address and port range
+    /// (`nat_delete_by_external_ip`, whatever the row's target), then
+    /// inserts again; only a second failure fails the step.
+    #[default]
+    Takeover,
+}
+
+enum_names!(NatConflict {
+    Fatal => "fatal",
+    Takeover => "takeover",
+});

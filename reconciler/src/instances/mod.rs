@@ -132,7 +132,7 @@ use serde::{Deserialize, Serialize};
 use racksim_wire::enum_names;
 
 pub use crate::dpd::MacAddr;
-pub use history::{DpdNotify, NatChangeset, NatEnsure, Propagation, SwitchLookup};
+pub use history::{DpdNotify, NatChangeset, NatConflict, NatEnsure, Propagation, SwitchLookup};
 pub use ops::{InstanceOps, OpError, ResumedSaga, SwitchZoneDns, NEXUS_SLED_AGENT_TIMEOUT};
 /// Port of sled-agent on a sled's underlay address.
 pub use racksim_wire::SLED_AGENT_PORT;

@@ -238,6 +238,11 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         if record.state != InstanceState::Creating {
             return Err(refused(&record, "create"));
         }
+        // Its external IP comes from the pool at create, as in upstream's
+        // create saga (a store whose records have theirs from the start
+        // does nothing here); an exhausted pool fails the create, and the
+        // instance stays Creating.
+        let record = self.store.allocate_external_ips(&record).await?;
         let sled_ref = self.sled(sled).await?;
         match self.imp {
             StartImpl::Inline => {
@@ -432,6 +437,10 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         let nat = self.remove_nat(&record).await;
         let v2p = self.remove_v2p(&record).await;
         nat.and(v2p)?;
+        // Only now may another instance get its address: upstream's delete
+        // saga deallocates the external IP after its dendrite-config node
+        // has removed the NAT rows.
+        self.store.release_external_ips(id).await?;
         Ok(deleted)
     }
 

@@ -1,13 +1,13 @@
 //! What instance operations need from the control plane's database, and the
 //! saga log they keep in it.
 
-use std::{fmt, future::Future};
+use std::{fmt, future::Future, net::Ipv4Addr};
 
 use serde::{Deserialize, Serialize};
 
 use racksim_wire::enum_names;
 
-use super::{InstanceRecord, NatChangeset, NatEnsure, RuntimeUpdate, SledRef};
+use super::{InstanceRecord, NatChangeset, NatConflict, NatEnsure, RuntimeUpdate, SledRef};
 use crate::nat::NatEntry;
 
 /// Why a store operation failed.
@@ -19,6 +19,21 @@ pub enum StoreError {
     Conflict { id: u32, current: u64 },
     #[error("{0}")]
     Unavailable(String),
+    /// The NAT table's unique index on live rows refused a row: a live
+    /// row with this external address and port range has another target
+    /// (omicron's `overlapping_nat_entry`; see [`NatTable`]). Upstream's
+    /// `public_error_from_diesel` makes it a 500.
+    #[error(
+        "NAT row {ip}/{first_port}-{last_port} refused: a live row with that address and port range has another target (unique index overlapping_nat_entry)"
+    )]
+    NatConflict {
+        ip: Ipv4Addr,
+        first_port: u16,
+        last_port: u16,
+    },
+    /// No address of the external-IP pool is free.
+    #[error("no free external IP in pool {pool}")]
+    PoolExhausted { pool: String },
 }
 
 /// The control plane's database, as the instance code needs it. Every method
@@ -77,6 +92,28 @@ pub trait InstanceStore: Clone + Send + Sync + 'static {
         from_gen: i64,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<NatEntryView>, StoreError>> + Send;
+
+    /// Instance `record`'s external IP, allocated from the IP pool if it
+    /// has none (omicron's instance-create saga,
+    /// `sic_allocate_instance_external_ip`): the record with its IPs. A
+    /// store without a pool gives every record its IPs when it is
+    /// declared, so this returns the record as it is, with no
+    /// transaction. Idempotent: a record that has its IP keeps it.
+    fn allocate_external_ips(
+        &self,
+        record: &InstanceRecord,
+    ) -> impl Future<Output = Result<InstanceRecord, StoreError>> + Send {
+        std::future::ready(Ok(record.clone()))
+    }
+
+    /// Return instance `id`'s external IPs to the pool, once its delete
+    /// has removed everything else (omicron's instance-delete saga,
+    /// `sid_deallocate_external_ip`, after its dendrite-config node). A
+    /// store without a pool has nothing to release.
+    fn release_external_ips(&self, id: u32) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = id;
+        std::future::ready(Ok(()))
+    }
 
     /// Records that reincarnation restarts instance `id` at `at` (the
     /// caller's clock): sets its auto-restart time and counts the restart.
@@ -321,6 +358,21 @@ struct NatRow {
 /// gateway died). Simplified: between the intent and the commit the
 /// simulation has no time, so a reader never waits; the retry's own
 /// `nextval` is not drawn (its value would be a gap too).
+///
+/// **The unique index on live rows.** Omicron's
+/// `overlapping_ipv4_nat_entry` (since #3804; `overlapping_nat_entry`
+/// today, `schema/crdb/dbinit.sql`) is a unique index on
+/// `(external_address, first_port, last_port) WHERE time_deleted IS NULL`:
+/// despite its name, on the exact triple, and only over live rows (a
+/// soft-delete sets `time_deleted` with `version_removed`). The ensure's
+/// `INSERT … SELECT … WHERE NOT EXISTS` skips only a live row with all the
+/// entry's values, so an entry whose address and ports a live row of
+/// another target holds is inserted, and the index refuses it. The row's
+/// `version_added` is `DEFAULT nextval(..)`, evaluated for the row before
+/// the index is checked, and `nextval` is not rolled back: the refused
+/// insert burns a version (a gap, harmless to dpd). What the ensure does
+/// then is [`NatConflict`]'s era: fail ([`StoreError::NatConflict`]), or
+/// soft-delete the blocking row and insert again.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NatTable {
     /// Committed rows only.
@@ -334,6 +386,15 @@ pub struct NatTable {
     ensure: NatEnsure,
     /// The changeset query's order: upstream's today, or before #5036.
     changeset_order: NatChangeset,
+    /// What an ensure whose insert the unique index refuses does:
+    /// upstream's today (take the address over), or before #4694 (fail).
+    conflict: NatConflict,
+}
+
+/// Whether two entries have the unique index's key: the same external
+/// address and port range.
+fn same_key(a: &NatEntry, b: &NatEntry) -> bool {
+    a.external_ip == b.external_ip && a.first_port == b.first_port && a.last_port == b.last_port
 }
 
 /// Whether the NAT ensure query of `ensure`'s era counts a row with the
@@ -377,17 +438,67 @@ impl NatTable {
         self
     }
 
+    /// The table whose ensure meets a refused insert as `conflict`'s era
+    /// did.
+    pub fn with_conflict(mut self, conflict: NatConflict) -> Self {
+        self.conflict = conflict;
+        self
+    }
+
+    /// The committed live row that the unique index would hold against
+    /// `entry`: same address and port range, another target.
+    fn blocker(&self, entry: &NatEntry) -> Option<usize> {
+        self.rows.iter().position(|r| {
+            r.version_removed.is_none() && same_key(&r.entry, entry) && r.entry != *entry
+        })
+    }
+
+    /// The refused insert: its `nextval` ran, so its version is burnt;
+    /// the error names the key.
+    fn refuse(&mut self, entry: &NatEntry) -> StoreError {
+        self.version += 1;
+        StoreError::NatConflict {
+            ip: entry.external_ip,
+            first_port: entry.first_port,
+            last_port: entry.last_port,
+        }
+    }
+
     /// Replace `instance`'s live rows by `entries`: rows not wanted are
     /// removed, wanted rows not present are added; identical rows stay as
     /// they are (no version is spent). Returns whether anything changed.
     /// Each change is one statement ([`NatTable::begin_set_instance`]),
     /// committed at once.
+    ///
+    /// Panics if the unique index refuses a row and the table is in the
+    /// [`NatConflict::Fatal`] era, whose refusals
+    /// [`NatTable::try_set_instance`] returns.
     pub fn set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> bool {
+        self.try_set_instance(instance, entries)
+            .expect("a refused NAT row: use try_set_instance with NatConflict::Fatal")
+    }
+
+    /// [`NatTable::set_instance`], returning the unique index's refusal
+    /// ([`StoreError::NatConflict`]) under [`NatConflict::Fatal`]; the
+    /// statements before it stay committed, as upstream's did.
+    pub fn try_set_instance(
+        &mut self,
+        instance: u32,
+        entries: &[NatEntry],
+    ) -> Result<bool, StoreError> {
         let mut changed = false;
-        while let Some(v) = self.begin_set_instance(instance, entries) {
+        while let Some(v) = self.try_begin_set_instance(instance, entries)? {
             changed |= self.commit(v);
         }
-        changed
+        Ok(changed)
+    }
+
+    /// [`NatTable::try_begin_set_instance`] for a table whose ensure never
+    /// fails (the default [`NatConflict::Takeover`], or a clear: removing
+    /// rows meets no index). Panics on a refusal.
+    pub fn begin_set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> Option<i64> {
+        self.try_begin_set_instance(instance, entries)
+            .expect("a refused NAT row: use try_begin_set_instance with NatConflict::Fatal")
     }
 
     /// The next statement of [`NatTable::set_instance`], begun on the
@@ -396,22 +507,57 @@ impl NatTable {
     /// at a version drawn now; the change stays pending (seen by no one)
     /// until [`NatTable::commit`]. Returns the version drawn, or `None`
     /// when nothing is left to change.
-    pub fn begin_set_instance(&mut self, instance: u32, entries: &[NatEntry]) -> Option<i64> {
+    ///
+    /// An entry whose address and ports a live row of another target
+    /// holds meets the unique index: the refused insert burns a version,
+    /// and then under [`NatConflict::Fatal`] the statement fails
+    /// ([`StoreError::NatConflict`]), under [`NatConflict::Takeover`] the
+    /// blocking row is soft-deleted (the next call inserts). The
+    /// instance's own rows of another target are simplified under
+    /// `Takeover`: they are removed first, as the replace they stand for,
+    /// so no insert is refused and no version burnt for them (upstream's
+    /// insert would fail once first); no catalogued run finds another
+    /// owner's row in the way, so no existing run's versions move.
+    pub fn try_begin_set_instance(
+        &mut self,
+        instance: u32,
+        entries: &[NatEntry],
+    ) -> Result<Option<i64>, StoreError> {
         let removal = self.rows.iter().position(|r| {
             r.instance == Some(instance)
                 && r.version_removed.is_none()
                 && !entries.contains(&r.entry)
         });
         if let Some(i) = removal {
-            return Some(self.draw(PendingChange::Remove(i)));
+            let stale = self.rows[i].entry;
+            if self.conflict == NatConflict::Fatal {
+                // Upstream's ensure before #4694 only inserted: its insert
+                // of the wanted entry meets the instance's own stale row.
+                if let Some(wanted) = entries.iter().find(|e| same_key(e, &stale)) {
+                    let wanted = *wanted;
+                    return Err(self.refuse(&wanted));
+                }
+            }
+            return Ok(Some(self.draw(PendingChange::Remove(i))));
         }
-        let entry = *entries.iter().find(|e| {
+        let Some(entry) = entries.iter().copied().find(|e| {
             !self.rows.iter().any(|r| {
                 let live_of_instance = r.instance == Some(instance) && r.version_removed.is_none();
-                r.entry == **e && ensure_counts(self.ensure, live_of_instance)
+                r.entry == *e && ensure_counts(self.ensure, live_of_instance)
             })
-        })?;
-        Some(self.draw_add(Some(instance), entry))
+        }) else {
+            return Ok(None);
+        };
+        if let Some(i) = self.blocker(&entry) {
+            let refused = self.refuse(&entry);
+            return match self.conflict {
+                NatConflict::Fatal => Err(refused),
+                // #4694: `nat_delete_by_external_ip`, whatever the row's
+                // target, then the insert again (the next statement).
+                NatConflict::Takeover => Ok(Some(self.draw(PendingChange::Remove(i)))),
+            };
+        }
+        Ok(Some(self.draw_add(Some(instance), entry)))
     }
 
     /// `nextval`: the sequence's next value, drawn for good, for `change`.
@@ -453,6 +599,14 @@ impl NatTable {
                         && r.entry == row.entry
                 });
                 if live {
+                    return false;
+                }
+                // The unique index holds at the write too: a row of another
+                // target that became live while this one was pending wins
+                // (simplified: the statement does nothing, its version is a
+                // gap, and its caller is not told; only concurrent writers
+                // of one address reach this, which no catalogued run has).
+                if self.blocker(&row.entry).is_some() {
                     return false;
                 }
                 self.rows.push(row);

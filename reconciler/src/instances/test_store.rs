@@ -154,7 +154,8 @@ impl InstanceStore for MemStore {
 
     async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
         self.enter(Some(HoldPoint::NatSet)).await;
-        self.lock().nat.set_instance(id, &entries);
+        // The unique index's refusal (a table in NatConflict::Fatal's era).
+        self.lock().nat.try_set_instance(id, &entries)?;
         Ok(())
     }
 

@@ -2597,3 +2597,168 @@ async fn before_10389_a_failed_removal_notify_leaves_the_stop_stopping() {
         );
     }
 }
+
+// The NAT table's unique index on live rows (`overlapping_nat_entry`) and
+// what the ensure does when it refuses a row (`NatConflict`, omicron #4694).
+
+/// `conflict`'s table where instance 1 holds 203.0.113.11 for sled 2
+/// (version 1).
+fn held_by_one(conflict: super::NatConflict) -> NatTable {
+    let mut table = NatTable::default().with_conflict(conflict);
+    assert!(table.set_instance(1, &[nat_at(11, 2)]));
+    table
+}
+
+#[test]
+fn the_unique_index_refuses_another_targets_row_and_burns_its_version() {
+    let mut table = held_by_one(super::NatConflict::Fatal);
+    // Instance 2 has the address now (the pool gave it back, the row was
+    // left behind): its row for sled 3 meets instance 1's live row.
+    let refused = table.try_set_instance(2, &[nat_at(11, 3)]);
+    assert_eq!(
+        refused,
+        Err(StoreError::NatConflict {
+            ip: Ipv4Addr::new(203, 0, 113, 11),
+            first_port: 0,
+            last_port: 16383,
+        })
+    );
+    assert!(
+        refused
+            .unwrap_err()
+            .to_string()
+            .contains("unique index overlapping_nat_entry"),
+        "the error names the index"
+    );
+    // Nothing written, but the insert's nextval ran: version 2 is a gap.
+    assert_eq!(table.live(), vec![nat_at(11, 2)]);
+    assert!(table.live_of(2).is_empty());
+    assert_eq!(table.version(), 2);
+    assert_changes(&table, 0, 100, &[(1, false, 11, 2)]);
+    // Refused again on each try, each burning one more.
+    assert!(table.try_set_instance(2, &[nat_at(11, 3)]).is_err());
+    assert_eq!(table.version(), 3);
+}
+
+#[test]
+fn the_unique_index_accepts_the_identical_entry_and_spends_nothing() {
+    for conflict in [super::NatConflict::Fatal, super::NatConflict::Takeover] {
+        let mut table = held_by_one(conflict);
+        // The ensure's WHERE NOT EXISTS finds the row: no insert, no nextval.
+        assert_eq!(
+            table.try_set_instance(1, &[nat_at(11, 2)]),
+            Ok(false),
+            "{conflict}"
+        );
+        assert_eq!(table.version(), 1, "{conflict}");
+        // Another port range at the address is another key (the index is
+        // on the exact triple, whatever its name says).
+        let upper = NatEntry {
+            first_port: 16384,
+            last_port: 32767,
+            ..nat_at(11, 3)
+        };
+        assert_eq!(table.try_set_instance(2, &[upper]), Ok(true), "{conflict}");
+        assert_eq!(table.live(), vec![nat_at(11, 2), upper], "{conflict}");
+    }
+}
+
+#[test]
+fn the_unique_index_does_not_count_soft_deleted_rows() {
+    let mut table = held_by_one(super::NatConflict::Fatal);
+    assert!(table.clear_instance(1)); // version 2: soft-deleted
+                                      // `time_deleted IS NULL` leaves the removed row out of the index.
+    assert_eq!(table.try_set_instance(2, &[nat_at(11, 3)]), Ok(true));
+    assert_eq!(table.version(), 3);
+    assert_changes(&table, 0, 100, &[(2, true, 11, 2), (3, false, 11, 3)]);
+}
+
+#[test]
+fn before_4694_an_instances_own_stale_row_refuses_its_start_elsewhere() {
+    // Upstream's ensure before #4694 only inserted: a live row of its own
+    // for another sled (left by a stop that kept its NAT) is in the way.
+    let mut table = held_by_one(super::NatConflict::Fatal);
+    assert!(matches!(
+        table.try_set_instance(1, &[nat_at(11, 3)]),
+        Err(StoreError::NatConflict { .. })
+    ));
+    assert_eq!(table.live_of(1), vec![nat_at(11, 2)]);
+    assert_eq!(table.version(), 2);
+    // Removing rows meets no index: a stop or delete still clears them.
+    assert!(table.clear_instance(1));
+    assert!(table.live().is_empty());
+    // Today's replaces it: removal first, so no insert fails (simplified:
+    // upstream's insert fails once, burning a version, then takes over).
+    let mut today = held_by_one(super::NatConflict::Takeover);
+    assert_eq!(today.try_set_instance(1, &[nat_at(11, 3)]), Ok(true));
+    assert_eq!(today.live_of(1), vec![nat_at(11, 3)]);
+    assert_changes(&today, 0, 100, &[(2, true, 11, 2), (3, false, 11, 3)]);
+}
+
+#[test]
+fn since_4694_the_ensure_takes_the_address_over_from_another_row() {
+    let mut table = held_by_one(super::NatConflict::Takeover);
+    assert_eq!(table.try_set_instance(2, &[nat_at(11, 3)]), Ok(true));
+    assert!(
+        table.live_of(1).is_empty(),
+        "the row in the way is soft-deleted"
+    );
+    assert_eq!(table.live_of(2), vec![nat_at(11, 3)]);
+    // The refused insert burnt version 2; the removal is 3, the insert 4.
+    assert_changes(&table, 0, 100, &[(3, true, 11, 2), (4, false, 11, 3)]);
+    assert_eq!(super::NatConflict::default(), super::NatConflict::Takeover);
+}
+
+#[test]
+fn the_unique_index_holds_at_the_write_too() {
+    // Two owners' inserts of one address, both begun before either wrote:
+    // neither saw the other. The first to write wins; the second writes
+    // nothing, and its version is a gap.
+    let mut table = NatTable::default().with_conflict(super::NatConflict::Fatal);
+    let first = table.begin_set_instance(1, &[nat_at(11, 2)]).unwrap();
+    let second = table
+        .try_begin_set_instance(2, &[nat_at(11, 3)])
+        .unwrap()
+        .unwrap();
+    assert!(table.commit(first));
+    assert!(!table.commit(second));
+    assert_eq!(table.live(), vec![nat_at(11, 2)]);
+    assert_changes(&table, 0, 100, &[(1, false, 11, 2)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn before_4694_a_leftover_row_at_the_address_unwinds_the_start_saga() {
+    let (_net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    {
+        let mut s = store.lock();
+        s.nat = NatTable::default().with_conflict(NatConflict::Fatal);
+        // A live row of another owner at the instance's address and ports,
+        // as a deleted instance's leaked row would be once the pool handed
+        // the address on.
+        assert!(s.nat.set_instance(99, &[nat_entry(3)]));
+    }
+    let err = ops.start(ID, 2).await.unwrap_err();
+    let OpError::Unwound(message) = &err else {
+        panic!("expected an unwound saga, got {err:?}");
+    };
+    assert!(message.starts_with("DPD_ENSURE failed: "), "{message}");
+    assert!(
+        message.contains("unique index overlapping_nat_entry"),
+        "{message}"
+    );
+    assert_eq!(store.get(ID).state, InstanceState::Stopped);
+    assert!(store.lock().nat.live_of(ID).is_empty());
+    assert_eq!(store.lock().nat.live_of(99), vec![nat_entry(3)]);
+    let saga = store.saga(1);
+    assert_eq!(saga.done, vec![SagaNode::MarkAsStarting]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn since_4694_the_start_saga_takes_a_leftover_rows_address_over() {
+    let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
+    assert!(store.lock().nat.set_instance(99, &[nat_entry(3)]));
+    ops.start(ID, 2).await.unwrap();
+    assert!(store.lock().nat.live_of(99).is_empty());
+    assert_eq!(store.lock().nat.live_of(ID), vec![nat_entry(2)]);
+    assert_networking_settles(&net, &store, Some(2)).await;
+}

@@ -293,9 +293,19 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                 if inst.state == InstanceState::Deleted {
                     // Nothing of a deleted instance may remain once the
                     // repairs have run (each dpd's pull, the V2P task).
+                    // An address the pool has handed to another instance
+                    // since is that instance's to judge: its entry there
+                    // is not this one's leftover.
+                    let reused = |ip: &std::net::Ipv4Addr| {
+                        view.instances.iter().any(|o| {
+                            o.id != inst.id
+                                && o.state != InstanceState::Deleted
+                                && o.external_ips.iter().any(|x| x.ip == *ip)
+                        })
+                    };
                     for table in view.switches {
                         let slot = table.slot;
-                        for ip in &inst.external_ips {
+                        for ip in inst.external_ips.iter().filter(|ip| !reused(&ip.ip)) {
                             if let Some(e) = table.entries.iter().find(|e| e.external == ip.ip) {
                                 gaps.push(Gap {
                                     at: slot.to_string(),

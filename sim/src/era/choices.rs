@@ -20,6 +20,7 @@
 //! | `dpd-notify` | `fatal` (before omicron #8914), **`logged`** |
 //! | `nat-changeset` | `added-order` (before omicron #5036), **`version-order`** |
 //! | `remove-notify` | `fatal` (before omicron #10389), **`logged`** |
+//! | `nat-conflict` | `fatal` (before omicron #4694), **`takeover`** |
 //! | `switch-lookup` | `mgs-retry` (before omicron #8914), **`dpd`** |
 //!
 //! Choices that no run could tell apart from the preset are refused
@@ -30,7 +31,7 @@
 use std::fmt;
 
 use racksim_reconciler::instances::{
-    DpdNotify, NatChangeset, NatEnsure, StartImpl, SwitchLookup,
+    DpdNotify, NatChangeset, NatConflict, NatEnsure, StartImpl, SwitchLookup,
 };
 
 use super::{ControlPlaneEra, NexusServiceNat, Task};
@@ -123,6 +124,7 @@ mechanisms! {
     dpd_notify: DpdNotify => "dpd-notify" ["fatal", "logged"],
     nat_changeset: NatChangeset => "nat-changeset" ["added-order", "version-order"],
     remove_notify: DpdNotify => "remove-notify" ["fatal", "logged"],
+    nat_conflict: NatConflict => "nat-conflict" ["fatal", "takeover"],
     switch_lookup: SwitchLookup => "switch-lookup" ["mgs-retry", "dpd"],
 }
 
@@ -191,6 +193,7 @@ impl EraChoices {
             );
         }
         let instance_code = self.nat_ensure.is_some()
+            || self.nat_conflict.is_some()
             || self.dpd_notify.is_some()
             || self.remove_notify.is_some()
             || self.switch_lookup.is_some()
@@ -199,14 +202,17 @@ impl EraChoices {
             || self.reincarnation.is_some();
         if instance_code && !instances {
             return Err(
-                "the instance mechanisms (nexus-v2p, instance-watcher, reincarnation, nat-ensure, dpd-notify, remove-notify, switch-lookup) need a run with instances: choose them in a kind = \"instances\" scenario".into(),
+                "the instance mechanisms (nexus-v2p, instance-watcher, reincarnation, nat-ensure, nat-conflict, dpd-notify, remove-notify, switch-lookup) need a run with instances: choose them in a kind = \"instances\" scenario".into(),
             );
         }
-        if (self.nat_ensure.is_some() || self.dpd_notify.is_some() || self.remove_notify.is_some())
+        if (self.nat_ensure.is_some()
+            || self.nat_conflict.is_some()
+            || self.dpd_notify.is_some()
+            || self.remove_notify.is_some())
             && start == StartImpl::Inline
         {
             return Err(
-                "nat-ensure, dpd-notify and remove-notify are the code of naive and saga starts, which write rows for dpd to pull; inline pushes NAT itself".into(),
+                "nat-ensure, nat-conflict, dpd-notify and remove-notify are the code of naive and saga starts, which write rows for dpd to pull; inline pushes NAT itself".into(),
             );
         }
         Ok(())

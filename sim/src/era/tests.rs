@@ -119,10 +119,18 @@ fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
             "dpd_notify": "logged",
             "remove_notify": "logged",
             "nat_changeset": "version-order",
+            "nat_conflict": "takeover",
         })
     );
     assert_eq!(
-        serde_json::from_value::<ControlPlaneEra>(json).unwrap(),
+        serde_json::from_value::<ControlPlaneEra>(json.clone()).unwrap(),
+        target
+    );
+    // JSON written before the mechanism existed reads as today's code.
+    let mut older = json;
+    older.as_object_mut().unwrap().remove("nat_conflict");
+    assert_eq!(
+        serde_json::from_value::<ControlPlaneEra>(older).unwrap(),
         target
     );
 }

@@ -50,6 +50,9 @@ pub struct RunConfig {
     /// The widest window of one NAT statement ([`RunParams::nat_window`](crate::world::RunParams::nat_window));
     /// zero by default.
     pub nat_window: Duration,
+    /// The external-IP pool ([`RunParams::ip_pool`](crate::world::RunParams::ip_pool));
+    /// none by default.
+    pub ip_pool: Option<racksim_nexus::IpPool>,
     /// How time advances: event-driven unless a benchmark asks for the
     /// tick engine ([`Engine`]).
     pub engine: Engine,
@@ -81,6 +84,7 @@ impl RunConfig {
             sabotage: None,
             recheck_every_event: false,
             nat_window: Duration::ZERO,
+            ip_pool: None,
             engine: Engine::EventDriven,
         }
     }

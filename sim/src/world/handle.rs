@@ -71,7 +71,9 @@ impl World {
             .filter(|(_, s)| s.scrimlet_of.is_some())
             .map(|(i, _)| (i, watch::Sender::new(ScrimletStatus::Scrimlet)))
             .collect();
-        let mut db = Db::new(params.era.nat_ensure, params.era.nat_changeset);
+        let mut db = Db::new(params.era.nat_ensure, params.era.nat_changeset)
+            .with_nat_conflict(params.era.nat_conflict)
+            .with_ip_pool(params.ip_pool);
         for (i, spec) in params.instances.iter().enumerate() {
             let id = i as u32 + 1;
             db.declare(id, &spec.name);

@@ -32,6 +32,10 @@ pub struct RunParams {
     /// ([`World::nat_window`](crate::world::World::nat_window)). Zero (the default): every statement is
     /// visible at once.
     pub nat_window: Duration,
+    /// The external-IP pool instances take their addresses from at create;
+    /// `None` (the default): each declared instance has `203.0.113.(10+id)`
+    /// from the start.
+    pub ip_pool: Option<racksim_nexus::IpPool>,
 }
 
 /// An instance a scenario declares; addresses follow from its index.
