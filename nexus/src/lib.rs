@@ -56,8 +56,8 @@ use racksim_reconciler::{
     discovery::{SwitchSlot, SwitchZoneResolver},
     http::Connector,
     instances::{
-        DpdNotify, InstanceOps, InstanceRecord, NatEnsure, OpError, Propagation, SledRef, StartImpl,
-        SwitchLookup,
+        DpdNotify, InstanceOps, InstanceRecord, NatEnsure, OpError, Propagation, SledRef,
+        StartImpl, SwitchLookup,
     },
 };
 use tokio::{

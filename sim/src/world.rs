@@ -34,6 +34,7 @@ mod zones;
 pub use handle::{HostKind, World};
 pub use params::{InstanceSpec, RunParams};
 pub use state::{
-    ControlPlaneState, DnsState, ServiceFault, NetState, NexusCommand, SledsState, State, SwitchesState,
+    ControlPlaneState, DnsState, NetState, NexusCommand, ServiceFault, SledsState, State,
+    SwitchesState,
 };
 pub use zones::{service_kind, zone_nat_entry, LiveZone, ZoneId, ZoneSet};

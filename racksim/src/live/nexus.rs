@@ -163,7 +163,11 @@ impl NexusHost for LiveHost {
     }
 
     fn boundary_switches(&self) -> Vec<SwitchSlot> {
-        lock(&self.inventory.inner).boundary.keys().copied().collect()
+        lock(&self.inventory.inner)
+            .boundary
+            .keys()
+            .copied()
+            .collect()
     }
 
     /// MGS on each boundary switch zone's underlay address.

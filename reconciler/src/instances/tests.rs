@@ -237,7 +237,7 @@ fn once_held_at<T>(
 
 /// Saga recovery by a Nexus started after a crash, on the same database.
 async fn resume_in_a_new_nexus(net: &FakeNet, store: &MemStore) -> Vec<ResumedSaga> {
-    let restarted = ops_on(&net, &store, StartImpl::Saga);
+    let restarted = ops_on(net, store, StartImpl::Saga);
     restarted.resume_sagas().await
 }
 
@@ -860,7 +860,12 @@ async fn saga_unwinds_when_register_fails() {
     for zone in zones() {
         assert_eq!(
             net.requests(zone, DPD_PORT),
-            vec![LOOKUP, "POST /rpw/nat/trigger", LOOKUP, "POST /rpw/nat/trigger"]
+            vec![
+                LOOKUP,
+                "POST /rpw/nat/trigger",
+                LOOKUP,
+                "POST /rpw/nat/trigger"
+            ]
         );
     }
     assert_networking_settles(&net, &store, None).await;
@@ -1144,7 +1149,12 @@ async fn each_completed_node_is_undone_once_latest_first() {
     for zone in zones() {
         assert_eq!(
             net.requests(zone, DPD_PORT),
-            vec![LOOKUP, "POST /rpw/nat/trigger", LOOKUP, "POST /rpw/nat/trigger"]
+            vec![
+                LOOKUP,
+                "POST /rpw/nat/trigger",
+                LOOKUP,
+                "POST /rpw/nat/trigger"
+            ]
         );
     }
     // MARK_AS_STARTING and its undo each bumped the generation once.
@@ -2478,7 +2488,10 @@ async fn before_8914_a_switch_without_a_dpd_fails_the_saga_and_leaves_its_rows()
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     let ops = ops.with_dpd_notify(DpdNotify::Fatal);
     nat_trigger_fails(&net, zone_ip(1), 500, "busy");
-    assert_eq!(ops.start(ID, 2).await.unwrap().state, InstanceState::Running);
+    assert_eq!(
+        ops.start(ID, 2).await.unwrap().state,
+        InstanceState::Running
+    );
     assert_eq!(store.saga(1).state, SagaState::Done);
 }
 
@@ -2488,7 +2501,13 @@ async fn before_8914_the_switch_lookup_waits_for_every_mgs_in_dns() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     let ops = ops.with_switch_lookup(SwitchLookup::MgsRetry);
     let response = FakeResponse::error(503, "no SP");
-    net.fail(zone_ip(2), MGS_PORT, "GET", "/local/switch-id", Some(response));
+    net.fail(
+        zone_ip(2),
+        MGS_PORT,
+        "GET",
+        "/local/switch-id",
+        Some(response),
+    );
     let begun = tokio::time::Instant::now();
     let start = tokio::spawn({
         let ops = ops.clone();
@@ -2509,10 +2528,7 @@ async fn before_8914_the_switch_lookup_waits_for_every_mgs_in_dns() {
     assert!(begun.elapsed() >= Duration::from_secs(60));
     // Then each dpd is asked nothing but the trigger: MGS named them.
     for zone in zones() {
-        assert_eq!(
-            net.requests(zone, DPD_PORT),
-            vec!["POST /rpw/nat/trigger"]
-        );
+        assert_eq!(net.requests(zone, DPD_PORT), vec!["POST /rpw/nat/trigger"]);
     }
 }
 

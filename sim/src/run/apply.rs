@@ -14,7 +14,7 @@ use super::driver::Driver;
 use crate::{
     plan::Action,
     trace::Kind,
-    world::{ServiceFault, NexusCommand},
+    world::{NexusCommand, ServiceFault},
 };
 
 impl Driver<'_> {

@@ -171,7 +171,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                     SWITCH_LOOKUP_RETRY.as_secs()
                 );
             } else {
-                tracing::debug!("failed to map switch zone addr {zone}: {e}; retrying (round {round})");
+                tracing::debug!(
+                    "failed to map switch zone addr {zone}: {e}; retrying (round {round})"
+                );
             }
             tokio::time::sleep(SWITCH_LOOKUP_RETRY).await;
         }
