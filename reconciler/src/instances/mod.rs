@@ -112,6 +112,7 @@
 //! those of the awaits, and a seed replays them.
 
 pub mod history;
+mod nat_table;
 mod ops;
 mod rpw;
 mod sled_agent;
@@ -133,6 +134,7 @@ use racksim_wire::enum_names;
 
 pub use crate::dpd::MacAddr;
 pub use history::{DpdNotify, NatChangeset, NatConflict, NatEnsure, Propagation, SwitchLookup};
+pub use nat_table::{NatEntryView, NatEntryViewExt, NatTable};
 pub use ops::{InstanceOps, OpError, ResumedSaga, SwitchZoneDns, NEXUS_SLED_AGENT_TIMEOUT};
 /// Port of sled-agent on a sled's underlay address.
 pub use racksim_wire::SLED_AGENT_PORT;
@@ -141,10 +143,7 @@ pub use sled_agent::{
     mac_string, SledAgentClient, VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState,
     VmmStateRequest, API_VERSION as SLED_AGENT_API_VERSION, NO_SUCH_INSTANCE,
 };
-pub use store::{
-    InstanceStore, NatEntryView, NatEntryViewExt, NatTable, NodeFailure, SagaNode, SagaRecord,
-    SagaState, StoreError,
-};
+pub use store::{InstanceStore, NodeFailure, SagaNode, SagaRecord, SagaState, StoreError};
 pub use watcher::{AutoRestart, AutoRestartPolicy};
 
 /// The VNI of the one VPC the simulated rack's instances live in.
