@@ -205,7 +205,9 @@ pub struct ControlPlaneEra {
     /// How instance operations tell the switch zones apart: each dpd's
     /// `/switch/identifiers`, leaving out one that fails (since omicron
     /// #8914), or each zone's MGS, retried every 2 s until all answer
-    /// (before it: bug #8206).
+    /// (before it: bug #8206). Absent from JSON written before the
+    /// mechanism existed: today's.
+    #[serde(default)]
     pub switch_lookup: SwitchLookup,
     /// What Nexus's NAT ensure does when the NAT table's unique index on
     /// live rows refuses its insert: soft-delete the row in the way and

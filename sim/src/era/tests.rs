@@ -120,6 +120,7 @@ fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
             "remove_notify": "logged",
             "nat_changeset": "version-order",
             "nat_conflict": "takeover",
+            "switch_lookup": "dpd",
         })
     );
     assert_eq!(
@@ -129,6 +130,7 @@ fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
     // JSON written before the mechanism existed reads as today's code.
     let mut older = json;
     older.as_object_mut().unwrap().remove("nat_conflict");
+    older.as_object_mut().unwrap().remove("switch_lookup");
     assert_eq!(
         serde_json::from_value::<ControlPlaneEra>(older).unwrap(),
         target
