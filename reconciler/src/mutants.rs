@@ -298,6 +298,22 @@ pub(crate) mod fatal_dpd_notify {
     }
 }
 
+/// [`racksim_mutants::Mutant::MgsSwitchLookup`]: upstream's own code
+/// before omicron #8914.
+pub(crate) mod mgs_switch_lookup {
+    use crate::{
+        http::Connector,
+        instances::{InstanceOps, InstanceStore, SwitchLookup},
+    };
+
+    /// Each zone's MGS names its switch, retried until all answer.
+    pub(crate) fn switch_lookup<C: Connector, S: InstanceStore>(
+        _ops: &InstanceOps<C, S>,
+    ) -> SwitchLookup {
+        SwitchLookup::MgsRetry
+    }
+}
+
 /// [`racksim_mutants::Mutant::FatalRemoveNotify`]: upstream's own code
 /// before omicron #10389.
 pub(crate) mod fatal_remove_notify {

@@ -111,6 +111,11 @@ catalogue! {
     /// rows fails the stop's update saga, as before omicron #10389 (bug
     /// #10343: the instance stays Stopping while one switch is down).
     FatalRemoveNotify => "fatal-remove-notify",
+    /// Upstream's history: Nexus tells the switch zones apart by asking
+    /// each one's MGS and retries every 2 s until all answer, as before
+    /// omicron #8914 (bug #8206: sagas stuck while a switch zone in DNS is
+    /// down).
+    MgsSwitchLookup => "mgs-switch-lookup",
 }
 
 impl fmt::Display for Mutant {

@@ -162,7 +162,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         let mut boundary = self.store.boundary_switches().await?;
         boundary.sort();
         boundary.dedup();
-        let per_switch = self.switch_lookup == SwitchLookup::MgsRetry;
+        let per_switch = self.switch_lookup() == SwitchLookup::MgsRetry;
         let mut clients = if per_switch {
             Default::default()
         } else {
