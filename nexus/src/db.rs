@@ -169,15 +169,9 @@ impl Db {
         if !self.record_mut(id)?.external_ips.is_empty() {
             return self.fetch(id);
         }
-        let held: BTreeSet<Ipv4Addr> = self
-            .instances
-            .values()
-            .filter(|r| !self.ips_released.contains(&r.id))
-            .flat_map(|r| r.external_ips.iter().map(|ip| ip.ip))
-            .collect();
         let ip = pool
             .addresses()
-            .find(|a| !held.contains(a))
+            .find(|a| self.holder_of(*a).is_none())
             .ok_or_else(|| StoreError::PoolExhausted {
                 pool: pool.to_string(),
             })?;

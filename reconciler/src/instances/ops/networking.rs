@@ -159,9 +159,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         instance: u32,
         fail_fast: bool,
     ) -> Result<(), OpError> {
-        let mut boundary = self.store.boundary_switches().await?;
-        boundary.sort();
-        boundary.dedup();
+        let boundary = self.boundary_switches().await?;
         let per_switch = self.switch_lookup() == SwitchLookup::MgsRetry;
         let mut clients = if per_switch {
             Default::default()

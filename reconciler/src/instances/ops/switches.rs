@@ -75,14 +75,20 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// [`SwitchLookup::MgsRetry`] it does not return while a listed zone's
     /// MGS does not answer.
     pub(in crate::instances) async fn boundary_dpds(&self) -> Result<BoundaryDpds, OpError> {
-        let mut boundary = self.store.boundary_switches().await?;
-        boundary.sort();
-        boundary.dedup();
+        let boundary = self.boundary_switches().await?;
         let clients = self.dpd_clients().await?;
         Ok(boundary
             .into_iter()
             .map(|slot| (slot, clients.get(&slot).copied()))
             .collect())
+    }
+
+    /// The database's boundary switches, by slot, each once.
+    pub(in crate::instances) async fn boundary_switches(&self) -> Result<Vec<SwitchSlot>, OpError> {
+        let mut boundary = self.store.boundary_switches().await?;
+        boundary.sort();
+        boundary.dedup();
+        Ok(boundary)
     }
 
     /// `dpd_clients`: the dpd of every switch zone DNS lists whose slot the
