@@ -91,7 +91,7 @@ fn shipped_code_programs_switch1_early_while_ntp_zone_start_waits_out_5_minutes(
         "boundary NTP's zone start",
     );
     let synced = at(
-        &|l| l.text.contains("time synchronized"),
+        &|l| l.text.contains("boundary-ntp: time synchronised"),
         "time synchronisation",
     );
     let revealed = at(
@@ -119,7 +119,7 @@ fn shipped_code_programs_switch1_early_while_ntp_zone_start_waits_out_5_minutes(
         .outcome
         .trace
         .iter()
-        .find(|l| l.text.contains("time synchronized"))
+        .find(|l| l.text.contains("boundary-ntp: time synchronised"))
         .expect("time synchronises")
         .at;
     assert!(synced < Duration::from_secs(60), "{synced:?}");

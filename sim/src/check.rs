@@ -190,7 +190,7 @@ pub fn observe(world: &World) -> Snapshot {
     let rack = world.rack();
     let st = world.lock();
     Snapshot {
-        ntp_synced: st.sleds.ntp_synced.clone(),
+        ntp_synced: st.sleds.boundary_synced(),
         nexus_up: st.control_plane.nexus_up.clone(),
         sleds_up: st.sleds.up.clone(),
         instances: st.control_plane.db.instances.values().cloned().collect(),

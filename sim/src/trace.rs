@@ -27,7 +27,9 @@ pub enum Kind {
     /// A switch began or stopped dropping inbound traffic. Fields:
     /// `switch`, `dropping` (`true`/`false`).
     Dataplane,
-    /// Boundary NTP synchronised. Fields: `via`.
+    /// A sled's NTP zone made its first clock update. Fields: `zone`
+    /// (`boundary-ntp`, `internal-ntp`); `via` (boundary NTP: the switch
+    /// its last sample came through).
     Ntp,
     /// The control plane came up or went down. Fields: `state` (`up`, `down`).
     ControlPlane,

@@ -34,7 +34,7 @@ mod zones;
 pub use handle::{HostKind, World};
 pub use params::{InstanceSpec, RunParams};
 pub use state::{
-    ControlPlaneState, DnsState, NetState, NexusCommand, ServiceFault, SledsState, State,
-    SwitchesState,
+    ControlPlaneState, DnsState, NetState, NexusCommand, NtpClock, NtpZone, ServiceFault,
+    SledsState, State, SwitchesState,
 };
 pub use zones::{service_kind, zone_nat_entry, LiveZone, ZoneId, ZoneSet};

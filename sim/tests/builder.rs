@@ -29,7 +29,10 @@ fn sled_task_converges_and_legacy_does_not() {
     };
     let sled_task = run(&config(Strategy::SLED_TASK));
     match sled_task.verdict {
-        Verdict::Converged { at } => assert!(at <= Duration::from_secs(600), "{at:?}"),
+        // The reveal by 480 s, sled-task's 30 s pass, then boundary and
+        // internal NTP's backed-off polls (<= 105.3 s each) and sled-agent's
+        // 5 s retry: by 480 + 246 s.
+        Verdict::Converged { at } => assert!(at <= Duration::from_secs(730), "{at:?}"),
         other => panic!("sled-task did not converge: {other:?}"),
     }
     let legacy = run(&config(Strategy::LEGACY));

@@ -57,7 +57,7 @@ pub fn build(input: &RunInput<'_>) -> Block {
         name: "rack".into(),
         rows: vec![
             Row::new("control plane", Layout::Overlay).note("never up"),
-            Row::new("boundary NTP", Layout::Pack).note("never synchronised"),
+            Row::new("NTP", Layout::Pack).note("never synchronised"),
         ],
     };
     let mut instances = Row::new("instances", Layout::Overlay);
@@ -111,10 +111,13 @@ pub fn build(input: &RunInput<'_>) -> Block {
                 },
             },
             Kind::Ntp => {
-                let via = field(line, "via").unwrap_or("?");
-                rack_lane.rows[1].items.push(
-                    Item::mark(line, "ntp", "ntp").label(format!("NTP synchronised via {via}")),
-                );
+                let label = match field(line, "via") {
+                    Some(via) => format!("{}: boundary NTP synchronised via {via}", line.host),
+                    None => format!("{}: internal NTP synchronised", line.host),
+                };
+                rack_lane.rows[1]
+                    .items
+                    .push(Item::mark(line, "ntp", "ntp").label(label));
             }
             Kind::ControlPlane => match field(line, "state") {
                 Some("up") => {

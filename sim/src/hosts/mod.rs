@@ -64,10 +64,17 @@ impl PacketSocket {
     /// The next packet that reads as a `T`. Anything else is passed over,
     /// as a real host drops what it cannot parse.
     pub(crate) async fn recv<T: DeserializeOwned>(&mut self) -> std::io::Result<T> {
+        Ok(self.recv_from().await?.0)
+    }
+
+    /// [`Self::recv`], with the address the packet came from.
+    pub(crate) async fn recv_from<T: DeserializeOwned>(
+        &mut self,
+    ) -> std::io::Result<(T, SocketAddr)> {
         loop {
-            let (n, _from) = self.sock.recv_from(&mut self.buf).await?;
+            let (n, from) = self.sock.recv_from(&mut self.buf).await?;
             if let Ok(packet) = serde_json::from_slice(&self.buf[..n]) {
-                return Ok(packet);
+                return Ok((packet, from));
             }
         }
     }

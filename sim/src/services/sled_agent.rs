@@ -42,10 +42,9 @@ impl SledAgentApi {
     fn handle(&self, req: &ApiRequest) -> ApiResponse {
         let w = &self.world;
         if req.method == Method::GET && req.segments() == ["timesync"] {
-            // Internal NTP on every sled follows boundary NTP; one flag
-            // stands for "this sled's clock is synchronised".
+            // From this sled's own NTP zone, boundary or internal.
             return ApiResponse::json(&TimeSync {
-                sync: w.lock().time_synced(),
+                sync: w.lock().sleds.time_synced(self.index),
             });
         }
         let (response, change) = {

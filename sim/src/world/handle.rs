@@ -249,7 +249,8 @@ impl World {
                 st.sleds.agents.remove(index);
                 // Its zones go with it.
                 st.sleds.running_zones.remove(index);
-                st.sleds.ntp_synced.remove(index);
+                st.sleds.ntp.remove(index);
+                st.sleds.ntp_replies.remove(index);
                 st.control_plane.nexus_up.remove(index);
             }
             HostKind::UpstreamNtp => {}

@@ -19,7 +19,7 @@ use racksim_fakes::dpd::{DpdState, NatRpwTimer};
 use racksim_fakes::sled_agent::SledAgentState;
 use racksim_nexus::{Db, InstanceRequest};
 use racksim_reconciler::{discovery::SwitchSlot, task::ScrimletStatus};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::zones::ZoneId;
 use crate::rack::{SledSpec, ZoneKind};
@@ -133,9 +133,13 @@ pub struct SledsState {
     pub agents: BTreeMap<usize, SledAgentState>,
     /// Whether each scrimlet currently has its sidecar (by sled index).
     pub scrimlet_status: BTreeMap<usize, watch::Sender<ScrimletStatus>>,
-    /// Sleds whose boundary NTP zone has had a reply from upstream (the
-    /// rack's time is synchronised once any has).
-    pub ntp_synced: BTreeSet<usize>,
+    /// Each running sled's NTP zone, by sled index: its kind, and whether
+    /// its time is synchronised (sled-agent's `GET /timesync` answers
+    /// from it).
+    pub ntp: BTreeMap<usize, NtpClock>,
+    /// Where OPTE hands each boundary NTP zone its replies from upstream
+    /// (the switch each came through).
+    pub ntp_replies: BTreeMap<usize, mpsc::UnboundedSender<SwitchSlot>>,
     /// How long each zone start took: `(sled, zone, duration)`.
     pub zone_starts: Vec<(String, ZoneKind, Duration)>,
     /// The zones each running sled-agent has started and not stopped
@@ -150,12 +154,61 @@ pub struct DnsState {
     pub hidden: BTreeSet<SwitchSlot>,
 }
 
-impl State {
-    /// Some boundary NTP zone has synchronised with upstream.
-    pub fn time_synced(&self) -> bool {
-        !self.sleds.ntp_synced.is_empty()
+/// A sled's NTP zone, as the checks and sled-agent see it (its polling
+/// state is the zone's own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NtpClock {
+    pub zone: NtpZone,
+    /// Whether the zone has made its first clock update.
+    pub synchronised: bool,
+}
+
+impl NtpClock {
+    pub fn new(zone: NtpZone) -> Self {
+        Self {
+            zone,
+            synchronised: false,
+        }
+    }
+}
+
+/// The two kinds of NTP zone: every sled runs one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NtpZone {
+    /// Synchronises with the upstream server, through NAT.
+    Boundary,
+    /// Synchronises with the rack's boundary zones, over the underlay.
+    Internal,
+}
+
+impl NtpZone {
+    pub fn name(self) -> &'static str {
+        match self {
+            NtpZone::Boundary => "boundary-ntp",
+            NtpZone::Internal => "internal-ntp",
+        }
+    }
+}
+
+display_by_name!(NtpZone);
+
+impl SledsState {
+    /// Whether sled `index`'s NTP zone has synchronised its time.
+    pub fn time_synced(&self, index: usize) -> bool {
+        self.ntp.get(&index).is_some_and(|c| c.synchronised)
     }
 
+    /// The sleds whose boundary NTP zone has synchronised with upstream.
+    pub fn boundary_synced(&self) -> BTreeSet<usize> {
+        self.ntp
+            .iter()
+            .filter(|(_, c)| c.zone == NtpZone::Boundary && c.synchronised)
+            .map(|(i, _)| *i)
+            .collect()
+    }
+}
+
+impl State {
     /// Some Nexus is up.
     pub fn control_plane_up(&self) -> bool {
         !self.control_plane.nexus_up.is_empty()

@@ -11,7 +11,8 @@
 //!   start](crate::strategy::NatStrategy::blocks_zone_start) each zone's
 //!   start waits on `legacy::ensure_zone_nat`, otherwise zones start at once;
 //! * [`opte`] — delivery of Geneve traffic to the zone it is for;
-//! * [`ntp`] — boundary NTP's client of the upstream server.
+//! * [`ntp`] — the sled's NTP zone: boundary NTP (a zone of the zone set)
+//!   or, on every other sled, internal NTP (started with sled-agent).
 //!
 //! The sled runs the zones the rack's current config puts on it
 //! ([`crate::world::ZoneSet`]): when a config change adds a zone here it
@@ -30,11 +31,11 @@ use racksim_reconciler::nat::NatEntry;
 use rand::{rngs::SmallRng, SeedableRng};
 use tokio::task::JoinHandle;
 
-pub use self::ntp::NTP_POLL_INTERVAL;
 use super::spawn_server;
 pub use crate::services::sled_agent::TimeSync;
 use crate::{
     net::{InternalDnsResolver, INTERNAL_DNS_PORT, SLED_AGENT_PORT},
+    rack::ZoneKind,
     services::{dns::InternalDnsApi, sled_agent::SledAgentApi},
     strategy::SledContext,
     trace::Kind,
@@ -84,6 +85,11 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         );
     }
     tokio::task::spawn_local(opte::opte(world.clone(), index));
+    // Every sled runs one NTP zone: a sled the zone set gives no boundary
+    // NTP zone runs internal NTP, which needs no NAT.
+    if !zones.iter().any(|z| z.spec.kind == ZoneKind::BoundaryNtp) {
+        tokio::task::spawn_local(ntp::internal_ntp(world.clone(), index, name.clone()));
+    }
 
     let resolver = InternalDnsResolver::new(rack.internal_dns_addresses());
 

@@ -1,6 +1,6 @@
 //! OPTE: the end of the data path on a sled. It delivers Geneve traffic to
-//! the zone it is for when the VNI and MAC match, and records a boundary NTP
-//! reply as time being synchronised.
+//! the zone it is for when the VNI and MAC match (a boundary NTP reply goes
+//! to that zone's NTP client).
 
 use crate::{
     dataplane::Geneve,
@@ -27,22 +27,10 @@ pub(super) async fn opte(world: World, index: usize) -> std::io::Result<()> {
         match zone {
             Some(z) if z.mac == g.inner_mac && g.vni == racksim_reconciler::SERVICES_VNI => {
                 if z.kind == ZoneKind::BoundaryNtp && g.inner.payload == NTP_REPLY {
-                    let newly = {
-                        let mut st = world.lock();
-                        let newly = st.sleds.ntp_synced.insert(index);
-                        st.version += 1;
-                        newly
-                    };
-                    if newly {
-                        world.record(
-                            world
-                                .line(
-                                    &host,
-                                    Kind::Ntp,
-                                    format!("boundary-ntp: time synchronized (reply came via {})", g.via),
-                                )
-                                .field("via", g.via),
-                        );
+                    // The zone takes the sample (a zone that is not
+                    // listening any more drops it).
+                    if let Some(zone) = world.lock().sleds.ntp_replies.get(&index) {
+                        let _ = zone.send(g.via);
                     }
                 }
             }

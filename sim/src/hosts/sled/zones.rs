@@ -3,8 +3,8 @@
 //! zone-start path beside the scrimlet reconcilers) block each zone with
 //! external connectivity on `legacy::ensure_zone_nat` (the bug the zone-start NAT issue
 //! describes); the other strategies start every zone at once and leave NAT
-//! to their reconcilers. A started zone runs its software: boundary NTP's
-//! client, Nexus. A zone stops when the config removes it or moves it away.
+//! to their reconcilers. A started zone runs its software: boundary NTP,
+//! Nexus. A zone stops when the config removes it or moves it away.
 
 use std::collections::BTreeSet;
 
@@ -13,7 +13,7 @@ use rand::rngs::SmallRng;
 use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
 
-use super::ntp::ntp_client;
+use super::ntp::boundary_ntp;
 use crate::{
     hosts::control_plane,
     net::{InternalDnsResolver, TurmoilConnector},
@@ -114,7 +114,7 @@ pub(super) async fn start_zone(
             .field("took_us", took.as_micros()),
     );
     match kind {
-        ZoneKind::BoundaryNtp => Some(tokio::task::spawn_local(ntp_client(
+        ZoneKind::BoundaryNtp => Some(tokio::task::spawn_local(boundary_ntp(
             world.clone(),
             index,
             name.to_string(),
