@@ -39,9 +39,12 @@ pub use plan::{plan_text, scenario};
 /// How long the rack has to converge once the chaos is over.
 pub const LIVENESS: Duration = Duration::from_secs(15 * 60);
 
-/// When after the chaos a refused instance create is retried (long enough
-/// for a cold-booted rack's control plane to be up again).
-pub const CREATE_RETRY: Duration = Duration::from_secs(120);
+/// When after the chaos a refused instance create is retried: long enough
+/// for the control plane to be up again after an outage that kept time
+/// unsynchronised for minutes (decision 0008): boundary NTP's backed-off
+/// polls (<= 105.3 s), then internal NTP's on Nexus's sled (as long), then
+/// sled-agent's 5 s retry — 3m36s — with a margin.
+pub const CREATE_RETRY: Duration = Duration::from_secs(300);
 
 /// Shortest control-plane outage drawn: short enough that an operator's
 /// start can come while the stop still drains in-flight work (which once
