@@ -296,9 +296,11 @@ fn madrid_sled_task_shows_convergence() {
         assert_eq!(nat_spans(lane), 3);
         assert_eq!(lane.count_kind("missing"), 0);
     }
+    // One NTP mark per sled's NTP zone: boundary NTP on sled2, internal
+    // NTP on sled0 and sled1.
     assert_eq!(
         kind_counts(block, ["converged", "deadline", "ntp", "control-plane"]),
-        [1, 0, 1, 1]
+        [1, 0, 3, 1]
     );
     let converged = block.find("data-kind", "converged");
     let label = converged_label(&run.1);
