@@ -27,6 +27,13 @@ use crate::{
 const ID: u32 = 7;
 /// The switch lookup's question to each dpd (omicron's `dpd_clients`).
 const LOOKUP: &str = "GET /switch/identifiers";
+/// Nexus's notice to a dpd that the NAT table changed (it pulls on it).
+const TRIGGER: &str = "POST /rpw/nat/trigger";
+/// The inline NAT ensure's requests to a dpd for [`EXT`]'s entry: read
+/// it, delete a stale one, put the desired one.
+const NAT_GET: &str = "GET /nat/ipv4/203.0.113.10/0";
+const NAT_DELETE: &str = "DELETE /nat/ipv4/203.0.113.10/0";
+const NAT_PUT: &str = "PUT /nat/ipv4/203.0.113.10/0/16383";
 const EXT: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
 
 fn sled_ip(n: u32) -> Ipv6Addr {
@@ -191,6 +198,13 @@ async fn mark_starting(store: &MemStore, vmm: Option<u64>) -> InstanceRecord {
         )
         .await
         .unwrap()
+}
+
+/// Sled 2's agent registers VMM `vmm` for instance 7, as a start's
+/// REGISTER would.
+async fn register_on_sled_2(net: &FakeNet, vmm: u64) {
+    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
+    agent.instance_register(ID, vmm).await.unwrap();
 }
 
 /// A resumed start saga (40) finished, and sled 2 runs one VMM: a re-run
@@ -546,10 +560,7 @@ async fn naive_start_programs_nat_and_v2p() {
     // The operation only writes the rows and triggers each dpd; it neither
     // reads nor writes a switch's table, nor touches a sled's V2P.
     for zone in zones() {
-        assert_eq!(
-            net.requests(zone, DPD_PORT),
-            vec![LOOKUP, "POST /rpw/nat/trigger"]
-        );
+        assert_eq!(net.requests(zone, DPD_PORT), vec![LOOKUP, TRIGGER]);
     }
     assert_eq!(net.nat(zone_ip(1)), vec![nat_entry(3).to_dpd()]);
     assert_eq!(net.v2p(sled_ip(2)), vec![mapping(3)]);
@@ -610,8 +621,8 @@ async fn saga_start_records_every_node_in_order() {
         vec![
             (dpd_addr(zone_ip(2)), LOOKUP.to_string()),
             (dpd_addr(zone_ip(1)), LOOKUP.to_string()),
-            (dpd_addr(zone_ip(1)), "POST /rpw/nat/trigger".to_string()),
-            (dpd_addr(zone_ip(2)), "POST /rpw/nat/trigger".to_string()),
+            (dpd_addr(zone_ip(1)), TRIGGER.to_string()),
+            (dpd_addr(zone_ip(2)), TRIGGER.to_string()),
             (sled_addr(2), "PUT /instances/7".to_string()),
             (sled_addr(2), "PUT /instances/7/state".to_string()),
         ]
@@ -765,8 +776,8 @@ async fn delete_removes_nat_before_v2p_and_marks_deleted() {
     assert_eq!(
         mutations,
         vec![
-            (dpd_addr(zone_ip(1)), "DELETE /nat/ipv4/203.0.113.10/0"),
-            (dpd_addr(zone_ip(2)), "DELETE /nat/ipv4/203.0.113.10/0"),
+            (dpd_addr(zone_ip(1)), NAT_DELETE),
+            (dpd_addr(zone_ip(2)), NAT_DELETE),
             (sled_addr(1), "DELETE /v2p"),
             (sled_addr(3), "DELETE /v2p"),
         ]
@@ -812,7 +823,7 @@ async fn saga_delete_marks_clears_rows_triggers_and_activates_v2p() {
     // Only the lookup and triggers: the switches and sleds are the
     // tasks' to clean.
     let lookups = [zone_ip(2), zone_ip(1)].map(|z| (dpd_addr(z), LOOKUP.to_string()));
-    let triggers = zones().map(|z| (dpd_addr(z), "POST /rpw/nat/trigger".to_string()));
+    let triggers = zones().map(|z| (dpd_addr(z), TRIGGER.to_string()));
     assert_eq!(net.all_requests(), [lookups, triggers].concat());
     assert_networking_settles(&net, &store, None).await;
 }
@@ -860,12 +871,7 @@ async fn saga_unwinds_when_register_fails() {
     for zone in zones() {
         assert_eq!(
             net.requests(zone, DPD_PORT),
-            vec![
-                LOOKUP,
-                "POST /rpw/nat/trigger",
-                LOOKUP,
-                "POST /rpw/nat/trigger"
-            ]
+            vec![LOOKUP, TRIGGER, LOOKUP, TRIGGER]
         );
     }
     assert_networking_settles(&net, &store, None).await;
@@ -905,10 +911,7 @@ async fn failed_triggers_do_not_fail_the_saga() {
     assert_eq!(record.state, InstanceState::Running);
     assert_eq!(store.saga(1).state, SagaState::Done);
     assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
-    assert_eq!(
-        net.requests(zone_ip(1), DPD_PORT),
-        vec![LOOKUP, "POST /rpw/nat/trigger"]
-    );
+    assert_eq!(net.requests(zone_ip(1), DPD_PORT), vec![LOOKUP, TRIGGER]);
 
     // The live dpd pulls the rows on its own (periodically); the switch
     // zone that comes back starts from generation 0 and pulls them too.
@@ -1072,8 +1075,7 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     // The saga will be 1 and its VMM 2 (one counter): registered already,
     // as if REGISTER had reached the sled and its reply had been lost.
-    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
-    agent.instance_register(ID, 2).await.unwrap();
+    register_on_sled_2(&net, 2).await;
     net.clear_log();
     sled_2_fails(&net, "PUT", "/instances/7", 503, "reply lost");
     let err = ops.start(ID, 2).await.unwrap_err();
@@ -1149,12 +1151,7 @@ async fn each_completed_node_is_undone_once_latest_first() {
     for zone in zones() {
         assert_eq!(
             net.requests(zone, DPD_PORT),
-            vec![
-                LOOKUP,
-                "POST /rpw/nat/trigger",
-                LOOKUP,
-                "POST /rpw/nat/trigger"
-            ]
+            vec![LOOKUP, TRIGGER, LOOKUP, TRIGGER]
         );
     }
     // MARK_AS_STARTING and its undo each bumped the generation once.
@@ -1244,8 +1241,7 @@ async fn resume_re_runs_the_node_in_flight() {
     let starting = mark_starting(&store, Some(41)).await;
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
     store.lock().last_id = 41;
-    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
-    agent.instance_register(ID, 41).await.unwrap();
+    register_on_sled_2(&net, 41).await;
     net.clear_log();
     use SagaNode::*;
     let saga = SagaRecord {
@@ -1280,23 +1276,9 @@ async fn resume_re_runs_the_node_in_flight() {
 #[tokio::test(start_paused = true)]
 async fn a_resumed_unwind_does_not_repeat_finished_undos() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let starting = mark_starting(&store, Some(10)).await;
     store.lock().nat.set_instance(ID, &[nat_entry(2)]);
     use SagaNode::*;
-    let saga = SagaRecord {
-        starting_generation: Some(starting.generation),
-        vmm_id: Some(10),
-        done: vec![MarkAsStarting, DpdEnsure, V2pEnsure, Register],
-        undone: vec![Register, V2pEnsure],
-        state: SagaState::Unwinding {
-            failed: NodeFailure {
-                node: Run,
-                error: "propolis failed".into(),
-            },
-        },
-        ..SagaRecord::new(9, ID, 2)
-    };
-    store.saga_create(&saga).await.unwrap();
+    unwinding_after_run_with_vmm_10(&store, vec![Register, V2pEnsure]).await;
     let resumed = ops.resume_sagas().await;
     assert!(
         matches!(&resumed[..], [(9, ID, Err(OpError::Unwound(m)))] if m.starts_with("RUN failed: ")),
@@ -1304,10 +1286,7 @@ async fn a_resumed_unwind_does_not_repeat_finished_undos() {
     );
     assert!(sled_requests(&net, 2).is_empty());
     for zone in zones() {
-        assert_eq!(
-            net.requests(zone, DPD_PORT),
-            vec![LOOKUP, "POST /rpw/nat/trigger"]
-        );
+        assert_eq!(net.requests(zone, DPD_PORT), vec![LOOKUP, TRIGGER]);
     }
     assert_unwound_to_stopped(&store, 9);
     assert_eq!(store.nat_rows(), vec![]);
@@ -1343,8 +1322,7 @@ async fn register_undo_destroys_the_vmm_or_treats_an_unreachable_sled_as_unregis
 
     // A sled that answers: the saga's VMM is destroyed.
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
-    agent.instance_register(ID, 10).await.unwrap();
+    register_on_sled_2(&net, 10).await;
     let generation = starting(&store, 2);
     store
         .saga_create(&unwinding(9, 2, generation))
@@ -1529,14 +1507,17 @@ async fn a_stuck_unwind_still_activates_the_v2p_task_for_the_undone_v2p_ensure()
 }
 
 /// Instance 7 Starting on sled 2 with VMM 10, and saga 9 unwinding it
-/// after RUN failed, REGISTER done: its undo is the next to run.
-async fn unwinding_after_run_with_vmm_10(store: &MemStore) {
+/// after RUN failed, every node before RUN done and the undos `undone`
+/// finished: the next undo to run is that of the node before them
+/// (REGISTER's when none is).
+async fn unwinding_after_run_with_vmm_10(store: &MemStore, undone: Vec<SagaNode>) {
     let starting = mark_starting(store, Some(10)).await;
     use SagaNode::*;
     let saga = SagaRecord {
         starting_generation: Some(starting.generation),
         vmm_id: Some(10),
         done: vec![MarkAsStarting, DpdEnsure, V2pEnsure, Register],
+        undone,
         state: SagaState::Unwinding {
             failed: NodeFailure {
                 node: Run,
@@ -1555,9 +1536,8 @@ async fn unwinding_after_run_with_vmm_10(store: &MemStore) {
 #[tokio::test(start_paused = true)]
 async fn register_undo_leaves_another_vmm_of_the_instance_alone() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
-    agent.instance_register(ID, 50).await.unwrap();
-    unwinding_after_run_with_vmm_10(&store).await;
+    register_on_sled_2(&net, 50).await;
+    unwinding_after_run_with_vmm_10(&store, vec![]).await;
     net.clear_log();
     let resumed = ops.resume_sagas().await;
     assert!(
@@ -1576,9 +1556,8 @@ async fn register_undo_leaves_another_vmm_of_the_instance_alone() {
 #[tokio::test(start_paused = true)]
 async fn register_undo_of_a_vmm_gone_before_its_stop_succeeds_without_a_warning() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
-    agent.instance_register(ID, 10).await.unwrap();
-    unwinding_after_run_with_vmm_10(&store).await;
+    register_on_sled_2(&net, 10).await;
+    unwinding_after_run_with_vmm_10(&store, vec![]).await;
     sled_2_fails(&net, "PUT", "/instances/7/state", 404, "no VMM");
     net.clear_log();
     let captured = resume_saga_9_unwound(&ops, &store).await;
@@ -1824,18 +1803,10 @@ async fn inline_ensure_nat_keeps_an_identical_entry_and_replaces_another_target(
     net.insert_nat(zone_ip(2), nat_entry(3).to_dpd());
     ops.create(ID, 2).await.unwrap();
     assert_networking(&net, &store, Some(2));
-    assert_eq!(
-        net.requests(zone_ip(1), DPD_PORT),
-        vec![LOOKUP, "GET /nat/ipv4/203.0.113.10/0"]
-    );
+    assert_eq!(net.requests(zone_ip(1), DPD_PORT), vec![LOOKUP, NAT_GET]);
     assert_eq!(
         net.requests(zone_ip(2), DPD_PORT),
-        vec![
-            LOOKUP,
-            "GET /nat/ipv4/203.0.113.10/0",
-            "DELETE /nat/ipv4/203.0.113.10/0",
-            "PUT /nat/ipv4/203.0.113.10/0/16383",
-        ]
+        vec![LOOKUP, NAT_GET, NAT_DELETE, NAT_PUT]
     );
 }
 
@@ -1870,12 +1841,7 @@ async fn inline_ensure_nat_replaces_a_stale_entry_gone_before_its_delete_and_fai
     );
     assert_eq!(
         net.requests(zone_ip(2), DPD_PORT),
-        vec![
-            LOOKUP,
-            "GET /nat/ipv4/203.0.113.10/0",
-            "DELETE /nat/ipv4/203.0.113.10/0",
-            "PUT /nat/ipv4/203.0.113.10/0/16383",
-        ]
+        vec![LOOKUP, NAT_GET, NAT_DELETE, NAT_PUT]
     );
 
     let (net, _store, ops) = fixture(StartImpl::Inline, InstanceState::Creating);
@@ -1889,11 +1855,7 @@ async fn inline_ensure_nat_replaces_a_stale_entry_gone_before_its_delete_and_fai
     );
     assert_eq!(
         net.requests(zone_ip(2), DPD_PORT),
-        vec![
-            LOOKUP,
-            "GET /nat/ipv4/203.0.113.10/0",
-            "DELETE /nat/ipv4/203.0.113.10/0",
-        ]
+        vec![LOOKUP, NAT_GET, NAT_DELETE]
     );
     assert_eq!(net.nat(zone_ip(1)), vec![nat_entry(2).to_dpd()]);
     assert_eq!(vmm_count(&net), 0, "a create whose NAT failed runs nothing");
@@ -2285,6 +2247,17 @@ fn service_zone_sync_replaces_the_services_rows_and_counts_only_additions() {
     assert_eq!(table.live_of(7), vec![nat_at(10, 2)]);
 }
 
+/// A fresh table in which two writers have begun setting an instance's
+/// row, `a`'s writer first, and neither has committed: the table and
+/// their versions, 1 and 2.
+fn two_begun(a: (u32, NatEntry), b: (u32, NatEntry)) -> (NatTable, i64, i64) {
+    let mut table = NatTable::default();
+    let first = table.begin_set_instance(a.0, &[a.1]).unwrap();
+    let second = table.begin_set_instance(b.0, &[b.1]).unwrap();
+    assert_eq!((first, second), (1, 2));
+    (table, first, second)
+}
+
 /// Omicron's hazard (the sequence is not transactional): instance 1's row
 /// draws version 1, instance 2's draws 2 and commits first; a dpd pulling
 /// in between sees only version 2 and moves to generation 2; once version 1
@@ -2292,10 +2265,7 @@ fn service_zone_sync_replaces_the_services_rows_and_counts_only_additions() {
 /// from 0 (a restarted dpd) finds it.
 #[test]
 fn nat_row_drawn_before_but_committed_after_another_is_missed_from_the_later_generation() {
-    let mut table = NatTable::default();
-    let v1 = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
-    let v2 = table.begin_set_instance(2, &[nat_at(12, 2)]).unwrap();
-    assert_eq!((v1, v2), (1, 2));
+    let (mut table, v1, v2) = two_begun((1, nat_at(11, 1)), (2, nat_at(12, 2)));
     // Both drawn, neither visible: a reader neither sees nor waits.
     assert!(table.changeset(0, 100).is_empty());
     assert!(table.live().is_empty());
@@ -2377,10 +2347,7 @@ fn nat_statements_committed_at_once_keep_the_old_versions() {
 /// instance is then added as usual.
 #[test]
 fn nat_a_pending_addition_another_writer_made_first_is_a_gap() {
-    let mut table = NatTable::default();
-    let first = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
-    let second = table.begin_set_instance(1, &[nat_at(11, 1)]).unwrap();
-    assert_eq!((first, second), (1, 2));
+    let (mut table, first, second) = two_begun((1, nat_at(11, 1)), (1, nat_at(11, 1)));
     assert!(table.commit(second));
     assert!(!table.commit(first), "the row is already live");
     assert_eq!(table.live_of(1), vec![nat_at(11, 1)]);
@@ -2470,10 +2437,7 @@ async fn before_8914_a_switch_without_a_dpd_fails_the_saga_and_leaves_its_rows()
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
     // Steno does not undo the failed node: the rows it wrote stay live.
     assert_eq!(store.nat_rows(), vec![nat_entry(2)]);
-    assert_eq!(
-        net.requests(zone_ip(1), DPD_PORT),
-        vec![LOOKUP, "POST /rpw/nat/trigger"]
-    );
+    assert_eq!(net.requests(zone_ip(1), DPD_PORT), vec![LOOKUP, TRIGGER]);
 
     // switch0 without a dpd: with `fail_fast` the switches after it are
     // not told.
@@ -2528,7 +2492,7 @@ async fn before_8914_the_switch_lookup_waits_for_every_mgs_in_dns() {
     assert!(begun.elapsed() >= Duration::from_secs(60));
     // Then each dpd is asked nothing but the trigger: MGS named them.
     for zone in zones() {
-        assert_eq!(net.requests(zone, DPD_PORT), vec!["POST /rpw/nat/trigger"]);
+        assert_eq!(net.requests(zone, DPD_PORT), vec![TRIGGER]);
     }
 }
 
@@ -2545,10 +2509,7 @@ async fn since_8914_the_switch_lookup_leaves_out_a_dpd_that_fails() {
     };
     assert_eq!(started.unwrap().state, InstanceState::Running);
     assert_eq!(store.saga(1).state, SagaState::Done);
-    assert_eq!(
-        net.requests(zone_ip(1), DPD_PORT),
-        vec![LOOKUP, "POST /rpw/nat/trigger"]
-    );
+    assert_eq!(net.requests(zone_ip(1), DPD_PORT), vec![LOOKUP, TRIGGER]);
     assert_eq!(net.requests(zone_ip(2), DPD_PORT), vec![LOOKUP]);
     assert!(
         logs.lines()
@@ -2574,8 +2535,7 @@ async fn a_saga_with_inline_propagation_programs_switches_and_sleds_itself() {
     assert_networking(&net, &store, Some(2));
     for zone in zones() {
         assert!(
-            !net.requests(zone, DPD_PORT)
-                .contains(&"POST /rpw/nat/trigger".to_string()),
+            !net.requests(zone, DPD_PORT).contains(&TRIGGER.to_string()),
             "an inline push triggers no pull"
         );
     }
@@ -2607,7 +2567,7 @@ async fn before_10389_a_failed_removal_notify_leaves_the_stop_stopping() {
         assert!(
             net.requests(zone_ip(2), DPD_PORT)
                 .iter()
-                .filter(|r| r.as_str() == "POST /rpw/nat/trigger")
+                .filter(|r| r.as_str() == TRIGGER)
                 .count()
                 >= 2
         );
