@@ -27,6 +27,7 @@
 use std::{
     collections::BTreeSet,
     fmt,
+    future::Future,
     net::{Ipv4Addr, Ipv6Addr},
 };
 
@@ -339,28 +340,14 @@ pub(crate) async fn remove_entries<C: Connector>(
     dpd: &DpdClient<C>,
     entries: &[NatEntry],
 ) -> Phase {
-    let mut removed = 0;
-    let mut failures = Vec::new();
-    for entry in entries {
+    Phase::run(dpd, entries, PhaseWords::REMOVE, |entry| async move {
         match delete_entry(dpd, entry).await {
-            Ok(()) => {
-                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "removed", "NAT entry removed");
-                removed += 1
-            }
-            Err(e) if e.status() == Some(404) => {
-                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "already gone", "NAT entry removed");
-                removed += 1
-            }
-            Err(e) => {
-                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "failed", error = %e, "NAT entry removal failed");
-                failures.push(format!("removing {entry}: {e}"))
-            }
+            Ok(()) => Ok("removed"),
+            Err(e) if e.status() == Some(404) => Ok("already gone"),
+            Err(e) => Err(e),
         }
-    }
-    Phase {
-        done: removed,
-        failures,
-    }
+    })
+    .await
 }
 
 /// Creates each of `entries`.
@@ -368,23 +355,58 @@ pub(crate) async fn create_entries<C: Connector>(
     dpd: &DpdClient<C>,
     entries: &[NatEntry],
 ) -> Phase {
-    let mut created = 0;
-    let mut failures = Vec::new();
-    for entry in entries {
-        match create_entry(dpd, entry).await {
-            Ok(()) => {
-                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "created", "NAT entry created");
-                created += 1
-            }
-            Err(e) => {
-                tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "failed", error = %e, "NAT entry creation failed");
-                failures.push(format!("creating {entry}: {e}"))
+    Phase::run(dpd, entries, PhaseWords::CREATE, |entry| async move {
+        create_entry(dpd, entry).await.map(|()| "created")
+    })
+    .await
+}
+
+/// How one phase of [`execute`] speaks: its debug line's message for an
+/// entry done and for one failed, and the verb its failures begin with.
+struct PhaseWords {
+    done: &'static str,
+    failed: &'static str,
+    verb: &'static str,
+}
+
+impl PhaseWords {
+    const REMOVE: PhaseWords = PhaseWords {
+        done: "NAT entry removed",
+        failed: "NAT entry removal failed",
+        verb: "removing",
+    };
+    const CREATE: PhaseWords = PhaseWords {
+        done: "NAT entry created",
+        failed: "NAT entry creation failed",
+        verb: "creating",
+    };
+}
+
+impl Phase {
+    /// Runs `step` on each of `entries` in turn, carrying on after a
+    /// failure. `step` answers how a done entry went (its debug line's
+    /// `outcome`), or the error that failed it.
+    async fn run<'a, C: Connector, Step: Future<Output = Result<&'static str, ClientError>>>(
+        dpd: &DpdClient<C>,
+        entries: &'a [NatEntry],
+        words: PhaseWords,
+        mut step: impl FnMut(&'a NatEntry) -> Step,
+    ) -> Phase {
+        let mut done = 0;
+        let mut failures = Vec::new();
+        for entry in entries {
+            match step(entry).await {
+                Ok(outcome) => {
+                    tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome, "{}", words.done);
+                    done += 1
+                }
+                Err(e) => {
+                    tracing::debug!(switch = %dpd.addr(), entry = %entry, outcome = "failed", error = %e, "{}", words.failed);
+                    failures.push(format!("{} {entry}: {e}", words.verb))
+                }
             }
         }
-    }
-    Phase {
-        done: created,
-        failures,
+        Phase { done, failures }
     }
 }
 
