@@ -57,7 +57,7 @@
 //! after a failure (the others should not be left behind), then fail with
 //! every error seen.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, future::Future};
 
 use super::{InstanceOps, OpError};
 use crate::{
@@ -86,20 +86,17 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 DpdNotify::Fatal => self.trigger_dpds_or_fail(record.id).await,
             };
         }
-        let mut failures = Vec::new();
-        for (slot, addr) in self.boundary_dpds().await? {
-            let Some(addr) = addr else {
-                failures.push(OpError::NoDpdClient(slot).to_string());
-                continue;
-            };
-            let dpd = self.dpd(addr);
-            for entry in &entries {
+        let entries = &entries;
+        self.on_boundary_dpds(|dpd| async move {
+            let mut failures = Vec::new();
+            for entry in entries {
                 if let Err(e) = ensure_nat_entry(&dpd, entry).await {
                     failures.push(e.to_string());
                 }
             }
-        }
-        client_failures(failures)
+            failures
+        })
+        .await
     }
 
     pub(super) async fn remove_nat(&self, record: &InstanceRecord) -> Result<(), OpError> {
@@ -112,20 +109,36 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             .iter()
             .map(|ip| (ip.ip, ip.first_port))
             .collect();
-        let mut failures = Vec::new();
-        for (slot, addr) in self.boundary_dpds().await? {
-            let Some(addr) = addr else {
-                failures.push(OpError::NoDpdClient(slot).to_string());
-                continue;
-            };
-            let dpd = self.dpd(addr);
-            for &(ip, first_port) in &keys {
+        let keys = &keys;
+        self.on_boundary_dpds(|dpd| async move {
+            let mut failures = Vec::new();
+            for &(ip, first_port) in keys {
                 match dpd.nat_ipv4_delete(ip, first_port).await {
                     Ok(()) => {}
                     Err(e) if e.status() == Some(404) => {}
                     Err(e) => failures.push(e.to_string()),
                 }
             }
+            failures
+        })
+        .await
+    }
+
+    /// The inline NAT paths' loop: `each` acts on every boundary switch's
+    /// dpd in turn and answers what failed there; a switch the lookup found
+    /// no dpd for is a failure too. Fails with all of them once every
+    /// switch has been tried.
+    async fn on_boundary_dpds<Each: Future<Output = Vec<String>>>(
+        &self,
+        mut each: impl FnMut(DpdClient<C>) -> Each,
+    ) -> Result<(), OpError> {
+        let mut failures = Vec::new();
+        for (slot, addr) in self.boundary_dpds().await? {
+            let Some(addr) = addr else {
+                failures.push(OpError::NoDpdClient(slot).to_string());
+                continue;
+            };
+            failures.extend(each(self.dpd(addr)).await);
         }
         client_failures(failures)
     }
