@@ -163,6 +163,18 @@ impl<S, C> Shared<S, C> {
         Ok(())
     }
 
+    /// A reading request to `service`, whole: it meets the fault, then
+    /// answers what `f` reads from the state; an error of `f` (a refused
+    /// request) becomes the server's answer.
+    pub async fn read<T>(
+        &self,
+        service: &str,
+        f: impl FnOnce(&S) -> Result<T, ApiError>,
+    ) -> Result<T, HttpError> {
+        self.meet_fault(service).await?;
+        Ok(f(&self.lock())?)
+    }
+
     /// An updating request to `service`, whole: it meets the fault, then
     /// [`Shared::change`] runs `f`.
     pub async fn update(

@@ -23,7 +23,6 @@ use super::{
 };
 use crate::{
     dpd::{page_items, DpdState, Family, NatChange, NatError},
-    http::ApiError,
     upstream::Service,
 };
 
@@ -318,9 +317,8 @@ async fn get<A: Family>(
     ip: A,
     low: u16,
 ) -> Result<HttpResponseOk<NatTarget>, HttpError> {
-    rqctx.context().meet_fault("dpd").await?;
-    let entry = rqctx.context().lock().get(ip, low);
-    let entry = entry.ok_or_else(|| ApiError::from(NatError::NotFound))?;
+    let get = |d: &DpdState| d.get(ip, low).ok_or_else(|| NatError::NotFound.into());
+    let entry = rqctx.context().read("dpd", get).await?;
     Ok(HttpResponseOk(A::target(&entry)))
 }
 
@@ -426,8 +424,8 @@ impl DpdApi for DpdImpl {
     async fn nat_generation(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<i64>, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        Ok(HttpResponseOk(rqctx.context().lock().generation()))
+        let generation = rqctx.context().read("dpd", |d| Ok(d.generation())).await?;
+        Ok(HttpResponseOk(generation))
     }
 
     async fn nat_trigger_update(
@@ -441,8 +439,8 @@ impl DpdApi for DpdImpl {
     async fn switch_identifiers(
         rqctx: RequestContext<DpdContext>,
     ) -> Result<HttpResponseOk<SwitchIdentifiers>, HttpError> {
-        rqctx.context().meet_fault("dpd").await?;
-        Ok(HttpResponseOk(rqctx.context().lock().identifiers()))
+        let identifiers = rqctx.context().read("dpd", |d| Ok(d.identifiers())).await?;
+        Ok(HttpResponseOk(identifiers))
     }
 }
 

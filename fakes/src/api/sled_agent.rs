@@ -87,6 +87,9 @@ pub trait SledAgentApi {
     ) -> Result<HttpResponseUpdatedNoContent, HttpError>;
 }
 
+/// The service a fault's answer names.
+const SERVICE: &str = "sled-agent";
+
 /// The context of a fake sled-agent server.
 pub type SledAgentContext = Shared<SledAgentState, SledAgentChange>;
 
@@ -99,8 +102,8 @@ impl SledAgentApi for SledAgentImpl {
     async fn list_v2p(
         rqctx: RequestContext<SledAgentContext>,
     ) -> Result<HttpResponseOk<Vec<VirtualNetworkInterfaceHost>>, HttpError> {
-        rqctx.context().meet_fault("sled-agent").await?;
-        Ok(HttpResponseOk(rqctx.context().lock().v2p_list()))
+        let v2p = rqctx.context().read(SERVICE, |a| Ok(a.v2p_list())).await?;
+        Ok(HttpResponseOk(v2p))
     }
 
     async fn set_v2p(
@@ -108,10 +111,7 @@ impl SledAgentApi for SledAgentImpl {
         body: TypedBody<VirtualNetworkInterfaceHost>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
         let m = body.into_inner();
-        rqctx
-            .context()
-            .update("sled-agent", |a| a.v2p_set(m))
-            .await?;
+        rqctx.context().update(SERVICE, |a| a.v2p_set(m)).await?;
         Ok(HttpResponseUpdatedNoContent())
     }
 
@@ -120,27 +120,24 @@ impl SledAgentApi for SledAgentImpl {
         body: TypedBody<VirtualNetworkInterfaceHost>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
         let m = body.into_inner();
-        rqctx
-            .context()
-            .update("sled-agent", |a| a.v2p_del(&m))
-            .await?;
+        rqctx.context().update(SERVICE, |a| a.v2p_del(&m)).await?;
         Ok(HttpResponseUpdatedNoContent())
     }
 
     async fn instances_list(
         rqctx: RequestContext<SledAgentContext>,
     ) -> Result<HttpResponseOk<Vec<VmmInfo>>, HttpError> {
-        rqctx.context().meet_fault("sled-agent").await?;
-        Ok(HttpResponseOk(rqctx.context().lock().instances()))
+        let vmms = rqctx.context().read(SERVICE, |a| Ok(a.instances())).await?;
+        Ok(HttpResponseOk(vmms))
     }
 
     async fn instance_get_state(
         rqctx: RequestContext<SledAgentContext>,
         path: Path<InstancePath>,
     ) -> Result<HttpResponseOk<VmmInfo>, HttpError> {
-        rqctx.context().meet_fault("sled-agent").await?;
         let id = path.into_inner().instance_id;
-        Ok(HttpResponseOk(rqctx.context().lock().state(id)?))
+        let vmm = rqctx.context().read(SERVICE, |a| a.state(id)).await?;
+        Ok(HttpResponseOk(vmm))
     }
 
     async fn instance_register(
@@ -151,7 +148,7 @@ impl SledAgentApi for SledAgentImpl {
         let id = path.into_inner().instance_id;
         let reg = body.into_inner();
         let register = |a: &mut SledAgentState| a.register(id, reg);
-        rqctx.context().update("sled-agent", register).await?;
+        rqctx.context().update(SERVICE, register).await?;
         Ok(HttpResponseUpdatedNoContent())
     }
 
@@ -163,7 +160,7 @@ impl SledAgentApi for SledAgentImpl {
         let id = path.into_inner().instance_id;
         let want = body.into_inner();
         let set_state = |a: &mut SledAgentState| a.set_state(id, want);
-        rqctx.context().update("sled-agent", set_state).await?;
+        rqctx.context().update(SERVICE, set_state).await?;
         Ok(HttpResponseUpdatedNoContent())
     }
 }
