@@ -9,7 +9,7 @@
 //! Instance NAT has no Nexus-side task: operations write versioned rows
 //! and trigger dpd, and each dpd pulls them ([`crate::internal_api`]).
 
-use std::net::SocketAddr;
+use std::{future::Future, net::SocketAddr, time::Duration};
 
 use racksim_reconciler::instances::{
     v2p_sync,
@@ -17,6 +17,7 @@ use racksim_reconciler::instances::{
         instance_updater as update_instances, instance_watcher as watch_instances, reincarnate,
         VmmCheck, INSTANCE_UPDATER_PERIOD, INSTANCE_WATCHER_PERIOD, REINCARNATION_PERIOD,
     },
+    StoreError,
 };
 use tokio::{
     sync::{watch, Notify},
@@ -118,46 +119,34 @@ pub async fn v2p<H: NexusHost>(
 /// Running instance's sled-agent for its VMM, asks MGS about a sled that
 /// does not answer, and runs the instance-update saga for each VMM found
 /// gone (`racksim_reconciler::instances::watcher`).
-pub async fn instance_watcher<H: NexusHost>(
-    host: &H,
-    ops: &Ops<H>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn instance_watcher<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Receiver<bool>) {
     if !host.config().instance_watcher {
         return;
     }
-    let mut interval = every(INSTANCE_WATCHER_PERIOD);
-    let connector = host.connector();
-    while tick_unless_stopped(&mut interval, &mut stop).await {
+    let connector = &host.connector();
+    let trace = ("nexus instance watcher", "instance-watcher");
+    let activation = move || async move {
         let mgs: Vec<SocketAddr> = host.mgs();
-        let parts: Vec<String> = match watch_instances(ops, &connector, &mgs).await {
-            Err(e) => vec![format!("database: {e}")],
-            Ok(watched) => watched
-                .into_iter()
-                .filter(|w| w.check != VmmCheck::Healthy)
-                .map(|w| {
-                    let update = match &w.update {
-                        None => String::new(),
-                        Some(outcome) => format!("; instance update: {}", fmt_op(outcome)),
-                    };
-                    host.names(&format!(
-                        "{}'s VMM {} on {} {}{update}",
-                        host.instance_name(w.instance),
-                        w.vmm,
-                        host.sled_name(w.sled),
-                        w.check
-                    ))
-                })
-                .collect(),
-        };
-        record_parts(
-            host,
-            Lane::Instance,
-            "nexus instance watcher",
-            "instance-watcher",
-            &parts,
-        );
-    }
+        let watched = watch_instances(ops, connector, &mgs).await?;
+        Ok(watched
+            .into_iter()
+            .filter(|w| w.check != VmmCheck::Healthy)
+            .map(|w| {
+                let update = match &w.update {
+                    None => String::new(),
+                    Some(outcome) => format!("; instance update: {}", fmt_op(outcome)),
+                };
+                host.names(&format!(
+                    "{}'s VMM {} on {} {}{update}",
+                    host.instance_name(w.instance),
+                    w.vmm,
+                    host.sled_name(w.sled),
+                    w.check
+                ))
+            })
+            .collect())
+    };
+    every_period(host, INSTANCE_WATCHER_PERIOD, trace, stop, activation).await
 }
 
 /// The instance updater, every [`INSTANCE_UPDATER_PERIOD`]: finishes the
@@ -165,69 +154,69 @@ pub async fn instance_watcher<H: NexusHost>(
 /// stop whose Nexus died after the sled destroyed the VMM;
 /// `racksim_reconciler::instances::watcher::instance_updater`). Runs where
 /// the instance watcher does: the same era.
-pub async fn instance_updater<H: NexusHost>(
-    host: &H,
-    ops: &Ops<H>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn instance_updater<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Receiver<bool>) {
     if !host.config().instance_watcher {
         return;
     }
-    let mut interval = every(INSTANCE_UPDATER_PERIOD);
-    while tick_unless_stopped(&mut interval, &mut stop).await {
-        let parts: Vec<String> = match update_instances(ops).await {
-            Err(e) => vec![format!("database: {e}")],
-            Ok(done) => done
-                .into_iter()
-                .map(|u| {
-                    host.names(&format!(
-                        "{} stopping with its VMM destroyed: {}",
-                        host.instance_name(u.instance),
-                        fmt_op(&u.outcome)
-                    ))
-                })
-                .collect(),
-        };
-        record_parts(
-            host,
-            Lane::Instance,
-            "nexus instance updater",
-            "instance-updater",
-            &parts,
-        );
-    }
+    let trace = ("nexus instance updater", "instance-updater");
+    let activation = move || async move {
+        let done = update_instances(ops).await?;
+        Ok(done
+            .into_iter()
+            .map(|u| {
+                host.names(&format!(
+                    "{} stopping with its VMM destroyed: {}",
+                    host.instance_name(u.instance),
+                    fmt_op(&u.outcome)
+                ))
+            })
+            .collect())
+    };
+    every_period(host, INSTANCE_UPDATER_PERIOD, trace, stop, activation).await
 }
 
 /// Instance reincarnation, every [`REINCARNATION_PERIOD`]: starts Failed
 /// instances again under their auto-restart policy and cooldown, measured
 /// by the host's clock ([`NexusHost::now`]). Quiet while instances cool
 /// down: the restart line says when it acts.
-pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, mut stop: watch::Receiver<bool>) {
+pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Receiver<bool>) {
     if !host.config().reincarnation {
         return;
     }
-    let mut interval = every(REINCARNATION_PERIOD);
+    let trace = ("nexus instance reincarnation", "instance-reincarnation");
+    let activation = move || async move {
+        let done = reincarnate(ops, host.now()).await?;
+        Ok(done
+            .into_iter()
+            .filter_map(|r| {
+                let outcome = fmt_op(r.start.as_ref()?);
+                Some(host.names(&format!(
+                    "restart {} on {}: {outcome}",
+                    host.instance_name(r.instance),
+                    host.sled_name(r.sled)
+                )))
+            })
+            .collect())
+    };
+    every_period(host, REINCARNATION_PERIOD, trace, stop, activation).await
+}
+
+/// The loop of a periodic instance task: every `period` until an orderly
+/// stop, one `activation`, whose lines (or the database's error) are
+/// recorded in one line on the instance lane, named as `trace` says
+/// (`what`, and the `task` field).
+async fn every_period<H: NexusHost, Lines: Future<Output = Result<Vec<String>, StoreError>>>(
+    host: &H,
+    period: Duration,
+    (what, task): (&str, &'static str),
+    mut stop: watch::Receiver<bool>,
+    mut activation: impl FnMut() -> Lines,
+) {
+    let mut interval = every(period);
     while tick_unless_stopped(&mut interval, &mut stop).await {
-        let parts: Vec<String> = match reincarnate(ops, host.now()).await {
-            Err(e) => vec![format!("database: {e}")],
-            Ok(done) => done
-                .into_iter()
-                .filter_map(|r| {
-                    let outcome = fmt_op(r.start.as_ref()?);
-                    Some(host.names(&format!(
-                        "restart {} on {}: {outcome}",
-                        host.instance_name(r.instance),
-                        host.sled_name(r.sled)
-                    )))
-                })
-                .collect(),
-        };
-        record_parts(
-            host,
-            Lane::Instance,
-            "nexus instance reincarnation",
-            "instance-reincarnation",
-            &parts,
-        );
+        let parts = activation()
+            .await
+            .unwrap_or_else(|e| vec![format!("database: {e}")]);
+        record_parts(host, Lane::Instance, what, task, &parts);
     }
 }
