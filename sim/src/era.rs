@@ -329,42 +329,28 @@ impl fmt::Display for ControlPlaneEra {
         )?;
         // The code before a fix is named only when a run chose it, so the
         // presets' header lines read as they always did.
-        if self.nat_ensure != NatEnsure::default() {
-            write!(f, ", NAT ensure {} (before omicron #4610)", self.nat_ensure)?;
-        }
-        if self.dpd_notify != DpdNotify::default() {
-            write!(f, ", dpd notify {} (before omicron #8914)", self.dpd_notify)?;
-        }
-        if self.remove_notify != DpdNotify::default() {
-            write!(
-                f,
-                ", dpd notify on removal {} (before omicron #10389)",
-                self.remove_notify
-            )?;
-        }
-        if self.nat_changeset != NatChangeset::default() {
-            write!(
-                f,
-                ", NAT changeset {} (before omicron #5036)",
-                self.nat_changeset
-            )?;
-        }
-        if self.switch_lookup != SwitchLookup::default() {
-            write!(
-                f,
-                ", switch lookup {} (before omicron #8914)",
-                self.switch_lookup
-            )?;
-        }
-        if self.nat_conflict != NatConflict::default() {
-            write!(
-                f,
-                ", NAT conflict {} (before omicron #4694)",
-                self.nat_conflict
-            )?;
-        }
+        before_fix(f, "NAT ensure", self.nat_ensure, 4610)?;
+        before_fix(f, "dpd notify", self.dpd_notify, 8914)?;
+        before_fix(f, "dpd notify on removal", self.remove_notify, 10389)?;
+        before_fix(f, "NAT changeset", self.nat_changeset, 5036)?;
+        before_fix(f, "switch lookup", self.switch_lookup, 8914)?;
+        before_fix(f, "NAT conflict", self.nat_conflict, 4694)?;
         Ok(())
     }
+}
+
+/// `, {mechanism} {era} (before omicron #{fix})`, when `era` is not today's
+/// (the mechanism's default); nothing when it is.
+fn before_fix<T: PartialEq + Default + fmt::Display>(
+    f: &mut fmt::Formatter<'_>,
+    mechanism: &str,
+    era: T,
+    fix: u32,
+) -> fmt::Result {
+    if era == T::default() {
+        return Ok(());
+    }
+    write!(f, ", {mechanism} {era} (before omicron #{fix})")
 }
 
 #[cfg(test)]
