@@ -175,19 +175,14 @@ impl Control {
                 };
                 self.nexus.lock().await.submit(req);
             }
-            Action::InstanceStop { instance } => {
+            Action::InstanceStop { instance } | Action::InstanceDelete { instance } => {
                 let instance = self.instance_id(instance)?;
-                self.nexus
-                    .lock()
-                    .await
-                    .submit(InstanceRequest::Stop { instance });
-            }
-            Action::InstanceDelete { instance } => {
-                let instance = self.instance_id(instance)?;
-                self.nexus
-                    .lock()
-                    .await
-                    .submit(InstanceRequest::Delete { instance });
+                let req = if matches!(action, Action::InstanceStop { .. }) {
+                    InstanceRequest::Stop { instance }
+                } else {
+                    InstanceRequest::Delete { instance }
+                };
+                self.nexus.lock().await.submit(req);
             }
         }
         Ok(())
