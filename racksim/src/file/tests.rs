@@ -29,6 +29,19 @@ fn error_of(text: &str) -> ScenarioError {
     parse("t.toml", text).expect_err("the file must be rejected")
 }
 
+/// The error of `text`, which must be refused with a message that says
+/// `says`.
+fn refused_with(text: &str, says: &str) -> ScenarioError {
+    let e = error_of(text);
+    assert!(e.message.contains(says), "{e}");
+    e
+}
+
+/// [`GOOD`] with `lines` added after its line `line`.
+fn good_with(line: &str, lines: &str) -> String {
+    GOOD.replace(line, &format!("{line}\n{lines}"))
+}
+
 #[test]
 fn a_good_file_parses() {
     let s = parse("t.toml", GOOD).unwrap();
@@ -65,7 +78,7 @@ fn durations() {
 #[test]
 fn unknown_field_points_at_it() {
     error_at(
-        &GOOD.replace("within = \"10m\"", "within = \"10m\"\nwithn = \"1m\""),
+        &good_with("within = \"10m\"", "withn = \"1m\""),
         (19, 1),
         "unknown field `withn`",
     );
@@ -235,9 +248,7 @@ fn overlap_error(steps: &[(&str, &str)]) -> ScenarioError {
 /// The error of `text`, in which a step's window can draw a time before
 /// one it must follow.
 fn overlapping(text: &str) -> ScenarioError {
-    let e = error_of(text);
-    assert!(e.message.contains("can happen before"), "{e}");
-    e
+    refused_with(text, "can happen before")
 }
 
 #[test]
@@ -616,12 +627,7 @@ fn vacuous_and_misplaced_expectations_are_rejected() {
         "outcome = \"fails\"\ndeadline = \"2h\"",
         "outcome = \"any\"\ndeadline = \"2h\"",
     );
-    let e = error_of(&any);
-    assert!(
-        e.message
-            .contains("needs `some_seeds_violate` or `some_seeds_fail`"),
-        "{e}"
-    );
+    let e = refused_with(&any, "needs `some_seeds_violate` or `some_seeds_fail`");
     assert!(e.hint.as_deref().unwrap().contains("could fail"), "{e}");
     // A reason to fail alone is vacuous too: every run may converge.
     let with_mentions = any.replace(
@@ -639,17 +645,17 @@ fn vacuous_and_misplaced_expectations_are_rejected() {
     assert!(exp.some_seeds_fail);
     assert_eq!(exp.verdict_mentions, ["switch1"]);
 
-    let misplaced = GOOD.replace(
+    let misplaced = good_with(
         "outcome = \"fails\"\ndeadline = \"2h\"",
-        "outcome = \"fails\"\ndeadline = \"2h\"\nrepair_within = \"5s\"",
+        "repair_within = \"5s\"",
     );
     let e = error_of(&misplaced);
     assert!(e.message.contains("`repair_within` only applies"), "{e}");
     assert_eq!(e.line, 23);
 
-    let bounds = GOOD.replace(
+    let bounds = good_with(
         "within = \"10m\"",
-        "within = \"10m\"\nconverged_by = \"1m\"\nrepair_within = \"5s\"",
+        "converged_by = \"1m\"\nrepair_within = \"5s\"",
     );
     let exp = expectation_of(&bounds, "sled-task");
     assert_eq!(exp.converged_by, Some(Duration::from_secs(60)));
@@ -912,10 +918,7 @@ fn fields_an_outcome_does_not_judge_are_refused_where_written() {
 /// refused with what to assert instead.
 #[test]
 fn zone_start_bounds_apply_only_where_zone_starts_do_work() {
-    let sled_task = GOOD.replace(
-        "within = \"10m\"",
-        "within = \"10m\"\nzone_start_at_most = \"5s\"",
-    );
+    let sled_task = good_with("within = \"10m\"", "zone_start_at_most = \"5s\"");
     let scrimlet_local = format!(
         "{GOOD}\n[expect.scrimlet-local]\noutcome = \"converges\"\nwithin = \"10m\"\nzone_start_at_least = \"5m\"\n"
     );
@@ -936,17 +939,17 @@ fn zone_start_bounds_apply_only_where_zone_starts_do_work() {
         );
     }
     // Under legacy they parse.
-    let legacy = GOOD.replace(
+    let legacy = good_with(
         "deadline = \"2h\"",
-        "deadline = \"2h\"\nzone_start_at_least = \"5m\"\nzone_start_at_most = \"6m\"",
+        "zone_start_at_least = \"5m\"\nzone_start_at_most = \"6m\"",
     );
     let exp = expectation_of(&legacy, "legacy");
     assert_eq!(exp.zone_start_at_least, Some(Duration::from_secs(300)));
     assert_eq!(exp.zone_start_at_most, Some(Duration::from_secs(360)));
     // A bound every start meets is refused there too.
-    let e = error_of(&GOOD.replace(
+    let e = error_of(&good_with(
         "deadline = \"2h\"",
-        "deadline = \"2h\"\nzone_start_at_least = \"0s\"",
+        "zone_start_at_least = \"0s\"",
     ));
     assert!(e.message.contains("always holds"), "{e}");
     // An instances scenario's zone starts are its service-NAT strategy's.
@@ -1151,23 +1154,13 @@ fn operation_requirements_parse_and_refuse_what_cannot_fail() {
     );
 
     let maybe = saga_expect("outcome = \"converges\"\nwithin = \"5m\"\noperations = \"maybe\"\n");
-    let e = error_of(&maybe);
-    assert!(
-        e.message
-            .contains("unknown `operations` requirement \"maybe\""),
-        "{e}"
-    );
+    let e = refused_with(&maybe, "unknown `operations` requirement \"maybe\"");
     assert_points_at(&maybe, &e, "\"maybe\"");
 
-    let service_nat = GOOD.replace(
-        "within = \"10m\"",
-        "within = \"10m\"\noperations_within = \"1s\"",
-    );
-    let e = error_of(&service_nat);
-    assert!(
-        e.message
-            .contains("`operations_within` cannot fail in a service-nat scenario"),
-        "{e}"
+    let service_nat = good_with("within = \"10m\"", "operations_within = \"1s\"");
+    refused_with(
+        &service_nat,
+        "`operations_within` cannot fail in a service-nat scenario",
     );
 }
 
@@ -1239,12 +1232,7 @@ fn some_failed_operations_parse_and_their_mentions_need_them() {
     let alone = saga_expect(
         "outcome = \"converges\"\nwithin = \"5m\"\nfailed_operations_mention = [\"x\"]\n",
     );
-    let e = error_of(&alone);
-    assert!(
-        e.message
-            .contains("judged only with operations = \"some-fail\""),
-        "{e}"
-    );
+    refused_with(&alone, "judged only with operations = \"some-fail\"");
     let empty = saga_expect(
         "outcome = \"converges\"\nwithin = \"5m\"\noperations = \"some-fail\"\n\
          failed_operations_mention = []\n",

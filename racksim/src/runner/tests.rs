@@ -161,6 +161,19 @@ fn misses_after(
     misses(exp, &changed, why);
 }
 
+/// `judged`'s expectation, once `change` has changed it, does not hold on
+/// the run's outcome, and says `why`; the changed expectation.
+fn misses_changed(
+    judged: &Judged,
+    change: impl FnOnce(&mut Expectation),
+    why: &str,
+) -> Expectation {
+    let mut exp = judged.expectation.clone();
+    change(&mut exp);
+    misses(&exp, &judged.outcome, why);
+    exp
+}
+
 /// Seed 1 of the catalogued `scenario` under `strategy`: its expectation
 /// holds, and says `how`.
 fn held(scenario: &str, strategy: &str, how: &str) -> Judged {
@@ -204,11 +217,9 @@ fn zone_start_bounds_are_judged_on_the_runs_starts() {
 #[test]
 fn repair_within_is_judged_on_the_slowest_repair() {
     let judged = held("network-faults", "scrimlet-local", "slowest repair");
-    let mut exp = judged.expectation.clone();
-    exp.repair_within = Some(Duration::from_secs(10));
-    misses(
-        &exp,
-        &judged.outcome,
+    let exp = misses_changed(
+        &judged,
+        |e| e.repair_within = Some(Duration::from_secs(10)),
         "expected every fault repaired within 10s, but",
     );
     misses_after(
@@ -229,20 +240,16 @@ fn operations_are_judged_on_what_their_callers_heard() {
         "saga",
         "all 3 operations succeeded; every operation answered within 2s",
     );
-    let mut exp = judged.expectation.clone();
-    exp.operations_within = Some(Duration::from_millis(1));
-    misses(
-        &exp,
-        &judged.outcome,
+    misses_changed(
+        &judged,
+        |e| e.operations_within = Some(Duration::from_millis(1)),
         "expected every operation answered within 1ms, but",
     );
 
     let race = held("start-delete-race", "saga", "converged");
-    let mut exp = race.expectation.clone();
-    exp.operations_succeed = true;
-    misses(
-        &exp,
-        &race.outcome,
+    let exp = misses_changed(
+        &race,
+        |e| e.operations_succeed = true,
         "expected every operation to succeed, but 00:03:00.042175  API: start instance web1 \
          on sled1: failed: instance 1 is deleted: start refused",
     );
@@ -266,11 +273,9 @@ fn some_failed_operation_is_judged_on_what_its_caller_heard() {
         "saga+dpd-notify=fatal",
         "1 of 3 operations answered failure",
     );
-    let mut exp = fatal.expectation.clone();
-    exp.failed_operations_mention = vec!["stop instance web1".into()];
-    misses(
-        &exp,
-        &fatal.outcome,
+    misses_changed(
+        &fatal,
+        |e| e.failed_operations_mention = vec!["stop instance web1".into()],
         "expected a failed operation to mention \"stop instance web1\", but none does",
     );
     // The same plan under today's notify: every start succeeds.
@@ -279,12 +284,12 @@ fn some_failed_operation_is_judged_on_what_its_caller_heard() {
         "saga",
         "all 3 operations succeeded",
     );
-    let mut exp = fixed.expectation.clone();
-    exp.operations_succeed = false;
-    exp.operations_some_fail = true;
-    misses(
-        &exp,
-        &fixed.outcome,
+    misses_changed(
+        &fixed,
+        |e| {
+            e.operations_succeed = false;
+            e.operations_some_fail = true;
+        },
         "expected some operation to answer failure, but all 3 succeeded",
     );
 }
