@@ -120,11 +120,7 @@ pub async fn v2p<H: NexusHost>(
 /// does not answer, and runs the instance-update saga for each VMM found
 /// gone (`racksim_reconciler::instances::watcher`).
 pub async fn instance_watcher<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Receiver<bool>) {
-    if !host.config().instance_watcher {
-        return;
-    }
     let connector = &host.connector();
-    let trace = ("nexus instance watcher", "instance-watcher");
     let activation = move || async move {
         let mgs: Vec<SocketAddr> = host.mgs();
         let watched = watch_instances(ops, connector, &mgs).await?;
@@ -146,7 +142,15 @@ pub async fn instance_watcher<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch:
             })
             .collect())
     };
-    every_period(host, INSTANCE_WATCHER_PERIOD, trace, stop, activation).await
+    every_period(
+        host,
+        host.config().instance_watcher,
+        INSTANCE_WATCHER_PERIOD,
+        ("nexus instance watcher", "instance-watcher"),
+        stop,
+        activation,
+    )
+    .await
 }
 
 /// The instance updater, every [`INSTANCE_UPDATER_PERIOD`]: finishes the
@@ -155,10 +159,6 @@ pub async fn instance_watcher<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch:
 /// `racksim_reconciler::instances::watcher::instance_updater`). Runs where
 /// the instance watcher does: the same era.
 pub async fn instance_updater<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Receiver<bool>) {
-    if !host.config().instance_watcher {
-        return;
-    }
-    let trace = ("nexus instance updater", "instance-updater");
     let activation = move || async move {
         let done = update_instances(ops).await?;
         Ok(done
@@ -172,7 +172,15 @@ pub async fn instance_updater<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch:
             })
             .collect())
     };
-    every_period(host, INSTANCE_UPDATER_PERIOD, trace, stop, activation).await
+    every_period(
+        host,
+        host.config().instance_watcher,
+        INSTANCE_UPDATER_PERIOD,
+        ("nexus instance updater", "instance-updater"),
+        stop,
+        activation,
+    )
+    .await
 }
 
 /// Instance reincarnation, every [`REINCARNATION_PERIOD`]: starts Failed
@@ -180,10 +188,6 @@ pub async fn instance_updater<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch:
 /// by the host's clock ([`NexusHost::now`]). Quiet while instances cool
 /// down: the restart line says when it acts.
 pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Receiver<bool>) {
-    if !host.config().reincarnation {
-        return;
-    }
-    let trace = ("nexus instance reincarnation", "instance-reincarnation");
     let activation = move || async move {
         let done = reincarnate(ops, host.now()).await?;
         Ok(done
@@ -198,20 +202,32 @@ pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Re
             })
             .collect())
     };
-    every_period(host, REINCARNATION_PERIOD, trace, stop, activation).await
+    every_period(
+        host,
+        host.config().reincarnation,
+        REINCARNATION_PERIOD,
+        ("nexus instance reincarnation", "instance-reincarnation"),
+        stop,
+        activation,
+    )
+    .await
 }
 
-/// The loop of a periodic instance task: every `period` until an orderly
-/// stop, one `activation`, whose lines (or the database's error) are
-/// recorded in one line on the instance lane, named as `trace` says
-/// (`what`, and the `task` field).
+/// A periodic instance task: nothing unless the era has it (`enabled`);
+/// otherwise, every `period` until an orderly stop, one `activation`,
+/// whose lines (or the database's error) are recorded in one line on the
+/// instance lane, after `what` and with `task` as its task field.
 async fn every_period<H: NexusHost, Lines: Future<Output = Result<Vec<String>, StoreError>>>(
     host: &H,
+    enabled: bool,
     period: Duration,
     (what, task): (&str, &'static str),
     mut stop: watch::Receiver<bool>,
     mut activation: impl FnMut() -> Lines,
 ) {
+    if !enabled {
+        return;
+    }
     let mut interval = every(period);
     while tick_unless_stopped(&mut interval, &mut stop).await {
         let parts = activation()
