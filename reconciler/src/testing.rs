@@ -98,11 +98,35 @@ pub(crate) fn complete(
 }
 
 /// The `tracing` events at `level` or above emitted on this thread while
-/// installed (`tracing::subscriber::set_default`), as `"LEVEL message"`.
+/// [installed](Captured::install), as `"LEVEL message"`.
+///
+/// Why not a scoped subscriber (`tracing::subscriber::set_default`): tracing
+/// caches each callsite's interest once per process, computed by whichever
+/// thread reaches the callsite first. With at most one dispatcher
+/// registered, tracing-core asks only that thread's default, and a test
+/// thread with no subscriber answers "never" — the event is then dropped
+/// on every thread, the capturing one included, and a test that counts log
+/// lines fails now and then under load. So one global subscriber
+/// ([`Router`]) answers "sometimes" for every callsite and routes events to
+/// the capture installed on the emitting thread, if any.
 #[derive(Clone)]
 pub(crate) struct Captured {
     lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     level: tracing::Level,
+}
+
+thread_local! {
+    /// The capture installed on this thread.
+    static CAPTURE: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };
+}
+
+/// While alive, this thread's events go to its [`Captured`].
+pub(crate) struct CaptureGuard(());
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CAPTURE.with(|c| c.borrow_mut().take());
+    }
 }
 
 impl Captured {
@@ -113,21 +137,43 @@ impl Captured {
         }
     }
 
+    /// Capture this thread's events until the guard drops.
+    pub(crate) fn install(&self) -> CaptureGuard {
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            tracing::subscriber::set_global_default(Router)
+                .expect("no other global subscriber in this crate's tests");
+        });
+        // A callsite first reached by another thread while the global
+        // subscriber was being set may still hold "never": ask again.
+        tracing::callsite::rebuild_interest_cache();
+        CAPTURE.with(|c| *c.borrow_mut() = Some(self.clone()));
+        CaptureGuard(())
+    }
+
     pub(crate) fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
     }
 }
 
-impl tracing::Subscriber for Captured {
+/// The process's one subscriber in this crate's tests: every callsite is
+/// of interest, and an event is recorded by the emitting thread's capture.
+struct Router;
+
+impl tracing::Subscriber for Router {
     fn register_callsite(
         &self,
         _: &'static tracing::Metadata<'static>,
     ) -> tracing::subscriber::Interest {
-        // Ask `enabled` every time: other tests' threads have no subscriber.
+        // Ask `enabled` every time: most threads capture nothing.
         tracing::subscriber::Interest::sometimes()
     }
     fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
-        *meta.level() <= self.level
+        CAPTURE.with(|c| {
+            c.borrow()
+                .as_ref()
+                .is_some_and(|captured| *meta.level() <= captured.level)
+        })
     }
     fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
         tracing::span::Id::from_u64(1)
@@ -143,9 +189,13 @@ impl tracing::Subscriber for Captured {
                 }
             }
         }
+        let Some(captured) = CAPTURE.with(|c| c.borrow().clone()) else {
+            return;
+        };
         let mut message = Message(String::new());
         event.record(&mut message);
-        self.lines
+        captured
+            .lines
             .lock()
             .unwrap()
             .push(format!("{} {}", event.metadata().level(), message.0));

@@ -323,7 +323,7 @@ async fn resume_saga_9_unwound(
 ) -> Captured {
     let captured = Captured::at(tracing::Level::WARN);
     let resumed = {
-        let _guard = tracing::subscriber::set_default(captured.clone());
+        let _guard = captured.install();
         ops.resume_sagas().await
     };
     assert!(
@@ -1105,7 +1105,7 @@ async fn each_completed_node_is_undone_once_latest_first() {
     sled_2_fails(&net, "PUT", "/instances/7/state", 500, "propolis failed");
     let captured = Captured::at(tracing::Level::WARN);
     let err = {
-        let _guard = tracing::subscriber::set_default(captured.clone());
+        let _guard = captured.install();
         ops.start(ID, 2).await.unwrap_err()
     };
     assert!(
@@ -1181,7 +1181,7 @@ async fn a_failed_undo_leaves_the_saga_stuck_for_good() {
     store.lock().fail_nat_clear = Some("database unavailable".into());
     let captured = Captured::at(tracing::Level::WARN);
     let err = {
-        let _guard = tracing::subscriber::set_default(captured.clone());
+        let _guard = captured.install();
         ops.start(ID, 2).await.unwrap_err()
     };
     let OpError::Stuck { failed, undo } = &err else {
@@ -2504,7 +2504,7 @@ async fn since_8914_the_switch_lookup_leaves_out_a_dpd_that_fails() {
     dpd_unidentified(&net, zone_ip(2));
     let logs = Captured::at(tracing::Level::WARN);
     let started = {
-        let _guard = tracing::subscriber::set_default(logs.clone());
+        let _guard = logs.install();
         ops.start(ID, 2).await
     };
     assert_eq!(started.unwrap().state, InstanceState::Running);

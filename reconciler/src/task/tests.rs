@@ -435,7 +435,7 @@ fn a_status_line_is_logged_when_it_changes_and_only_at_debug_when_repeated() {
     let tx = watch::Sender::new(ActivationReason::Startup);
     let captured = crate::testing::Captured::at(tracing::Level::TRACE);
     {
-        let _guard = tracing::subscriber::set_default(captured.clone());
+        let _guard = captured.install();
         let mut log = StatusLog::new(&tx, "t", "t: ");
         log.set(ActivationReason::Startup, false);
         log.set(ActivationReason::Startup, false);
