@@ -108,21 +108,7 @@ pub async fn instance_api<H: NexusHost>(
             // Cancel-safe: observing a watch channel.
             () = stop_requested(&mut stop) => {
                 host.stopping();
-                // Refused: what the caller hears is a failure.
-                for req in requests.take() {
-                    let instance = host.instance_name(req.instance());
-                    host.record(
-                        Event::new(
-                            Lane::Instance,
-                            format!(
-                                "nexus: request for {instance} refused: the control plane is stopping"
-                            ),
-                        )
-                        .field("instance", &instance)
-                        .field("op", req.op())
-                        .field("outcome", "failed"),
-                    );
-                }
+                refuse(host, requests.take(), "the control plane is stopping");
                 while running.join_next().await.is_some() {}
                 return;
             }
@@ -135,6 +121,27 @@ pub async fn instance_api<H: NexusHost>(
             // Cancel-safe: a task not yet joined stays in the set.
             Some(_) = running.join_next(), if !running.is_empty() => {}
         }
+    }
+}
+
+/// Answers `requests` with a refusal — what their callers hear is a
+/// failure — and says so on each instance's lane; `why` ends the line.
+pub fn refuse<H: NexusHost>(
+    host: &H,
+    requests: impl IntoIterator<Item = InstanceRequest>,
+    why: &str,
+) {
+    for req in requests {
+        let instance = host.instance_name(req.instance());
+        host.record(
+            Event::new(
+                Lane::Instance,
+                format!("nexus: request for {instance} refused: {why}"),
+            )
+            .field("instance", &instance)
+            .field("op", req.op())
+            .field("outcome", "failed"),
+        );
     }
 }
 

@@ -99,16 +99,35 @@ pub async fn run(world: World, index: usize, resolver: InternalDnsResolver) {
                 }
             }
         };
-        {
+        // Requests the driver queued for this Nexus as it went down (a plan
+        // step at the same instant) reached a Nexus that is gone: with no
+        // other Nexus up to take them, their callers are refused. Left
+        // queued, they would run whenever a Nexus next came up, as no
+        // real caller's request does.
+        let orphaned: Vec<InstanceRequest> = {
             let mut st = world.lock();
             st.control_plane.nexus_up.remove(&index);
             st.version += 1;
-        }
+            if st.control_plane.nexus_up.is_empty() {
+                st.control_plane.requests.drain(..).collect()
+            } else {
+                Vec::new()
+            }
+        };
         world.record(
             world
                 .line(&host, Kind::ControlPlane, format!("nexus: {what}"))
                 .field("state", "down"),
         );
+        if !orphaned.is_empty() {
+            let nexus = SimNexus {
+                world: world.clone(),
+                host: host.clone(),
+                index,
+                resolver: resolver.clone(),
+            };
+            racksim_nexus::api::refuse(&nexus, orphaned, "the control plane is down");
+        }
     }
 }
 
