@@ -1,4 +1,8 @@
 //! The file's TOML shape, with the spans errors point at.
+//!
+//! An `Option` field that a file leaves out is `None` (serde's derive
+//! reads a missing `Option` so), so only the lists and tables carry
+//! `#[serde(default)]`.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -13,19 +17,14 @@ use super::rack::RawRack;
 pub(super) struct RawScenario {
     pub name: String,
     pub description: String,
-    #[serde(default)]
     pub kind: Option<Spanned<String>>,
-    #[serde(default)]
     pub service_nat: Option<Spanned<String>>,
     #[serde(default, rename = "instance")]
     pub instances: Vec<RawInstance>,
     pub rack: Spanned<RawRack>,
     pub ntp_return_switch: Spanned<String>,
-    #[serde(default)]
     pub stability: Option<DurationValue>,
-    #[serde(default)]
     pub nat_window: Option<DurationValue>,
-    #[serde(default)]
     pub ip_pool: Option<Spanned<String>>,
     #[serde(default, rename = "step")]
     pub steps: Vec<RawStep>,
@@ -44,29 +43,18 @@ pub(super) struct RawInstance {
 pub(super) struct RawStep {
     pub at: Spanned<AtValue>,
     pub action: Spanned<String>,
-    #[serde(default)]
     pub switch: Option<Spanned<String>>,
-    #[serde(default)]
     pub host: Option<Spanned<String>>,
-    #[serde(default)]
     pub a: Option<Spanned<HostGroup>>,
-    #[serde(default)]
     pub b: Option<Spanned<HostGroup>>,
-    #[serde(default)]
     pub oneway: Option<Spanned<bool>>,
-    #[serde(default)]
     pub latency: Option<Spanned<DurationValue>>,
     #[serde(default, rename = "for")]
     pub window: Option<Spanned<DurationValue>>,
-    #[serde(default)]
     pub zone: Option<Spanned<String>>,
-    #[serde(default)]
     pub instance: Option<Spanned<String>>,
-    #[serde(default)]
     pub sled: Option<Spanned<String>>,
-    #[serde(default)]
     pub change: Option<Spanned<String>>,
-    #[serde(default)]
     pub external_ip: Option<Spanned<String>>,
 }
 
@@ -75,35 +63,20 @@ pub(super) struct RawStep {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawExpect {
     pub outcome: Spanned<String>,
-    #[serde(default)]
     pub within: Option<Spanned<DurationValue>>,
-    #[serde(default)]
     pub deadline: Option<Spanned<DurationValue>>,
-    #[serde(default)]
     pub verdict_mentions: Option<Spanned<Vec<Spanned<String>>>>,
-    #[serde(default)]
     pub verdict_mentions_any: Option<Spanned<Vec<Spanned<String>>>>,
-    #[serde(default)]
     pub settle: Option<Spanned<DurationValue>>,
-    #[serde(default)]
     pub zone_start_at_most: Option<Spanned<DurationValue>>,
-    #[serde(default)]
     pub zone_start_at_least: Option<Spanned<DurationValue>>,
-    #[serde(default)]
     pub some_seeds_violate: Option<Spanned<InvariantNames>>,
-    #[serde(default)]
     pub some_seeds_fail: Option<Spanned<bool>>,
-    #[serde(default)]
     pub invariant: Option<Spanned<String>>,
-    #[serde(default)]
     pub converged_by: Option<Spanned<DurationValue>>,
-    #[serde(default)]
     pub repair_within: Option<Spanned<DurationValue>>,
-    #[serde(default)]
     pub operations: Option<Spanned<String>>,
-    #[serde(default)]
     pub operations_within: Option<Spanned<DurationValue>>,
-    #[serde(default)]
     pub failed_operations_mention: Option<Spanned<Vec<String>>>,
 }
 
