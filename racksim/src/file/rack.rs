@@ -55,7 +55,9 @@ impl<'de> Deserialize<'de> for RawRack {
             }
             fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<RawRack, A::Error> {
                 // The table's own fields keep their spans: the map access is
-                // still toml's.
+                // still toml's. (serde-untagged's map wrapper would say
+                // this by itself, but its errors lose the span of an
+                // unknown key in the table, pointing at `[rack]` instead.)
                 RawRackTable::deserialize(MapAccessDeserializer::new(map))
                     .map(|t| RawRack::Table(Box::new(t)))
             }
@@ -67,11 +69,9 @@ impl<'de> Deserialize<'de> for RawRack {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRackTable {
-    #[serde(default)]
     name: Option<String>,
     sleds: Spanned<RawSleds>,
     scrimlets: Spanned<BTreeMap<Spanned<String>, Spanned<String>>>,
-    #[serde(default)]
     uplinked: Option<Spanned<Vec<Spanned<String>>>>,
     internal_dns: Spanned<Vec<Spanned<String>>>,
     #[serde(default, rename = "zone")]
@@ -114,9 +114,7 @@ struct RawZone {
     kind: Spanned<String>,
     sled: Spanned<String>,
     external_ip: Spanned<String>,
-    #[serde(default)]
     first_port: Option<Spanned<u16>>,
-    #[serde(default)]
     last_port: Option<Spanned<u16>>,
 }
 
