@@ -19,6 +19,17 @@
 //!   (a zone start in sled-agent), the legacy path's lines read
 //!   `legacy ZONE: ...`.
 //!
+//! Why a thread-local subscriber is safe here: `tracing` caches each
+//! callsite's interest once per process, computed by whichever thread
+//! first reaches it (with at most one dispatcher registered, from that
+//! thread's own default). A thread with no subscriber would cache "never"
+//! and silence the callsite for every run. In racksim every thread that
+//! runs reconciler code is a run's, with a subscriber built as this one
+//! (same filter, same `RUST_LOG`), so whichever thread registers a
+//! callsite computes the interest every other would. (The reconciler's
+//! own unit tests, where most threads log into nothing, route through one
+//! global subscriber instead: `reconciler/src/testing.rs`.)
+//!
 //! Nothing in a line depends on wall-clock time, thread or span ids, so the
 //! trace stays byte-identical for a seed. `DEBUG` events (each NAT create
 //! or remove, plans, backoff delays, repeats) do not reach the trace; with
