@@ -37,7 +37,7 @@ const KINDS: [&str; 13] = [
 /// does not enable one draws exactly the plan it drew before the kind
 /// existed, so recorded failing seeds and the seeds tests rely on keep
 /// their plans unless the new kind is in them.
-const LATER_KINDS: [&str; 1] = ["reboot-scrimlet"];
+const LATER_KINDS: [&str; 2] = ["reboot-scrimlet", "mgs-fault"];
 
 /// The seed of [`LATER_KINDS`]' generator is `seed ^ LATER_STREAM`.
 const LATER_STREAM: u64 = 0x7265_626f_6f74_2121;
@@ -432,6 +432,19 @@ fn draw_later_kinds(
                         steps.push((At::Fixed(to), Action::ScrimletBack(switch)));
                     }
                 }
+                // A switch's MGS answers 500s, or hangs, for a window:
+                // what the switch lookup, scrimlet-local's own-switch
+                // lookup and Nexus's inventory meet.
+                "mgs-fault" if busy.claim(&format!("mgs fault {switch}"), from, to) => {
+                    let window = to - from;
+                    let action = if rng.random_bool(0.5) {
+                        Action::MgsErrors { switch, window }
+                    } else {
+                        Action::MgsHang { switch, window }
+                    };
+                    steps.push((At::Fixed(from), action));
+                }
+                "mgs-fault" => {}
                 _ => unreachable!("every later kind is drawn above"),
             }
         }
