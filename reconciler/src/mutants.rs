@@ -329,3 +329,14 @@ pub(crate) mod fatal_remove_notify {
         DpdNotify::Fatal
     }
 }
+
+/// [`racksim_mutants::Mutant::FatalNatConflict`]: upstream's own code
+/// before omicron #4694.
+pub(crate) mod fatal_nat_conflict {
+    use crate::instances::NatConflict;
+
+    /// The index's refusal fails the ensure, whatever the era.
+    pub(crate) fn refusal_is_fatal(_conflict: NatConflict) -> bool {
+        true
+    }
+}

@@ -116,6 +116,10 @@ catalogue! {
     /// omicron #8914 (bug #8206: sagas stuck while a switch zone in DNS is
     /// down).
     MgsSwitchLookup => "mgs-switch-lookup",
+    /// Upstream's history: Nexus's NAT ensure only inserts, so the unique
+    /// index's refusal of a row in the way (the instance's own stale row
+    /// among them) fails the operation, as before omicron #4694.
+    FatalNatConflict => "fatal-nat-conflict",
 }
 
 impl fmt::Display for Mutant {

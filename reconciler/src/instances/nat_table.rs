@@ -110,6 +110,14 @@ fn ensure_counts(ensure: NatEnsure, live_of_instance: bool) -> bool {
     }
 }
 
+/// Whether the unique index's refusal of an insert fails the ensure in
+/// `conflict`'s era (else the row in the way is removed and the insert
+/// made again).
+#[cfg_attr(feature = "mutants", racksim_mutants::mutant(FatalNatConflict))]
+fn refusal_is_fatal(conflict: NatConflict) -> bool {
+    conflict == NatConflict::Fatal
+}
+
 /// A NAT statement between its `nextval` and its write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PendingChange {
@@ -230,7 +238,7 @@ impl NatTable {
         });
         if let Some(i) = removal {
             let stale = self.rows[i].entry;
-            if self.conflict == NatConflict::Fatal {
+            if refusal_is_fatal(self.conflict) {
                 // Upstream's ensure before #4694 only inserted: its insert
                 // of the wanted entry meets the instance's own stale row.
                 if let Some(wanted) = entries.iter().find(|e| same_key(e, &stale)) {
@@ -250,12 +258,12 @@ impl NatTable {
         };
         if let Some(i) = self.blocker(&entry) {
             let refused = self.refuse(&entry);
-            return match self.conflict {
-                NatConflict::Fatal => Err(refused),
-                // #4694: `nat_delete_by_external_ip`, whatever the row's
-                // target, then the insert again (the next statement).
-                NatConflict::Takeover => Ok(Some(self.draw(PendingChange::Remove(i)))),
-            };
+            if refusal_is_fatal(self.conflict) {
+                return Err(refused);
+            }
+            // #4694: `nat_delete_by_external_ip`, whatever the row's
+            // target, then the insert again (the next statement).
+            return Ok(Some(self.draw(PendingChange::Remove(i))));
         }
         Ok(Some(self.draw_add(Some(instance), entry)))
     }
