@@ -308,12 +308,26 @@ async fn instances_through_the_live_control_plane(strategy: Strategy) {
         texts(&live)
     );
 
+    // While the control plane is down, a request is refused, as the
+    // simulation refuses it: it is not kept for the next Nexus.
+    let refused = |live: &LiveRack| {
+        texts(live)
+            .iter()
+            .filter(|t| t.contains("nexus: request for web refused: the control plane is down"))
+            .count()
+    };
     apply(&live, json!({"action": "control-plane-down"})).await;
     apply(&live, json!({"action": "instance-stop", "instance": "web"})).await;
     assert!(!live.state().await.nexus.up);
-    assert_eq!(web(&live.state().await), "running");
+    assert_eq!(refused(&live), 1, "{:#?}", texts(&live));
     apply(&live, json!({"action": "control-plane-up"})).await;
-    until("web stopped once the control plane is up", || async {
+    until("the control plane is up", || async {
+        live.state().await.nexus.up
+    })
+    .await;
+    assert_eq!(web(&live.state().await), "running");
+    apply(&live, json!({"action": "instance-stop", "instance": "web"})).await;
+    until("web stopped once asked again", || async {
         web(&live.state().await) == "stopped"
     })
     .await;
@@ -324,7 +338,13 @@ async fn instances_through_the_live_control_plane(strategy: Strategy) {
         json!({"action": "instance-delete", "instance": "web"}),
     )
     .await;
+    assert_eq!(refused(&live), 2, "{:#?}", texts(&live));
     apply(&live, json!({"action": "control-plane-up"})).await;
+    apply(
+        &live,
+        json!({"action": "instance-delete", "instance": "web"}),
+    )
+    .await;
     until("web deleted, nothing of it left", || async {
         let state = live.state().await;
         web(&state) == "deleted"

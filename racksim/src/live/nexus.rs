@@ -22,7 +22,6 @@
 //! take no simulated round trip.
 
 use std::{
-    collections::VecDeque,
     future::Future,
     net::{Ipv6Addr, SocketAddr},
     sync::{Arc, Mutex, MutexGuard},
@@ -254,8 +253,6 @@ pub(super) struct LiveNexus {
     host: LiveHost,
     /// Where dpds reach its internal API (its zone's underlay address).
     pub internal: SocketAddr,
-    /// Requests made while it is down.
-    queue: VecDeque<InstanceRequest>,
     running: Option<Running>,
     /// Stopped incarnations finishing what they were doing.
     draining: Vec<JoinHandle<()>>,
@@ -294,7 +291,6 @@ impl LiveNexus {
                 inventory,
             },
             internal: SocketAddr::new(address.into(), NEXUS_INTERNAL_PORT),
-            queue: VecDeque::new(),
             running: None,
             draining: Vec::new(),
             asked: Default::default(),
@@ -331,8 +327,7 @@ impl LiveNexus {
     }
 
     /// Starts the control plane: its internal API, then the Nexus itself
-    /// (the unfinished sagas, the requests waiting for it, its background
-    /// tasks).
+    /// (the unfinished sagas, then its instance API and background tasks).
     pub fn start(&mut self) -> Result<(), String> {
         if self.running.is_some() {
             return Ok(());
@@ -346,9 +341,6 @@ impl LiveNexus {
         links.maps(self.internal, server.local_addr());
         let (stop, stop_rx) = watch::channel(false);
         let (requests, rx) = mpsc::unbounded_channel();
-        for req in self.queue.drain(..) {
-            let _ = requests.send(req);
-        }
         let host = self.host.clone();
         let task = tokio::spawn(async move {
             let internal_stop = stop_rx.clone();
@@ -422,15 +414,16 @@ impl LiveNexus {
         }
     }
 
-    /// A request to the instance API: run now, or when the control plane
-    /// is next up.
+    /// A request to the instance API: run now, or, while the control plane
+    /// is down, refused (as the simulation refuses it: no API is there to
+    /// take it, and nothing keeps it for a later Nexus).
     pub fn submit(&mut self, req: InstanceRequest) {
         self.asked.insert(req.instance());
         match &self.running {
             Some(r) => {
                 let _ = r.requests.send(req);
             }
-            None => self.queue.push_back(req),
+            None => racksim_nexus::api::refuse(&self.host, [req], "the control plane is down"),
         }
     }
 }
