@@ -5,52 +5,55 @@ use std::time::Duration;
 
 use racksim_sim::{run, Action, InstanceSpec, Plan, RackSpec, RunConfig, Strategy};
 
-/// A create sent at the instant the control plane crashes (the crash
-/// first in the plan) reaches a Nexus that is gone. Its caller is refused
-/// then, and when the control plane is back two minutes later nothing
-/// creates the instance: the run does not converge, as a real caller
-/// whose request failed has to send it again.
+/// A create sent at the instant the control plane crashes reaches a Nexus
+/// that is gone, whichever of the two steps the plan lists first. Its
+/// caller is refused then, and when the control plane is back two minutes
+/// later nothing creates the instance: the run does not converge, as a
+/// real caller whose request failed has to send it again.
 #[test]
 fn a_request_sent_as_the_control_plane_crashes_is_refused_not_kept() {
     let at = Duration::from_secs(60);
-    let plan = Plan::new()
-        .at(at, Action::ControlPlaneCrash)
-        .at(
-            at,
-            Action::InstanceCreate {
-                instance: "web1".into(),
-                sled: "sled2".into(),
-            },
-        )
+    let create = || Action::InstanceCreate {
+        instance: "web1".into(),
+        sled: "sled2".into(),
+    };
+    for crash_first in [true, false] {
+        let plan = if crash_first {
+            Plan::new()
+                .at(at, Action::ControlPlaneCrash)
+                .at(at, create())
+        } else {
+            Plan::new()
+                .at(at, create())
+                .at(at, Action::ControlPlaneCrash)
+        }
         .at(Duration::from_secs(180), Action::ControlPlaneUp);
-    let mut config = RunConfig::new(RackSpec::madrid(), Strategy::SLED_TASK, 1)
-        .with_plan(plan)
-        .with_deadline(Duration::from_secs(600));
-    config.instances = vec![InstanceSpec {
-        name: "web1".into(),
-    }];
-    let outcome = run(&config);
-    let lines: Vec<&str> = outcome
-        .trace
-        .iter()
-        .filter(|l| l.host == "sled0" && l.text.contains("web1"))
-        .map(|l| l.text.as_str())
-        .collect();
-    assert_eq!(
-        lines,
-        vec!["nexus: request for web1 refused: the control plane is down"],
-        "{:#?}",
-        outcome.trace
-    );
-    let refused = outcome
-        .trace
-        .iter()
-        .find(|l| l.text.contains("refused"))
-        .expect("refused");
-    assert_eq!(refused.at, at);
-    assert!(
-        !matches!(outcome.verdict, racksim_sim::Verdict::Converged { .. }),
-        "{:?}",
-        outcome.verdict
-    );
+        let mut config = RunConfig::new(RackSpec::madrid(), Strategy::SLED_TASK, 1)
+            .with_plan(plan)
+            .with_deadline(Duration::from_secs(600));
+        config.instances = vec![InstanceSpec {
+            name: "web1".into(),
+        }];
+        let outcome = run(&config);
+        let lines: Vec<(Duration, &str)> = outcome
+            .trace
+            .iter()
+            .filter(|l| l.host == "sled0" && l.text.contains("web1"))
+            .map(|l| (l.at, l.text.as_str()))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![(
+                at,
+                "nexus: request for web1 refused: the control plane is down"
+            )],
+            "crash first: {crash_first}\n{:#?}",
+            outcome.trace
+        );
+        assert!(
+            !matches!(outcome.verdict, racksim_sim::Verdict::Converged { .. }),
+            "crash first: {crash_first}: {:?}",
+            outcome.verdict
+        );
+    }
 }

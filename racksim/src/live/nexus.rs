@@ -389,7 +389,11 @@ impl LiveNexus {
     }
 
     /// A crash: everything in flight is abandoned where it is; the
-    /// database (and its saga log) survives.
+    /// database (and its saga log) survives. (A request submitted an
+    /// instant before, which the aborted incarnation had not yet taken off
+    /// its channel, is lost with it, without a refusal line: its caller's
+    /// connection would have died. The simulation refuses such a request
+    /// with a line.)
     pub fn crash(&mut self) {
         if let Some(r) = self.running.take() {
             r.task.abort();
