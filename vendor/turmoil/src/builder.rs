@@ -186,6 +186,25 @@ impl Builder {
         self
     }
 
+    /// TCP as Linux's behaves across a faulty network (racksim patch): the
+    /// SYN-ACK and the final ACK cross the network as the SYN does, an
+    /// unanswered SYN is retransmitted, a segment lost to a cut or a down
+    /// peer is retransmitted on the RTO backoff, and a crashed host's
+    /// connections vanish without a FIN. Off by default (turmoil as
+    /// published). See [`crate::LinuxTcp`] for the timers and what is
+    /// simplified.
+    pub fn linux_tcp(&mut self, value: bool) -> &mut Self {
+        self.config.linux_tcp = value.then(crate::LinuxTcp::default);
+        self
+    }
+
+    /// [`Builder::linux_tcp`] with timers of your own (sysctls other than
+    /// Linux's defaults).
+    pub fn linux_tcp_timers(&mut self, timers: crate::LinuxTcp) -> &mut Self {
+        self.config.linux_tcp = Some(timers);
+        self
+    }
+
     /// Access the filesystem configuration.
     ///
     /// Use builder-style methods to configure filesystem behavior:
@@ -227,6 +246,7 @@ impl Builder {
             Box::new(rng),
             self.ip_version.iter(),
             self.config.tick,
+            self.config.linux_tcp,
         );
 
         Sim::new(self.config.clone(), world)

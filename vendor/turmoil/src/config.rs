@@ -52,6 +52,10 @@ pub(crate) struct Config {
     /// to the next timer or delivery instead of a fixed tick.
     pub(crate) event_driven: bool,
 
+    /// TCP as Linux behaves across a faulty network (racksim patch): the
+    /// handshake crosses the network, lost segments are retransmitted.
+    pub(crate) linux_tcp: Option<crate::LinuxTcp>,
+
     /// Filesystem configuration
     #[cfg(feature = "unstable-fs")]
     pub(crate) fs: FsConfig,
@@ -109,6 +113,7 @@ impl Default for Config {
             enable_tokio_io: false,
             random_node_order: false,
             event_driven: false,
+            linux_tcp: None,
             #[cfg(feature = "unstable-fs")]
             fs: FsConfig::default(),
         }

@@ -3,11 +3,28 @@ use std::{fmt::Display, net::SocketAddr};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::linux_tcp::Rtx;
+use crate::net::tcp::stream::BidiFlowControl;
+
 #[derive(Debug)]
 pub(crate) struct Envelope {
     pub(crate) src: SocketAddr,
     pub(crate) dst: SocketAddr,
     pub(crate) message: Protocol,
+    /// racksim patch ([`crate::Builder::linux_tcp`]): the retransmission
+    /// state of a segment the sender retransmits if it is lost.
+    pub(crate) rtx: Option<Rtx>,
+}
+
+impl Envelope {
+    pub(crate) fn new(src: SocketAddr, dst: SocketAddr, message: Protocol) -> Self {
+        Envelope {
+            src,
+            dst,
+            message,
+            rtx: None,
+        }
+    }
 }
 
 /// Supported network protocols.
@@ -29,6 +46,13 @@ pub struct Datagram(pub Bytes);
 #[derive(Debug)]
 pub enum Segment {
     Syn(Syn),
+    /// racksim patch ([`crate::Builder::linux_tcp`]): the listener's answer
+    /// to a SYN, crossing the network.
+    SynAck,
+    /// racksim patch ([`crate::Builder::linux_tcp`]): the handshake's last
+    /// segment; the connection is established on the listener's side when
+    /// it (or the first data) arrives.
+    Ack,
     Data(u64, Bytes),
     Fin(u64),
     Rst,
@@ -36,7 +60,12 @@ pub enum Segment {
 
 #[derive(Debug)]
 pub struct Syn {
-    pub(crate) ack: oneshot::Sender<()>,
+    /// As published: the in-memory channel the listener answers through.
+    pub(crate) ack: Option<oneshot::Sender<()>>,
+    /// racksim patch ([`crate::Builder::linux_tcp`]): the connection's flow
+    /// control, which the listener's side shares (the answer itself is a
+    /// [`Segment::SynAck`] on the network).
+    pub(crate) flow: Option<BidiFlowControl>,
 }
 
 impl Display for Protocol {
@@ -58,6 +87,8 @@ impl Display for Segment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Segment::Syn(_) => write!(f, "TCP SYN"),
+            Segment::SynAck => write!(f, "TCP SYN-ACK"),
+            Segment::Ack => write!(f, "TCP ACK"),
             Segment::Data(_, data) => hex("TCP", data, f),
             Segment::Fin(_) => write!(f, "TCP FIN"),
             Segment::Rst => write!(f, "TCP RST"),

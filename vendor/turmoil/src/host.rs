@@ -1,4 +1,5 @@
 use crate::envelope::{hex, Datagram, Protocol, Segment, Syn};
+
 #[cfg(feature = "unstable-fs")]
 use crate::fs::{Fs, FsConfig};
 use crate::net::tcp::stream::BidiFlowControl;
@@ -48,6 +49,15 @@ pub(crate) struct Host {
 
     next_ephemeral_port: u16,
     ephemeral_ports: RangeInclusive<u16>,
+
+    /// racksim patch ([`crate::Builder::linux_tcp`]): whether the host is
+    /// up (a down host answers nothing), which boot it is on (a crash ends
+    /// the retransmissions of the boot before), and whether its software is
+    /// being torn down by a crash (its sockets then say nothing on the
+    /// wire).
+    pub(crate) up: bool,
+    pub(crate) boot: u64,
+    pub(crate) crashing: bool,
 }
 
 impl Host {
@@ -60,16 +70,20 @@ impl Host {
         tcp_capacity: usize,
         udp_capacity: usize,
         fs_config: FsConfig,
+        linux_tcp: bool,
     ) -> Host {
         Host {
             nodename: nodename.into(),
             addr,
             udp: Udp::new(udp_capacity),
-            tcp: Tcp::new(tcp_capacity),
+            tcp: Tcp::new(tcp_capacity, linux_tcp),
             fs: Arc::new(Mutex::new(Fs::new(fs_config))),
             timer,
             next_ephemeral_port: *ephemeral_ports.start(),
             ephemeral_ports,
+            up: true,
+            boot: 0,
+            crashing: false,
         }
     }
 
@@ -81,16 +95,28 @@ impl Host {
         ephemeral_ports: RangeInclusive<u16>,
         tcp_capacity: usize,
         udp_capacity: usize,
+        linux_tcp: bool,
     ) -> Host {
         Host {
             nodename: nodename.into(),
             addr,
             udp: Udp::new(udp_capacity),
-            tcp: Tcp::new(tcp_capacity),
+            tcp: Tcp::new(tcp_capacity, linux_tcp),
             timer,
             next_ephemeral_port: *ephemeral_ports.start(),
             ephemeral_ports,
+            up: true,
+            boot: 0,
+            crashing: false,
         }
+    }
+
+    /// racksim patch ([`crate::Builder::linux_tcp`]): the host's software
+    /// has been torn down by a crash. Its connections are gone without a
+    /// word on the wire, and its next boot's are new ones.
+    pub(crate) fn lose_connections(&mut self) {
+        self.boot += 1;
+        self.tcp.lose_connections();
     }
 
     pub(crate) fn assign_ephemeral_port(&mut self) -> u16 {
@@ -124,7 +150,9 @@ impl Host {
     // key problem is that the Host doesn't actually send messages, rather the
     // World is borrowed, and it sends.
     pub(crate) fn receive_from_network(&mut self, envelope: Envelope) -> Result<(), Protocol> {
-        let Envelope { src, dst, message } = envelope;
+        let Envelope {
+            src, dst, message, ..
+        } = envelope;
 
         tracing::trace!(target: TRACING_TARGET, ?src, ?dst, protocol = %message, "Delivered");
 
@@ -333,6 +361,18 @@ pub(crate) struct Tcp {
 
     /// TcpStream channel capacity
     socket_capacity: usize,
+
+    /// racksim patch ([`crate::Builder::linux_tcp`]): the handshake crosses
+    /// the network and lost segments are retransmitted.
+    linux: bool,
+
+    /// Linux mode: the id the next connection gets (unique on this host).
+    next_conn: u64,
+
+    /// Linux mode: connections reset or aborted, whose segments are no
+    /// longer retransmitted. (A connection the application closed is not
+    /// here: its last segments are retransmitted as an orphan's are.)
+    reset: std::collections::HashSet<u64>,
 }
 
 struct ServerSocket {
@@ -342,10 +382,43 @@ struct ServerSocket {
     notify: Arc<Notify>,
 
     /// Pending connections for the TcpListener to accept
-    deque: VecDeque<(Syn, SocketAddr)>,
+    deque: VecDeque<Pending>,
+}
+
+/// A connection waiting for [`TcpListener::accept`].
+pub(crate) enum Pending {
+    /// As published: a SYN, answered when the application accepts it.
+    Syn(Syn, SocketAddr),
+    /// Linux mode: a connection whose handshake is complete (the kernel's
+    /// accept queue).
+    Established {
+        pair: SocketPair,
+        rx: mpsc::Receiver<SequencedSegment>,
+        flow: BidiFlowControl,
+    },
+}
+
+/// Linux mode: where a connection is in its handshake.
+enum Handshake {
+    /// The connecting side has sent its SYN; `done` tells `connect` how
+    /// the handshake ended.
+    SynSent {
+        done: Option<tokio::sync::oneshot::Sender<io::Result<()>>>,
+    },
+    /// The listening side has answered a SYN; the application gets the
+    /// connection (and `rx`) once the handshake's ACK or the first data
+    /// arrives.
+    SynReceived {
+        rx: Option<mpsc::Receiver<SequencedSegment>>,
+    },
+    Established,
 }
 
 struct StreamSocket {
+    /// Linux mode: the connection's id on this host, and its handshake.
+    conn: u64,
+    handshake: Handshake,
+
     buf: IndexMap<u64, SequencedSegment>,
     next_send_seq: u64,
     recv_seq: u64,
@@ -374,10 +447,15 @@ impl Display for SequencedSegment {
 }
 
 impl StreamSocket {
-    fn new(capacity: usize) -> (Self, mpsc::Receiver<SequencedSegment>, BidiFlowControl) {
+    fn new(
+        capacity: usize,
+        conn: u64,
+        flow_control: BidiFlowControl,
+    ) -> (Self, mpsc::Receiver<SequencedSegment>, BidiFlowControl) {
         let (tx, rx) = mpsc::channel(capacity);
-        let flow_control = BidiFlowControl::new(capacity);
         let sock = Self {
+            conn,
+            handshake: Handshake::Established,
             buf: IndexMap::new(),
             next_send_seq: 1,
             recv_seq: 0,
@@ -425,12 +503,78 @@ impl StreamSocket {
 }
 
 impl Tcp {
-    fn new(capacity: usize) -> Self {
+    fn new(capacity: usize, linux: bool) -> Self {
         Self {
             binds: IndexMap::new(),
             sockets: IndexMap::new(),
             server_socket_capacity: capacity,
             socket_capacity: capacity,
+            linux,
+            next_conn: 0,
+            reset: Default::default(),
+        }
+    }
+
+    fn next_conn(&mut self) -> u64 {
+        self.next_conn += 1;
+        self.next_conn
+    }
+
+    /// Linux mode: a crash took the host down. Its connections vanish; the
+    /// listeners went with the software that owned them.
+    fn lose_connections(&mut self) {
+        self.sockets.clear();
+        self.reset.clear();
+        for bind in self.binds.values_mut() {
+            bind.deque.clear();
+        }
+    }
+
+    /// Linux mode: the connection `pair` starts its handshake; `done` hears
+    /// how it ends.
+    pub(crate) fn connect_stream(
+        &mut self,
+        pair: SocketPair,
+        done: tokio::sync::oneshot::Sender<io::Result<()>>,
+    ) -> (mpsc::Receiver<SequencedSegment>, BidiFlowControl) {
+        let (rx, bidi) = self.new_stream(pair);
+        let sock = self.sockets.get_mut(&pair).expect("just made");
+        sock.handshake = Handshake::SynSent { done: Some(done) };
+        (rx, bidi)
+    }
+
+    /// Linux mode: `connect` gave up (its caller's timeout, or its own):
+    /// forget the half-open connection.
+    pub(crate) fn abandon_connect(&mut self, pair: SocketPair) {
+        if let Some(sock) = self.sockets.get(&pair) {
+            if matches!(sock.handshake, Handshake::SynSent { .. }) {
+                self.sockets.swap_remove(&pair);
+            }
+        }
+    }
+
+    /// Linux mode: the connection's id, if `pair` is still `conn`.
+    pub(crate) fn conn_of(&self, pair: SocketPair) -> Option<u64> {
+        self.sockets.get(&pair).map(|s| s.conn)
+    }
+
+    /// Linux mode: whether the sender of connection `conn` on `pair` still
+    /// retransmits: not reset or aborted; `Some(true)` if the application
+    /// still holds it, `Some(false)` if it is an orphan.
+    pub(crate) fn retransmits(&self, pair: SocketPair, conn: u64) -> Option<bool> {
+        if self.reset.contains(&conn) {
+            return None;
+        }
+        Some(self.sockets.get(&pair).is_some_and(|s| s.conn == conn))
+    }
+
+    /// Linux mode: the sender gave up on connection `conn` (`tcp_retries2`):
+    /// the application's next read or write fails.
+    pub(crate) fn abort(&mut self, pair: SocketPair, conn: u64) {
+        self.reset.insert(conn);
+        if self.sockets.get(&pair).is_some_and(|s| s.conn == conn) {
+            self.sockets.swap_remove(&pair);
+            tracing::trace!(target: TRACING_TARGET, ?pair, "TCP abort (retransmissions timed out)");
         }
     }
 
@@ -462,7 +606,9 @@ impl Tcp {
         &mut self,
         pair: SocketPair,
     ) -> (mpsc::Receiver<SequencedSegment>, BidiFlowControl) {
-        let (sock, rx, bidi) = StreamSocket::new(self.socket_capacity);
+        let conn = self.next_conn();
+        let flow = BidiFlowControl::new(self.socket_capacity);
+        let (sock, rx, bidi) = StreamSocket::new(self.socket_capacity, conn, flow);
 
         let exists = self.sockets.insert(pair, sock);
 
@@ -483,7 +629,7 @@ impl Tcp {
         self.sockets.len()
     }
 
-    pub(crate) fn accept(&mut self, addr: SocketAddr) -> Option<(Syn, SocketAddr)> {
+    pub(crate) fn accept(&mut self, addr: SocketAddr) -> Option<Pending> {
         self.binds[&addr.port()].deque.pop_front()
     }
 
@@ -500,6 +646,9 @@ impl Tcp {
         dst: SocketAddr,
         segment: Segment,
     ) -> Result<(), Protocol> {
+        if self.linux {
+            return self.receive_linux(src, dst, segment);
+        }
         match segment {
             Segment::Syn(syn) => {
                 // If bound, queue the syn; else we drop the syn triggering
@@ -510,11 +659,13 @@ impl Tcp {
                     }
 
                     if matches(b.bind_addr, dst) {
-                        b.deque.push_back((syn, src));
+                        b.deque.push_back(Pending::Syn(syn, src));
                         b.notify.notify_one();
                     }
                 }
             }
+            // Only linux mode sends these.
+            Segment::SynAck | Segment::Ack => {}
             Segment::Data(seq, data) => match self.sockets.get_mut(&SocketPair::new(dst, src)) {
                 Some(sock) => sock.buffer(seq, SequencedSegment::Data(data))?,
                 None => return Err(Protocol::Tcp(Segment::Rst)),
@@ -535,6 +686,126 @@ impl Tcp {
         Ok(())
     }
 
+    /// Linux mode: a segment arrives at a host that is up.
+    fn receive_linux(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        segment: Segment,
+    ) -> Result<(), Protocol> {
+        let pair = SocketPair::new(dst, src);
+        let rst = || Err(Protocol::Tcp(Segment::Rst));
+        match segment {
+            Segment::Syn(syn) => {
+                if let Some(sock) = self.sockets.get(&pair) {
+                    // A SYN again: the SYN-ACK this host sent was lost (or
+                    // is late). Answer again, as the listener's kernel does.
+                    return match sock.handshake {
+                        Handshake::SynSent { .. } => rst(),
+                        _ => Err(Protocol::Tcp(Segment::SynAck)),
+                    };
+                }
+                let Some(bind) = self
+                    .binds
+                    .get(&dst.port())
+                    .filter(|b| matches(b.bind_addr, dst))
+                else {
+                    // Up, but nothing listens: connection refused.
+                    return rst();
+                };
+                if bind.deque.len() >= self.server_socket_capacity {
+                    // A full accept queue drops the SYN (Linux with
+                    // `tcp_abort_on_overflow` off); the client retries.
+                    return Ok(());
+                }
+                let flow = syn
+                    .flow
+                    .expect("a linux-mode SYN carries its flow control")
+                    .invert();
+                let conn = self.next_conn();
+                let (mut sock, rx, _) = StreamSocket::new(self.socket_capacity, conn, flow);
+                sock.handshake = Handshake::SynReceived { rx: Some(rx) };
+                self.sockets.insert(pair, sock);
+                Err(Protocol::Tcp(Segment::SynAck))
+            }
+            Segment::SynAck => match self.sockets.get_mut(&pair) {
+                Some(sock) => {
+                    if let Handshake::SynSent { done } = &mut sock.handshake {
+                        if let Some(done) = done.take() {
+                            let _ = done.send(Ok(()));
+                        }
+                        sock.handshake = Handshake::Established;
+                    }
+                    Err(Protocol::Tcp(Segment::Ack))
+                }
+                None => rst(),
+            },
+            Segment::Ack => match self.sockets.get(&pair) {
+                Some(_) => self.establish(pair),
+                None => rst(),
+            },
+            Segment::Data(seq, data) => match self.sockets.get(&pair) {
+                Some(_) => {
+                    self.establish(pair)?;
+                    let sock = self.sockets.get_mut(&pair).expect("established");
+                    sock.buffer(seq, SequencedSegment::Data(data))
+                }
+                None => rst(),
+            },
+            Segment::Fin(seq) => match self.sockets.get(&pair) {
+                Some(_) => {
+                    self.establish(pair)?;
+                    let sock = self.sockets.get_mut(&pair).expect("established");
+                    sock.buffer(seq, SequencedSegment::Fin)
+                }
+                None => rst(),
+            },
+            Segment::Rst => {
+                if let Some(mut sock) = self.sockets.swap_remove(&pair) {
+                    self.reset.insert(sock.conn);
+                    if let Handshake::SynSent { done } = &mut sock.handshake {
+                        if let Some(done) = done.take() {
+                            let _ = done.send(Err(io::Error::new(
+                                io::ErrorKind::ConnectionRefused,
+                                src.to_string(),
+                            )));
+                        }
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Linux mode: the listening side of `pair` completes its handshake
+    /// (if it had not): the connection joins the listener's accept queue.
+    fn establish(&mut self, pair: SocketPair) -> Result<(), Protocol> {
+        let sock = self.sockets.get_mut(&pair).expect("known connection");
+        let Handshake::SynReceived { rx } = &mut sock.handshake else {
+            return Ok(());
+        };
+        let rx = rx.take().expect("handed over once");
+        sock.handshake = Handshake::Established;
+        let flow = sock.flow_control.clone();
+        match self
+            .binds
+            .get_mut(&pair.local.port())
+            .filter(|b| matches(b.bind_addr, pair.local))
+        {
+            Some(bind) => {
+                bind.deque
+                    .push_back(Pending::Established { pair, rx, flow });
+                bind.notify.notify_one();
+                Ok(())
+            }
+            None => {
+                // The listener went away meanwhile.
+                self.sockets.swap_remove(&pair);
+                Err(Protocol::Tcp(Segment::Rst))
+            }
+        }
+    }
+
     /// Returns true if the given stream has any Data segments waiting in the
     /// out-of-order reorder buffer that have not yet been delivered to the
     /// receive mpsc channel.
@@ -552,7 +823,9 @@ impl Tcp {
     /// Remove the stream socket without decrementing the half-close refcount.
     /// Used when sending RST: the connection is torn down immediately.
     pub(crate) fn reset_stream(&mut self, pair: SocketPair) {
-        self.sockets.swap_remove(&pair);
+        if let Some(sock) = self.sockets.swap_remove(&pair) {
+            self.reset.insert(sock.conn);
+        }
     }
 
     pub(crate) fn close_stream_half(&mut self, pair: SocketPair) {
@@ -610,6 +883,7 @@ mod test {
             1,
             1,
             FsConfig::default(),
+            false,
         );
         #[cfg(not(feature = "unstable-fs"))]
         let mut host = Host::new(
@@ -619,6 +893,7 @@ mod test {
             49152..=49162,
             1,
             1,
+            false,
         );
 
         host.udp.bind((host.addr, 49161).into())?;

@@ -199,6 +199,9 @@ pub use error::Result;
 mod host;
 use host::Host;
 
+mod linux_tcp;
+pub use linux_tcp::LinuxTcp;
+
 mod ip;
 pub use ip::IpVersion;
 

@@ -91,10 +91,7 @@ impl<'a> Sim<'a> {
         rt::Config {
             enable_io: self.config.enable_tokio_io,
             rng: Some(SmallRng::from_seed(seed)),
-            shared: self
-                .shared
-                .as_ref()
-                .map(|s| (s.rt.clone(), s.ring.clone())),
+            shared: self.shared.as_ref().map(|s| (s.rt.clone(), s.ring.clone())),
         }
     }
 
@@ -200,6 +197,7 @@ impl<'a> Sim<'a> {
             let rt = self.rts.get_mut(&h).expect("missing host");
 
             self.world.borrow_mut().current = Some(h);
+            let linux = begin_crash(&self.world, h);
 
             World::enter(&self.world, || {
                 rt.crash();
@@ -215,6 +213,7 @@ impl<'a> Sim<'a> {
 
                 tracing::trace!(target: TRACING_TARGET, addr = ?h, "Crash");
             });
+            end_crash(&self.world, h, linux, false);
         }
 
         self.world.borrow_mut().current = None;
@@ -222,11 +221,16 @@ impl<'a> Sim<'a> {
 
     /// Bounces the resolved hosts. The software is restarted.
     pub fn bounce(&mut self, addrs: impl ToIpAddrs) {
-        self.run_with_hosts(addrs, |addr, rt| {
-            rt.bounce();
+        let hosts = self.world.borrow_mut().lookup_many(addrs);
+        for h in hosts {
+            let linux = begin_crash(&self.world, h);
+            self.run_with_hosts(h, |addr, rt| {
+                rt.bounce();
 
-            tracing::trace!(target: TRACING_TARGET, addr = ?addr, "Bounce");
-        });
+                tracing::trace!(target: TRACING_TARGET, addr = ?addr, "Bounce");
+            });
+            end_crash(&self.world, h, linux, true);
+        }
     }
 
     /// Run `f` with the resolved hosts at `addrs` set on the world.
@@ -457,6 +461,18 @@ impl<'a> Sim<'a> {
         // ticking any other runtime, as they might be waiting on network
         // IO. (It also might be waiting on something else, such as time.)
         self.world.borrow_mut().topology.tick_by(tick);
+        {
+            // racksim patch (linux mode): lost segments whose sender's
+            // retransmission timer has expired go out again.
+            let mut world = self.world.borrow_mut();
+            let World {
+                rng,
+                topology,
+                hosts,
+                ..
+            } = world.deref_mut();
+            topology.retransmit_due(rng, hosts);
+        }
 
         // Tick each host runtimes with running software. If the software
         // completes, extract the result and return early if an error is
@@ -628,14 +644,36 @@ impl Sim<'_> {
             };
             let (src, dst) = (envelope.src, envelope.dst);
             if let Err(reply) = host.receive_from_network(envelope) {
-                let _ = host.receive_from_network(crate::envelope::Envelope {
-                    src: dst,
-                    dst: src,
-                    message: reply,
-                });
+                let _ = host.receive_from_network(crate::envelope::Envelope::new(dst, src, reply));
             }
         }
     }
+}
+
+/// racksim patch (linux mode): a crash (or the crash half of a bounce) of
+/// host `h` begins: its software's sockets are dropped without a word on
+/// the wire. Returns whether linux mode is on.
+fn begin_crash(world: &RefCell<World>, h: IpAddr) -> bool {
+    let mut world = world.borrow_mut();
+    if world.linux_tcp.is_none() {
+        return false;
+    }
+    world.hosts.get_mut(&h).expect("missing host").crashing = true;
+    true
+}
+
+/// racksim patch (linux mode): the crash of `h` is over. Its connections
+/// are gone (a peer learns so from an RST or its own timeout), and it is
+/// up again if it was bounced, down (answering nothing) if it crashed.
+fn end_crash(world: &RefCell<World>, h: IpAddr, linux: bool, up: bool) {
+    if !linux {
+        return;
+    }
+    let mut world = world.borrow_mut();
+    let host = world.hosts.get_mut(&h).expect("missing host");
+    host.crashing = false;
+    host.lose_connections();
+    host.up = up;
 }
 
 /// Move the shared clock to `target`, stopping early at the first instant at

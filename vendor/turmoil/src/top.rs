@@ -1,5 +1,7 @@
 use crate::envelope::{Envelope, Protocol};
 use crate::host::Host;
+use crate::linux_tcp::{LinuxTcp, Rtx};
+use crate::net::SocketPair;
 use crate::rt::Rt;
 use crate::{config, TRACING_TARGET};
 
@@ -34,6 +36,45 @@ pub(crate) struct Topology {
     /// harmless (their link has nothing due then).
     due: BinaryHeap<Reverse<(Instant, u64, IpAddr, IpAddr)>>,
     seq: u64,
+
+    /// racksim patch ([`crate::Builder::linux_tcp`]): TCP segments the
+    /// network lost, by when their sender's retransmission timer expires.
+    linux_tcp: Option<LinuxTcp>,
+    retransmits: BinaryHeap<Reverse<Retransmit>>,
+}
+
+/// Linux mode: a segment the network lost, waiting for its sender's
+/// retransmission timer.
+struct Retransmit {
+    at: Instant,
+    seq: u64,
+    lost: Lost,
+}
+
+impl PartialEq for Retransmit {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Retransmit {}
+impl PartialOrd for Retransmit {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Retransmit {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// Linux mode: a segment of an established connection that a cut or a
+/// down receiver lost.
+struct Lost {
+    src: SocketAddr,
+    dst: SocketAddr,
+    message: Protocol,
+    rtx: Rtx,
 }
 
 /// This type is used as the key in the [`Topology::links`] map. See [`new`]
@@ -165,6 +206,10 @@ struct Link {
 
     /// The current network time, moved forward with [`Link::tick`].
     now: Instant,
+
+    /// Linux mode: retransmittable segments this link lost, for the
+    /// topology to schedule.
+    lost: Vec<Lost>,
 }
 
 /// States that a link between two nodes can be in.
@@ -184,7 +229,7 @@ enum State {
 }
 
 impl Topology {
-    pub(crate) fn new(config: config::Link) -> Topology {
+    pub(crate) fn new(config: config::Link, linux_tcp: Option<LinuxTcp>) -> Topology {
         Topology {
             config,
             links: IndexMap::new(),
@@ -192,6 +237,84 @@ impl Topology {
             clock: None,
             due: BinaryHeap::new(),
             seq: 0,
+            linux_tcp,
+            retransmits: BinaryHeap::new(),
+        }
+    }
+
+    /// The network's current instant.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.unwrap_or_else(|| self.rt.now())
+    }
+
+    /// Linux mode: schedule the segments `pair`'s link lost for
+    /// retransmission, each when its sender's RTO expires.
+    fn collect_lost(&mut self, pair: &Pair) {
+        let Some(timers) = self.linux_tcp else { return };
+        let Some(link) = self.links.get_mut(pair) else {
+            return;
+        };
+        let now = self.clock.unwrap_or(link.now);
+        for lost in std::mem::take(&mut link.lost) {
+            let at = (lost.rtx.last + timers.rto(lost.rtx.expiries)).max(now);
+            self.seq += 1;
+            self.retransmits.push(Reverse(Retransmit {
+                at,
+                seq: self.seq,
+                lost,
+            }));
+        }
+    }
+
+    /// Linux mode: when the next retransmission timer expires.
+    fn next_retransmit(&self) -> Option<Instant> {
+        self.retransmits.peek().map(|Reverse(r)| r.at)
+    }
+
+    /// Linux mode: each lost segment whose sender's RTO has expired by now
+    /// is sent again — unless its sender crashed since, its connection was
+    /// reset, or the sender gives up on it (`tcp_retries2`, or
+    /// `tcp_orphan_retries` for a connection the application closed), in
+    /// which case a connection still held by the application is aborted.
+    pub(crate) fn retransmit_due(
+        &mut self,
+        rand: &mut dyn RngCore,
+        hosts: &mut IndexMap<IpAddr, Host>,
+    ) {
+        let Some(timers) = self.linux_tcp else { return };
+        let now = self.now();
+        while self.next_retransmit().is_some_and(|at| at <= now) {
+            let Reverse(Retransmit { lost, .. }) = self.retransmits.pop().expect("peeked");
+            let Lost {
+                src,
+                dst,
+                message,
+                mut rtx,
+            } = lost;
+            let pair = SocketPair::new(src, dst);
+            let Some(sender) = hosts.get_mut(&src.ip()) else {
+                continue;
+            };
+            if !sender.up || sender.boot != rtx.boot {
+                continue;
+            }
+            let Some(held) = sender.tcp.retransmits(pair, rtx.conn) else {
+                continue;
+            };
+            rtx.expiries += 1;
+            let boundary = if held {
+                timers.retries2
+            } else {
+                timers.orphan_retries
+            };
+            let gives_up_after: Duration = (0..=boundary).map(|n| timers.rto(n)).sum();
+            if now - rtx.first >= gives_up_after {
+                sender.tcp.abort(pair, rtx.conn);
+                continue;
+            }
+            rtx.last = now;
+            tracing::trace!(target: TRACING_TARGET, ?src, ?dst, protocol = %message, expiries = rtx.expiries, "Retransmit");
+            let _ = self.enqueue(rand, src, dst, message, Some(rtx));
         }
     }
 
@@ -216,7 +339,11 @@ impl Topology {
 
     /// Event-driven mode: when the next message is due, if any is in flight.
     pub(crate) fn next_delivery(&self) -> Option<Instant> {
-        self.due.peek().map(|Reverse((at, ..))| *at)
+        let delivery = self.due.peek().map(|Reverse((at, ..))| *at);
+        match (delivery, self.next_retransmit()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Event-driven mode: hand every message due by `now` to its host, in
@@ -227,6 +354,7 @@ impl Topology {
         hosts: &mut IndexMap<IpAddr, Host>,
     ) {
         let Some(now) = self.clock else { return };
+        self.retransmit_due(rand, hosts);
         while let Some(Reverse((at, _, a, b))) = self.due.peek().copied() {
             if at > now {
                 break;
@@ -246,6 +374,7 @@ impl Topology {
             for at in bounced {
                 self.schedule(Some(at), &pair);
             }
+            self.collect_lost(&pair);
         }
     }
 
@@ -300,13 +429,28 @@ impl Topology {
         dst: SocketAddr,
         message: Protocol,
     ) -> Result<()> {
+        self.enqueue(rand, src, dst, message, None)
+    }
+
+    /// [`Topology::enqueue_message`], for a segment that (in linux mode)
+    /// its sender retransmits if the network loses it.
+    pub(crate) fn enqueue(
+        &mut self,
+        rand: &mut dyn RngCore,
+        src: SocketAddr,
+        dst: SocketAddr,
+        message: Protocol,
+        rtx: Option<Rtx>,
+    ) -> Result<()> {
         let pair = Pair::new(src.ip(), dst.ip());
+        let rtx = rtx.filter(|_| self.linux_tcp.is_some());
         if let Some(link) = self.links.get_mut(&pair) {
             if let Some(now) = self.clock {
                 link.now = now;
             }
-            let at = link.enqueue_message(&self.config, rand, src, dst, message)?;
+            let at = link.enqueue_message(&self.config, rand, src, dst, message, rtx)?;
             self.schedule(at, &pair);
+            self.collect_lost(&pair);
             Ok(())
         } else {
             Err(Error::new(
@@ -318,10 +462,17 @@ impl Topology {
 
     // Move messages from any network links to the `dst` host.
     pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) {
+        let mut touched = Vec::new();
         for (pair, link) in &mut self.links {
             if pair.0 == dst.addr || pair.1 == dst.addr {
                 let _ = link.deliver_messages(&self.config, rand, dst);
+                if !link.lost.is_empty() {
+                    touched.push(pair.clone());
+                }
             }
+        }
+        for pair in touched {
+            self.collect_lost(&pair);
         }
     }
 
@@ -341,12 +492,16 @@ impl Topology {
     }
 
     pub(crate) fn partition(&mut self, a: IpAddr, b: IpAddr) {
-        self.get_link_mut(&Pair::new(a, b)).explicit_partition();
+        let pair = Pair::new(a, b);
+        self.get_link_mut(&pair).explicit_partition();
+        self.collect_lost(&pair);
     }
 
     pub(crate) fn partition_oneway(&mut self, a: IpAddr, b: IpAddr) {
-        let link = &mut self.get_link_mut(&Pair::new(a, b));
+        let pair = Pair::new(a, b);
+        let link = &mut self.get_link_mut(&pair);
         link.partition_oneway(a, b);
+        self.collect_lost(&pair);
     }
 
     pub(crate) fn repair(&mut self, a: IpAddr, b: IpAddr) {
@@ -385,6 +540,9 @@ struct Sent {
     dst: SocketAddr,
     status: DeliveryStatus,
     protocol: Protocol,
+    /// Linux mode: the segment's retransmission state, if its sender
+    /// retransmits it when it is lost.
+    rtx: Option<Rtx>,
 }
 
 impl Sent {
@@ -407,7 +565,27 @@ impl Link {
             sent: VecDeque::new(),
             deliverable: IndexMap::new(),
             now,
+            lost: Vec::new(),
         }
+    }
+
+    /// Drop the in-flight messages `cut` selects. Linux mode: the
+    /// retransmittable ones are lost, for their sender to send again.
+    fn drop_in_flight(&mut self, cut: impl Fn(&Sent) -> bool) {
+        let mut kept = VecDeque::with_capacity(self.sent.len());
+        for sent in self.sent.drain(..) {
+            if !cut(&sent) {
+                kept.push_back(sent);
+            } else if let Some(rtx) = sent.rtx {
+                self.lost.push(Lost {
+                    src: sent.src,
+                    dst: sent.dst,
+                    message: sent.protocol,
+                    rtx,
+                });
+            }
+        }
+        self.sent = kept;
     }
 
     fn enqueue_message(
@@ -417,11 +595,12 @@ impl Link {
         src: SocketAddr,
         dst: SocketAddr,
         message: Protocol,
+        rtx: Option<Rtx>,
     ) -> Result<Option<Instant>> {
         tracing::trace!(target: TRACING_TARGET, ?src, ?dst, protocol = %message, "Send");
 
         self.rand_partition_or_repair(global_config, rand);
-        let result = self.enqueue(global_config, rand, src, dst, message);
+        let result = self.enqueue(global_config, rand, src, dst, message, rtx);
         self.process_deliverables();
         result
     }
@@ -453,6 +632,7 @@ impl Link {
         src: SocketAddr,
         dst: SocketAddr,
         message: Protocol,
+        rtx: Option<Rtx>,
     ) -> Result<Option<Instant>> {
         let state = self.get_state_for_message(src.ip(), dst.ip());
         let status = match state {
@@ -467,6 +647,14 @@ impl Link {
             }
             _ => {
                 tracing::trace!(target: TRACING_TARGET,?src, ?dst, protocol = %message, "Drop");
+                if let Some(rtx) = rtx {
+                    self.lost.push(Lost {
+                        src,
+                        dst,
+                        message,
+                        rtx,
+                    });
+                }
                 return Ok(None);
             }
         };
@@ -480,6 +668,7 @@ impl Link {
             dst,
             status,
             protocol: message,
+            rtx,
         };
 
         self.sent.push_back(sent);
@@ -505,6 +694,7 @@ impl Link {
                         src: sent.src,
                         dst: sent.dst,
                         message: sent.protocol,
+                        rtx: sent.rtx,
                     };
                     self.deliverable
                         .entry(sent.dst.ip())
@@ -535,8 +725,24 @@ impl Link {
         let mut scheduled = Vec::new();
         for message in deliverable {
             let (src, dst) = (message.src, message.dst);
+            // racksim patch (linux mode): a host that is down answers
+            // nothing; what it was sent is lost (and retransmitted, if its
+            // sender does).
+            if !host.up {
+                tracing::trace!(target: TRACING_TARGET, ?src, ?dst, protocol = %message.message, "Drop (host down)");
+                if let Some(rtx) = message.rtx {
+                    self.lost.push(Lost {
+                        src,
+                        dst,
+                        message: message.message,
+                        rtx,
+                    });
+                }
+                continue;
+            }
             if let Err(message) = host.receive_from_network(message) {
-                if let Ok(Some(at)) = self.enqueue_message(global_config, rand, dst, src, message)
+                if let Ok(Some(at)) =
+                    self.enqueue_message(global_config, rand, dst, src, message, None)
                 {
                     scheduled.push(at);
                 }
@@ -553,7 +759,7 @@ impl Link {
                 self.state_a_b = State::RandPartition;
                 self.state_b_a = State::RandPartition;
 
-                self.sent.clear();
+                self.drop_in_flight(|_| true);
             }
             (State::RandPartition, _) | (_, State::RandPartition)
                 if self.rand_repair(global_config.message_loss(), rand) =>
@@ -588,7 +794,7 @@ impl Link {
         self.state_a_b = State::ExplicitPartition;
         self.state_b_a = State::ExplicitPartition;
 
-        self.sent.clear();
+        self.drop_in_flight(|_| true);
     }
 
     fn partition_oneway(&mut self, from: IpAddr, to: IpAddr) {
@@ -598,7 +804,7 @@ impl Link {
             self.state_b_a = State::ExplicitPartition;
         }
 
-        self.sent.retain(|sent| sent.src.ip() != from);
+        self.drop_in_flight(|sent| sent.src.ip() == from);
     }
 
     fn repair_oneway(&mut self, from: IpAddr, to: IpAddr) {
@@ -660,7 +866,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "unable to find link between Pair(10.0.0.1, 192.168.0.1)")]
     fn link_access_gives_useful_panic_message() {
-        let mut topo = Topology::new(Link::default());
+        let mut topo = Topology::new(Link::default(), None);
         topo.hold("10.0.0.1".parse().unwrap(), "192.168.0.1".parse().unwrap());
     }
 }

@@ -2,7 +2,9 @@ use crate::config::Config;
 use crate::envelope::Protocol;
 use crate::host::HostTimer;
 use crate::ip::IpVersionAddrIter;
+use crate::linux_tcp::Rtx;
 use crate::net::udp::MulticastGroups;
+use crate::net::SocketPair;
 use crate::{
     config, for_pairs, Dns, Host, Result as TurmoilResult, ToIpAddr, ToIpAddrs, Topology,
     TRACING_TARGET,
@@ -44,6 +46,9 @@ pub(crate) struct World {
     /// Event-driven mode (racksim patch): loopback traffic waiting for the
     /// simulation to hand it to its host, with that host's address.
     pub(crate) loopback: Option<std::collections::VecDeque<(IpAddr, crate::envelope::Envelope)>>,
+
+    /// racksim patch: TCP as Linux's ([`crate::Builder::linux_tcp`]).
+    pub(crate) linux_tcp: Option<crate::LinuxTcp>,
 }
 
 scoped_thread_local!(static CURRENT: RefCell<World>);
@@ -55,16 +60,18 @@ impl World {
         rng: Box<dyn RngCore>,
         addrs: IpVersionAddrIter,
         tick_duration: Duration,
+        linux_tcp: Option<crate::LinuxTcp>,
     ) -> World {
         World {
             hosts: IndexMap::new(),
-            topology: Topology::new(link),
+            topology: Topology::new(link, linux_tcp),
             dns: Dns::new(addrs),
             multicast_groups: MulticastGroups::default(),
             current: None,
             rng,
             tick_duration,
             loopback: None,
+            linux_tcp,
         }
     }
 
@@ -80,7 +87,7 @@ impl World {
         let (Some(queue), Some(host)) = (self.loopback.as_mut(), self.current) else {
             return Some(message);
         };
-        queue.push_back((host, crate::envelope::Envelope { src, dst, message }));
+        queue.push_back((host, crate::envelope::Envelope::new(src, dst, message)));
         None
     }
 
@@ -263,6 +270,7 @@ impl World {
                 config.tcp_capacity,
                 config.udp_capacity,
                 config.fs.clone(),
+                config.linux_tcp.is_some(),
             ),
         );
         #[cfg(not(feature = "unstable-fs"))]
@@ -275,6 +283,7 @@ impl World {
                 config.ephemeral_ports.clone(),
                 config.tcp_capacity,
                 config.udp_capacity,
+                config.linux_tcp.is_some(),
             ),
         );
     }
@@ -289,6 +298,30 @@ impl World {
     ) -> Result<()> {
         self.topology
             .enqueue_message(&mut self.rng, src, dst, message)
+    }
+
+    /// Send a segment of the current host's connection `pair`. In linux
+    /// mode it carries its retransmission state: if the network loses it,
+    /// the sender sends it again on its RTO backoff.
+    pub(crate) fn send_segment(&mut self, pair: SocketPair, message: Protocol) -> Result<()> {
+        let rtx = match self.linux_tcp {
+            Some(_) => {
+                let host = self.current_host();
+                host.tcp.conn_of(pair).map(|conn| {
+                    let now = self.topology.now();
+                    Rtx {
+                        boot: host.boot,
+                        conn,
+                        first: now,
+                        last: now,
+                        expiries: 0,
+                    }
+                })
+            }
+            None => None,
+        };
+        self.topology
+            .enqueue(&mut self.rng, pair.local, pair.remote, message, rtx)
     }
 
     /// Tick the host at `addr` by `duration`.

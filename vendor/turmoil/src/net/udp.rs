@@ -643,7 +643,7 @@ fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: P
         World::current(|world| {
             world
                 .current_host_mut()
-                .receive_from_network(Envelope { src, dst, message })
+                .receive_from_network(Envelope::new(src, dst, message))
                 .expect("UDP does not get feedback on delivery errors");
         })
     });

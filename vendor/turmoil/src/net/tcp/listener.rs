@@ -7,6 +7,7 @@ use std::{
 use tokio::sync::Notify;
 
 use crate::{
+    host::Pending,
     net::{SocketPair, TcpStream},
     world::World,
     ToSocketAddrs, TRACING_TARGET,
@@ -70,14 +71,27 @@ impl TcpListener {
                 host.tcp.accept(self.local_addr)
             });
 
-            let Some((syn, origin)) = maybe_accept else {
-                self.notify.notified().await;
-                continue;
+            let (syn, origin) = match maybe_accept {
+                None => {
+                    self.notify.notified().await;
+                    continue;
+                }
+                // racksim patch (linux mode): the kernel completed the
+                // handshake on the network; the application takes the
+                // connection from its accept queue.
+                Some(Pending::Established { pair, rx, flow }) => {
+                    tracing::trace!(target: TRACING_TARGET, src = ?self.local_addr, dst = ?pair.remote, "Accepted");
+                    return Ok((TcpStream::new(pair, rx, flow), pair.remote));
+                }
+                Some(Pending::Syn(syn, origin)) => (syn, origin),
             };
 
             tracing::trace!(target: TRACING_TARGET, src = ?origin, dst = ?self.local_addr, protocol = %"TCP SYN", "Recv");
 
-            let ack = syn.ack.send(());
+            let ack = syn
+                .ack
+                .expect("a published-mode SYN carries its answer channel")
+                .send(());
             tracing::trace!(target: TRACING_TARGET, src = ?self.local_addr, dst = ?origin, protocol = %"TCP SYN-ACK", "Send");
 
             if ack.is_ok() {

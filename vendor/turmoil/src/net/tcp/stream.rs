@@ -68,6 +68,9 @@ impl TcpStream {
 
     /// Opens a TCP connection to a remote host.
     pub async fn connect<A: ToSocketAddrs>(addr: A) -> Result<TcpStream> {
+        if let Some(timers) = World::current(|world| world.linux_tcp) {
+            return Self::connect_linux(addr, timers).await;
+        }
         let (ack, syn_ack) = oneshot::channel();
 
         let (pair, rx, bidi) = World::current(|world| {
@@ -85,7 +88,10 @@ impl TcpStream {
                 (pair, rx, bidi)
             };
 
-            let syn = Protocol::Tcp(Segment::Syn(Syn { ack }));
+            let syn = Protocol::Tcp(Segment::Syn(Syn {
+                ack: Some(ack),
+                flow: None,
+            }));
             if !is_same(pair.local, pair.remote) {
                 world.send_message(pair.local, pair.remote, syn)?;
             } else {
@@ -102,6 +108,82 @@ impl TcpStream {
         tracing::trace!(target: TRACING_TARGET, src = ?pair.remote, dst = ?pair.local, protocol = %"TCP SYN-ACK", "Recv");
 
         Ok(TcpStream::new(pair, rx, bidi))
+    }
+
+    /// racksim patch ([`crate::Builder::linux_tcp`]): the handshake as
+    /// Linux makes it. The SYN goes out on the network and is sent again
+    /// after `syn_rto`, doubling, `syn_retries` times; the connect ends
+    /// when the listener's SYN-ACK arrives (the ACK goes back from the
+    /// network layer), with `ConnectionRefused` when an RST arrives, and
+    /// with `TimedOut` when the last timeout expires unanswered. A caller's
+    /// own timeout that drops this future forgets the half-open connection.
+    async fn connect_linux<A: ToSocketAddrs>(
+        addr: A,
+        timers: crate::LinuxTcp,
+    ) -> Result<TcpStream> {
+        let (done_tx, mut done) = oneshot::channel();
+        let (pair, rx, bidi) = World::current(|world| {
+            let dst = addr.to_socket_addr(&world.dns)?;
+            let host = world.current_host_mut();
+            let mut local_addr = SocketAddr::new(host.addr, host.assign_ephemeral_port());
+            if dst.ip().is_loopback() {
+                local_addr.set_ip(dst.ip());
+            }
+            let pair = SocketPair::new(local_addr, dst);
+            let (rx, bidi) = host.tcp.connect_stream(pair, done_tx);
+            Ok::<_, Error>((pair, rx, bidi))
+        })?;
+        // Whatever ends this future before the handshake does (an error, the
+        // caller's timeout) leaves no half-open connection behind.
+        struct Abandon(SocketPair);
+        impl Drop for Abandon {
+            fn drop(&mut self) {
+                World::current_if_set(|world| {
+                    if world.current.is_some() {
+                        world.current_host_mut().tcp.abandon_connect(self.0);
+                    }
+                });
+            }
+        }
+        let _abandon = Abandon(pair);
+
+        for attempt in 0..=timers.syn_retries {
+            World::current(|world| {
+                let syn = Protocol::Tcp(Segment::Syn(Syn {
+                    ack: None,
+                    flow: Some(bidi.clone()),
+                }));
+                if is_same(pair.local, pair.remote) {
+                    send_loopback(world, pair.local, pair.remote, syn);
+                    Ok(())
+                } else {
+                    world.send_message(pair.local, pair.remote, syn)
+                }
+            })?;
+            let rto = timers.syn_rto * (1u32 << attempt.min(31));
+            tokio::select! {
+                biased;
+                answer = &mut done => {
+                    return match answer {
+                        Ok(Ok(())) => {
+                            tracing::trace!(target: TRACING_TARGET, src = ?pair.remote, dst = ?pair.local, protocol = %"TCP SYN-ACK", "Recv");
+                            Ok(TcpStream::new(pair, rx, bidi))
+                        }
+                        Ok(Err(e)) => Err(e),
+                        // The host lost the connection (a crash).
+                        Err(_) => Err(io::Error::new(io::ErrorKind::ConnectionAborted, pair.remote.to_string())),
+                    };
+                }
+                () = sleep(rto) => {}
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "{}: no answer to SYN after {} retransmissions",
+                pair.remote, timers.syn_retries
+            ),
+        ))
     }
 
     /// Try to write a buffer to the stream, returning how many bytes were
@@ -419,7 +501,8 @@ impl WriteHalf {
         if is_same(self.pair.local, self.pair.remote) {
             send_loopback(world, self.pair.local, self.pair.remote, message);
         } else {
-            world.send_message(self.pair.local, self.pair.remote, message)?;
+            // Linux mode: the segment is retransmitted if the network loses it.
+            world.send_segment(*self.pair, message)?;
         }
         Ok(())
     }
@@ -447,16 +530,13 @@ fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: P
         sleep(tick_duration).await;
 
         World::current(|world| {
-            if let Err(rst) =
-                world
-                    .current_host_mut()
-                    .receive_from_network(Envelope { src, dst, message })
+            if let Err(rst) = world
+                .current_host_mut()
+                .receive_from_network(Envelope::new(src, dst, message))
             {
-                _ = world.current_host_mut().receive_from_network(Envelope {
-                    src: dst,
-                    dst: src,
-                    message: rst,
-                });
+                _ = world
+                    .current_host_mut()
+                    .receive_from_network(Envelope::new(dst, src, rst));
             }
         })
     });
@@ -600,6 +680,10 @@ impl AsyncWrite for TcpStream {
 impl Drop for ReadHalf {
     fn drop(&mut self) {
         World::current_if_set(|world| {
+            // racksim patch: a crash says nothing on the wire.
+            if world.current_host().crashing {
+                return;
+            }
             // RFC 9293 §3.10.4: closing with unread data MUST send a RST so
             // the peer learns data was lost. "Unread data" = application
             // bytes received but not consumed: partial segment bytes stashed
@@ -635,6 +719,10 @@ impl Drop for ReadHalf {
 impl Drop for WriteHalf {
     fn drop(&mut self) {
         World::current_if_set(|world| {
+            // racksim patch: a crash says nothing on the wire.
+            if world.current_host().crashing {
+                return;
+            }
             // skip sending Fin if the write half is already shutdown
             if !self.is_shutdown {
                 if let Ok(seq) = self.seq(world) {

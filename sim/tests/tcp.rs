@@ -1,0 +1,461 @@
+//! Tests of TCP as the simulation runs it: the patched turmoil's
+//! `Builder::linux_tcp` (`vendor/turmoil/src/linux_tcp.rs`), which every
+//! racksim run turns on.
+//!
+//! Each rule is run twice: on Linux's TCP, where it must hold, and on
+//! turmoil's TCP as published (0.7.2, the option off), where the same
+//! scenario must come out as 0.7.2 makes it — so each test shows the rule
+//! is the patch's doing and would fail without it.
+
+use std::{cell::RefCell, io, net::Ipv4Addr, rc::Rc, time::Duration};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use turmoil::net::{TcpListener, TcpStream};
+
+/// Which TCP a scenario runs on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Tcp {
+    /// `Builder::linux_tcp(true)`, as racksim runs.
+    Linux,
+    /// turmoil 0.7.2 as published.
+    Published,
+}
+
+const PORT: u16 = 9000;
+/// Every link's latency: a rack's underlay, sub-millisecond.
+const LATENCY: Duration = Duration::from_micros(100);
+
+fn sim(tcp: Tcp, event_driven: bool) -> turmoil::Sim<'static> {
+    let mut b = turmoil::Builder::new();
+    b.event_driven(event_driven)
+        .rng_seed(7)
+        .epoch(std::time::SystemTime::UNIX_EPOCH)
+        .min_message_latency(LATENCY)
+        .max_message_latency(LATENCY)
+        .linux_tcp(tcp == Tcp::Linux)
+        .simulation_duration(Duration::from_secs(3 * 3600));
+    if !event_driven {
+        b.tick_duration(Duration::from_millis(1));
+    }
+    b.build()
+}
+
+fn now() -> Duration {
+    turmoil::sim_elapsed().expect("inside a host")
+}
+
+/// What a scenario's hosts saw, with the simulated instant.
+type Log = Rc<RefCell<Vec<(Duration, String)>>>;
+
+fn record(log: &Log, what: impl Into<String>) {
+    log.borrow_mut().push((now(), what.into()));
+}
+
+/// A server on `server`: each connection's request is logged, then
+/// answered `reply_after` later with "pong".
+fn server(sim: &mut turmoil::Sim<'static>, log: &Log, reply_after: Duration) {
+    let log = log.clone();
+    sim.host("server", move || {
+        let log = log.clone();
+        async move {
+            let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, PORT)).await?;
+            loop {
+                let (mut s, _) = listener.accept().await?;
+                let log = log.clone();
+                tokio::task::spawn_local(async move {
+                    let mut buf = [0u8; 4];
+                    if s.read_exact(&mut buf).await.is_ok() {
+                        record(&log, "server got ping");
+                        tokio::time::sleep(reply_after).await;
+                        let _ = s.write_all(b"pong").await;
+                        record(&log, "server sent pong");
+                    }
+                    // Hold the connection open until the client closes it.
+                    let _ = s.read(&mut buf).await;
+                });
+            }
+        }
+    });
+}
+
+/// Connect to the server under the caller's `timeout`, as an HTTP client
+/// wraps its connect.
+async fn connect(timeout: Duration) -> io::Result<TcpStream> {
+    match tokio::time::timeout(timeout, TcpStream::connect(("server", PORT))).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "caller's timeout")),
+    }
+}
+
+/// One request: connect, "ping", read "pong", all under `timeout`. The
+/// outcome is logged as "ok" or the error's kind.
+async fn request(log: &Log, timeout: Duration) {
+    let exchange = async {
+        let mut s = TcpStream::connect(("server", PORT)).await?;
+        record(log, "connected");
+        s.write_all(b"ping").await?;
+        let mut buf = [0u8; 4];
+        s.read_exact(&mut buf).await?;
+        io::Result::Ok(())
+    };
+    let outcome = match tokio::time::timeout(timeout, exchange).await {
+        Ok(Ok(())) => "ok".to_string(),
+        Ok(Err(e)) => format!("{:?}", e.kind()),
+        Err(_) => "caller timed out".to_string(),
+    };
+    record(log, format!("request: {outcome}"));
+}
+
+/// Run until the client finishes (or the simulation's duration passes).
+fn run(mut sim: turmoil::Sim<'static>) {
+    sim.run().expect("simulation runs");
+}
+
+fn lines(log: &Log) -> Vec<(f64, String)> {
+    log.borrow()
+        .iter()
+        .map(|(t, w)| ((t.as_secs_f64() * 1e4).round() / 1e4, w.clone()))
+        .collect()
+}
+
+fn outcome(log: &Log) -> (f64, String) {
+    lines(log)
+        .into_iter()
+        .rfind(|(_, w)| w.starts_with("request:") || w.starts_with("connect:"))
+        .expect("the client finished")
+}
+
+/// A connect across a one-way cut (the server's answers lost): Linux's
+/// handshake needs the SYN-ACK back, so the connect never completes and
+/// the server's application never sees the connection. turmoil 0.7.2
+/// answers the SYN in memory and connects.
+#[test]
+fn a_handshake_across_a_one_way_cut_fails() {
+    for tcp in [Tcp::Linux, Tcp::Published] {
+        let log = Log::default();
+        let mut sim = self::sim(tcp, true);
+        server(&mut sim, &log, Duration::ZERO);
+        let l = log.clone();
+        sim.client("client", async move {
+            let r = connect(Duration::from_secs(60)).await;
+            record(
+                &l,
+                format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
+            );
+            Ok(())
+        });
+        sim.partition_oneway("server", "client");
+        run(sim);
+        let (at, what) = outcome(&log);
+        match tcp {
+            Tcp::Linux => {
+                assert_eq!(what, "connect: Err(TimedOut)", "{tcp:?}");
+                assert_eq!(at, 60.0, "the caller's timeout decides");
+            }
+            Tcp::Published => assert_eq!(what, "connect: Ok(())", "{tcp:?}"),
+        }
+    }
+}
+
+/// With no timeout of the caller's, an unanswered SYN is sent at 0, 1, 3,
+/// 7, 15, 31 and 63 s (`tcp_syn_retries` = 6) and the connect fails at
+/// 127 s; a cut that heals at 5 s lets the SYN of 7 s through.
+#[test]
+fn an_unanswered_syn_is_retransmitted_on_linux_backoff() {
+    // Down for good: the connect gives up at 127 s.
+    let log = Log::default();
+    let mut sim = self::sim(Tcp::Linux, true);
+    server(&mut sim, &log, Duration::ZERO);
+    let l = log.clone();
+    sim.client("client", async move {
+        let r = TcpStream::connect(("server", PORT)).await;
+        record(
+            &l,
+            format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
+        );
+        Ok(())
+    });
+    sim.partition("client", "server");
+    run(sim);
+    assert_eq!(outcome(&log), (127.0, "connect: Err(TimedOut)".into()));
+
+    // Healed at 5 s: the retransmission at 7 s connects, one round trip
+    // later.
+    let log = Log::default();
+    let mut sim = self::sim(Tcp::Linux, true);
+    server(&mut sim, &log, Duration::ZERO);
+    let l = log.clone();
+    sim.client("client", async move {
+        let r = TcpStream::connect(("server", PORT)).await;
+        record(
+            &l,
+            format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
+        );
+        Ok(())
+    });
+    sim.partition("client", "server");
+    while sim.elapsed() < Duration::from_secs(5) {
+        sim.step_until(Duration::from_secs(5)).unwrap();
+    }
+    sim.repair("client", "server");
+    run(sim);
+    assert_eq!(outcome(&log), (7.0002, "connect: Ok(())".into()));
+}
+
+/// A connect to a host that is down gets no answer: Linux's connect times
+/// out (here at the caller's 15 s). turmoil 0.7.2 refuses it at once
+/// (the crashed host's dropped SYN closes the in-memory answer channel).
+#[test]
+fn a_connect_to_a_crashed_host_times_out() {
+    for tcp in [Tcp::Linux, Tcp::Published] {
+        let log = Log::default();
+        let mut sim = self::sim(tcp, true);
+        server(&mut sim, &log, Duration::ZERO);
+        let l = log.clone();
+        sim.client("client", async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let r = connect(Duration::from_secs(15)).await;
+            record(
+                &l,
+                format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
+            );
+            Ok(())
+        });
+        sim.step().unwrap();
+        sim.crash("server");
+        run(sim);
+        let (at, what) = outcome(&log);
+        match tcp {
+            Tcp::Linux => assert_eq!((at, what.as_str()), (16.0, "connect: Err(TimedOut)")),
+            Tcp::Published => {
+                assert_eq!(what, "connect: Err(ConnectionRefused)");
+                assert!(at < 1.01, "refused at once: {at}");
+            }
+        }
+    }
+}
+
+/// A connect to a host that is up with nothing listening is refused by
+/// the RST it answers across the network: one round trip on Linux's TCP,
+/// and not at all if that RST cannot come back (a one-way cut), where the
+/// connect times out. turmoil 0.7.2 refuses in memory, through any cut.
+#[test]
+fn a_connect_to_a_closed_port_is_refused_across_the_network() {
+    for tcp in [Tcp::Linux, Tcp::Published] {
+        for cut in [false, true] {
+            let log = Log::default();
+            let mut sim = self::sim(tcp, true);
+            sim.host("server", || async {
+                std::future::pending::<()>().await;
+                Ok(())
+            });
+            let l = log.clone();
+            sim.client("client", async move {
+                let r = connect(Duration::from_secs(15)).await;
+                record(
+                    &l,
+                    format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
+                );
+                Ok(())
+            });
+            if cut {
+                sim.partition_oneway("server", "client");
+            }
+            run(sim);
+            let got = outcome(&log);
+            let want = match (tcp, cut) {
+                (Tcp::Linux, false) => (0.0002, "connect: Err(ConnectionRefused)"),
+                (Tcp::Linux, true) => (15.0, "connect: Err(TimedOut)"),
+                (Tcp::Published, _) => (0.0001, "connect: Err(ConnectionRefused)"),
+            };
+            assert_eq!((got.0, got.1.as_str()), want, "{tcp:?}, cut: {cut}");
+        }
+    }
+}
+
+/// A cut that begins while a request is in flight and heals before the
+/// caller's timeout only delays the reply: the server's "pong" is lost to
+/// the cut and retransmitted on the RTO backoff (0.2, 0.6, 1.4, 3.0 s
+/// after it was sent) until one gets through. turmoil 0.7.2 loses it for
+/// good, and the caller times out.
+#[test]
+fn a_short_cut_during_a_request_only_delays_its_reply() {
+    for event_driven in [true, false] {
+        for tcp in [Tcp::Linux, Tcp::Published] {
+            let log = Log::default();
+            let mut sim = self::sim(tcp, event_driven);
+            server(&mut sim, &log, Duration::from_secs(1));
+            let l = log.clone();
+            sim.client("client", async move {
+                request(&l, Duration::from_secs(60)).await;
+                Ok(())
+            });
+            // The request is in (at 0.0003 s); the cut begins at 0.5 s,
+            // the reply is sent into it at 1.0003 s, the cut heals at 3 s.
+            while sim.elapsed() < Duration::from_millis(500) {
+                sim.step_until(Duration::from_millis(500)).unwrap();
+            }
+            sim.partition("client", "server");
+            while sim.elapsed() < Duration::from_secs(3) {
+                sim.step_until(Duration::from_secs(3)).unwrap();
+            }
+            sim.repair("client", "server");
+            run(sim);
+            let (at, what) = outcome(&log);
+            let mode = format!("{tcp:?}, event-driven: {event_driven}");
+            match tcp {
+                Tcp::Linux => {
+                    assert_eq!(what, "request: ok", "{mode}");
+                    // Sent at 1.0003 s: expiries at +0.2, +0.6, +1.4 (all
+                    // into the cut), +3.0 s → through at about 4.0 s.
+                    assert!((4.0..4.01).contains(&at), "{mode}: at {at}");
+                }
+                Tcp::Published => {
+                    assert_eq!(
+                        (at, what.as_str()),
+                        (60.0, "request: caller timed out"),
+                        "{mode}"
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// A cut that outlasts the caller's timeout loses the reply on any TCP:
+/// the request reached the server (it acted on it), the caller gave up.
+#[test]
+fn a_cut_that_outlasts_the_callers_timeout_loses_the_reply() {
+    for tcp in [Tcp::Linux, Tcp::Published] {
+        let log = Log::default();
+        let mut sim = self::sim(tcp, true);
+        server(&mut sim, &log, Duration::from_secs(1));
+        let l = log.clone();
+        sim.client("client", async move {
+            request(&l, Duration::from_secs(60)).await;
+            Ok(())
+        });
+        while sim.elapsed() < Duration::from_millis(500) {
+            sim.step_until(Duration::from_millis(500)).unwrap();
+        }
+        sim.partition("client", "server");
+        run(sim);
+        let got = lines(&log);
+        assert!(
+            got.iter().any(|(_, w)| w == "server got ping"),
+            "{tcp:?}: {got:?}"
+        );
+        assert_eq!(
+            outcome(&log),
+            (60.0, "request: caller timed out".into()),
+            "{tcp:?}"
+        );
+    }
+}
+
+/// A crash loses the host's connections without a word on the wire: the
+/// peer's read waits, and learns of the loss from the RST the rebooted
+/// host answers its next segment with. turmoil 0.7.2 has the crashed
+/// host's sockets send FINs, so the peer reads an end of stream at the
+/// instant of the crash.
+#[test]
+fn a_crash_is_learnt_from_the_rebooted_hosts_rst() {
+    for tcp in [Tcp::Linux, Tcp::Published] {
+        let log = Log::default();
+        let mut sim = self::sim(tcp, true);
+        // A server that never answers.
+        server(&mut sim, &log, Duration::from_secs(3600));
+        let l = log.clone();
+        sim.client("client", async move {
+            let mut s = TcpStream::connect(("server", PORT)).await?;
+            s.write_all(b"ping").await?;
+            let mut buf = [0u8; 4];
+            // The server crashes at 1 s and is back at 5 s.
+            let first = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
+            record(
+                &l,
+                format!("first read: {:?}", first.map(|r| r.map_err(|e| e.kind()))),
+            );
+            // Talk to it again: the rebooted host does not know the connection.
+            let _ = s.write_all(b"ping").await;
+            let second = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
+            record(
+                &l,
+                format!("second read: {:?}", second.map(|r| r.map_err(|e| e.kind()))),
+            );
+            Ok(())
+        });
+        while sim.elapsed() < Duration::from_secs(1) {
+            sim.step_until(Duration::from_secs(1)).unwrap();
+        }
+        sim.crash("server");
+        while sim.elapsed() < Duration::from_secs(5) {
+            sim.step_until(Duration::from_secs(5)).unwrap();
+        }
+        sim.bounce("server");
+        run(sim);
+        let got: Vec<_> = lines(&log)
+            .into_iter()
+            .filter(|(_, w)| w.contains("read"))
+            .collect();
+        match tcp {
+            Tcp::Linux => assert_eq!(
+                got,
+                vec![
+                    // The read began just after the connect (at 0.0002 s;
+                    // tokio's timers round up to the next millisecond).
+                    (10.001, "first read: Err(Elapsed(()))".to_string()),
+                    // One round trip to the rebooted host and its RST back.
+                    (10.0012, "second read: Ok(Err(ConnectionReset))".to_string()),
+                ]
+            ),
+            Tcp::Published => assert_eq!(got[0], (1.0001, "first read: Ok(Ok(0))".to_string())),
+        }
+    }
+}
+
+/// A connection whose segment cannot get through is aborted by its sender
+/// when the RTO expires after `tcp_retries2` (15) retransmissions' worth of
+/// time: 924.6 s after the segment was first sent. turmoil 0.7.2 never
+/// gives up.
+#[test]
+fn a_connection_that_cannot_get_through_is_aborted_after_tcp_retries2() {
+    for tcp in [Tcp::Linux, Tcp::Published] {
+        let log = Log::default();
+        let mut sim = self::sim(tcp, true);
+        server(&mut sim, &log, Duration::ZERO);
+        let l = log.clone();
+        sim.client("client", async move {
+            let mut s = TcpStream::connect(("server", PORT)).await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            record(&l, "sending");
+            s.write_all(b"ping").await?;
+            let mut buf = [0u8; 4];
+            let r = tokio::time::timeout(Duration::from_secs(2000), s.read(&mut buf)).await;
+            record(
+                &l,
+                format!("read: {:?}", r.map(|r| r.map_err(|e| e.kind()))),
+            );
+            Ok(())
+        });
+        while sim.elapsed() < Duration::from_millis(500) {
+            sim.step_until(Duration::from_millis(500)).unwrap();
+        }
+        sim.partition("client", "server");
+        run(sim);
+        let got = lines(&log);
+        let read = got.iter().find(|(_, w)| w.starts_with("read")).unwrap();
+        match tcp {
+            Tcp::Linux => assert_eq!(
+                (read.0, read.1.as_str()),
+                // Sent at 1.001 s (the connect's 0.0002 s and a 1 s sleep,
+                // rounded up to tokio's millisecond), given up 924.6 s later.
+                (925.601, "read: Ok(Err(ConnectionReset))")
+            ),
+            Tcp::Published => assert_eq!(
+                (read.0, read.1.as_str()),
+                (2001.001, "read: Err(Elapsed(()))")
+            ),
+        }
+    }
+}
