@@ -104,6 +104,10 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         .ip_version(turmoil::IpVersion::V6)
         .min_message_latency(MIN_LATENCY)
         .max_message_latency(MAX_LATENCY)
+        // TCP as Linux's: the handshake crosses the network both ways, and
+        // a segment lost to a cut or a down peer is retransmitted on the
+        // RTO backoff (vendor/turmoil/PATCH.md, docs/fidelity.md).
+        .linux_tcp(true)
         // The driver enforces the deadline; turmoil's own limit is a backstop.
         .simulation_duration(cfg.deadline + Duration::from_secs(3600));
     match cfg.engine {

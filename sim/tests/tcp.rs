@@ -459,3 +459,52 @@ fn a_connection_that_cannot_get_through_is_aborted_after_tcp_retries2() {
         }
     }
 }
+
+/// A fake's answer, served as the simulation serves its fakes.
+struct Answer;
+
+impl racksim_sim::services::Handler for Answer {
+    fn call(
+        &self,
+        _req: racksim_fakes::http::ApiRequest,
+    ) -> impl std::future::Future<Output = racksim_fakes::http::ApiResponse> {
+        async { racksim_fakes::http::ApiResponse::json(&serde_json::json!({"answer": 42})) }
+    }
+}
+
+/// Whole HTTP exchanges (one connection each, `Connection: close`) over
+/// links whose latency varies segment by segment, as the simulation's do:
+/// the handshake's ACK overtaken by the request, the FINs crossing, the
+/// server gone before its client's ACK arrives — every exchange succeeds.
+#[test]
+fn http_exchanges_over_jittery_links_all_succeed() {
+    let log = Log::default();
+    let mut sim = turmoil::Builder::new()
+        .ip_version(turmoil::IpVersion::V6)
+        .event_driven(true)
+        .linux_tcp(true)
+        .rng_seed(3)
+        .min_message_latency(Duration::from_micros(50))
+        .max_message_latency(Duration::from_millis(1))
+        .build();
+    sim.host("server", || async {
+        racksim_sim::services::serve(PORT, Answer).await?;
+        Ok(())
+    });
+    let l = log.clone();
+    sim.client("client", async move {
+        let addr = (turmoil::lookup("server"), PORT).into();
+        let client =
+            racksim_reconciler::http::HttpClient::new(racksim_sim::net::TurmoilConnector, addr);
+        for _ in 0..300 {
+            let r = client.get::<serde_json::Value>("/answer").await;
+            record(&l, format!("{r:?}"));
+        }
+        Ok(())
+    });
+    run(sim);
+    let got = lines(&log);
+    assert_eq!(got.len(), 300);
+    let failed: Vec<_> = got.iter().filter(|(_, w)| !w.starts_with("Ok(")).collect();
+    assert!(failed.is_empty(), "{failed:?}");
+}

@@ -8,12 +8,18 @@
 //! about the host at the other end. What that simplifies, against the
 //! simulation's packet-level links:
 //!
-//! * **Partitions** hold a *new* connection until the link heals (the
-//!   client's request timeout gives up first, as against dropped SYNs). A
-//!   request already in flight when the partition starts completes; with
-//!   one connection per request (`racksim_reconciler::http`) that is at
-//!   most one request. A one-way partition blocks a TCP connection either
-//!   way, since a handshake needs both directions.
+//! * **Partitions** mean what they mean in the simulation (Linux's TCP,
+//!   `docs/fidelity.md`): a *new* connection across a cut, either way, is
+//!   held, and made at the first of Linux's SYN retransmissions (1, 3, 7,
+//!   15, 31, 63 s after the connect began) that falls after the heal, or
+//!   fails as timed out at 127 s — unless the client's own timeout gives
+//!   up first. A connection already made when a cut begins is held, not
+//!   broken: what it writes into the cut, and what it would read from
+//!   across it, wait for the heal, so a short cut delays a reply and a cut
+//!   that outlasts the caller's timeout loses it. Simplified: held bytes
+//!   move at the heal, not at the sender's next RTO expiry, and the
+//!   connection is not aborted after `tcp_retries2` (the callers' own
+//!   timeouts are all far shorter).
 //! * **Latency** delays a connection's establishment and the first read
 //!   after each write (the answer to a request) by the link's latency.
 
@@ -120,19 +126,66 @@ impl Links {
         }
     }
 
-    /// Where `addr` really listens, the host serving it, whether the link
-    /// from `from` to it is blocked (either way), and its latency.
-    fn route(&self, from: &str, addr: SocketAddr) -> (SocketAddr, bool, Duration) {
+    /// Where `addr` really listens, the host serving it (if a host of the
+    /// rack does), and the link's latency.
+    fn route(&self, from: &str, addr: SocketAddr) -> (SocketAddr, Option<String>, Duration) {
         let t = lock(&self.table);
         let real = t.underlay.get(&addr).copied().unwrap_or(addr);
         let Some(to) = t.hosts.get(&real) else {
-            return (real, false, Duration::ZERO);
+            return (real, None, Duration::ZERO);
         };
-        let there = (from.to_string(), to.clone());
-        let back = (to.clone(), from.to_string());
-        let blocked = t.blocked.contains(&there) || t.blocked.contains(&back);
-        let latency = t.latency.get(&there).copied().unwrap_or_default();
-        (real, blocked, latency)
+        let latency = t
+            .latency
+            .get(&(from.to_string(), to.clone()))
+            .copied()
+            .unwrap_or_default();
+        (real, Some(to.clone()), latency)
+    }
+
+    /// Whether `from` cannot reach `to` (a cut of that direction).
+    fn blocked(&self, from: &str, to: &str) -> bool {
+        lock(&self.table)
+            .blocked
+            .contains(&(from.to_string(), to.to_string()))
+    }
+}
+
+/// Linux's SYN timers (`turmoil::LinuxTcp`'s defaults, as the simulation
+/// uses them): the first retransmission after 1 s, doubling, 6 of them.
+const SYN_RTO: Duration = Duration::from_secs(1);
+const SYN_RETRIES: u32 = 6;
+
+/// One direction of a connection, held while a cut blocks it.
+struct Direction {
+    links: Links,
+    from: String,
+    to: String,
+    /// Set while blocked: resolves on the next change of the links.
+    wait: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl Direction {
+    /// Ready when the direction is open; registers for the next change of
+    /// the links while it is cut.
+    fn poll_open(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if self.wait.is_none() {
+                // Subscribe before looking, so a heal between the look and
+                // the wait is not missed.
+                let mut changes = self.links.changed.subscribe();
+                if !self.links.blocked(&self.from, &self.to) {
+                    return Poll::Ready(());
+                }
+                self.wait = Some(Box::pin(async move {
+                    let _ = changes.changed().await;
+                }));
+            }
+            let wait = self.wait.as_mut().expect("just set");
+            if wait.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.wait = None;
+        }
     }
 }
 
@@ -149,39 +202,57 @@ impl Connector for LinkConnector {
     type Io = DelayedIo;
 
     async fn connect(&self, addr: SocketAddr) -> io::Result<DelayedIo> {
-        let mut changes = self.links.changed.subscribe();
-        let (real, latency) = loop {
-            let (real, blocked, latency) = self.links.route(&self.from, addr);
-            if !blocked {
-                break (real, latency);
+        let (real, to, latency) = self.links.route(&self.from, addr);
+        if let Some(to) = &to {
+            // The SYN goes out now and again at Linux's retransmission
+            // instants; the first that finds both directions open connects.
+            // Cancel-safe: dropping a sleep loses nothing.
+            let start = tokio::time::Instant::now();
+            let mut next = Duration::ZERO;
+            let mut retries = 0;
+            while self.links.blocked(&self.from, to) || self.links.blocked(to, &self.from) {
+                if retries == SYN_RETRIES {
+                    tokio::time::sleep_until(start + next + SYN_RTO * (1 << retries)).await;
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("{addr}: no answer to SYN after {SYN_RETRIES} retransmissions"),
+                    ));
+                }
+                next += SYN_RTO * (1 << retries);
+                retries += 1;
+                tokio::time::sleep_until(start + next).await;
             }
-            // Held until the link heals; the caller's timeout ends it
-            // first if it does not. Cancel-safe: dropping the wait loses
-            // nothing.
-            if changes.changed().await.is_err() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "link gone"));
-            }
-        };
+        }
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
         let stream = TokioConnector.connect(real).await?;
+        let direction = |from: &str, to: &str| Direction {
+            links: self.links.clone(),
+            from: from.to_string(),
+            to: to.to_string(),
+            wait: None,
+        };
         Ok(DelayedIo {
             inner: stream,
             latency,
             armed: false,
             delay: None,
+            link: to.map(|to| (direction(&self.from, &to), direction(&to, &self.from))),
         })
     }
 }
 
-/// A TCP stream whose answers arrive a link's latency late: the first
-/// read after a write waits `latency` first.
+/// A TCP stream whose answers arrive a link's latency late (the first
+/// read after a write waits `latency` first), and whose writes and reads
+/// wait while a cut blocks their direction.
 pub struct DelayedIo {
     inner: tokio::net::TcpStream,
     latency: Duration,
     armed: bool,
     delay: Option<Pin<Box<Sleep>>>,
+    /// The connection's two directions (out, back), for a peer of the rack.
+    link: Option<(Direction, Direction)>,
 }
 
 impl AsyncRead for DelayedIo {
@@ -191,6 +262,11 @@ impl AsyncRead for DelayedIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if let Some((_, back)) = &mut this.link {
+            if back.poll_open(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
         if this.armed {
             let latency = this.latency;
             let delay = this
@@ -213,6 +289,11 @@ impl AsyncWrite for DelayedIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        if let Some((out, _)) = &mut this.link {
+            if out.poll_open(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) && !this.latency.is_zero() {
             this.armed = true;

@@ -742,7 +742,10 @@ impl Tcp {
             },
             Segment::Ack => match self.sockets.get(&pair) {
                 Some(_) => self.establish(pair),
-                None => rst(),
+                // A late ACK of a connection already closed here: the
+                // connection would be in TIME-WAIT, which this model does
+                // not keep (a closed socket is forgotten), so no RST.
+                None => Ok(()),
             },
             Segment::Data(seq, data) => match self.sockets.get(&pair) {
                 Some(_) => {
