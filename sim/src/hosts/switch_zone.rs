@@ -176,14 +176,12 @@ async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<NatRpwTimer>) {
 /// applied. Fails if no Nexus answers.
 async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
     loop {
-        let Some(from_gen) = world
-            .lock()
-            .switches
-            .dpd
-            .get(&slot)
-            .map(DpdState::generation)
-        else {
-            return Ok(());
+        let (from_gen, process) = {
+            let st = world.lock();
+            let Some(from_gen) = st.switches.dpd.get(&slot).map(DpdState::generation) else {
+                return Ok(());
+            };
+            (from_gen, st.switches.dpd_restarts.get(&slot).copied())
         };
         let changes = fetch_changeset(world, from_gen).await?;
         let Some(last) = changes.last().map(|c| c.gen) else {
@@ -192,6 +190,12 @@ async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
         let mut lines = Vec::new();
         {
             let mut st = world.lock();
+            // dpd restarted while the request was out: the answer was the
+            // old process's (its RPW died with it), and the new one pulls
+            // from its own generation 0.
+            if st.switches.dpd_restarts.get(&slot).copied() != process {
+                return Ok(());
+            }
             // The zone went down while the request was out.
             let Some(dpd) = st.switches.dpd.get_mut(&slot) else {
                 return Ok(());
