@@ -508,3 +508,99 @@ fn http_exchanges_over_jittery_links_all_succeed() {
     let failed: Vec<_> = got.iter().filter(|(_, w)| !w.starts_with("Ok(")).collect();
     assert!(failed.is_empty(), "{failed:?}");
 }
+
+/// reqwest's keepalive (15 s idle, 15 s between probes, 3 probes), as
+/// every racksim HTTP client sets it.
+const KEEPALIVE: turmoil::Keepalive = turmoil::Keepalive {
+    idle: Duration::from_secs(15),
+    interval: Duration::from_secs(15),
+    retries: 3,
+};
+
+/// A client that waits for an answer with no timeout of its own (as
+/// upstream's scrimlet reconcilers' clients do) on a server that never
+/// answers, which crashes at 5 s (and, if `reboot`, is back at 10 s).
+fn waiting_on_a_crashed_server(tcp: Tcp, reboot: bool) -> (f64, String) {
+    let log = Log::default();
+    let mut sim = self::sim(tcp, true);
+    server(&mut sim, &log, Duration::from_secs(24 * 3600));
+    let l = log.clone();
+    sim.client("client", async move {
+        let mut s = TcpStream::connect(("server", PORT)).await?;
+        s.set_keepalive(KEEPALIVE)?;
+        s.write_all(b"ping").await?;
+        let mut buf = [0u8; 4];
+        let r = tokio::time::timeout(Duration::from_secs(2 * 3600), s.read(&mut buf)).await;
+        record(
+            &l,
+            format!("read: {:?}", r.map(|r| r.map_err(|e| e.kind()))),
+        );
+        Ok(())
+    });
+    while sim.elapsed() < Duration::from_secs(5) {
+        sim.step_until(Duration::from_secs(5)).unwrap();
+    }
+    sim.crash("server");
+    if reboot {
+        while sim.elapsed() < Duration::from_secs(10) {
+            sim.step_until(Duration::from_secs(10)).unwrap();
+        }
+        sim.bounce("server");
+    }
+    run(sim);
+    lines(&log)
+        .into_iter()
+        .find(|(_, w)| w.starts_with("read"))
+        .unwrap()
+}
+
+/// Keepalive finds a peer that went away under a connection that is
+/// waiting for an answer: a rebooted one answers the first probe (15 s
+/// after the request was answered by an ACK) with RST; one that stays
+/// down leaves all three probes unanswered, and the connection is
+/// aborted 15 + 3 × 15 s after it last heard from it.
+#[test]
+fn keepalive_finds_a_crashed_peer() {
+    assert_eq!(
+        waiting_on_a_crashed_server(Tcp::Linux, true),
+        // tokio's timers round up to the millisecond: the probe at 15.001 s,
+        // the RST back one round trip later.
+        (15.0012, "read: Ok(Err(ConnectionReset))".into())
+    );
+    assert_eq!(
+        waiting_on_a_crashed_server(Tcp::Linux, false),
+        (60.001, "read: Ok(Err(ConnectionReset))".into())
+    );
+    // turmoil 0.7.2: the crashed host's sockets send FIN at the crash.
+    assert_eq!(
+        waiting_on_a_crashed_server(Tcp::Published, false),
+        (5.0001, "read: Ok(Ok(0))".into())
+    );
+}
+
+/// A peer that is up but slow to answer (a hung service) answers the
+/// probes, so keepalive never ends the wait; a cut does not end it early
+/// either while a segment waits for retransmission.
+#[test]
+fn keepalive_leaves_a_slow_but_live_peer_alone() {
+    let log = Log::default();
+    let mut sim = self::sim(Tcp::Linux, true);
+    server(&mut sim, &log, Duration::from_secs(600));
+    let l = log.clone();
+    sim.client("client", async move {
+        let mut s = TcpStream::connect(("server", PORT)).await?;
+        s.set_keepalive(KEEPALIVE)?;
+        s.write_all(b"ping").await?;
+        let mut buf = [0u8; 4];
+        let r = s.read_exact(&mut buf).await;
+        record(
+            &l,
+            format!("read: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
+        );
+        Ok(())
+    });
+    run(sim);
+    let got = lines(&log);
+    let read = got.iter().find(|(_, w)| w.starts_with("read")).unwrap();
+    assert_eq!((read.0.round(), read.1.as_str()), (600.0, "read: Ok(())"));
+}

@@ -53,6 +53,10 @@ pub enum Segment {
     /// segment; the connection is established on the listener's side when
     /// it (or the first data) arrives.
     Ack,
+    /// racksim patch ([`crate::Builder::linux_tcp`]): a keepalive probe; a
+    /// peer that knows the connection answers [`Segment::Ack`], one that
+    /// does not answers RST.
+    Probe,
     Data(u64, Bytes),
     Fin(u64),
     Rst,
@@ -89,6 +93,7 @@ impl Display for Segment {
             Segment::Syn(_) => write!(f, "TCP SYN"),
             Segment::SynAck => write!(f, "TCP SYN-ACK"),
             Segment::Ack => write!(f, "TCP ACK"),
+            Segment::Probe => write!(f, "TCP keepalive probe"),
             Segment::Data(_, data) => hex("TCP", data, f),
             Segment::Fin(_) => write!(f, "TCP FIN"),
             Segment::Rst => write!(f, "TCP RST"),

@@ -418,6 +418,9 @@ struct StreamSocket {
     /// Linux mode: the connection's id on this host, and its handshake.
     conn: u64,
     handshake: Handshake,
+    /// Linux mode: how many segments have arrived for this connection
+    /// (its keepalive's measure of idleness).
+    heard: u64,
 
     buf: IndexMap<u64, SequencedSegment>,
     next_send_seq: u64,
@@ -456,6 +459,7 @@ impl StreamSocket {
         let sock = Self {
             conn,
             handshake: Handshake::Established,
+            heard: 0,
             buf: IndexMap::new(),
             next_send_seq: 1,
             recv_seq: 0,
@@ -553,6 +557,15 @@ impl Tcp {
         }
     }
 
+    /// Linux mode: how many segments connection `conn` on `pair` has heard,
+    /// while it exists.
+    pub(crate) fn heard(&self, pair: SocketPair, conn: u64) -> Option<u64> {
+        self.sockets
+            .get(&pair)
+            .filter(|s| s.conn == conn)
+            .map(|s| s.heard)
+    }
+
     /// Linux mode: the connection's id, if `pair` is still `conn`.
     pub(crate) fn conn_of(&self, pair: SocketPair) -> Option<u64> {
         self.sockets.get(&pair).map(|s| s.conn)
@@ -568,13 +581,14 @@ impl Tcp {
         Some(self.sockets.get(&pair).is_some_and(|s| s.conn == conn))
     }
 
-    /// Linux mode: the sender gave up on connection `conn` (`tcp_retries2`):
-    /// the application's next read or write fails.
+    /// Linux mode: this host gave up on connection `conn` (its
+    /// retransmissions timed out, `tcp_retries2`, or its keepalive probes
+    /// went unanswered): the application's next read or write fails.
     pub(crate) fn abort(&mut self, pair: SocketPair, conn: u64) {
         self.reset.insert(conn);
         if self.sockets.get(&pair).is_some_and(|s| s.conn == conn) {
             self.sockets.swap_remove(&pair);
-            tracing::trace!(target: TRACING_TARGET, ?pair, "TCP abort (retransmissions timed out)");
+            tracing::trace!(target: TRACING_TARGET, ?pair, "TCP abort (timed out)");
         }
     }
 
@@ -665,7 +679,7 @@ impl Tcp {
                 }
             }
             // Only linux mode sends these.
-            Segment::SynAck | Segment::Ack => {}
+            Segment::SynAck | Segment::Ack | Segment::Probe => {}
             Segment::Data(seq, data) => match self.sockets.get_mut(&SocketPair::new(dst, src)) {
                 Some(sock) => sock.buffer(seq, SequencedSegment::Data(data))?,
                 None => return Err(Protocol::Tcp(Segment::Rst)),
@@ -695,7 +709,14 @@ impl Tcp {
     ) -> Result<(), Protocol> {
         let pair = SocketPair::new(dst, src);
         let rst = || Err(Protocol::Tcp(Segment::Rst));
+        if let Some(sock) = self.sockets.get_mut(&pair) {
+            sock.heard += 1;
+        }
         match segment {
+            Segment::Probe => match self.sockets.get(&pair) {
+                Some(_) => Err(Protocol::Tcp(Segment::Ack)),
+                None => rst(),
+            },
             Segment::Syn(syn) => {
                 if let Some(sock) = self.sockets.get(&pair) {
                     // A SYN again: the SYN-ACK this host sent was lost (or

@@ -200,7 +200,7 @@ mod host;
 use host::Host;
 
 mod linux_tcp;
-pub use linux_tcp::LinuxTcp;
+pub use linux_tcp::{Keepalive, LinuxTcp};
 
 mod ip;
 pub use ip::IpVersion;

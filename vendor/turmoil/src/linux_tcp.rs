@@ -101,6 +101,21 @@ impl LinuxTcp {
     }
 }
 
+/// TCP keepalive on a connection (`SO_KEEPALIVE` with `TCP_KEEPIDLE`,
+/// `TCP_KEEPINTVL`, `TCP_KEEPCNT`), set with
+/// [`crate::net::TcpStream::set_keepalive`]: after `idle` with nothing
+/// heard from the peer (and nothing waiting for retransmission), a probe;
+/// then one every `interval`; after `retries` unanswered the connection is
+/// aborted. A peer that does not know the connection (rebooted) answers
+/// the first probe with RST. Simplified: idleness is measured to the
+/// second (a probe may go out up to a second late).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keepalive {
+    pub idle: Duration,
+    pub interval: Duration,
+    pub retries: u32,
+}
+
 /// The retransmission state a segment of an established connection
 /// carries through the network.
 #[derive(Clone, Copy, Debug)]

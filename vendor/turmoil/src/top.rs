@@ -41,6 +41,11 @@ pub(crate) struct Topology {
     /// network lost, by when their sender's retransmission timer expires.
     linux_tcp: Option<LinuxTcp>,
     retransmits: BinaryHeap<Reverse<Retransmit>>,
+    /// Linux mode: how many segments of each connection (by its sending
+    /// host and id) wait for retransmission. Keepalive does not probe a
+    /// connection with data outstanding: its retransmission timer is in
+    /// charge.
+    outstanding: std::collections::HashMap<(IpAddr, u64), usize>,
 }
 
 /// Linux mode: a segment the network lost, waiting for its sender's
@@ -239,7 +244,14 @@ impl Topology {
             seq: 0,
             linux_tcp,
             retransmits: BinaryHeap::new(),
+            outstanding: Default::default(),
         }
+    }
+
+    /// Linux mode: whether connection `conn` of host `host` has segments
+    /// waiting for retransmission.
+    pub(crate) fn has_outstanding(&self, host: IpAddr, conn: u64) -> bool {
+        self.outstanding.contains_key(&(host, conn))
     }
 
     /// The network's current instant.
@@ -256,6 +268,10 @@ impl Topology {
         };
         let now = self.clock.unwrap_or(link.now);
         for lost in std::mem::take(&mut link.lost) {
+            *self
+                .outstanding
+                .entry((lost.src.ip(), lost.rtx.conn))
+                .or_default() += 1;
             let at = (lost.rtx.last + timers.rto(lost.rtx.expiries)).max(now);
             self.seq += 1;
             self.retransmits.push(Reverse(Retransmit {
@@ -291,6 +307,16 @@ impl Topology {
                 message,
                 mut rtx,
             } = lost;
+            // Out of the queue: sent again (and counted again if lost
+            // again) or given up.
+            if let std::collections::hash_map::Entry::Occupied(mut e) =
+                self.outstanding.entry((src.ip(), rtx.conn))
+            {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
             let pair = SocketPair::new(src, dst);
             let Some(sender) = hosts.get_mut(&src.ip()) else {
                 continue;

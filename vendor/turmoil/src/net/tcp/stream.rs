@@ -253,6 +253,24 @@ impl TcpStream {
         )
     }
 
+    /// racksim patch ([`crate::Builder::linux_tcp`]): keepalive on this
+    /// connection, as `SO_KEEPALIVE` with `TCP_KEEPIDLE`, `TCP_KEEPINTVL`
+    /// and `TCP_KEEPCNT` set it (see [`crate::Keepalive`]). Runs as a task
+    /// of the current host for as long as the connection exists. Has no
+    /// effect without linux mode (turmoil as published has no keepalive).
+    pub fn set_keepalive(&self, keepalive: crate::Keepalive) -> Result<()> {
+        let pair = *self.read_half.pair;
+        let Some((conn, host)) = World::current(|world| {
+            world.linux_tcp?;
+            let host = world.current_host();
+            Some((host.tcp.conn_of(pair)?, host.addr))
+        }) else {
+            return Ok(());
+        };
+        tokio::task::spawn_local(keepalive_task(pair, host, conn, keepalive));
+        Ok(())
+    }
+
     /// Has no effect in turmoil. API parity with
     /// https://docs.rs/tokio/latest/tokio/net/struct.TcpStream.html#method.set_nodelay
     pub fn set_nodelay(&self, _nodelay: bool) -> Result<()> {
@@ -505,6 +523,80 @@ impl WriteHalf {
             world.send_segment(*self.pair, message)?;
         }
         Ok(())
+    }
+}
+
+/// Keepalive of connection `conn` on `pair` (see
+/// [`TcpStream::set_keepalive`]): looks at the connection every second
+/// (or `idle`, if shorter); once nothing has been heard for `idle` and
+/// nothing waits for retransmission, probes every `interval`; an answer
+/// (anything heard) ends the probing, `retries` unanswered probes abort
+/// the connection. Ends when the connection does.
+async fn keepalive_task(
+    pair: SocketPair,
+    host: std::net::IpAddr,
+    conn: u64,
+    keepalive: crate::Keepalive,
+) {
+    let look = keepalive.idle.min(std::time::Duration::from_secs(1));
+    let state = move || {
+        World::current(|world| {
+            let heard = world.current_host().tcp.heard(pair, conn)?;
+            Some((heard, world.topology.has_outstanding(host, conn)))
+        })
+    };
+    let Some((mut seen, _)) = state() else {
+        return;
+    };
+    let mut quiet_since = tokio::time::Instant::now();
+    loop {
+        sleep(look).await;
+        let Some((heard, outstanding)) = state() else {
+            return;
+        };
+        let now = tokio::time::Instant::now();
+        if heard != seen || outstanding {
+            seen = heard;
+            quiet_since = now;
+            continue;
+        }
+        if now < quiet_since + keepalive.idle {
+            continue;
+        }
+        let mut answered = false;
+        for _ in 0..keepalive.retries {
+            let sent = World::current(|world| {
+                if world.current_host().tcp.heard(pair, conn).is_none() {
+                    return false;
+                }
+                tracing::trace!(target: TRACING_TARGET, src = ?pair.local, dst = ?pair.remote, protocol = %"TCP keepalive probe", "Send");
+                let probe = Protocol::Tcp(Segment::Probe);
+                if is_same(pair.local, pair.remote) {
+                    send_loopback(world, pair.local, pair.remote, probe);
+                } else {
+                    let _ = world.send_message(pair.local, pair.remote, probe);
+                }
+                true
+            });
+            if !sent {
+                return;
+            }
+            sleep(keepalive.interval).await;
+            match state() {
+                None => return,
+                Some((heard, _)) if heard != seen => {
+                    seen = heard;
+                    answered = true;
+                    break;
+                }
+                Some(_) => {}
+            }
+        }
+        if !answered {
+            World::current(|world| world.current_host_mut().tcp.abort(pair, conn));
+            return;
+        }
+        quiet_since = tokio::time::Instant::now();
     }
 }
 
