@@ -17,12 +17,24 @@
 //!
 //! ## Timeouts
 //!
-//! Every request — connecting, sending, and reading the whole body — runs
-//! under one [`tokio::time::timeout`] ([`DEFAULT_REQUEST_TIMEOUT`] unless
-//! [`HttpClient::with_timeout`] says otherwise). A peer that accepts the
-//! connection and then never answers (a wedged dpd) must not wedge the
-//! reconciler that asked it: the error goes into the status and the next
-//! activation tries again.
+//! Two, as reqwest's client has them, each set as upstream sets it for the
+//! client in question (`docs/fidelity.md` cites each):
+//!
+//! * the **connect timeout** bounds making the connection (the TCP
+//!   handshake, with the SYN retransmissions of the kernel);
+//! * the **request timeout** bounds the whole request — connecting,
+//!   sending, and reading the whole body — under one
+//!   [`tokio::time::timeout`].
+//!
+//! [`HttpClient::new`] has progenitor's: a generated `Client::new` builds
+//! its reqwest client with a 15 s connect timeout and a 15 s timeout
+//! ([`DEFAULT_CONNECT_TIMEOUT`], [`DEFAULT_REQUEST_TIMEOUT`]). A client
+//! built by hand upstream gets its own ([`HttpClient::with_timeouts`]),
+//! possibly none at all ([`HttpClient::without_timeouts`]): with no
+//! request timeout, a peer that accepts the connection and never answers
+//! holds the caller until it does (or until TCP keepalive finds the peer
+//! gone, which the connector's sockets are responsible for, as reqwest's
+//! are).
 
 use std::{future::Future, io, net::SocketAddr, time::Duration};
 
@@ -40,9 +52,14 @@ use tokio::io::{AsyncRead, AsyncWrite};
 /// [`crate::instances`]) each send their API's version.
 pub use racksim_wire::API_VERSION_HEADER;
 
-/// Default timeout of one whole request (connect, send, read the body).
-/// Matches the 15 s connect timeout of the production clients.
+/// Default timeout of one whole request (connect, send, read the body):
+/// progenitor's generated `Client::new` sets `timeout(15 s)`
+/// (progenitor-impl 0.14.0, `src/lib.rs`: `self.settings.timeout.unwrap_or(15)`).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Default connect timeout: progenitor's generated `Client::new` sets
+/// `connect_timeout(15 s)` (the same line).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Makes byte streams to a socket address.
 ///
@@ -143,7 +160,10 @@ struct DropshotError {
 pub struct HttpClient<C> {
     connector: C,
     addr: SocketAddr,
-    timeout: Duration,
+    /// Bounds making the connection; `None`: as long as TCP tries.
+    connect_timeout: Option<Duration>,
+    /// Bounds the whole request; `None`: as long as the peer takes.
+    timeout: Option<Duration>,
     /// Sent as [`API_VERSION_HEADER`] when set.
     api_version: Option<&'static str>,
 }
@@ -159,7 +179,8 @@ impl<C: Connector> HttpClient<C> {
         HttpClient {
             connector,
             addr,
-            timeout: DEFAULT_REQUEST_TIMEOUT,
+            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+            timeout: Some(DEFAULT_REQUEST_TIMEOUT),
             api_version: None,
         }
     }
@@ -178,8 +199,33 @@ impl<C: Connector> HttpClient<C> {
         self.api_version
     }
 
+    /// The whole request's timeout (the connect timeout is unchanged).
     pub fn with_timeout(self, timeout: Duration) -> Self {
-        HttpClient { timeout, ..self }
+        HttpClient {
+            timeout: Some(timeout),
+            ..self
+        }
+    }
+
+    /// Both timeouts, as a reqwest builder's `connect_timeout` and
+    /// `timeout` set them; `None` leaves one unbounded.
+    pub fn with_timeouts(self, connect: Option<Duration>, request: Option<Duration>) -> Self {
+        HttpClient {
+            connect_timeout: connect,
+            timeout: request,
+            ..self
+        }
+    }
+
+    /// No timeout at all: a reqwest client built with
+    /// `ClientBuilder::new()` and no timeout set.
+    pub fn without_timeouts(self) -> Self {
+        self.with_timeouts(None, None)
+    }
+
+    /// The connect timeout and the request timeout.
+    pub fn timeouts(&self) -> (Option<Duration>, Option<Duration>) {
+        (self.connect_timeout, self.timeout)
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -243,6 +289,13 @@ impl<C: Connector> HttpClient<C> {
             .map_err(|e| self.protocol_error(method, path, format!("decoding response body: {e}")))
     }
 
+    fn timed_out(&self, after: Duration) -> ClientError {
+        ClientError::Timeout {
+            addr: self.addr.to_string(),
+            after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
     fn protocol_error(&self, method: &Method, path: &str, message: String) -> ClientError {
         ClientError::Protocol {
             addr: self.addr.to_string(),
@@ -261,14 +314,12 @@ impl<C: Connector> HttpClient<C> {
         body: Option<Bytes>,
     ) -> Result<RawResponse, ClientError> {
         let exchange = self.exchange(method.clone(), path, body);
-        let raw = match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(result) => result?,
-            Err(_elapsed) => {
-                return Err(ClientError::Timeout {
-                    addr: self.addr.to_string(),
-                    after_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
-                })
-            }
+        let raw = match self.timeout {
+            Some(timeout) => match tokio::time::timeout(timeout, exchange).await {
+                Ok(result) => result?,
+                Err(_elapsed) => return Err(self.timed_out(timeout)),
+            },
+            None => exchange.await?,
         };
         if raw.status.is_success() {
             Ok(raw)
@@ -315,14 +366,17 @@ impl<C: Connector> HttpClient<C> {
             .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| self.protocol_error(&method, path, format!("building request: {e}")))?;
 
-        let io = self
-            .connector
-            .connect(self.addr)
-            .await
-            .map_err(|e| ClientError::Connect {
-                addr: self.addr.to_string(),
-                message: e.to_string(),
-            })?;
+        let connect = self.connector.connect(self.addr);
+        let connected = match self.connect_timeout {
+            Some(timeout) => tokio::time::timeout(timeout, connect)
+                .await
+                .map_err(|_elapsed| self.timed_out(timeout))?,
+            None => connect.await,
+        };
+        let io = connected.map_err(|e| ClientError::Connect {
+            addr: self.addr.to_string(),
+            message: e.to_string(),
+        })?;
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(io))
                 .await

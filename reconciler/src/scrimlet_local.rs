@@ -77,6 +77,16 @@ use crate::{
 };
 
 /// How long the handle waits between attempts to learn its switch slot from its own MGS.
+/// The scrimlet reconcilers' clients (MGS, dpd) connect within 15 s and
+/// have no request timeout: upstream builds them with only
+/// `connect_timeout(15 s)` and `pool_idle_timeout(10 s)` (omicron b848b6df
+/// `sled-agent/scrimlet-reconcilers/src/handle.rs`,
+/// `ScrimletReconcilersMode::reqwest_client`; its comment speaks of a read
+/// timeout, but none is set). A dpd that accepts a request and does not
+/// answer holds the reconciler until it does, or until TCP keepalive
+/// (reqwest's 15 s, 15 s, 3 probes) finds it gone.
+pub const RECONCILER_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
 pub const MGS_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The kinds of service zone with external connectivity: the zones whose
@@ -464,7 +474,10 @@ pub fn scrimlet_reconcilers<C: Connector>(
         // Bound first: the read guard must be gone before `set` writes.
         let initial = handle_tx.borrow().clone();
         announcer.set(initial, false);
-        let mgs = MgsClient::new(HttpClient::new(connector.clone(), services.mgs()));
+        let mgs = MgsClient::new(
+            HttpClient::new(connector.clone(), services.mgs())
+                .with_timeouts(Some(RECONCILER_CONNECT_TIMEOUT), None),
+        );
         let mut scrimlet = scrimlet;
         let mut config = config;
         let Some(switch) =
@@ -477,7 +490,10 @@ pub fn scrimlet_reconcilers<C: Connector>(
             return;
         };
         announcer.set(HandleStatus::Running { switch }, false);
-        let dpd = DpdClient::new(HttpClient::new(connector, services.dpd()));
+        let dpd = DpdClient::new(
+            HttpClient::new(connector, services.dpd())
+                .with_timeouts(Some(RECONCILER_CONNECT_TIMEOUT), None),
+        );
         run_reconciler_task(
             ScrimletNatReconciler::new(dpd, switch),
             config,

@@ -24,7 +24,20 @@ pub const UPLINK_PORT: u16 = 7000;
 /// NTP.
 pub const NTP_PORT: u16 = 123;
 
-/// Connects over the simulated network.
+/// TCP keepalive as reqwest sets it on every connection of every client
+/// (reqwest 0.12.23 and 0.13.2, `ClientBuilder::new`: `tcp_keepalive`
+/// 15 s, `tcp_keepalive_interval` 15 s, `tcp_keepalive_retries` 3; socket2
+/// applies all three on illumos). It is what ends a request with no
+/// timeout of its own (the scrimlet reconcilers', dpd's pulls from Nexus)
+/// when the peer goes away under it: 60 s after it was last heard from, or
+/// at the first probe if it rebooted.
+pub const REQWEST_KEEPALIVE: turmoil::Keepalive = turmoil::Keepalive {
+    idle: std::time::Duration::from_secs(15),
+    interval: std::time::Duration::from_secs(15),
+    retries: 3,
+};
+
+/// Connects over the simulated network, with reqwest's keepalive.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TurmoilConnector;
 
@@ -32,9 +45,25 @@ impl Connector for TurmoilConnector {
     type Io = turmoil::net::TcpStream;
 
     fn connect(&self, addr: SocketAddr) -> impl Future<Output = io::Result<Self::Io>> + Send {
-        turmoil::net::TcpStream::connect(addr)
+        async move {
+            let stream = turmoil::net::TcpStream::connect(addr).await?;
+            stream.set_keepalive(REQWEST_KEEPALIVE)?;
+            Ok(stream)
+        }
     }
 }
+
+/// How long one internal DNS query waits for an answer: hickory-resolver's
+/// default `ResolverOpts::timeout`, 5 s (hickory 0.25.2
+/// `crates/resolver/src/config.rs`, `default_timeout`), which omicron's
+/// resolver keeps (omicron b848b6df `internal-dns/resolver/src/resolver.rs`,
+/// `Resolver::new_from_addrs`, sets neither `timeout` nor `attempts`).
+pub const DNS_QUERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How often a failed lookup is tried again: hickory's default
+/// `ResolverOpts::attempts`, 2 ("number of retries after lookup failure
+/// before giving up", `default_attempts`).
+pub const DNS_RETRIES: usize = 2;
 
 /// Internal DNS's answer for the dendrite service.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,17 +74,18 @@ pub struct SrvAnswer {
 /// Looks switch zones up in the simulated internal DNS servers.
 ///
 /// A rack runs several internal DNS servers with the same records; the
-/// resolver knows all their addresses and asks them in turn until one
-/// answers, starting with the one that answered last. (Omicron's resolver
-/// hands every server to its DNS library, which likewise fails over to the
-/// next name server; which one it prefers first is its own business, so
-/// only the failover is modelled.)
+/// resolver knows all their addresses and asks them all at once, taking
+/// the first answer, as omicron's resolver does (`num_concurrent_reqs` set
+/// to the number of servers). Each query waits [`DNS_QUERY_TIMEOUT`]; a
+/// round in which none answers is tried again, [`DNS_RETRIES`] times.
+/// Simplified: queries are HTTP over the simulated TCP, not DNS over UDP,
+/// so a query to a down server waits out its timeout as a UDP query would,
+/// and one to a server whose port is closed fails at once (a UDP query
+/// would draw an ICMP port unreachable, which hickory also takes as an
+/// error).
 #[derive(Clone, Debug)]
 pub struct InternalDnsResolver {
     servers: Vec<HttpClient<TurmoilConnector>>,
-    /// Index of the server that answered last: shared by the clones a host
-    /// hands its tasks, as one resolver's state would be.
-    preferred: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl InternalDnsResolver {
@@ -68,38 +98,40 @@ impl InternalDnsResolver {
                         TurmoilConnector,
                         SocketAddr::new(dns.into(), INTERNAL_DNS_PORT),
                     )
+                    .with_timeouts(Some(DNS_QUERY_TIMEOUT), Some(DNS_QUERY_TIMEOUT))
                 })
                 .collect(),
-            preferred: Default::default(),
         }
     }
 }
 
 impl SwitchZoneResolver for InternalDnsResolver {
     fn switch_zones(&self) -> impl Future<Output = Result<Vec<Ipv6Addr>, DiscoveryError>> + Send {
-        let (servers, preferred) = (self.servers.clone(), self.preferred.clone());
+        let servers = self.servers.clone();
         async move {
-            use std::sync::atomic::Ordering::Relaxed;
-            let n = servers.len();
-            let first = preferred.load(Relaxed);
+            if servers.is_empty() {
+                return Err(DiscoveryError(
+                    "internal DNS lookup of dendrite failed: no internal DNS server configured"
+                        .to_string(),
+                ));
+            }
             let mut errors = Vec::new();
-            for k in 0..n {
-                let i = (first + k) % n;
-                match servers[i].get::<SrvAnswer>("/srv/dendrite").await {
-                    Ok(answer) => {
-                        preferred.store(i, Relaxed);
-                        return Ok(answer.addresses);
-                    }
+            for _ in 0..=DNS_RETRIES {
+                // Every server at once; the first answer wins. The queries
+                // are polled in the servers' order, so a run replays.
+                let queries = servers.iter().map(|server| {
+                    Box::pin(async move { server.get::<SrvAnswer>("/srv/dendrite").await })
+                });
+                match futures::future::select_ok(queries).await {
+                    Ok((answer, _rest)) => return Ok(answer.addresses),
+                    // `select_ok` reports the last error; the others were
+                    // alike in kind (each server timed out or refused).
                     Err(e) => errors.push(e.to_string()),
                 }
             }
             Err(DiscoveryError(format!(
                 "internal DNS lookup of dendrite failed: {}",
-                if errors.is_empty() {
-                    "no internal DNS server configured".to_string()
-                } else {
-                    errors.join("; ")
-                }
+                errors.join("; ")
             )))
         }
     }

@@ -510,6 +510,9 @@ pub(in crate::instances) fn sled_agent_client<C: Connector>(
             connector.clone(),
             SocketAddr::new(sled.address.into(), SLED_AGENT_PORT),
         )
-        .with_timeout(NEXUS_SLED_AGENT_TIMEOUT),
+        .with_timeouts(
+            Some(NEXUS_SLED_AGENT_TIMEOUT),
+            Some(NEXUS_SLED_AGENT_TIMEOUT),
+        ),
     )
 }

@@ -147,9 +147,15 @@ async fn serve(
     resolver: &InternalDnsResolver,
     mut stop: watch::Receiver<bool>,
 ) -> bool {
+    // Nexus's sled-agent client: 60 s to connect, 60 s in all
+    // (`NEXUS_SLED_AGENT_TIMEOUT`).
     let sled_agent = HttpClient::new(
         TurmoilConnector,
         SocketAddr::new(world.sled(index).address.into(), SLED_AGENT_PORT),
+    )
+    .with_timeouts(
+        Some(racksim_reconciler::instances::NEXUS_SLED_AGENT_TIMEOUT),
+        Some(racksim_reconciler::instances::NEXUS_SLED_AGENT_TIMEOUT),
     );
     loop {
         if let Ok(TimeSync { sync: true }) = sled_agent.get::<TimeSync>("/timesync").await {

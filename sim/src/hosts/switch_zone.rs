@@ -250,7 +250,13 @@ async fn fetch_changeset(world: &World, from_gen: i64) -> Result<Vec<NatEntryVie
     let mut errors = Vec::new();
     for sled in nexus_sleds {
         let addr = SocketAddr::new(world.sled(sled).address.into(), NEXUS_INTERNAL_PORT);
-        let nexus = HttpClient::new(TurmoilConnector, addr);
+        // dpd's Nexus client has no timeout: dendrite builds it with
+        // `reqwest::ClientBuilder::new()` and a DNS resolver, nothing else
+        // (dendrite 2df9101e `dpd/src/rpw/mod.rs`,
+        // `nexus_client_with_resolver`; reqwest 0.12.23's defaults: no
+        // connect timeout, no timeout, keepalive 15 s). A Nexus that is
+        // down holds a pull for as long as TCP tries to connect (127 s).
+        let nexus = HttpClient::new(TurmoilConnector, addr).without_timeouts();
         match nexus
             .get::<Vec<NatEntryView>>(&format!(
                 "/nat/ipv4/changeset/{from_gen}?limit={NAT_CHANGESET_LIMIT}"
