@@ -64,8 +64,15 @@
 //! panicking task, only because the workspace builds with
 //! `--cfg tokio_unstable` — so this crate refuses to build without it; all
 //! maps that reach the trace are ordered. turmoil's random message loss is
-//! off: its TCP does not retransmit, so faults are explicit plan steps
-//! instead.
+//! off: faults are explicit plan steps.
+//!
+//! ## The network
+//!
+//! TCP behaves as Linux's (`turmoil::Builder::linux_tcp`, a racksim patch:
+//! `vendor/turmoil/PATCH.md`): the handshake crosses the network both ways,
+//! a segment lost to a cut or a down host is retransmitted on the RTO
+//! backoff, a crash is silent, keepalive finds a peer gone. What that
+//! changes and what it simplifies: `docs/fidelity.md`.
 
 // Without `tokio_unstable`, turmoil's runtime is not seeded (`select!`
 // picks branches differently run to run: no replay by seed) and a

@@ -22,15 +22,18 @@
 //!   orphan) gives up after [`LinuxTcp::orphan_retries`];
 //! * a crash loses the host's connections without a word on the wire: the
 //!   peer learns of it from the RST the rebooted host answers its next
-//!   segment with, or from its own timeout.
+//!   segment with, from its keepalive ([`Keepalive`]), or from its own
+//!   timeout.
 //!
 //! Simplifications, each one a choice between two behaviours that differ
 //! only in timing: ACKs are not messages (a segment that arrives is
 //! acknowledged; one that is lost is retransmitted), so a cut of the ACK
 //! direction alone neither delays data nor counts towards the sender's
 //! abort; the listener does not retransmit its SYN-ACK on a timer of its
-//! own, it answers each retransmitted SYN; there is no fast retransmit
-//! (a lost segment waits for its RTO) and no congestion control.
+//! own, it answers each retransmitted SYN; a closed socket is forgotten
+//! at once (no TIME-WAIT: a late ACK of it draws no RST); there is no fast
+//! retransmit (a lost segment waits for its RTO) and no congestion
+//! control.
 
 use std::time::Duration;
 
