@@ -44,12 +44,10 @@ pub struct TurmoilConnector;
 impl Connector for TurmoilConnector {
     type Io = turmoil::net::TcpStream;
 
-    fn connect(&self, addr: SocketAddr) -> impl Future<Output = io::Result<Self::Io>> + Send {
-        async move {
-            let stream = turmoil::net::TcpStream::connect(addr).await?;
-            stream.set_keepalive(REQWEST_KEEPALIVE)?;
-            Ok(stream)
-        }
+    async fn connect(&self, addr: SocketAddr) -> io::Result<Self::Io> {
+        let stream = turmoil::net::TcpStream::connect(addr).await?;
+        stream.set_keepalive(REQWEST_KEEPALIVE)?;
+        Ok(stream)
     }
 }
 

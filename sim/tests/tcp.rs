@@ -464,11 +464,11 @@ fn a_connection_that_cannot_get_through_is_aborted_after_tcp_retries2() {
 struct Answer;
 
 impl racksim_sim::services::Handler for Answer {
-    fn call(
+    async fn call(
         &self,
         _req: racksim_fakes::http::ApiRequest,
-    ) -> impl std::future::Future<Output = racksim_fakes::http::ApiResponse> {
-        async { racksim_fakes::http::ApiResponse::json(&serde_json::json!({"answer": 42})) }
+    ) -> racksim_fakes::http::ApiResponse {
+        racksim_fakes::http::ApiResponse::json(&serde_json::json!({"answer": 42}))
     }
 }
 
