@@ -78,6 +78,15 @@ fn server(sim: &mut turmoil::Sim<'static>, log: &Log, reply_after: Duration) {
     });
 }
 
+/// An event-driven simulation on `tcp` with [`server`] answering
+/// `reply_after` its request, and the log its hosts write to.
+fn served(tcp: Tcp, reply_after: Duration) -> (turmoil::Sim<'static>, Log) {
+    let log = Log::default();
+    let mut sim = sim(tcp, true);
+    server(&mut sim, &log, reply_after);
+    (sim, log)
+}
+
 /// Connect to the server under the caller's `timeout`, as an HTTP client
 /// wraps its connect.
 async fn connect(timeout: Duration) -> io::Result<TcpStream> {
@@ -85,6 +94,35 @@ async fn connect(timeout: Duration) -> io::Result<TcpStream> {
         Ok(r) => r,
         Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "caller's timeout")),
     }
+}
+
+/// One read of up to 4 bytes under `limit`, as the tests log it:
+/// `Ok(Ok(n))`, `Ok(Err(kind))` or `Err(Elapsed(()))`.
+async fn read_within(s: &mut TcpStream, limit: Duration) -> String {
+    let mut buf = [0u8; 4];
+    let r = tokio::time::timeout(limit, s.read(&mut buf)).await;
+    format!("{:?}", r.map(|r| r.map_err(|e| e.kind())))
+}
+
+/// A client that connects `after` the start, under the caller's `timeout`
+/// if any, and logs how the connect ended ("connect: Ok(())" or the
+/// error's kind).
+fn connecting_client(
+    sim: &mut turmoil::Sim<'static>,
+    log: &Log,
+    after: Duration,
+    timeout: Option<Duration>,
+) {
+    let l = log.clone();
+    sim.client("client", async move {
+        tokio::time::sleep(after).await;
+        let r = match timeout {
+            Some(t) => connect(t).await.map(|_| ()),
+            None => TcpStream::connect(("server", PORT)).await.map(|_| ()),
+        };
+        record(&l, format!("connect: {:?}", r.map_err(|e| e.kind())));
+        Ok(())
+    });
 }
 
 /// One request: connect, "ping", read "pong", all under `timeout`. The
@@ -111,6 +149,22 @@ fn run(mut sim: turmoil::Sim<'static>) {
     sim.run().expect("simulation runs");
 }
 
+/// Run to the instant `at` (simulated time since the start), exactly.
+fn run_to(sim: &mut turmoil::Sim<'static>, at: Duration) {
+    while sim.elapsed() < at {
+        sim.step_until(at).unwrap();
+    }
+}
+
+/// A client that makes one [`request`] under the caller's `timeout`.
+fn requesting_client(sim: &mut turmoil::Sim<'static>, log: &Log, timeout: Duration) {
+    let l = log.clone();
+    sim.client("client", async move {
+        request(&l, timeout).await;
+        Ok(())
+    });
+}
+
 fn lines(log: &Log) -> Vec<(f64, String)> {
     log.borrow()
         .iter()
@@ -132,18 +186,13 @@ fn outcome(log: &Log) -> (f64, String) {
 #[test]
 fn a_handshake_across_a_one_way_cut_fails() {
     for tcp in [Tcp::Linux, Tcp::Published] {
-        let log = Log::default();
-        let mut sim = self::sim(tcp, true);
-        server(&mut sim, &log, Duration::ZERO);
-        let l = log.clone();
-        sim.client("client", async move {
-            let r = connect(Duration::from_secs(60)).await;
-            record(
-                &l,
-                format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
-            );
-            Ok(())
-        });
+        let (mut sim, log) = served(tcp, Duration::ZERO);
+        connecting_client(
+            &mut sim,
+            &log,
+            Duration::ZERO,
+            Some(Duration::from_secs(60)),
+        );
         sim.partition_oneway("server", "client");
         run(sim);
         let (at, what) = outcome(&log);
@@ -163,40 +212,18 @@ fn a_handshake_across_a_one_way_cut_fails() {
 #[test]
 fn an_unanswered_syn_is_retransmitted_on_linux_backoff() {
     // Down for good: the connect gives up at 127 s.
-    let log = Log::default();
-    let mut sim = self::sim(Tcp::Linux, true);
-    server(&mut sim, &log, Duration::ZERO);
-    let l = log.clone();
-    sim.client("client", async move {
-        let r = TcpStream::connect(("server", PORT)).await;
-        record(
-            &l,
-            format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
-        );
-        Ok(())
-    });
+    let (mut sim, log) = served(Tcp::Linux, Duration::ZERO);
+    connecting_client(&mut sim, &log, Duration::ZERO, None);
     sim.partition("client", "server");
     run(sim);
     assert_eq!(outcome(&log), (127.0, "connect: Err(TimedOut)".into()));
 
     // Healed at 5 s: the retransmission at 7 s connects, one round trip
     // later.
-    let log = Log::default();
-    let mut sim = self::sim(Tcp::Linux, true);
-    server(&mut sim, &log, Duration::ZERO);
-    let l = log.clone();
-    sim.client("client", async move {
-        let r = TcpStream::connect(("server", PORT)).await;
-        record(
-            &l,
-            format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
-        );
-        Ok(())
-    });
+    let (mut sim, log) = served(Tcp::Linux, Duration::ZERO);
+    connecting_client(&mut sim, &log, Duration::ZERO, None);
     sim.partition("client", "server");
-    while sim.elapsed() < Duration::from_secs(5) {
-        sim.step_until(Duration::from_secs(5)).unwrap();
-    }
+    run_to(&mut sim, Duration::from_secs(5));
     sim.repair("client", "server");
     run(sim);
     assert_eq!(outcome(&log), (7.0002, "connect: Ok(())".into()));
@@ -208,19 +235,13 @@ fn an_unanswered_syn_is_retransmitted_on_linux_backoff() {
 #[test]
 fn a_connect_to_a_crashed_host_times_out() {
     for tcp in [Tcp::Linux, Tcp::Published] {
-        let log = Log::default();
-        let mut sim = self::sim(tcp, true);
-        server(&mut sim, &log, Duration::ZERO);
-        let l = log.clone();
-        sim.client("client", async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let r = connect(Duration::from_secs(15)).await;
-            record(
-                &l,
-                format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
-            );
-            Ok(())
-        });
+        let (mut sim, log) = served(tcp, Duration::ZERO);
+        connecting_client(
+            &mut sim,
+            &log,
+            Duration::from_secs(1),
+            Some(Duration::from_secs(15)),
+        );
         sim.step().unwrap();
         sim.crash("server");
         run(sim);
@@ -249,15 +270,12 @@ fn a_connect_to_a_closed_port_is_refused_across_the_network() {
                 std::future::pending::<()>().await;
                 Ok(())
             });
-            let l = log.clone();
-            sim.client("client", async move {
-                let r = connect(Duration::from_secs(15)).await;
-                record(
-                    &l,
-                    format!("connect: {:?}", r.map(|_| ()).map_err(|e| e.kind())),
-                );
-                Ok(())
-            });
+            connecting_client(
+                &mut sim,
+                &log,
+                Duration::ZERO,
+                Some(Duration::from_secs(15)),
+            );
             if cut {
                 sim.partition_oneway("server", "client");
             }
@@ -285,20 +303,12 @@ fn a_short_cut_during_a_request_only_delays_its_reply() {
             let log = Log::default();
             let mut sim = self::sim(tcp, event_driven);
             server(&mut sim, &log, Duration::from_secs(1));
-            let l = log.clone();
-            sim.client("client", async move {
-                request(&l, Duration::from_secs(60)).await;
-                Ok(())
-            });
+            requesting_client(&mut sim, &log, Duration::from_secs(60));
             // The request is in (at 0.0003 s); the cut begins at 0.5 s,
             // the reply is sent into it at 1.0003 s, the cut heals at 3 s.
-            while sim.elapsed() < Duration::from_millis(500) {
-                sim.step_until(Duration::from_millis(500)).unwrap();
-            }
+            run_to(&mut sim, Duration::from_millis(500));
             sim.partition("client", "server");
-            while sim.elapsed() < Duration::from_secs(3) {
-                sim.step_until(Duration::from_secs(3)).unwrap();
-            }
+            run_to(&mut sim, Duration::from_secs(3));
             sim.repair("client", "server");
             run(sim);
             let (at, what) = outcome(&log);
@@ -327,17 +337,9 @@ fn a_short_cut_during_a_request_only_delays_its_reply() {
 #[test]
 fn a_cut_that_outlasts_the_callers_timeout_loses_the_reply() {
     for tcp in [Tcp::Linux, Tcp::Published] {
-        let log = Log::default();
-        let mut sim = self::sim(tcp, true);
-        server(&mut sim, &log, Duration::from_secs(1));
-        let l = log.clone();
-        sim.client("client", async move {
-            request(&l, Duration::from_secs(60)).await;
-            Ok(())
-        });
-        while sim.elapsed() < Duration::from_millis(500) {
-            sim.step_until(Duration::from_millis(500)).unwrap();
-        }
+        let (mut sim, log) = served(tcp, Duration::from_secs(1));
+        requesting_client(&mut sim, &log, Duration::from_secs(60));
+        run_to(&mut sim, Duration::from_millis(500));
         sim.partition("client", "server");
         run(sim);
         let got = lines(&log);
@@ -361,37 +363,24 @@ fn a_cut_that_outlasts_the_callers_timeout_loses_the_reply() {
 #[test]
 fn a_crash_is_learnt_from_the_rebooted_hosts_rst() {
     for tcp in [Tcp::Linux, Tcp::Published] {
-        let log = Log::default();
-        let mut sim = self::sim(tcp, true);
         // A server that never answers.
-        server(&mut sim, &log, Duration::from_secs(3600));
+        let (mut sim, log) = served(tcp, Duration::from_secs(3600));
         let l = log.clone();
         sim.client("client", async move {
             let mut s = TcpStream::connect(("server", PORT)).await?;
             s.write_all(b"ping").await?;
-            let mut buf = [0u8; 4];
             // The server crashes at 1 s and is back at 5 s.
-            let first = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
-            record(
-                &l,
-                format!("first read: {:?}", first.map(|r| r.map_err(|e| e.kind()))),
-            );
+            let first = read_within(&mut s, Duration::from_secs(10)).await;
+            record(&l, format!("first read: {first}"));
             // Talk to it again: the rebooted host does not know the connection.
             let _ = s.write_all(b"ping").await;
-            let second = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
-            record(
-                &l,
-                format!("second read: {:?}", second.map(|r| r.map_err(|e| e.kind()))),
-            );
+            let second = read_within(&mut s, Duration::from_secs(10)).await;
+            record(&l, format!("second read: {second}"));
             Ok(())
         });
-        while sim.elapsed() < Duration::from_secs(1) {
-            sim.step_until(Duration::from_secs(1)).unwrap();
-        }
+        run_to(&mut sim, Duration::from_secs(1));
         sim.crash("server");
-        while sim.elapsed() < Duration::from_secs(5) {
-            sim.step_until(Duration::from_secs(5)).unwrap();
-        }
+        run_to(&mut sim, Duration::from_secs(5));
         sim.bounce("server");
         run(sim);
         let got: Vec<_> = lines(&log)
@@ -421,26 +410,18 @@ fn a_crash_is_learnt_from_the_rebooted_hosts_rst() {
 #[test]
 fn a_connection_that_cannot_get_through_is_aborted_after_tcp_retries2() {
     for tcp in [Tcp::Linux, Tcp::Published] {
-        let log = Log::default();
-        let mut sim = self::sim(tcp, true);
-        server(&mut sim, &log, Duration::ZERO);
+        let (mut sim, log) = served(tcp, Duration::ZERO);
         let l = log.clone();
         sim.client("client", async move {
             let mut s = TcpStream::connect(("server", PORT)).await?;
             tokio::time::sleep(Duration::from_secs(1)).await;
             record(&l, "sending");
             s.write_all(b"ping").await?;
-            let mut buf = [0u8; 4];
-            let r = tokio::time::timeout(Duration::from_secs(2000), s.read(&mut buf)).await;
-            record(
-                &l,
-                format!("read: {:?}", r.map(|r| r.map_err(|e| e.kind()))),
-            );
+            let r = read_within(&mut s, Duration::from_secs(2000)).await;
+            record(&l, format!("read: {r}"));
             Ok(())
         });
-        while sim.elapsed() < Duration::from_millis(500) {
-            sim.step_until(Duration::from_millis(500)).unwrap();
-        }
+        run_to(&mut sim, Duration::from_millis(500));
         sim.partition("client", "server");
         run(sim);
         let got = lines(&log);
@@ -521,30 +502,20 @@ const KEEPALIVE: turmoil::Keepalive = turmoil::Keepalive {
 /// upstream's scrimlet reconcilers' clients do) on a server that never
 /// answers, which crashes at 5 s (and, if `reboot`, is back at 10 s).
 fn waiting_on_a_crashed_server(tcp: Tcp, reboot: bool) -> (f64, String) {
-    let log = Log::default();
-    let mut sim = self::sim(tcp, true);
-    server(&mut sim, &log, Duration::from_secs(24 * 3600));
+    let (mut sim, log) = served(tcp, Duration::from_secs(24 * 3600));
     let l = log.clone();
     sim.client("client", async move {
         let mut s = TcpStream::connect(("server", PORT)).await?;
         s.set_keepalive(KEEPALIVE)?;
         s.write_all(b"ping").await?;
-        let mut buf = [0u8; 4];
-        let r = tokio::time::timeout(Duration::from_secs(2 * 3600), s.read(&mut buf)).await;
-        record(
-            &l,
-            format!("read: {:?}", r.map(|r| r.map_err(|e| e.kind()))),
-        );
+        let r = read_within(&mut s, Duration::from_secs(2 * 3600)).await;
+        record(&l, format!("read: {r}"));
         Ok(())
     });
-    while sim.elapsed() < Duration::from_secs(5) {
-        sim.step_until(Duration::from_secs(5)).unwrap();
-    }
+    run_to(&mut sim, Duration::from_secs(5));
     sim.crash("server");
     if reboot {
-        while sim.elapsed() < Duration::from_secs(10) {
-            sim.step_until(Duration::from_secs(10)).unwrap();
-        }
+        run_to(&mut sim, Duration::from_secs(10));
         sim.bounce("server");
     }
     run(sim);
@@ -583,9 +554,7 @@ fn keepalive_finds_a_crashed_peer() {
 /// either while a segment waits for retransmission.
 #[test]
 fn keepalive_leaves_a_slow_but_live_peer_alone() {
-    let log = Log::default();
-    let mut sim = self::sim(Tcp::Linux, true);
-    server(&mut sim, &log, Duration::from_secs(600));
+    let (mut sim, log) = served(Tcp::Linux, Duration::from_secs(600));
     let l = log.clone();
     sim.client("client", async move {
         let mut s = TcpStream::connect(("server", PORT)).await?;
