@@ -223,11 +223,6 @@ impl<C: Connector> HttpClient<C> {
         self.with_timeouts(None, None)
     }
 
-    /// The connect timeout and the request timeout.
-    pub fn timeouts(&self) -> (Option<Duration>, Option<Duration>) {
-        (self.connect_timeout, self.timeout)
-    }
-
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

@@ -24,6 +24,10 @@ pub const UPLINK_PORT: u16 = 7000;
 /// NTP.
 pub const NTP_PORT: u16 = 123;
 
+/// Linux's TCP timers, as the simulation's network uses them (live mode
+/// takes its SYN schedule from here too).
+pub use turmoil::LinuxTcp;
+
 /// TCP keepalive as reqwest sets it on every connection of every client
 /// (reqwest 0.12.23 and 0.13.2, `ClientBuilder::new`: `tcp_keepalive`
 /// 15 s, `tcp_keepalive_interval` 15 s, `tcp_keepalive_retries` 3; socket2

@@ -150,11 +150,6 @@ impl Links {
     }
 }
 
-/// Linux's SYN timers (`turmoil::LinuxTcp`'s defaults, as the simulation
-/// uses them): the first retransmission after 1 s, doubling, 6 of them.
-const SYN_RTO: Duration = Duration::from_secs(1);
-const SYN_RETRIES: u32 = 6;
-
 /// One direction of a connection, held while a cut blocks it.
 struct Direction {
     links: Links,
@@ -207,18 +202,23 @@ impl Connector for LinkConnector {
             // The SYN goes out now and again at Linux's retransmission
             // instants; the first that finds both directions open connects.
             // Cancel-safe: dropping a sleep loses nothing.
+            // Linux's SYN schedule, as the simulation's network has it.
+            let tcp = racksim_sim::net::LinuxTcp::default();
             let start = tokio::time::Instant::now();
             let mut next = Duration::ZERO;
             let mut retries = 0;
             while self.links.blocked(&self.from, to) || self.links.blocked(to, &self.from) {
-                if retries == SYN_RETRIES {
-                    tokio::time::sleep_until(start + next + SYN_RTO * (1 << retries)).await;
+                if retries == tcp.syn_retries {
+                    tokio::time::sleep_until(start + tcp.connect_gives_up_after()).await;
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
-                        format!("{addr}: no answer to SYN after {SYN_RETRIES} retransmissions"),
+                        format!(
+                            "{addr}: no answer to SYN after {} retransmissions",
+                            tcp.syn_retries
+                        ),
                     ));
                 }
-                next += SYN_RTO * (1 << retries);
+                next += tcp.syn_rto * (1 << retries);
                 retries += 1;
                 tokio::time::sleep_until(start + next).await;
             }

@@ -185,7 +185,7 @@ impl SledContext {
     }
 
     /// The internal DNS resolver the sled's software uses to find switch
-    /// zones (its clones share which server answered last).
+    /// zones (every internal DNS server, asked at once).
     pub fn resolver(&self) -> &InternalDnsResolver {
         &self.resolver
     }

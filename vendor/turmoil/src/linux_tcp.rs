@@ -95,12 +95,23 @@ impl LinuxTcp {
         doubled.min(self.rto_max)
     }
 
-    /// How long after a segment is first sent Linux aborts the connection
-    /// that cannot get it through (`tcp_model_timeout` with
-    /// `tcp_retries2` and `TCP_RTO_MIN`): the sum of the first
-    /// `retries2 + 1` RTOs.
+    /// How long after a segment is first sent Linux gives up on it when
+    /// `boundary` retransmissions are allowed (`tcp_model_timeout` with
+    /// `TCP_RTO_MIN`): the sum of the first `boundary + 1` RTOs.
+    pub fn gives_up_after(&self, boundary: u32) -> Duration {
+        (0..=boundary).map(|n| self.rto(n)).sum()
+    }
+
+    /// When a connection the application holds is aborted
+    /// (`tcp_retries2`).
     pub fn abort_after(&self) -> Duration {
-        (0..=self.retries2).map(|n| self.rto(n)).sum()
+        self.gives_up_after(self.retries2)
+    }
+
+    /// When a connection the application has closed gives up
+    /// (`tcp_orphan_retries`).
+    pub fn orphan_gives_up_after(&self) -> Duration {
+        self.gives_up_after(self.orphan_retries)
     }
 }
 
@@ -147,5 +158,6 @@ mod tests {
         assert_eq!(t.rto(9), Duration::from_millis(102_400));
         assert_eq!(t.rto(10), Duration::from_secs(120));
         assert_eq!(t.abort_after(), Duration::from_millis(924_600));
+        assert_eq!(t.orphan_gives_up_after(), Duration::from_millis(102_200));
     }
 }

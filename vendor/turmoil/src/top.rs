@@ -263,10 +263,10 @@ impl Topology {
     /// retransmission, each when its sender's RTO expires.
     fn collect_lost(&mut self, pair: &Pair) {
         let Some(timers) = self.linux_tcp else { return };
+        let now = self.now();
         let Some(link) = self.links.get_mut(pair) else {
             return;
         };
-        let now = self.clock.unwrap_or(link.now);
         for lost in std::mem::take(&mut link.lost) {
             *self
                 .outstanding
@@ -328,12 +328,11 @@ impl Topology {
                 continue;
             };
             rtx.expiries += 1;
-            let boundary = if held {
-                timers.retries2
+            let gives_up_after = if held {
+                timers.abort_after()
             } else {
-                timers.orphan_retries
+                timers.orphan_gives_up_after()
             };
-            let gives_up_after: Duration = (0..=boundary).map(|n| timers.rto(n)).sum();
             if now - rtx.first >= gives_up_after {
                 sender.tcp.abort(pair, rtx.conn);
                 continue;
@@ -595,20 +594,29 @@ impl Link {
         }
     }
 
+    /// A message the network did not deliver: gone, unless (linux mode) its
+    /// sender retransmits it, in which case it waits for the topology to
+    /// schedule that.
+    fn lose(&mut self, src: SocketAddr, dst: SocketAddr, message: Protocol, rtx: Option<Rtx>) {
+        if let Some(rtx) = rtx {
+            self.lost.push(Lost {
+                src,
+                dst,
+                message,
+                rtx,
+            });
+        }
+    }
+
     /// Drop the in-flight messages `cut` selects. Linux mode: the
     /// retransmittable ones are lost, for their sender to send again.
     fn drop_in_flight(&mut self, cut: impl Fn(&Sent) -> bool) {
         let mut kept = VecDeque::with_capacity(self.sent.len());
-        for sent in self.sent.drain(..) {
+        for sent in std::mem::take(&mut self.sent) {
             if !cut(&sent) {
                 kept.push_back(sent);
-            } else if let Some(rtx) = sent.rtx {
-                self.lost.push(Lost {
-                    src: sent.src,
-                    dst: sent.dst,
-                    message: sent.protocol,
-                    rtx,
-                });
+            } else {
+                self.lose(sent.src, sent.dst, sent.protocol, sent.rtx);
             }
         }
         self.sent = kept;
@@ -673,14 +681,7 @@ impl Link {
             }
             _ => {
                 tracing::trace!(target: TRACING_TARGET,?src, ?dst, protocol = %message, "Drop");
-                if let Some(rtx) = rtx {
-                    self.lost.push(Lost {
-                        src,
-                        dst,
-                        message,
-                        rtx,
-                    });
-                }
+                self.lose(src, dst, message, rtx);
                 return Ok(None);
             }
         };
@@ -756,14 +757,7 @@ impl Link {
             // sender does).
             if !host.up {
                 tracing::trace!(target: TRACING_TARGET, ?src, ?dst, protocol = %message.message, "Drop (host down)");
-                if let Some(rtx) = message.rtx {
-                    self.lost.push(Lost {
-                        src,
-                        dst,
-                        message: message.message,
-                        rtx,
-                    });
-                }
+                self.lose(src, dst, message.message, message.rtx);
                 continue;
             }
             if let Err(message) = host.receive_from_network(message) {
