@@ -56,10 +56,13 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
         .filter(|z| z.id.kind == ZoneKind::BoundaryNtp)
     {
         if snap.sleds_up.contains(&z.spec.sled) && !snap.ntp_synced.contains(&z.spec.sled) {
-            gaps.push(format!(
-                "NTP unsynchronised: boundary NTP on {} has had no reply from upstream",
-                sleds[z.spec.sled].name
-            ));
+            let sled = &sleds[z.spec.sled].name;
+            gaps.push(match snap.blocked_starts.get(&(z.spec.sled, z.id)) {
+                Some(progress) => blocked_ntp_gap(world, sled, progress),
+                None => {
+                    format!("NTP unsynchronised: boundary NTP on {sled} has had no reply from upstream")
+                }
+            });
         }
     }
     // An operator who took the control plane down meant it; the rack must
@@ -77,6 +80,31 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
         gaps.extend(stuck_saga_gap(saga, &instance, &sled));
     }
     gaps
+}
+
+/// Boundary NTP whose zone never started: its start is blocked in the
+/// zone-start NAT path. A start that retries an address no switch zone has
+/// any more (its scrimlet was replaced after the lookup) is named as such:
+/// that is upstream's defect (`opte_ports_needed` looks the switch zones up
+/// once, then retries each ensure for ever), not a missing reply.
+fn blocked_ntp_gap(
+    world: &World,
+    sled: &str,
+    progress: &racksim_reconciler::legacy::LegacyProgress,
+) -> String {
+    use racksim_reconciler::legacy::LegacyProgress;
+    match progress {
+        LegacyProgress::EnsuringNat {
+            switch, address, ..
+        } if world.switch_zone_address(*switch) != Some(*address) => format!(
+            "NTP unsynchronised: boundary NTP on {sled} has not started: its zone start retries the NAT ensure on {switch} at a retired address ({}) for ever",
+            world.name_of(*address)
+        ),
+        other => format!(
+            "NTP unsynchronised: boundary NTP on {sled} has not started: its zone start is blocked in the zone-start NAT path ({})",
+            world.name_addrs(&other.to_string())
+        ),
+    }
 }
 
 /// A stuck saga is a gap of its own, whatever the instance looks like:
@@ -138,6 +166,12 @@ pub struct Snapshot {
     /// Every live switch's IPv4 entries, and whether it is uplinked.
     tables: Vec<SwitchTable>,
     ntp_synced: BTreeSet<usize>,
+    /// Where each zone start blocked in the zone-start NAT path is, by
+    /// sled index and zone.
+    blocked_starts: std::collections::BTreeMap<
+        (usize, crate::world::ZoneId),
+        racksim_reconciler::legacy::LegacyProgress,
+    >,
     nexus_up: BTreeSet<usize>,
     sleds_up: BTreeSet<usize>,
     /// The up sleds and their sled-agents.
@@ -191,6 +225,12 @@ pub fn observe(world: &World) -> Snapshot {
     let st = world.lock();
     Snapshot {
         ntp_synced: st.sleds.boundary_synced(),
+        blocked_starts: st
+            .sleds
+            .blocked_starts
+            .iter()
+            .map(|(k, rx)| (*k, rx.borrow().clone()))
+            .collect(),
         nexus_up: st.control_plane.nexus_up.clone(),
         sleds_up: st.sleds.up.clone(),
         instances: st.control_plane.db.instances.values().cloned().collect(),

@@ -16,7 +16,9 @@
 //!   is never hidden behind a known one. `follow_on_gaps` explain a gap
 //!   only beside one of the entry's `gaps` whose `{names}` bind the same
 //!   words: what follows from the defect for that instance, and for no
-//!   other.
+//!   other. `rack_follow_on_gaps` are what follows for the whole rack
+//!   (Nexus down, say): patterns with no `{name}`, explained only in a
+//!   run where one of the entry's primary gaps was found.
 //! * `failure = "invariant"` with the `invariant`'s name (checked against
 //!   the invariants that exist) and, optionally, a `message` pattern.
 //! * `failure = "too-slow"`: converged, but later than the plan allows.
@@ -88,6 +90,8 @@ pub enum Signature {
     NotConverged {
         gaps: Vec<Pattern>,
         follow_on: Vec<Pattern>,
+        /// Gaps that follow for the whole rack (no names to tie).
+        rack_follow_on: Vec<Pattern>,
     },
     Invariant {
         invariant: &'static str,
@@ -144,11 +148,17 @@ impl Defect {
         for (i, _) in &hits {
             explained[*i] = true;
         }
-        if let Signature::NotConverged { follow_on, .. } = &self.signature {
+        if let Signature::NotConverged {
+            follow_on,
+            rack_follow_on,
+            ..
+        } = &self.signature
+        {
             for (i, gap) in gaps.iter().enumerate() {
                 explained[i] |= follow_on
                     .iter()
                     .any(|p| hits.iter().any(|(_, b)| p.bind(gap, b).is_some()));
+                explained[i] |= !hits.is_empty() && rack_follow_on.iter().any(|p| p.matches(gap));
             }
         }
         explained

@@ -249,6 +249,7 @@ impl World {
                 st.sleds.agents.remove(index);
                 // Its zones go with it.
                 st.sleds.running_zones.remove(index);
+                st.sleds.blocked_starts.retain(|(sled, _), _| sled != index);
                 st.sleds.ntp.remove(index);
                 st.sleds.ntp_replies.remove(index);
                 st.control_plane.nexus_up.remove(index);

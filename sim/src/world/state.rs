@@ -18,7 +18,7 @@ use std::{net::Ipv6Addr, sync::Arc, time::Duration};
 use racksim_fakes::dpd::{DpdState, NatRpwTimer};
 use racksim_fakes::sled_agent::SledAgentState;
 use racksim_nexus::{Db, InstanceRequest};
-use racksim_reconciler::{discovery::SwitchSlot, task::ScrimletStatus};
+use racksim_reconciler::{discovery::SwitchSlot, legacy::LegacyProgress, task::ScrimletStatus};
 use tokio::sync::{mpsc, watch};
 
 use super::zones::ZoneId;
@@ -151,6 +151,11 @@ pub struct SledsState {
     /// (what its inventory reports as running; a zone blocked in the legacy
     /// zone-start path is not running yet).
     pub running_zones: BTreeMap<usize, BTreeSet<ZoneId>>,
+    /// The zone starts blocked in the zone-start NAT path, by sled index
+    /// and zone: where each is ([`LegacyProgress`]), so that a verdict can
+    /// say why a zone never ran (a start waiting on a retired switch
+    /// address is upstream's defect, not a missing reply).
+    pub blocked_starts: BTreeMap<(usize, ZoneId), watch::Receiver<LegacyProgress>>,
 }
 
 /// What internal DNS owns: the switch zones it does not advertise.

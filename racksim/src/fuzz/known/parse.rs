@@ -52,6 +52,8 @@ struct RawDefect {
     #[serde(default)]
     follow_on_gaps: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
+    rack_follow_on_gaps: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
     invariant: Option<Spanned<String>>,
     #[serde(default)]
     message: Option<Spanned<String>>,
@@ -67,7 +69,7 @@ struct RawDefect {
     nat_window: Option<bool>,
 }
 
-const FIELDS: &str = "id, failure, gaps, follow_on_gaps, invariant, message, regression, why, racks, strategies, starts, nat_window";
+const FIELDS: &str = "id, failure, gaps, follow_on_gaps, rack_follow_on_gaps, invariant, message, regression, why, racks, strategies, starts, nat_window";
 
 /// Parse and validate the text of a known-defects file; `origin` names it
 /// in errors, `base` is where its regression paths start.
@@ -139,7 +141,7 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
                 span,
                 format!("`{field}` does not apply to failure = {kind:?}"),
                 Some(
-                    "`gaps` and `follow_on_gaps` go with \"not-converged\"; `invariant` and `message` with \"invariant\""
+                    "`gaps`, `follow_on_gaps` and `rack_follow_on_gaps` go with \"not-converged\"; `invariant` and `message` with \"invariant\""
                         .into(),
                 ),
             )
@@ -188,10 +190,33 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
                     }
                     follow_on.push(p);
                 }
-                Signature::NotConverged { gaps, follow_on }
+                let mut rack_follow_on = Vec::new();
+                for f in d.rack_follow_on_gaps.iter().flat_map(|f| f.get_ref()) {
+                    let p = pattern(f)?;
+                    // What follows for the whole rack is not tied to the
+                    // sled or instance the primary gap names, so it binds
+                    // no names; it is explained only beside a primary gap.
+                    if !p.captures().is_empty() {
+                        return Err(err(
+                            Some(f.span()),
+                            format!("rack-wide follow-on gap {:?} uses {{names}}", f.get_ref()),
+                            Some("a rack-wide follow-on gap binds nothing (use `*`); a gap tied to the sled or instance of the primary gap goes in `follow_on_gaps`".into()),
+                        ));
+                    }
+                    rack_follow_on.push(p);
+                }
+                Signature::NotConverged {
+                    gaps,
+                    follow_on,
+                    rack_follow_on,
+                }
             }
             "invariant" => {
-                for (field, g) in [("gaps", &d.gaps), ("follow_on_gaps", &d.follow_on_gaps)] {
+                for (field, g) in [
+                    ("gaps", &d.gaps),
+                    ("follow_on_gaps", &d.follow_on_gaps),
+                    ("rack_follow_on_gaps", &d.rack_follow_on_gaps),
+                ] {
                     if let Some(g) = g {
                         return Err(only(field, Some(g.span()), kind));
                     }
@@ -222,6 +247,10 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
                 for (field, span) in [
                     ("gaps", d.gaps.as_ref().map(|g| g.span())),
                     ("follow_on_gaps", d.follow_on_gaps.as_ref().map(|g| g.span())),
+                    (
+                        "rack_follow_on_gaps",
+                        d.rack_follow_on_gaps.as_ref().map(|g| g.span()),
+                    ),
                     ("invariant", d.invariant.as_ref().map(|g| g.span())),
                     ("message", d.message.as_ref().map(|g| g.span())),
                 ] {

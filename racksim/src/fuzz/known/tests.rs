@@ -125,7 +125,7 @@ fn bad_files_get_located_errors() {
         (vmm_entry("").replace("instance * is running on *, which has no VMM for it", "*"), "test.toml:4:9: pattern \"*\" is too general", "at least 8 characters"),
         (vmm_entry("").replace("\"instance-without-vmm\"", "\"Instance Without VMM\""), "test.toml:2:6: defect id \"Instance Without VMM\" is not kebab-case", "lowercase"),
         (format!("{}{}", vmm_entry(""), vmm_entry("")), "test.toml:8:6: defect id \"instance-without-vmm\" is listed twice", ""),
-        (vmm_entry("invariant = \"one-vmm\"\n"), "test.toml:7:13: `invariant` does not apply to failure = \"not-converged\"", "`gaps` and `follow_on_gaps` go with"),
+        (vmm_entry("invariant = \"one-vmm\"\n"), "test.toml:7:13: `invariant` does not apply to failure = \"not-converged\"", "`gaps`, `follow_on_gaps` and `rack_follow_on_gaps` go with"),
         (vmm_entry("").replace("gaps = [\"instance * is running on *, which has no VMM for it\"]\n", ""), "failure = \"not-converged\" needs `gaps`", "the gaps the verdict lists"),
         (vmm_entry("racks = [\"madrid\", \"huge\"]\n"), "test.toml:7:20: unknown rack \"huge\"", "madrid, standard, full"),
         (vmm_entry("strategies = [\"fast\"]\n"), "test.toml:7:15: unknown strategy \"fast\"", ""),
@@ -208,6 +208,31 @@ fn follow_on_gaps_need_their_primary_gap() {
             "{gaps:?}"
         );
     }
+}
+
+#[test]
+fn rack_follow_on_gaps_are_explained_only_beside_their_primary_gap() {
+    let k = parse_ok(&vmm_entry("rack_follow_on_gaps = [\"control plane down: *\"]\n"));
+    let o = opts(StartImpl::Saga);
+    let down = "control plane down: Nexus has not started (it waits for time to synchronise)";
+    assert_eq!(
+        k.classify(&o, &not_converged(&[VMM_GAP, down])),
+        Some(Listing::Listed(vec!["instance-without-vmm".into()]))
+    );
+    // Alone, a rack-wide consequence is some other failure.
+    assert_eq!(
+        k.classify(&o, &not_converged(&[down])),
+        Some(Listing::Unlisted(vec![down.to_string()]))
+    );
+}
+
+#[test]
+fn a_rack_follow_on_gap_binds_no_names() {
+    let e = parse_err(&vmm_entry(
+        "rack_follow_on_gaps = [\"instance {instance} is stuck in state creating\"]\n",
+    ));
+    assert!(e.contains("rack-wide follow-on gap"), "{e}");
+    assert!(e.contains("binds nothing"), "{e}");
 }
 
 #[test]

@@ -31,6 +31,8 @@ pub(super) fn stop_zone(world: &World, index: usize, host: &str, id: ZoneId) {
         if let Some(running) = st.sleds.running_zones.get_mut(&index) {
             running.remove(&id);
         }
+        // A start still blocked is abandoned with the zone.
+        st.sleds.blocked_starts.remove(&(index, id));
         st.version += 1;
         was_up
     };
@@ -79,6 +81,11 @@ pub(super) async fn start_zone(
         let entry = world.zone_nat_entry(zone);
         let expected: BTreeSet<_> = rack.uplinked_switches().into_iter().collect();
         let progress = watch::Sender::new(LegacyProgress::LookingUpSwitches);
+        world
+            .lock()
+            .sleds
+            .blocked_starts
+            .insert((index, zone_id), progress.subscribe());
         // The legacy path logs its phases; the `zone` span names the
         // zone in those lines (`crate::logging`).
         legacy::ensure_zone_nat(
@@ -96,6 +103,7 @@ pub(super) async fn start_zone(
     {
         let mut st = world.lock();
         st.sleds.zone_starts.push((name.to_string(), kind, took));
+        st.sleds.blocked_starts.remove(&(index, zone_id));
         // From now on the sled's inventory reports it running.
         st.sleds
             .running_zones
