@@ -137,6 +137,25 @@ pub fn render(
             if pool.len() == 1 { "" } else { "es" }
         );
     }
+    // Only when the file sets them: upstream's defaults print nothing.
+    if scenario.service_times != racksim_sim::services::ServiceTimes::default() {
+        let times: Vec<String> = scenario
+            .service_times
+            .named()
+            .iter()
+            .map(|(name, t)| {
+                format!(
+                    "{name} {}",
+                    racksim_sim::services::times::fmt_with(t, fmt_duration)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            w,
+            "service times (the file's [service_times], drawn per request from the seed): {}",
+            times.join(", ")
+        );
+    }
     let _ = writeln!(w, "plan (times drawn from the seed):");
     for step in &judged.outcome.steps {
         match step.drawn_from {

@@ -215,6 +215,46 @@ pub struct ControlPlaneEra {
     /// from JSON written before the mechanism existed: today's.
     #[serde(default)]
     pub nat_conflict: NatConflict,
+    /// When sled-agent answers RUN: once its instance runner has the
+    /// request, the zone's install and Propolis's boot going on after the
+    /// reply (since omicron #4691), or after the boot (before it: #3927).
+    /// Left out of JSON when today's, and absent from JSON written before
+    /// the mechanism existed: today's.
+    #[serde(default, skip_serializing_if = "RunReply::is_at_once")]
+    pub run_reply: RunReply,
+}
+
+/// When sled-agent answers RUN (`PUT .../state` to running), whose work —
+/// the Propolis zone's install and boot — takes
+/// [`ServiceTimes::run`](crate::services::ServiceTimes::run).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunReply {
+    /// Before omicron #4691 (March 2024): the request is held until the
+    /// zone is installed and booted, so a slow install times the caller
+    /// out (#3927: 81 s against Nexus's 60 s).
+    AfterBoot,
+    /// Since omicron #4691: `InstanceManager::ensure_state` hands a
+    /// `Running` request to the instance runner and answers at once
+    /// (`updated_runtime: None`, omicron b848b6df
+    /// `sled-agent/src/instance_manager.rs`: "these may involve a
+    /// long-running zone creation, so avoid HTTP request timeouts by
+    /// decoupling the response"); the VMM is starting until the boot ends.
+    #[default]
+    AtOnce,
+}
+
+racksim_wire::enum_names!(RunReply {
+    AfterBoot => "after-boot",
+    AtOnce => "at-once",
+});
+
+impl RunReply {
+    fn is_at_once(&self) -> bool {
+        *self == RunReply::AtOnce
+    }
 }
 
 impl ControlPlaneEra {
@@ -278,6 +318,10 @@ impl ControlPlaneEra {
             nat_changeset: NatChangeset::VersionOrder,
             switch_lookup: SwitchLookup::Dpd,
             nat_conflict: NatConflict::Takeover,
+            // Every preset answers RUN as today's sled-agent does, even
+            // `inline`, whose era predates #4691: a run chooses the older
+            // sled-agent by naming it (docs/fidelity.md, "Service times").
+            run_reply: RunReply::AtOnce,
         }
     }
 }
@@ -335,6 +379,7 @@ impl fmt::Display for ControlPlaneEra {
         before_fix(f, "NAT changeset", self.nat_changeset, 5036)?;
         before_fix(f, "switch lookup", self.switch_lookup, 8914)?;
         before_fix(f, "NAT conflict", self.nat_conflict, 4694)?;
+        before_fix(f, "RUN reply", self.run_reply, 4691)?;
         Ok(())
     }
 }

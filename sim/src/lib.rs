@@ -115,7 +115,7 @@ pub mod timing;
 pub mod trace;
 pub mod world;
 
-pub use era::{ControlPlaneEra, Era, EraChoices, InstanceEra};
+pub use era::{ControlPlaneEra, Era, EraChoices, InstanceEra, RunReply};
 pub use plan::{Action, At, Plan, Step};
 pub use rack::RackSpec;
 pub use run::{run, Engine, RunConfig, RunOutcome, Verdict};

@@ -92,6 +92,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         sabotage: cfg.sabotage.clone(),
         nat_window: cfg.nat_window,
         ip_pool: cfg.ip_pool,
+        service_times: cfg.service_times,
     });
     crate::testbed::install_panic_hook();
     crate::testbed::clear_panic();

@@ -10,7 +10,9 @@
 //!
 //! * `http` — [`serve`] and the [`Handler`] a server answers with;
 //! * [`dns`] — internal DNS: the world's switch zones as records;
-//! * [`sled_agent`] — sled-agent, with the simulation's own `GET /timesync`.
+//! * [`sled_agent`] — sled-agent, with the simulation's own `GET /timesync`;
+//! * [`times`] — how long each service takes to serve a request, drawn
+//!   from the seed.
 //!
 //! dpd and MGS are served by the switch zone host
 //! ([`crate::hosts::switch_zone`]), whose dpd handler also injects the
@@ -21,5 +23,7 @@
 pub mod dns;
 mod http;
 pub mod sled_agent;
+pub mod times;
 
 pub use http::{serve, Handler};
+pub use times::{ServiceTime, ServiceTimes};

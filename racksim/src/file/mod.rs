@@ -13,6 +13,14 @@
 //! nat_window = "2s"               # optional; each NAT statement's window
 //!                                  # (nextval to visible), drawn in 0..=this
 //!
+//! [service_times]                  # optional; how long each fake serves a
+//! run = "90s"                      # request: fixed, or a uniform range
+//! register = "20ms..300ms"         # "A..B" drawn per request from the seed;
+//!                                  # register | run | stop | unregister
+//!                                  # (sled-agent), dpd_nat, mgs; one left
+//!                                  # out keeps upstream's default
+//!                                  # (racksim_sim::services::ServiceTimes)
+//!
 //! [[step]]                         # timed plan steps, any order
 //! at = "0s"                        # or a window drawn from the seed: "5m..8m"
 //! action = "hide-switch"           # hide-switch | reveal-switch
@@ -54,8 +62,8 @@ use std::{collections::BTreeMap, fmt, path::Path, time::Duration};
 
 use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
 use racksim_sim::{
-    rack::RackSpec, run::DEFAULT_STABILITY, ControlPlaneEra, EraChoices, InstanceSpec, Plan,
-    Strategy,
+    rack::RackSpec, run::DEFAULT_STABILITY, services::ServiceTimes, ControlPlaneEra, EraChoices,
+    InstanceSpec, Plan, Strategy,
 };
 use toml::Spanned;
 
@@ -163,6 +171,10 @@ pub struct Scenario {
     /// (`ip_pool = "203.0.113.20-203.0.113.21"`); `None` (the default):
     /// instance N has `203.0.113.(10+N)` from the start.
     pub ip_pool: Option<racksim_nexus::IpPool>,
+    /// How long each fake takes to serve a request: upstream's
+    /// ([`ServiceTimes::default`]) with the file's `[service_times]` in
+    /// their place.
+    pub service_times: ServiceTimes,
     pub plan: Plan,
     pub expectations: BTreeMap<Variant, Expectation>,
 }
@@ -309,6 +321,10 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         None => None,
         Some(p) => Some(ip_pool(p, kind, &rack, &loc)?),
     };
+    let service_times = raw
+        .service_times
+        .as_ref()
+        .map_or_else(ServiceTimes::default, |t| t.apply(ServiceTimes::default()));
     let expectations = expect::expectations(&raw, kind, service_nat, stability, &loc)?;
     let latest_deadline = expectations
         .values()
@@ -330,6 +346,7 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         stability,
         nat_window,
         ip_pool,
+        service_times,
         plan,
         expectations,
     })

@@ -6,7 +6,10 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use racksim_sim::At;
+use racksim_sim::{
+    services::{ServiceTime, ServiceTimes},
+    At,
+};
 use serde::{de, Deserialize, Deserializer};
 use toml::Spanned;
 
@@ -26,6 +29,7 @@ pub(super) struct RawScenario {
     pub stability: Option<DurationValue>,
     pub nat_window: Option<DurationValue>,
     pub ip_pool: Option<Spanned<String>>,
+    pub service_times: Option<RawServiceTimes>,
     #[serde(default, rename = "step")]
     pub steps: Vec<RawStep>,
     #[serde(default)]
@@ -115,6 +119,56 @@ impl<'de> Deserialize<'de> for DurationValue {
         parse_duration(&s)
             .map(DurationValue)
             .map_err(de::Error::custom)
+    }
+}
+
+/// `[service_times]`: each service's time, fixed (`"90s"`) or a uniform
+/// range (`"2s..10s"`); a service left out keeps upstream's default
+/// (`racksim_sim::services::ServiceTimes`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServiceTimes {
+    pub register: Option<ServiceTimeValue>,
+    pub run: Option<ServiceTimeValue>,
+    pub stop: Option<ServiceTimeValue>,
+    pub unregister: Option<ServiceTimeValue>,
+    pub dpd_nat: Option<ServiceTimeValue>,
+    pub mgs: Option<ServiceTimeValue>,
+}
+
+impl RawServiceTimes {
+    /// The defaults with this table's values in their place.
+    pub fn apply(&self, mut times: ServiceTimes) -> ServiceTimes {
+        for (name, value) in [
+            ("register", &self.register),
+            ("run", &self.run),
+            ("stop", &self.stop),
+            ("unregister", &self.unregister),
+            ("dpd_nat", &self.dpd_nat),
+            ("mgs", &self.mgs),
+        ] {
+            if let (Some(v), Some(slot)) = (value, times.get_mut(name)) {
+                *slot = v.0;
+            }
+        }
+        times
+    }
+}
+
+/// One service's time as written: `"90s"` or `"2s..10s"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ServiceTimeValue(pub ServiceTime);
+
+impl<'de> Deserialize<'de> for ServiceTimeValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ServiceTime::parse(&s, parse_duration)
+            .map(ServiceTimeValue)
+            .map_err(|e| {
+                de::Error::custom(format!(
+                    "{e} (a service time is a duration, \"90s\", or a uniform range, \"2s..10s\")"
+                ))
+            })
     }
 }
 

@@ -1333,3 +1333,61 @@ fn bad_ip_pools_are_located_and_change_nothing() {
     let e = error_of(&instances_with("ip_pool = 20"));
     assert_eq!(e.line, 4, "{e}");
 }
+
+#[test]
+fn service_times_parse_override_the_defaults_and_are_written_back() {
+    use racksim_sim::services::{ServiceTime, ServiceTimes};
+    let s = parse("t.toml", GOOD).unwrap();
+    assert_eq!(s.service_times, ServiceTimes::default());
+    let text = good_with(
+        "ntp_return_switch = \"switch1\"",
+        "\n[service_times]\nrun = \"90s\"\nregister = \"20ms..300ms\"\nmgs = \"0s\"",
+    );
+    let s = parse("t.toml", &text).unwrap();
+    assert_eq!(s.service_times.run, ServiceTime::Fixed(Duration::from_secs(90)));
+    assert_eq!(
+        s.service_times.mgs,
+        ServiceTime::Fixed(Duration::ZERO),
+        "{:?}",
+        s.service_times
+    );
+    // Left out: upstream's default.
+    assert_eq!(s.service_times.stop, ServiceTimes::default().stop);
+    // The writer keeps what differs from the defaults, and only that.
+    let written = super::write::scenario_toml(&s, &[]);
+    assert!(
+        written.contains("[service_times]\nrun = \"1m30s\"\nmgs = \"0s\"\n"),
+        "{written}"
+    );
+    assert!(!written.contains("register ="), "{written}");
+    assert_eq!(
+        parse("w.toml", &written).unwrap().service_times,
+        s.service_times
+    );
+    assert!(!super::write::scenario_toml(&parse("t.toml", GOOD).unwrap(), &[])
+        .contains("service_times"));
+}
+
+#[test]
+fn bad_service_times_are_located() {
+    for (value, says) in [
+        ("\"ninety seconds\"", "invalid duration \"ninety seconds\""),
+        ("\"10s..2s\"", "empty range \"10s..2s\""),
+        ("\"2s..\"", "invalid duration \"\""),
+        ("90", "invalid type: integer `90`"),
+    ] {
+        let text = good_with(
+            "ntp_return_switch = \"switch1\"",
+            &format!("\n[service_times]\nrun = {value}"),
+        );
+        let e = refused_with(&text, says);
+        // Line 7: the `run` line after the blank line and the table header.
+        assert_eq!((e.line, e.column), (7, 7), "{value}: {e}");
+    }
+    let text = good_with(
+        "ntp_return_switch = \"switch1\"",
+        "\n[service_times]\nboot = \"90s\"",
+    );
+    let e = refused_with(&text, "unknown field `boot`");
+    assert_eq!(e.line, 7, "{e}");
+}

@@ -9,7 +9,13 @@ mod tests;
 
 use std::{fmt::Write as _, time::Duration};
 
-use racksim_sim::{plan::ConfigChange, rack::RackSpec, run::DEFAULT_STABILITY, Action, At};
+use racksim_sim::{
+    plan::ConfigChange,
+    rack::RackSpec,
+    run::DEFAULT_STABILITY,
+    services::{times::fmt_with, ServiceTimes},
+    Action, At,
+};
 
 use super::{Expectation, Kind, Outcome, Scenario};
 
@@ -53,6 +59,7 @@ pub fn scenario_toml(s: &Scenario, header: &[String]) -> String {
     if !preset {
         rack_table(&mut out, &s.rack);
     }
+    service_times_table(&mut out, &s.service_times);
     for i in &s.instances {
         let _ = write!(out, "\n[[instance]]\nname = {}\n", quote(&i.name));
     }
@@ -304,4 +311,24 @@ pub fn duration(d: Duration) -> String {
         }
     }
     out
+}
+
+/// `[service_times]` with each service whose time is not upstream's
+/// default; nothing when all are.
+fn service_times_table(out: &mut String, times: &ServiceTimes) {
+    let defaults = ServiceTimes::default().named();
+    let changed: Vec<_> = times
+        .named()
+        .into_iter()
+        .zip(defaults)
+        .filter(|(t, d)| t != d)
+        .map(|(t, _)| t)
+        .collect();
+    if changed.is_empty() {
+        return;
+    }
+    out.push_str("\n[service_times]\n");
+    for (name, time) in changed {
+        let _ = writeln!(out, "{name} = {}", quote(&fmt_with(&time, duration)));
+    }
 }

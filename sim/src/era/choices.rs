@@ -22,6 +22,7 @@
 //! | `remove-notify` | `fatal` (before omicron #10389), **`logged`** |
 //! | `nat-conflict` | `fatal` (before omicron #4694), **`takeover`** |
 //! | `switch-lookup` | `mgs-retry` (before omicron #8914), **`dpd`** |
+//! | `run-reply` | `after-boot` (before omicron #4691: sled-agent holds RUN for the zone's install and boot), **`at-once`** |
 //!
 //! Choices that no run could tell apart from the preset are refused
 //! ([`EraChoices::check`]): the instance mechanisms' code matters only
@@ -34,7 +35,7 @@ use racksim_reconciler::instances::{
     DpdNotify, NatChangeset, NatConflict, NatEnsure, StartImpl, SwitchLookup,
 };
 
-use super::{ControlPlaneEra, NexusServiceNat, Task};
+use super::{ControlPlaneEra, NexusServiceNat, RunReply, Task};
 
 /// One table of the mechanisms a run may choose, in the order they are
 /// written: each a field of [`ControlPlaneEra`] (and of [`EraChoices`]),
@@ -126,6 +127,7 @@ mechanisms! {
     remove_notify: DpdNotify => "remove-notify" ["fatal", "logged"],
     nat_conflict: NatConflict => "nat-conflict" ["fatal", "takeover"],
     switch_lookup: SwitchLookup => "switch-lookup" ["mgs-retry", "dpd"],
+    run_reply: RunReply => "run-reply" ["after-boot", "at-once"],
 }
 
 impl EraChoices {
@@ -199,10 +201,11 @@ impl EraChoices {
             || self.switch_lookup.is_some()
             || self.nexus_v2p.is_some()
             || self.instance_watcher.is_some()
-            || self.reincarnation.is_some();
+            || self.reincarnation.is_some()
+            || self.run_reply.is_some();
         if instance_code && !instances {
             return Err(
-                "the instance mechanisms (nexus-v2p, instance-watcher, reincarnation, nat-ensure, nat-conflict, dpd-notify, remove-notify, switch-lookup) need a run with instances: choose them in a kind = \"instances\" scenario".into(),
+                "the instance mechanisms (nexus-v2p, instance-watcher, reincarnation, nat-ensure, nat-conflict, dpd-notify, remove-notify, switch-lookup, run-reply) need a run with instances: choose them in a kind = \"instances\" scenario".into(),
             );
         }
         if (self.nat_ensure.is_some()

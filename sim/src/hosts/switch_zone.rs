@@ -21,7 +21,7 @@ use crate::{
     era::Task,
     net::{TurmoilConnector, GENEVE_PORT, UPLINK_PORT},
     rack::ZoneKind,
-    services::Handler,
+    services::{times::Draws, Handler},
     trace::{Kind, TraceLine},
     world::{ServiceFault, World},
 };
@@ -34,7 +34,7 @@ pub const NAT_CHANGESET_LIMIT: u32 = 100;
 /// The software of a switch zone host.
 pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
     let name = slot.to_string();
-    world.boot(&name);
+    let boot = world.boot(&name);
     let held = {
         let mut st = world.lock();
         // The NAT table lives in the ASIC and is lost with the zone: a
@@ -72,6 +72,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
             world: world.clone(),
             slot,
             trigger: trigger.clone(),
+            draws: Arc::new(Draws::new(&world, &name, "dpd", boot)),
         },
     );
     // dendrite of the instance-start networking issue's time (the era start `inline` stands for) had
@@ -88,6 +89,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
             world: world.clone(),
             slot,
             mgs: MgsState::new(slot.index()),
+            draws: Arc::new(Draws::new(&world, &name, "mgs", boot)),
         },
     );
     dataplane(world, slot).await
@@ -98,15 +100,28 @@ struct DpdHandler {
     slot: SwitchSlot,
     /// This dpd's NAT RPW timer, which `POST /rpw/nat/trigger` makes due.
     trigger: Arc<NatRpwTimer>,
+    /// This boot's service times of the NAT routes ([`crate::services::times`]).
+    draws: Arc<Draws>,
 }
 
 impl Handler for DpdHandler {
     fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
         let (world, slot, trigger) = (self.world.clone(), self.slot, self.trigger.clone());
+        let draws = self.draws.clone();
         async move {
             let fault = world.lock().switches.faults.get(&slot).copied();
             if let Some(response) = faulted(fault, "dpd").await {
                 return response;
+            }
+            // A request that is served takes its time (the NAT routes:
+            // dendrite writes the switch's tables), and its change happens
+            // at the end of it, when dpd answers. Milliseconds, far below
+            // any caller's timeout, so whether a caller that gives up
+            // cancels the work never arises. A fault above keeps its own
+            // timing.
+            if req.segments().first().map(String::as_str) == Some("nat") {
+                let time = draws.draw(&world.params.service_times.dpd_nat);
+                tokio::time::sleep(time).await;
             }
             let (response, change) = {
                 let mut st = world.lock();
@@ -339,16 +354,25 @@ struct MgsHandler {
     world: World,
     slot: SwitchSlot,
     mgs: MgsState,
+    /// This boot's MGS service times ([`crate::services::times`]).
+    draws: Arc<Draws>,
 }
 
 impl Handler for MgsHandler {
     fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
         let (world, slot, mgs) = (self.world.clone(), self.slot, self.mgs);
+        let draws = self.draws.clone();
         async move {
             let fault = world.lock().switches.mgs_faults.get(&slot).copied();
             match faulted(fault, "MGS").await {
                 Some(response) => response,
-                None => mgs.handle(&req),
+                None => {
+                    // Served: MGS's calls read state, so the answer is the
+                    // state at the end of the service time.
+                    let time = draws.draw(&world.params.service_times.mgs);
+                    tokio::time::sleep(time).await;
+                    mgs.handle(&req)
+                }
             }
         }
     }

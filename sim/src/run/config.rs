@@ -53,6 +53,10 @@ pub struct RunConfig {
     /// The external-IP pool ([`RunParams::ip_pool`](crate::world::RunParams::ip_pool));
     /// none by default.
     pub ip_pool: Option<racksim_nexus::IpPool>,
+    /// How long each fake takes to serve a request
+    /// ([`RunParams::service_times`](crate::world::RunParams::service_times)):
+    /// upstream's by default.
+    pub service_times: crate::services::ServiceTimes,
     /// How time advances: event-driven unless a benchmark asks for the
     /// tick engine ([`Engine`]).
     pub engine: Engine,
@@ -85,6 +89,7 @@ impl RunConfig {
             recheck_every_event: false,
             nat_window: Duration::ZERO,
             ip_pool: None,
+            service_times: crate::services::ServiceTimes::default(),
             engine: Engine::EventDriven,
         }
     }

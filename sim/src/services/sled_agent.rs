@@ -6,19 +6,28 @@
 //! learn whether time is synchronised. It stands for sled-agent's time-sync
 //! endpoint, which is not part of the published subset racksim fakes, and,
 //! like the rest of the simulation's control plane, is unversioned.
+//!
+//! REGISTER, RUN, stop and unregister take their time
+//! ([`super::times::ServiceTimes`]), and their work is detached from the
+//! connection, as upstream's are: sled-agent's dropshot server runs each
+//! handler as a detached task (omicron b848b6df `sled-agent/src/server.rs`
+//! takes `config.dropshot`, which `smf/sled-agent/*/config.toml` leaves
+//! `default_handler_task_mode` out of, and dropshot's default is
+//! `HandlerTaskMode::Detached`): a caller that times out and closes the
+//! connection does not cancel it.
 
-use std::future::Future;
+use std::{future::Future, rc::Rc};
 
 use http::Method;
 use racksim_fakes::{
-    http::{ApiRequest, ApiResponse},
+    http::{ApiError, ApiRequest, ApiResponse},
     sled_agent::SledAgentChange,
 };
 use racksim_reconciler::instances::{VirtualNetworkInterfaceHost, VmmState};
 use serde::{Deserialize, Serialize};
 
-use super::http::Handler;
-use crate::{trace::Kind, world::World};
+use super::{http::Handler, times::Draws};
+use crate::{era::RunReply, trace::Kind, world::World};
 
 /// sled-agent's `GET /timesync` answer (the fields we use).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,18 +36,130 @@ pub struct TimeSync {
 }
 
 /// The sled-agent API of sled `index`.
+#[derive(Clone)]
 pub struct SledAgentApi {
     pub world: World,
     pub index: usize,
+    /// This boot's service times ([`super::times`]).
+    draws: Rc<Draws>,
+}
+
+/// A sled-agent operation that takes its time: what a request is, by its
+/// method and path segments (and, for a state change, the state asked
+/// for).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// `PUT /instances/{instance_id}` or `PUT /vmms/{propolis_id}`.
+    Register,
+    /// `PUT /instances/{instance_id}/state` or `PUT /vmms/{propolis_id}/state`
+    /// to `running`.
+    Run,
+    /// The same to `stopped`.
+    Stop,
+    /// `DELETE /vmms/{propolis_id}`.
+    Unregister,
+}
+
+/// Which timed [`Operation`] `req` is, if any: every other request (V2P,
+/// reads, `/timesync`) is answered at once. It knows both the reduced
+/// `/instances/{instance_id}` routes and upstream's `/vmms/{propolis_id}`
+/// ones, and reads only the body's `state`, so it does not depend on
+/// which the fake serves.
+pub fn operation(req: &ApiRequest) -> Option<Operation> {
+    let segs = req.segments();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    match (&req.method, segs.as_slice()) {
+        (&Method::PUT, ["instances" | "vmms", _]) => Some(Operation::Register),
+        (&Method::PUT, ["instances" | "vmms", _, "state"]) => {
+            let body: serde_json::Value = serde_json::from_slice(&req.body).ok()?;
+            match body.get("state")?.as_str()? {
+                "running" => Some(Operation::Run),
+                "stopped" => Some(Operation::Stop),
+                _ => None,
+            }
+        }
+        (&Method::DELETE, ["vmms", _]) => Some(Operation::Unregister),
+        _ => None,
+    }
 }
 
 impl Handler for SledAgentApi {
     fn call(&self, req: ApiRequest) -> impl Future<Output = ApiResponse> {
-        std::future::ready(self.handle(&req))
+        let api = self.clone();
+        async move {
+            let Some(op) = operation(&req) else {
+                return api.handle(&req);
+            };
+            let params = &api.world.params;
+            let times = &params.service_times;
+            let time = api.draws.draw(match op {
+                Operation::Register => &times.register,
+                Operation::Run => &times.run,
+                Operation::Stop => &times.stop,
+                Operation::Unregister => &times.unregister,
+            });
+            // The state changes at the END of the service time: the VMM is
+            // registered, running or gone when sled-agent's work is done
+            // (RUN: when the zone is installed and Propolis has booted), not
+            // when the request arrives, so a crash of the sled meanwhile
+            // loses the work with the sled (its tasks die with it).
+            //
+            // Today's sled-agent answers RUN at once and boots afterwards
+            // (`RunReply::AtOnce`, omicron #4691): the reply is what the
+            // request would answer now — 404 for a VMM it does not have —
+            // and the boot goes on without the caller.
+            if op == Operation::Run && params.era.run_reply == RunReply::AtOnce {
+                let reply = api.answer_now(&req);
+                if reply.status.is_success() {
+                    tokio::task::spawn_local(async move {
+                        tokio::time::sleep(time).await;
+                        api.handle(&req);
+                    });
+                }
+                return reply;
+            }
+            // Detached, as dropshot's `HandlerTaskMode::Detached`: the work
+            // is a task of the sled's own, so a caller that gives up (its
+            // timeout closes the connection, and hyper drops this future)
+            // does not cancel it; the reply then goes nowhere.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(time).await;
+                let _ = tx.send(api.handle(&req));
+            });
+            rx.await.unwrap_or_else(|_| {
+                ApiError::unavailable("sled-agent's work ended without an answer").into_response()
+            })
+        }
     }
 }
 
 impl SledAgentApi {
+    /// The API of sled `index` in its boot `boot`.
+    pub fn new(world: World, index: usize, boot: u64) -> SledAgentApi {
+        let host = world.sled(index).name;
+        let draws = Rc::new(Draws::new(&world, &host, "sled-agent", boot));
+        SledAgentApi {
+            world,
+            index,
+            draws,
+        }
+    }
+
+    /// What `req` would answer now, changing nothing: the state
+    /// machine's answer on a copy of this sled-agent's state.
+    fn answer_now(&self, req: &ApiRequest) -> ApiResponse {
+        let mut copy = self
+            .world
+            .lock()
+            .sleds
+            .agents
+            .get(&self.index)
+            .cloned()
+            .unwrap_or_default();
+        copy.handle(req).0
+    }
+
     fn handle(&self, req: &ApiRequest) -> ApiResponse {
         let w = &self.world;
         if req.method == Method::GET && req.segments() == ["timesync"] {
@@ -120,4 +241,47 @@ fn fmt_v2p(world: &World, m: &VirtualNetworkInterfaceHost) -> String {
         world.name_of(m.physical_host_ip),
         m.vni
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(method: Method, path: &str, body: &str) -> Option<Operation> {
+        operation(&ApiRequest::new(
+            method,
+            path,
+            bytes::Bytes::from(body.to_string()),
+        ))
+    }
+
+    #[test]
+    fn requests_are_classified_on_the_old_and_the_new_routes() {
+        for base in ["/instances/7", "/vmms/3f6d"] {
+            let state = format!("{base}/state");
+            assert_eq!(
+                op(Method::PUT, base, r#"{"vmm_id":3}"#),
+                Some(Operation::Register)
+            );
+            assert_eq!(
+                op(Method::PUT, &state, r#"{"state":"running"}"#),
+                Some(Operation::Run)
+            );
+            assert_eq!(
+                op(Method::PUT, &state, r#"{"state":"stopped"}"#),
+                Some(Operation::Stop)
+            );
+            // Anything else is answered at once.
+            assert_eq!(op(Method::PUT, &state, r#"{"state":"reboot"}"#), None);
+            assert_eq!(op(Method::PUT, &state, "not json"), None);
+            assert_eq!(op(Method::GET, &state, ""), None);
+        }
+        assert_eq!(
+            op(Method::DELETE, "/vmms/3f6d", ""),
+            Some(Operation::Unregister)
+        );
+        assert_eq!(op(Method::GET, "/instances", ""), None);
+        assert_eq!(op(Method::PUT, "/v2p", "{}"), None);
+        assert_eq!(op(Method::GET, "/timesync", ""), None);
+    }
 }

@@ -36,6 +36,9 @@ pub struct RunParams {
     /// `None` (the default): each declared instance has `203.0.113.(10+id)`
     /// from the start.
     pub ip_pool: Option<racksim_nexus::IpPool>,
+    /// How long each fake takes to serve a request
+    /// ([`crate::services::times`]).
+    pub service_times: crate::services::ServiceTimes,
 }
 
 /// An instance a scenario declares; addresses follow from its index.

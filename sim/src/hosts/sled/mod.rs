@@ -63,10 +63,7 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         &world,
         &name,
         SLED_AGENT_PORT,
-        SledAgentApi {
-            world: world.clone(),
-            index,
-        },
+        SledAgentApi::new(world.clone(), index, boot),
     );
     if rack.internal_dns.contains(&index) {
         spawn_server(
