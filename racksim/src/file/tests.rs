@@ -1344,7 +1344,10 @@ fn service_times_parse_override_the_defaults_and_are_written_back() {
         "\n[service_times]\nrun = \"90s\"\nregister = \"20ms..300ms\"\nmgs = \"0s\"",
     );
     let s = parse("t.toml", &text).unwrap();
-    assert_eq!(s.service_times.run, ServiceTime::Fixed(Duration::from_secs(90)));
+    assert_eq!(
+        s.service_times.run,
+        ServiceTime::Fixed(Duration::from_secs(90))
+    );
     assert_eq!(
         s.service_times.mgs,
         ServiceTime::Fixed(Duration::ZERO),
@@ -1364,8 +1367,10 @@ fn service_times_parse_override_the_defaults_and_are_written_back() {
         parse("w.toml", &written).unwrap().service_times,
         s.service_times
     );
-    assert!(!super::write::scenario_toml(&parse("t.toml", GOOD).unwrap(), &[])
-        .contains("service_times"));
+    assert!(
+        !super::write::scenario_toml(&parse("t.toml", GOOD).unwrap(), &[])
+            .contains("service_times")
+    );
 }
 
 #[test]

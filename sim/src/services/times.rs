@@ -211,7 +211,8 @@ impl ServiceTimes {
 
     /// The services by the names a scenario file's `[service_times]`
     /// gives them, in the order it writes them.
-    pub const NAMES: [&'static str; 6] = ["register", "run", "stop", "unregister", "dpd_nat", "mgs"];
+    pub const NAMES: [&'static str; 6] =
+        ["register", "run", "stop", "unregister", "dpd_nat", "mgs"];
 
     /// The service named `name` (one of [`Self::NAMES`]).
     pub fn get_mut(&mut self, name: &str) -> Option<&mut ServiceTime> {
