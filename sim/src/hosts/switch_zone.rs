@@ -1,7 +1,7 @@
 //! A switch zone: fake dpd (with its instance NAT RPW) and MGS, and the
 //! switch's data path (uplink ingress through the NAT table).
 
-use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+use std::{future::Future, net::SocketAddr, rc::Rc, sync::Arc, time::Duration};
 
 use http::Method;
 use racksim_fakes::{
@@ -72,7 +72,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
             world: world.clone(),
             slot,
             trigger: trigger.clone(),
-            draws: Arc::new(Draws::new(&world, &name, "dpd", boot)),
+            draws: Rc::new(Draws::new(&world, &name, "dpd", boot)),
         },
     );
     // dendrite of the instance-start networking issue's time (the era start `inline` stands for) had
@@ -89,7 +89,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
             world: world.clone(),
             slot,
             mgs: MgsState::new(slot.index()),
-            draws: Arc::new(Draws::new(&world, &name, "mgs", boot)),
+            draws: Rc::new(Draws::new(&world, &name, "mgs", boot)),
         },
     );
     dataplane(world, slot).await
@@ -101,7 +101,7 @@ struct DpdHandler {
     /// This dpd's NAT RPW timer, which `POST /rpw/nat/trigger` makes due.
     trigger: Arc<NatRpwTimer>,
     /// This boot's service times of the NAT routes ([`crate::services::times`]).
-    draws: Arc<Draws>,
+    draws: Rc<Draws>,
 }
 
 impl Handler for DpdHandler {
@@ -355,7 +355,7 @@ struct MgsHandler {
     slot: SwitchSlot,
     mgs: MgsState,
     /// This boot's MGS service times ([`crate::services::times`]).
-    draws: Arc<Draws>,
+    draws: Rc<Draws>,
 }
 
 impl Handler for MgsHandler {
