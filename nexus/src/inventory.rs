@@ -127,8 +127,19 @@ pub async fn collector<H: NexusHost>(host: &H, mut stop: watch::Receiver<bool>) 
     }
     let mut interval = every(INVENTORY_PERIOD);
     while tick_unless_stopped(&mut interval, &mut stop).await {
-        // The collection's requests to the sled-agents.
-        host.round_trip().await;
+        // The collection's requests to the sled-agents, and its insert.
+        // A database error loses this collection: logged, and the next
+        // period collects again (upstream's collector task).
+        if let Err(e) = host.round_trip().await {
+            host.record(
+                Event::new(
+                    Lane::Reconciler,
+                    format!("nexus inventory: collection not stored: {e}"),
+                )
+                .field("task", "nexus-inventory"),
+            );
+            continue;
+        }
         let sleds = host.inventory();
         let collection = host.db(|db| {
             let id = db.inventory.as_ref().map_or(0, |c| c.id) + 1;
@@ -180,7 +191,11 @@ async fn sync_once<H: NexusHost>(
     connector: &H::Connector,
     resolver: &H::Resolver,
 ) -> (String, bool) {
-    host.round_trip().await;
+    // A database error ends the activation: logged (its line), and the
+    // next period tries again, as upstream's task returns its error.
+    if let Err(e) = host.round_trip().await {
+        return (format!("database: {e}"), false);
+    }
     let Some(collection) = host.db(|db| db.inventory.clone()) else {
         return ("inventory collection is None".into(), false);
     };
@@ -188,7 +203,9 @@ async fn sync_once<H: NexusHost>(
         Ok(values) => values,
         Err(e) => return (format!("collection #{}: {e}", collection.id), false),
     };
-    host.round_trip().await;
+    if let Err(e) = host.sequence_round_trip().await {
+        return (format!("database: {e}"), false);
+    }
     // One statement per row, as upstream's `nat_sync_service_zones`.
     let adds = crate::store::nat_statements(host, "service zone NAT row", |nat| {
         nat.begin_sync_service_zones(&values)

@@ -57,7 +57,7 @@ use racksim_reconciler::{
     http::Connector,
     instances::{
         DpdNotify, InstanceOps, InstanceRecord, NatEnsure, OpError, Propagation, SledRef,
-        StartImpl, SwitchLookup,
+        StartImpl, StoreError, SwitchLookup,
     },
 };
 use tokio::{
@@ -193,18 +193,47 @@ pub trait NexusHost: Clone + Send + Sync + 'static {
 
     /// Runs one transaction on the database, under the host's lock.
     fn db<R>(&self, f: impl FnOnce(&mut Db) -> R) -> R;
-    /// The round trip of one transaction (the simulation's few
-    /// milliseconds; nothing in live mode).
-    fn round_trip(&self) -> impl Future<Output = ()> + Send;
+    /// The round trip of one statement to the database: its latency (the
+    /// simulation's few milliseconds; nothing in live mode), then what a
+    /// database fault does to it — a stall ([`NexusHost::stall`]) is
+    /// waited out, and while the database answers errors the statement
+    /// fails with one ([`StoreError::Unavailable`], CockroachDB's
+    /// retryable `40001`). Nothing is read or written when it fails.
+    fn round_trip(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// The round trip of a statement whose first step is the NAT version
+    /// sequence's `nextval`: latency and errors, but never a stall —
+    /// sequence increments are non-transactional and the sequence's range
+    /// is not the table's, so `nextval` answers while the table's ranges
+    /// are unavailable ([`store::nat_statements`] then waits out the stall
+    /// with [`NexusHost::stall`] before the write). Defaults to
+    /// [`NexusHost::round_trip`].
+    fn sequence_round_trip(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.round_trip()
+    }
+    /// What a database fault does to a statement now, without its
+    /// latency: waits out a stall in progress, then fails while the
+    /// database answers errors. The default: nothing.
+    fn faults(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(Ok(()))
+    }
+    /// Whether the database stalls now (see [`NexusHost::stall`]).
+    fn stalled(&self) -> bool {
+        false
+    }
+    /// Waits out a database stall in progress (the ranges whose lease a
+    /// dead node held are unavailable until the lease moves): returns at
+    /// once, without yielding, when there is none (the default).
+    fn stall(&self) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+    /// The wait before a retryable transaction's next attempt: upstream's
+    /// `RetryHelper` draws it uniformly in `0..50 ms`
+    /// ([`store::RETRY_BACKOFF_MAX`]). The default is the mean.
+    fn retry_backoff(&self) -> Duration {
+        store::RETRY_BACKOFF_MAX / 2
+    }
     /// A write went through (after its transaction).
     fn wrote(&self, write: Write<'_>);
-    /// The window of one NAT statement: how long after it drew its version
-    /// from the sequence (`nextval`) its write becomes visible to readers
-    /// ([`store::nat_statements`]). Drawn per statement; zero (at once,
-    /// the default) unless the host models a slow gateway.
-    fn nat_window(&self) -> Duration {
-        Duration::ZERO
-    }
     /// The inventory's in-service sleds.
     fn sleds(&self) -> Vec<SledRef>;
     /// The boundary switches: those the database has an uplink

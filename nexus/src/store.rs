@@ -36,7 +36,7 @@ impl<H: NexusHost> NexusStore<H> {
 
 impl<H: NexusHost> InstanceStore for NexusStore<H> {
     async fn fetch(&self, id: u32) -> Result<InstanceRecord, StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         self.host.db(|db| db.fetch(id))
     }
 
@@ -46,7 +46,7 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
         expected_generation: u64,
         update: RuntimeUpdate,
     ) -> Result<InstanceRecord, StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         let (before, after) = self
             .host
             .db(|db| db.update_if(id, expected_generation, update))?;
@@ -73,22 +73,22 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
     }
 
     async fn sleds(&self) -> Result<Vec<SledRef>, StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         Ok(self.host.sleds())
     }
 
     async fn boundary_switches(&self) -> Result<Vec<SwitchSlot>, StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         Ok(self.host.boundary_switches())
     }
 
     async fn next_id(&self) -> Result<u64, StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         Ok(self.host.db(|db| db.next_id()))
     }
 
     async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
-        self.host.round_trip().await;
+        self.host.sequence_round_trip().await?;
         let what = format!("{}'s NAT row", self.host.instance_name(id));
         // The unique index's refusal ends the statements (the ones before
         // it stay committed, as upstream's separate statements do).
@@ -126,7 +126,7 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
         if self.host.db(|db| db.ip_pool.is_none()) || !record.external_ips.is_empty() {
             return Ok(record.clone());
         }
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         let name = self.host.instance_name(record.id);
         let (result, pool) = self
             .host
@@ -151,7 +151,7 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
         if self.host.db(|db| db.ip_pool.is_none()) {
             return Ok(());
         }
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         let released = self.host.db(|db| db.release_external_ips(id))?;
         if !released.is_empty() {
             let name = self.host.instance_name(id);
@@ -171,7 +171,7 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
     }
 
     async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
-        self.host.round_trip().await;
+        self.host.sequence_round_trip().await?;
         let what = format!("{}'s NAT row removal", self.host.instance_name(id));
         nat_statements(&self.host, &what, |nat| {
             nat.begin_set_instance(id, &[]).map(|v| (v, ()))
@@ -181,28 +181,64 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
         Ok(())
     }
 
+    /// `notify_vmm_updated` after REGISTER: upstream's
+    /// `vmm_and_migration_update_runtime`, a transaction run in
+    /// `transaction_retry_wrapper` (omicron `nexus/db-queries/src/db/
+    /// datastore/vmm.rs`), which retries a retryable error (`40001`) after
+    /// a backoff drawn in `0..50 ms`, at most [`RETRY_ATTEMPTS`] attempts in
+    /// all, and then fails. The model keeps no VMM record: the statement is
+    /// here for its wait and its failure. Simplified: it takes no time of
+    /// its own ([`NexusHost::faults`], not a round trip), so a run without
+    /// a database fault keeps the timing it had before the statement was
+    /// modelled.
+    async fn vmm_registered(&self, id: u32, vmm: u64) -> Result<(), StoreError> {
+        let mut attempt = 1;
+        loop {
+            match self.host.faults().await {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt >= RETRY_ATTEMPTS => {
+                    let name = self.host.instance_name(id);
+                    self.host.record(
+                        Event::new(
+                            Lane::Instance,
+                            format!(
+                                "db: {name}'s VMM {vmm} runtime update failed after {attempt} attempts: {e}"
+                            ),
+                        )
+                        .field("instance", &name),
+                    );
+                    return Err(e);
+                }
+                Err(_) => {
+                    attempt += 1;
+                    tokio::time::sleep(self.host.retry_backoff()).await;
+                }
+            }
+        }
+    }
+
     async fn nat_changeset(
         &self,
         from_gen: i64,
         limit: u32,
     ) -> Result<Vec<NatEntryView>, StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         Ok(self.host.db(|db| db.nat.changeset(from_gen, limit)))
     }
 
     async fn note_auto_restart(&self, id: u32, at: Duration) -> Result<(), StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         // Not read by the simulation's checks: the host need not hear.
         self.host.db(|db| db.note_auto_restart(id, at))
     }
 
     async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         Ok(self.host.db(|db| db.instances.values().cloned().collect()))
     }
 
     async fn saga_create(&self, saga: &SagaRecord) -> Result<(), StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         let sec = self.host.name().to_string();
         self.host.db(|db| db.saga_create(saga, &sec));
         let (name, sled) = (
@@ -220,8 +256,30 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
         Ok(())
     }
 
+    /// Retried until it lands, as upstream's saga log writes are
+    /// (`SecStore::record_event` and `saga_update` in omicron
+    /// `nexus/db-queries/src/db/sec_store.rs`: `backoff_saga_operation`
+    /// "retries forever" on `retry_policy_internal_service`, 250 ms
+    /// growing ×1.5 to at most 3 min). Simplified: the backoff's 50 %
+    /// randomisation is left out.
     async fn saga_update(&self, saga: &SagaRecord) -> Result<(), StoreError> {
-        self.host.round_trip().await;
+        let mut backoff = SAGA_LOG_BACKOFF_INITIAL;
+        while let Err(e) = self.host.round_trip().await {
+            self.host.record(
+                Event::new(
+                    Lane::Saga,
+                    format!(
+                        "saga {}: log write failed ({e}); retrying in {}",
+                        saga.id,
+                        fmt_window(backoff)
+                    ),
+                )
+                .field("saga", saga.id)
+                .field("instance", self.host.instance_name(saga.instance)),
+            );
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 3 / 2).min(SAGA_LOG_BACKOFF_MAX);
+        }
         let before = self.host.db(|db| db.sagas.insert(saga.id, saga.clone()));
         let mut news: Vec<String> = saga
             .done
@@ -265,21 +323,37 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
     /// the sagas of an expunged Nexus; here they wait until a Nexus of the
     /// same name runs again.
     async fn sagas_unfinished(&self) -> Result<Vec<SagaRecord>, StoreError> {
-        self.host.round_trip().await;
+        self.host.round_trip().await?;
         let sec = self.host.name().to_string();
         Ok(self.host.db(|db| db.sagas_unfinished(&sec)))
     }
 }
 
+/// How many attempts upstream's `RetryHelper` makes of a retryable
+/// transaction (omicron `nexus/db-queries/src/transaction_retry.rs`,
+/// `MAX_RETRY_ATTEMPTS`).
+pub const RETRY_ATTEMPTS: u32 = 10;
+/// The widest wait between two attempts (`MAX_RETRY_BACKOFF`; the wait is
+/// uniform below it).
+pub const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(50);
+/// The saga log's first retry interval (`retry_policy_internal_service`).
+pub const SAGA_LOG_BACKOFF_INITIAL: Duration = Duration::from_millis(250);
+/// Its longest.
+pub const SAGA_LOG_BACKOFF_MAX: Duration = Duration::from_secs(180);
+
 /// Runs NAT statements one after another until `next` begins none, and
-/// returns what each statement that changed a row reported. Each is one implicit
-/// transaction, as upstream's (`ensure_nat_entry`, `nat_delete`): `next`
-/// draws its version from the sequence at once
-/// ([`NatTable::begin_set_instance`]); the change becomes visible
-/// [`NexusHost::nat_window`] later ([`NatTable::commit`]). With no window
-/// it commits in the same step, and nothing is traced. If the caller's
-/// future is dropped during a window (a crash), the statement never wrote:
-/// its version is burnt ([`NatTable::abort`]).
+/// returns what each statement that changed a row reported. Each is one
+/// implicit transaction, as upstream's (`ensure_nat_entry`, `nat_delete`):
+/// `next` draws its version from the sequence at once
+/// ([`NatTable::begin_set_instance`]) — the caller's round trip was the
+/// sequence's ([`NexusHost::sequence_round_trip`]), which a stall does not
+/// hold — and its write then goes to the table's range. With no stall in
+/// progress it commits in the same step, and nothing is traced. While the
+/// database stalls ([`NexusHost::stalled`]) the write waits for the stall
+/// to end, its version drawn and invisible to readers, and commits after
+/// it ([`NatTable::commit`]): a reader released before it reads past the
+/// row. If the caller's future is dropped meanwhile (a crash), the
+/// statement never wrote: its version is burnt ([`NatTable::abort`]).
 ///
 /// [`NatTable::begin_set_instance`]: racksim_reconciler::instances::NatTable::begin_set_instance
 /// [`NatTable::commit`]: racksim_reconciler::instances::NatTable::commit
@@ -291,8 +365,7 @@ pub async fn nat_statements<H: NexusHost, T>(
 ) -> Vec<T> {
     let mut out = Vec::new();
     while let Some((version, t)) = host.db(|db| next(&mut db.nat)) {
-        let window = host.nat_window();
-        if window.is_zero() {
+        if !host.stalled() {
             if host.db(|db| db.nat.commit(version)) {
                 out.push(t);
             }
@@ -302,8 +375,7 @@ pub async fn nat_statements<H: NexusHost, T>(
             Event::new(
                 Lane::Instance,
                 format!(
-                    "db: {what} drew NAT version {version}; invisible to readers for {}",
-                    fmt_window(window)
+                    "db: {what} drew NAT version {version}; its write waits for the stalled range (invisible to readers)"
                 ),
             )
             .field("nat_version", version),
@@ -312,7 +384,7 @@ pub async fn nat_statements<H: NexusHost, T>(
             host: host.clone(),
             version: Some(version),
         };
-        tokio::time::sleep(window).await;
+        host.stall().await;
         let text = if pending.commit() {
             out.push(t);
             host.wrote(Write::Nat);
@@ -328,14 +400,15 @@ pub async fn nat_statements<H: NexusHost, T>(
 }
 
 /// `1.234ms`, `250µs`.
-fn fmt_window(d: Duration) -> String {
-    if d >= Duration::from_millis(1) {
+pub(crate) fn fmt_window(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{:.3}s", d.as_secs_f64())
+    } else if d >= Duration::from_millis(1) {
         format!("{:.3}ms", d.as_secs_f64() * 1000.0)
     } else {
         format!("{}µs", d.as_micros())
     }
 }
-
 /// A statement between its `nextval` and its write: aborted if dropped.
 struct Pending<H: NexusHost> {
     host: H,
@@ -357,3 +430,6 @@ impl<H: NexusHost> Drop for Pending<H> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -120,14 +120,6 @@ pub fn render(
         fmt_duration(MIN_LATENCY),
         fmt_duration(MAX_LATENCY)
     );
-    // Only when set: a run without a window prints what it always did.
-    if !scenario.nat_window.is_zero() {
-        let _ = writeln!(
-            w,
-            "database: each NAT statement's row invisible for a window drawn from the seed in 0..={} after its version is drawn",
-            fmt_duration(scenario.nat_window)
-        );
-    }
     // Likewise: a run without a pool prints what it always did.
     if let Some(pool) = scenario.ip_pool {
         let _ = writeln!(

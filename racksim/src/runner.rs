@@ -49,7 +49,6 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
         mutant: None,
         sabotage: None,
         recheck_every_event: false,
-        nat_window: scenario.nat_window,
         ip_pool: scenario.ip_pool,
         service_times: scenario.service_times,
         engine: racksim_sim::Engine::EventDriven,

@@ -1,5 +1,5 @@
 //! How regression files are read, and what the NAT-sequence regression
-//! owes to its window. Each file in `scenarios/regressions/` is run at the
+//! owes to its database stall. Each file in `scenarios/regressions/` is run at the
 //! seed and strategy its `# Replay:` comment names, as a test of its own,
 //! by `tests/cells.rs` (`regression::NAME`).
 
@@ -20,16 +20,23 @@ fn replay_comments_are_read() {
     );
 }
 
-/// The NAT-sequence finding is the window's: the same file and seed with
-/// no window (every statement visible at once) converges. With it, the
-/// run is deterministic: the same seed gives the same trace, windows and
-/// versions included.
+/// The NAT-sequence finding is the stall's: the same file and seed without
+/// its `db-stall` step (every statement visible at once) converges. With
+/// it, the run is deterministic: the same seed gives the same trace, the
+/// order in which the stalled statements go on included.
 #[test]
-fn nat_row_missed_only_with_the_window_and_deterministically() {
+fn nat_row_missed_only_with_the_stall_and_deterministically() {
     let path = std::path::Path::new(shrink::REGRESSIONS_DIR)
         .join("nat-row-missed-when-its-version-commits-late.toml");
     let r = shrink::regression(path).unwrap_or_else(|e| panic!("{e}"));
-    assert!(!r.scenario.nat_window.is_zero());
+    let stalls = |s: &racksim::file::Scenario| {
+        s.plan
+            .steps
+            .iter()
+            .filter(|st| matches!(st.action, racksim_sim::Action::DbStall { .. }))
+            .count()
+    };
+    assert_eq!(stalls(&r.scenario), 1);
     let a = runner::run(&r.scenario, r.variant, r.seed).expect("has saga");
     let b = runner::run(&r.scenario, r.variant, r.seed).expect("has saga");
     assert_eq!(
@@ -59,14 +66,17 @@ fn nat_row_missed_only_with_the_window_and_deterministically() {
     }
 
     let mut none = r.scenario.clone();
-    none.nat_window = std::time::Duration::ZERO;
+    none.plan
+        .steps
+        .retain(|st| !matches!(st.action, racksim_sim::Action::DbStall { .. }));
+    assert_eq!(stalls(&none), 0);
     let c = runner::run(&none, r.variant, r.seed).expect("has saga");
     assert!(
         matches!(
             c.outcome.verdict,
             racksim_sim::run::Verdict::Converged { .. }
         ),
-        "without the window: {:?}",
+        "without the stall: {:?}",
         c.outcome.verdict
     );
     assert!(drawn(&c.outcome.trace).is_empty());

@@ -92,6 +92,18 @@ pub enum Action {
         switch: SwitchSlot,
         window: Duration,
     },
+    /// The control plane's database stalls for a while: a CockroachDB node
+    /// dies, and the ranges whose lease it held are unavailable until the
+    /// lease moves (about 9 s: the node's liveness record expires). Every
+    /// statement that reads or writes a table waits until the stall ends;
+    /// the NAT version sequence's `nextval` does not (sequence increments
+    /// are non-transactional), so a NAT statement that draws its version
+    /// meanwhile holds it invisible until the end.
+    DbStall { window: Duration },
+    /// The control plane's database answers every statement with a
+    /// transient error for a while (CockroachDB's retryable `40001`
+    /// "restart transaction"): nothing is read or written.
+    DbErrors { window: Duration },
     /// The sidecar loses power: its switch zone goes away and its scrimlet
     /// is no longer a scrimlet.
     SidecarPowerOff(SwitchSlot),
@@ -255,7 +267,9 @@ impl Action {
             Action::DpdErrors { window, .. }
             | Action::DpdHang { window, .. }
             | Action::MgsErrors { window, .. }
-            | Action::MgsHang { window, .. } => Some(*window),
+            | Action::MgsHang { window, .. }
+            | Action::DbStall { window }
+            | Action::DbErrors { window } => Some(*window),
             _ => None,
         }
     }
@@ -266,7 +280,9 @@ impl Action {
             Action::DpdErrors { window, .. }
             | Action::DpdHang { window, .. }
             | Action::MgsErrors { window, .. }
-            | Action::MgsHang { window, .. } => Some(window),
+            | Action::MgsHang { window, .. }
+            | Action::DbStall { window }
+            | Action::DbErrors { window } => Some(window),
             _ => None,
         }
     }
@@ -286,6 +302,8 @@ impl Action {
             Action::DpdHang { .. } => "dpd-hang",
             Action::MgsErrors { .. } => "mgs-errors",
             Action::MgsHang { .. } => "mgs-hang",
+            Action::DbStall { .. } => "db-stall",
+            Action::DbErrors { .. } => "db-errors",
             Action::SidecarPowerOff(_) => "sidecar-power-off",
             Action::SidecarPowerOn(_) => "sidecar-power-on",
             Action::ScrimletReboot(_) => "reboot-scrimlet",
@@ -368,6 +386,16 @@ impl fmt::Display for Action {
             Action::MgsHang { switch, window } => {
                 write!(f, "MGS on {switch} hangs for {}", fmt_duration(*window))
             }
+            Action::DbStall { window } => write!(
+                f,
+                "database stalls for {} (a node's leases move; nextval still answers)",
+                fmt_duration(*window)
+            ),
+            Action::DbErrors { window } => write!(
+                f,
+                "database answers retryable errors (40001) for {}",
+                fmt_duration(*window)
+            ),
             Action::SidecarPowerOff(s) => write!(f, "sidecar {s} powered off"),
             Action::SidecarPowerOn(s) => write!(f, "sidecar {s} powered on"),
             Action::ScrimletReboot(s) => {

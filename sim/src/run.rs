@@ -90,7 +90,6 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         seed: cfg.seed,
         ntp_return_switch: cfg.ntp_return_switch,
         sabotage: cfg.sabotage.clone(),
-        nat_window: cfg.nat_window,
         ip_pool: cfg.ip_pool,
         service_times: cfg.service_times,
     });

@@ -60,8 +60,8 @@ pub struct Campaign {
     /// The command that runs the whole campaign on one machine.
     pub command: String,
     /// Every option that decides the results, by its flag (`SCENARIO` for
-    /// a sweep's scenario argument); a flag without a value (`--nat-window`)
-    /// has the empty string, one not given is absent. Options that do not
+    /// a sweep's scenario argument); a flag without a value has the empty
+    /// string, one not given is absent. Options that do not
     /// change results (`--jobs`, `--json`, `--report`, `--shard`) are not
     /// here.
     pub options: BTreeMap<String, String>,
@@ -105,9 +105,6 @@ impl Campaign {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        if opts.draw_nat_window {
-            options.insert("--nat-window".into(), String::new());
-        }
         if let Some(m) = mutant {
             options.insert("--mutant".into(), m);
         }

@@ -38,12 +38,6 @@ pub struct FuzzArgs {
     /// fuzzing upstream's code before a fix; `racksim list` names them).
     #[arg(long, default_value = "saga")]
     start: String,
-    /// Draw each seed's NAT statement window as well (the database's
-    /// window between a statement's `nextval` and its row becoming
-    /// visible: none, 1ms, 20ms, 200ms, 1s or 3s at most), written
-    /// into its plan as `nat_window`.
-    #[arg(long)]
-    nat_window: bool,
     #[command(flatten)]
     campaign: CampaignArgs,
     /// Run against a deliberately broken reconciler (builds with
@@ -105,7 +99,6 @@ pub fn fuzz(args: FuzzArgs) -> Result<Status, String> {
         rack,
         strategy,
         start,
-        nat_window,
         campaign: CampaignArgs { jobs, shard, json },
         mutant,
         known_defects,
@@ -126,7 +119,6 @@ pub fn fuzz(args: FuzzArgs) -> Result<Status, String> {
             .with_eras(eras)
             .map_err(|e| format!("error: --start: {e}"))?;
     }
-    opts.draw_nat_window = nat_window;
     let mutant = parse_mutant(mutant.as_deref())?;
     if let Some(seed) = plan {
         print!("{}", fuzz::plan_text(&opts, seed));

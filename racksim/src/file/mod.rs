@@ -10,8 +10,6 @@
 //! rack = "madrid"                 # a rack shape from sim::rack
 //! ntp_return_switch = "switch1"   # where upstream NTP replies come back in
 //! stability = "1m"                # optional; how long converged must hold
-//! nat_window = "2s"               # optional; each NAT statement's window
-//!                                  # (nextval to visible), drawn in 0..=this
 //!
 //! [service_times]                  # optional; how long each fake serves a
 //! run = "90s"                      # request: fixed, or a uniform range
@@ -162,11 +160,6 @@ pub struct Scenario {
     pub rack: RackSpec,
     pub ntp_return_switch: SwitchSlot,
     pub stability: Duration,
-    /// The widest window of one NAT statement of the database (its
-    /// version drawn from the sequence, its row not yet visible); each
-    /// statement's is drawn from the seed. Zero (the default) when the file
-    /// sets none.
-    pub nat_window: Duration,
     /// The external-IP pool instances take their addresses from at create
     /// (`ip_pool = "203.0.113.20-203.0.113.21"`); `None` (the default):
     /// instance N has `203.0.113.(10+N)` from the start.
@@ -316,7 +309,15 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
     }
 
     let stability = raw.stability.map(|d| d.0).unwrap_or(DEFAULT_STABILITY);
-    let nat_window = raw.nat_window.map(|d| d.0).unwrap_or_default();
+    // The free NAT statement window was replaced by the database's stall
+    // (issue 38): a file that still sets it is told what to write instead.
+    if let Some(w) = &raw.nat_window {
+        return Err(err(
+            Some(w.span()),
+            "`nat_window` was removed: a NAT statement's version is now held invisible only by a database stall".into(),
+            Some("add a plan step `action = \"db-stall\"`, `for = \"9s\"` where the window should be (a CockroachDB node's leases move after about 9 s)".into()),
+        ));
+    }
     let ip_pool = match &raw.ip_pool {
         None => None,
         Some(p) => Some(ip_pool(p, kind, &rack, &loc)?),
@@ -344,7 +345,6 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         rack,
         ntp_return_switch,
         stability,
-        nat_window,
         ip_pool,
         service_times,
         plan,

@@ -27,7 +27,8 @@ pub(super) struct RawScenario {
     pub rack: Spanned<RawRack>,
     pub ntp_return_switch: Spanned<String>,
     pub stability: Option<DurationValue>,
-    pub nat_window: Option<DurationValue>,
+    /// Removed (refused with an error naming `db-stall`).
+    pub nat_window: Option<Spanned<String>>,
     pub ip_pool: Option<Spanned<String>>,
     pub service_times: Option<RawServiceTimes>,
     #[serde(default, rename = "step")]

@@ -64,6 +64,8 @@ const ACTION_FIELDS: &[(&str, &[&str])] = &[
     ("dpd-hang", &["switch", "for"]),
     ("mgs-errors", &["switch", "for"]),
     ("mgs-hang", &["switch", "for"]),
+    ("db-stall", &["for"]),
+    ("db-errors", &["for"]),
     ("sidecar-power-off", &["switch"]),
     ("sidecar-power-on", &["switch"]),
     ("reboot-scrimlet", &["switch"]),
@@ -276,6 +278,22 @@ pub(super) fn step_action(
             switch: switch()?,
             window: window()?,
         },
+        "db-stall" | "db-errors" => {
+            let w = s.window.as_ref().ok_or_else(|| missing("for"))?;
+            let window = w.get_ref().0;
+            if window.is_zero() {
+                return Err((
+                    w.span(),
+                    format!("{name} for 0s does nothing"),
+                    Some("give it a length, e.g. `for = \"9s\"` (a CockroachDB lease moving after a node dies)".into()),
+                ));
+            }
+            if name == "db-stall" {
+                Action::DbStall { window }
+            } else {
+                Action::DbErrors { window }
+            }
+        }
         "sidecar-power-off" => {
             let sw = switch()?;
             if !st.sidecars_off.insert(sw) {

@@ -1396,3 +1396,71 @@ fn bad_service_times_are_located() {
     let e = refused_with(&text, "unknown field `boot`");
     assert_eq!(e.line, 7, "{e}");
 }
+
+#[test]
+fn database_steps_parse() {
+    let text = format!(
+        "{GOOD}\n[[step]]\nat = \"1m..1m10ms\"\naction = \"db-stall\"\nfor = \"9s\"\n\n[[step]]\nat = \"2m\"\naction = \"db-errors\"\nfor = \"2s\"\n"
+    );
+    let s = parse("t.toml", &text).unwrap();
+    let stall = s
+        .plan
+        .steps
+        .iter()
+        .find(|st| matches!(st.action, Action::DbStall { .. }))
+        .expect("the stall");
+    assert_eq!(
+        stall.action,
+        Action::DbStall {
+            window: Duration::from_secs(9)
+        }
+    );
+    assert_eq!(
+        stall.at,
+        At::Window(Duration::from_secs(60), Duration::from_millis(60_010))
+    );
+    assert!(s.plan.steps.iter().any(|st| st.action
+        == Action::DbErrors {
+            window: Duration::from_secs(2)
+        }));
+    // Written back as read.
+    let again = parse("t.toml", &write::scenario_toml(&s, &[])).unwrap();
+    assert_eq!(again.plan, s.plan);
+}
+
+#[test]
+fn bad_database_steps_are_rejected_where_they_are_wrong() {
+    step_rejected(
+        "action = \"db-stall\"",
+        None,
+        "action \"db-stall\" needs `for`",
+    );
+    step_rejected(
+        "action = \"db-errors\"\nfor = \"0s\"",
+        Some((27, 7)),
+        "db-errors for 0s does nothing",
+    );
+    step_rejected(
+        "action = \"db-stall\"\nfor = \"soon\"",
+        Some((27, 7)),
+        "soon",
+    );
+    step_rejected(
+        "action = \"db-stall\"\nfor = \"9s\"\nswitch = \"switch0\"",
+        Some((28, 10)),
+        "action \"db-stall\" does not take `switch`",
+    );
+}
+
+#[test]
+fn the_removed_nat_window_is_refused_naming_db_stall() {
+    let e = refused_with(
+        &good_with("ntp_return_switch = \"switch1\"", "nat_window = \"2s\""),
+        "`nat_window` was removed",
+    );
+    assert_eq!((e.line, e.column), (5, 14), "{e}");
+    assert!(
+        e.hint.as_deref().is_some_and(|h| h.contains("db-stall")),
+        "{e}"
+    );
+}

@@ -50,9 +50,6 @@ pub fn scenario_toml(s: &Scenario, header: &[String]) -> String {
     if s.stability != DEFAULT_STABILITY {
         let _ = writeln!(out, "stability = {}", quote(&duration(s.stability)));
     }
-    if !s.nat_window.is_zero() {
-        let _ = writeln!(out, "nat_window = {}", quote(&duration(s.nat_window)));
-    }
     if let Some(pool) = s.ip_pool {
         let _ = writeln!(out, "ip_pool = {}", quote(&pool.to_string()));
     }
@@ -209,6 +206,9 @@ fn action_fields(a: &Action) -> Vec<(&'static str, String)> {
         | Action::MgsErrors { switch, window }
         | Action::MgsHang { switch, window } => {
             vec![("switch", s(switch)), ("for", quote(&duration(*window)))]
+        }
+        Action::DbStall { window } | Action::DbErrors { window } => {
+            vec![("for", quote(&duration(*window)))]
         }
         Action::ControlPlaneDown
         | Action::ControlPlaneUp

@@ -77,11 +77,6 @@ pub struct Defect {
     pub racks: Option<Vec<String>>,
     pub strategies: Option<Vec<Strategy>>,
     pub starts: Option<Vec<StartImpl>>,
-    /// `true`: only fuzz runs that draw the NAT statement window
-    /// (`--nat-window`); `false`: only those that do not; `None`: both. A
-    /// defect that needs the window must not explain, in the fuzz gate's
-    /// runs without it, a gap another bug would leave.
-    pub nat_window: Option<bool>,
 }
 
 /// What a failing run must look like to be this defect.
@@ -120,7 +115,6 @@ impl Defect {
                 .as_ref()
                 .is_none_or(|s| s.contains(&opts.strategy))
             && self.starts.as_ref().is_none_or(|s| s.contains(&opts.start))
-            && self.nat_window.is_none_or(|w| w == opts.draw_nat_window)
     }
 
     /// The bindings of each of `gaps` that is one of this entry's primary

@@ -60,27 +60,11 @@ pub struct Options {
     pub strategy: Strategy,
     /// How the control plane starts instances.
     pub start: StartImpl,
-    /// Draw each seed's NAT statement window too (`--nat-window`,
-    /// [`NAT_WINDOWS`]); off, every plan has none, as before.
-    pub draw_nat_window: bool,
     /// Mechanisms in another era than the start's preset (`--start
     /// saga+nat-ensure=matches-removed`): fuzzing upstream's code before a
     /// fix.
     pub eras: EraChoices,
 }
-
-/// The widest NAT statement windows a seed may draw with `--nat-window`
-/// (each statement's own is then uniform below it): none; a cross-node RPC
-/// (a millisecond); a loaded node (tens of milliseconds); a GC pause or a
-/// descheduled gateway (hundreds of milliseconds to seconds).
-pub const NAT_WINDOWS: [Duration; 6] = [
-    Duration::ZERO,
-    Duration::from_millis(1),
-    Duration::from_millis(20),
-    Duration::from_millis(200),
-    Duration::from_secs(1),
-    Duration::from_secs(3),
-];
 
 impl Options {
     pub fn new(rack: &str, strategy: Strategy, start: StartImpl) -> Result<Self, String> {
@@ -94,7 +78,6 @@ impl Options {
             rack: rack.to_string(),
             strategy,
             start,
-            draw_nat_window: false,
             eras: EraChoices::default(),
         })
     }
@@ -115,13 +98,8 @@ impl Options {
 
     /// The options as `racksim fuzz` flags.
     pub fn flags(&self) -> String {
-        let window = if self.draw_nat_window {
-            " --nat-window"
-        } else {
-            ""
-        };
         format!(
-            "--rack {} --strategy {} --start {}{window}",
+            "--rack {} --strategy {} --start {}",
             self.rack,
             self.strategy,
             self.start_arg()

@@ -12,7 +12,7 @@ use racksim_reconciler::discovery::SwitchSlot;
 use racksim_sim::{rack::RackSpec, Action, At, InstanceSpec, Plan, Step};
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 
-use super::{Options, CP_MIN_DOWN, CREATE_RETRY, LIVENESS, NAT_WINDOWS};
+use super::{Options, CP_MIN_DOWN, CREATE_RETRY, LIVENESS};
 use crate::file::{self, write, Scenario};
 
 /// The kinds of fault and action a seed may enable.
@@ -37,7 +37,17 @@ const KINDS: [&str; 13] = [
 /// does not enable one draws exactly the plan it drew before the kind
 /// existed, so recorded failing seeds and the seeds tests rely on keep
 /// their plans unless the new kind is in them.
-const LATER_KINDS: [&str; 2] = ["reboot-scrimlet", "mgs-fault"];
+const LATER_KINDS: [&str; 3] = ["reboot-scrimlet", "mgs-fault", "db-fault"];
+
+/// How long a `db-stall` or `db-errors` the fuzzer draws lasts: what a
+/// CockroachDB node's death costs the ranges it led. Its liveness record
+/// expires 9 s after its last heartbeat and is heartbeated every 4.5 s, so
+/// the cluster waits 4.5 to 9 s for it (6.75 s on average), then a Raft
+/// election and the lease acquisition (CockroachDB's docs, "How leases are
+/// transferred from a dead node": "lease transfers take about 10
+/// seconds"). Drawn uniformly in this range, to the millisecond.
+pub const DB_FAULT_LENGTH: (Duration, Duration) =
+    (Duration::from_millis(4500), Duration::from_secs(10));
 
 /// The seed of [`LATER_KINDS`]' generator is `seed ^ LATER_STREAM`.
 const LATER_STREAM: u64 = 0x7265_626f_6f74_2121;
@@ -375,12 +385,6 @@ fn draw_with(opts: &Options, seed: u64, later_kinds: bool) -> Scenario {
         .unwrap_or_else(|e| panic!("BUG: the fuzzer's scenario frame is invalid:\n{e}"));
     scenario.instances = instances;
     scenario.plan = plan;
-    if opts.draw_nat_window {
-        // A generator of its own: the rest of the plan is the seed's
-        // plan without the window.
-        let mut rng = SmallRng::seed_from_u64(seed ^ 0x6e61_745f_7365_7121);
-        scenario.nat_window = NAT_WINDOWS[rng.random_range(0..NAT_WINDOWS.len())];
-    }
     scenario
 }
 
@@ -445,6 +449,25 @@ fn draw_later_kinds(
                     steps.push((At::Fixed(from), action));
                 }
                 "mgs-fault" => {}
+                // The database stalls (a node's leases move) or answers
+                // retryable errors, for what a node's death lasts
+                // ([`DB_FAULT_LENGTH`]): from anywhere in the chaos, as
+                // the other faults.
+                "db-fault" => {
+                    let (lo, hi) = DB_FAULT_LENGTH;
+                    let window = Duration::from_millis(rng.random_range(ms(lo)..=ms(hi)));
+                    let to = (from + window).min(chaos);
+                    let stall = rng.random_bool(0.5);
+                    if to > from && busy.claim("database", from, to) {
+                        let window = to - from;
+                        let action = if stall {
+                            Action::DbStall { window }
+                        } else {
+                            Action::DbErrors { window }
+                        };
+                        steps.push((At::Fixed(from), action));
+                    }
+                }
                 _ => unreachable!("every later kind is drawn above"),
             }
         }

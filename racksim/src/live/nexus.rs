@@ -144,7 +144,11 @@ impl NexusHost for LiveHost {
         f(&mut lock(&self.db))
     }
 
-    async fn round_trip(&self) {}
+    /// Live mode's database answers at once and has no faults (its
+    /// control API refuses `db-stall` and `db-errors`).
+    async fn round_trip(&self) -> Result<(), racksim_reconciler::instances::StoreError> {
+        Ok(())
+    }
 
     fn wrote(&self, _write: Write<'_>) {}
 

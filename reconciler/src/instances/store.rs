@@ -17,6 +17,9 @@ pub enum StoreError {
     NotFound(u32),
     #[error("generation conflict: instance {id} is at generation {current}")]
     Conflict { id: u32, current: u64 },
+    /// The database did not answer the statement: a transient error
+    /// (CockroachDB's retryable `40001` "restart transaction", a broken
+    /// connection). Nothing was read or written.
     #[error("{0}")]
     Unavailable(String),
     /// The NAT table's unique index on live rows refused a row: a live
@@ -70,6 +73,21 @@ pub trait InstanceStore: Clone + Send + Sync + 'static {
     /// for sagas and VMMs); a store with a separate VMM sequence overrides it.
     fn allocate_vmm_id(&self) -> impl Future<Output = Result<u64, StoreError>> + Send {
         self.next_id()
+    }
+
+    /// Records the state a sled-agent answered REGISTER with: the start
+    /// saga's `notify_vmm_updated` after a successful `vmm_register`
+    /// (omicron `nexus/src/app/instance.rs` `instance_ensure_registered`:
+    /// `self.notify_vmm_updated(..).await?`). Its failure fails REGISTER
+    /// after the sled registered the VMM. A store that keeps no VMM
+    /// record (the default) has nothing to write.
+    fn vmm_registered(
+        &self,
+        id: u32,
+        vmm: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (id, vmm);
+        std::future::ready(Ok(()))
     }
 
     /// The instance NAT table (a [`NatTable`](super::NatTable), whose changes dpd pulls):

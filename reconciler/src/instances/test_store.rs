@@ -49,6 +49,9 @@ pub(super) struct MemState {
     /// While set, `nat_clear_instance` fails with this message (the
     /// database unreachable): the one undo action a test can make fail.
     pub fail_nat_clear: Option<String>,
+    /// While set, `vmm_registered` (REGISTER's `notify_vmm_updated`)
+    /// fails with this message.
+    pub fail_vmm_registered: Option<String>,
     holds: Vec<Hold>,
 }
 
@@ -167,6 +170,14 @@ impl InstanceStore for MemStore {
         }
         state.nat.clear_instance(id);
         Ok(())
+    }
+
+    async fn vmm_registered(&self, _id: u32, _vmm: u64) -> Result<(), StoreError> {
+        self.enter(None).await;
+        match &self.lock().fail_vmm_registered {
+            Some(e) => Err(StoreError::Unavailable(e.clone())),
+            None => Ok(()),
+        }
     }
 
     async fn nat_changeset(

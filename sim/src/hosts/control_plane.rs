@@ -18,7 +18,7 @@ use racksim_nexus::{
 use racksim_reconciler::{
     discovery::SwitchSlot,
     http::HttpClient,
-    instances::{InstanceRecord, InstanceState, OpError, SledRef},
+    instances::{InstanceRecord, InstanceState, OpError, SledRef, StoreError},
 };
 
 use crate::services::sled_agent::TimeSync;
@@ -36,6 +36,15 @@ pub use racksim_nexus::{NEXUS_INTERNAL_PORT, RPW_PERIOD};
 pub const TIMESYNC_POLL: Duration = Duration::from_secs(5);
 /// Simulated round trip of one database transaction.
 pub const DB_LATENCY: Duration = Duration::from_millis(5);
+/// The statements a stall held reach the new leaseholder within this of
+/// the stall's end (each retries on its own: the order among them is
+/// drawn). Simplified: a few milliseconds, CockroachDB's redirect to the
+/// new leaseholder and the re-evaluation, not measured.
+pub const STALL_RELEASE_SPREAD: Duration = Duration::from_millis(10);
+/// What a statement answers while the database answers errors: what
+/// CockroachDB's retryable error says.
+pub const DB_ERROR: &str =
+    "restart transaction: TransactionRetryWithProtoRefreshError (SQLSTATE 40001)";
 
 /// Runs inside the Nexus zone on sled `index`, for as long as the zone runs.
 ///
@@ -212,6 +221,17 @@ pub struct SimNexus {
     resolver: InternalDnsResolver,
 }
 
+impl SimNexus {
+    /// The error a statement answers now, if the database answers errors.
+    fn errors(&self) -> Result<(), StoreError> {
+        if self.world.db_errors() {
+            Err(StoreError::Unavailable(DB_ERROR.into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
 impl NexusHost for SimNexus {
     type Connector = TurmoilConnector;
     type Resolver = InternalDnsResolver;
@@ -239,8 +259,43 @@ impl NexusHost for SimNexus {
         f(&mut self.world.lock().control_plane.db)
     }
 
-    async fn round_trip(&self) {
+    async fn round_trip(&self) -> Result<(), StoreError> {
         tokio::time::sleep(DB_LATENCY).await;
+        self.faults().await
+    }
+
+    async fn sequence_round_trip(&self) -> Result<(), StoreError> {
+        tokio::time::sleep(DB_LATENCY).await;
+        self.errors()
+    }
+
+    async fn faults(&self) -> Result<(), StoreError> {
+        if self.stalled() {
+            self.stall().await;
+        }
+        self.errors()
+    }
+
+    fn stalled(&self) -> bool {
+        self.world.db_stall_until().is_some()
+    }
+
+    /// Until the stall ends, then until the statement reaches the new
+    /// leaseholder: each within [`STALL_RELEASE_SPREAD`] of the end, at
+    /// its own drawn instant, so the statements a stall held go on in an
+    /// order drawn from the seed. (Again if another stall has begun.)
+    async fn stall(&self) {
+        while let Some(until) = self.world.db_stall_until() {
+            let now = turmoil::sim_elapsed().unwrap_or_default();
+            let spread = self.world.db_draw(STALL_RELEASE_SPREAD);
+            tokio::time::sleep(until.saturating_sub(now) + spread).await;
+        }
+    }
+
+    /// Uniform in `0..=50 ms` (upstream's `0..50 ms`), from the database's
+    /// generator.
+    fn retry_backoff(&self) -> Duration {
+        self.world.db_draw(racksim_nexus::store::RETRY_BACKOFF_MAX)
     }
 
     fn wrote(&self, write: Write<'_>) {
@@ -257,10 +312,6 @@ impl NexusHost for SimNexus {
         }
         // A change of the world: the checks look again now.
         st.version += 1;
-    }
-
-    fn nat_window(&self) -> Duration {
-        self.world.nat_window()
     }
 
     fn sleds(&self) -> Vec<SledRef> {

@@ -114,6 +114,21 @@ impl Driver<'_> {
                 };
                 faults.insert(*switch, fault);
             }
+            Action::DbStall { window } => {
+                let mut st = world.lock();
+                let until = now + *window;
+                // Two stalls that overlap hold statements to the later end.
+                let end = &mut st.control_plane.db_stall_until;
+                *end = Some(end.map_or(until, |e| e.max(until)));
+                st.version += 1;
+            }
+            Action::DbErrors { window } => {
+                let mut st = world.lock();
+                let until = now + *window;
+                let end = &mut st.control_plane.db_errors_until;
+                *end = Some(end.map_or(until, |e| e.max(until)));
+                st.version += 1;
+            }
             Action::SidecarPowerOff(slot) => {
                 if let Some(h) = self.live(&slot.to_string()) {
                     self.crash(&h);

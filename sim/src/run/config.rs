@@ -47,9 +47,6 @@ pub struct RunConfig {
     /// runs must agree byte for byte; `racksim/tests/recheck.rs` runs the
     /// catalogue both ways.
     pub recheck_every_event: bool,
-    /// The widest window of one NAT statement ([`RunParams::nat_window`](crate::world::RunParams::nat_window));
-    /// zero by default.
-    pub nat_window: Duration,
     /// The external-IP pool ([`RunParams::ip_pool`](crate::world::RunParams::ip_pool));
     /// none by default.
     pub ip_pool: Option<racksim_nexus::IpPool>,
@@ -87,7 +84,6 @@ impl RunConfig {
             mutant: None,
             sabotage: None,
             recheck_every_event: false,
-            nat_window: Duration::ZERO,
             ip_pool: None,
             service_times: crate::services::ServiceTimes::default(),
             engine: Engine::EventDriven,

@@ -1,6 +1,5 @@
 //! What the world offers the control plane: the operator's command, the
-//! instance API's request queue, inventory, and the database's NAT
-//! statement windows.
+//! instance API's request queue, inventory, and the database's faults.
 //!
 //! The database itself and the instance API's request type are Nexus's
 //! (`racksim-nexus`); the world holds the database
@@ -95,22 +94,35 @@ impl World {
             .collect()
     }
 
-    /// The window of one NAT statement, between its `nextval` and its
-    /// write intent (`racksim_nexus::store::nat_statements`): uniform in
-    /// `0..=params.nat_window`, to the microsecond, from the database's
-    /// seeded generator. No draw at all when the parameter is zero, so a
-    /// run without a window is the run it always was.
-    pub fn nat_window(&self) -> Duration {
+    /// Until when the database stalls, if it stalls now (a `db-stall`
+    /// step).
+    pub fn db_stall_until(&self) -> Option<Duration> {
+        let now = turmoil::sim_elapsed().unwrap_or_default();
+        self.lock()
+            .control_plane
+            .db_stall_until
+            .filter(|until| *until > now)
+    }
+
+    /// Whether the database answers errors now (a `db-errors` step).
+    pub fn db_errors(&self) -> bool {
+        let now = turmoil::sim_elapsed().unwrap_or_default();
+        self.lock()
+            .control_plane
+            .db_errors_until
+            .is_some_and(|until| until > now)
+    }
+
+    /// A duration uniform in `0..=max`, to the microsecond, from the
+    /// database's seeded generator (drawn only when a fault needs it, so
+    /// a run without database faults draws nothing).
+    pub fn db_draw(&self, max: Duration) -> Duration {
         use rand::{Rng, SeedableRng};
-        let max = self.params.nat_window;
-        if max.is_zero() {
-            return Duration::ZERO;
-        }
-        let seed = self.derive_seed("nat-sequence", 0);
+        let seed = self.derive_seed("database", 0);
         let mut st = self.lock();
         let rng = st
             .control_plane
-            .nat_rng
+            .db_rng
             .get_or_insert_with(|| rand::rngs::SmallRng::seed_from_u64(seed));
         Duration::from_micros(rng.random_range(0..=max.as_micros() as u64))
     }

@@ -4,7 +4,7 @@
 //! `run::run` turns a [`RunConfig`](crate::RunConfig) into these once, at
 //! the start; nothing in the world changes them afterwards.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
 
@@ -27,11 +27,6 @@ pub struct RunParams {
     pub ntp_return_switch: SwitchSlot,
     /// A deliberate failure of the testbed (tests only).
     pub sabotage: Option<crate::testbed::Sabotage>,
-    /// The widest window of one NAT statement of the database: each
-    /// statement's is drawn from the seed, uniformly in `0..=nat_window`
-    /// ([`World::nat_window`](crate::world::World::nat_window)). Zero (the default): every statement is
-    /// visible at once.
-    pub nat_window: Duration,
     /// The external-IP pool instances take their addresses from at create;
     /// `None` (the default): each declared instance has `203.0.113.(10+id)`
     /// from the start.

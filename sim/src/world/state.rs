@@ -72,9 +72,14 @@ pub struct ControlPlaneState {
     pub deletes_completed: BTreeMap<u32, Duration>,
     /// When a Nexus last came up.
     pub last_up: Duration,
-    /// Draws the NAT statements' windows (seeded on first use from the
-    /// run's seed): the database's, whichever Nexus runs the statement.
-    pub nat_rng: Option<rand::rngs::SmallRng>,
+    /// The database's faults: until when it stalls, until when it answers
+    /// errors (plan steps `db-stall`, `db-errors`).
+    pub db_stall_until: Option<Duration>,
+    pub db_errors_until: Option<Duration>,
+    /// The database's draws (seeded on first use from the run's seed):
+    /// when each statement a stall held reaches the new leaseholder, and
+    /// the retry wrapper's backoffs, whichever Nexus runs the statement.
+    pub db_rng: Option<rand::rngs::SmallRng>,
 }
 
 /// Which hosts cannot reach which, as the driver's partitions left them:

@@ -65,11 +65,9 @@ struct RawDefect {
     strategies: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     starts: Option<Vec<Spanned<String>>>,
-    #[serde(default)]
-    nat_window: Option<bool>,
 }
 
-const FIELDS: &str = "id, failure, gaps, follow_on_gaps, rack_follow_on_gaps, invariant, message, regression, why, racks, strategies, starts, nat_window";
+const FIELDS: &str = "id, failure, gaps, follow_on_gaps, rack_follow_on_gaps, invariant, message, regression, why, racks, strategies, starts";
 
 /// Parse and validate the text of a known-defects file; `origin` names it
 /// in errors, `base` is where its regression paths start.
@@ -319,7 +317,6 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
             racks,
             strategies,
             starts,
-            nat_window: d.nat_window,
         });
     }
     Ok(KnownDefects {

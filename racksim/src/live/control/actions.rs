@@ -158,6 +158,13 @@ impl Control {
                 let what = hosts.change_config(env, change).map_err(bad)?;
                 trace.record("control", format!("  {what}"));
             }
+            // Live mode's database is an in-memory one with no faults.
+            Action::DbStall { .. } | Action::DbErrors { .. } => {
+                return Err(bad(format!(
+                    "{} is not available in live mode (its database has no faults); run it in the simulation",
+                    action.kind()
+                )));
+            }
             Action::ControlPlaneDown => self.nexus.lock().await.stop(),
             Action::ControlPlaneCrash => self.nexus.lock().await.crash(),
             Action::ControlPlaneUp => self.nexus.lock().await.start().map_err(internal)?,

@@ -217,6 +217,12 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 self.sled_agent(&sled)
                     .instance_register(saga.instance, vmm)
                     .await?;
+                // Upstream's `instance_ensure_registered` then records the
+                // state the sled answered (`notify_vmm_updated(..).await?`):
+                // a database error here fails REGISTER after the sled
+                // registered the VMM — and steno does not undo a failed
+                // node, so the registration stays (as a lost reply's does).
+                self.store.vmm_registered(saga.instance, vmm).await?;
                 Ok(None)
             }
             SagaNode::Run => {
