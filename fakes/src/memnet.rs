@@ -251,9 +251,9 @@ impl MemNet {
             .expect("planted mappings are valid");
     }
 
-    /// The VMMs of the sled-agent at `ip`, by instance id.
+    /// The VMMs of the sled-agent at `ip`, by propolis id.
     pub fn vmms(&self, ip: Ipv6Addr) -> Vec<VmmInfo> {
-        self.with_sled_agent(ip, |a| a.instances())
+        self.with_sled_agent(ip, |a| a.vmm_list())
     }
 
     /// Binds a test-supplied server to `addr`.
@@ -273,7 +273,9 @@ impl MemNet {
     }
 
     /// Makes `METHOD path` (no query) on `zone:port` answer `response`
-    /// (`None`: never answer) instead of the normal behaviour.
+    /// (`None`: never answer) instead of the normal behaviour. A segment
+    /// `*` of `path` matches any one segment (`/vmms/*/state`: whatever
+    /// VMM id the code under test allocates).
     pub fn fail(
         &self,
         zone: Ipv6Addr,
@@ -329,7 +331,7 @@ impl MemNet {
         if let Some(rule) = state
             .rules
             .iter()
-            .find(|r| r.addr == addr && r.method == method.as_str() && r.path == path)
+            .find(|r| r.addr == addr && r.method == method.as_str() && path_matches(&r.path, path))
         {
             return rule.response.clone();
         }
@@ -376,4 +378,17 @@ fn sled_agent_addr(ip: Ipv6Addr) -> SocketAddr {
 /// A `fd00:1122:3344:<sled>::2` switch-zone address.
 pub fn zone_ip(sled: u16) -> Ipv6Addr {
     Ipv6Addr::new(0xfd00, 0x1122, 0x3344, sled, 0, 0, 0, 2)
+}
+
+/// Whether a rule's `pattern` matches `path`: segment by segment, a `*`
+/// matching any one.
+fn path_matches(pattern: &str, path: &str) -> bool {
+    let (mut p, mut q) = (pattern.split('/'), path.split('/'));
+    loop {
+        match (p.next(), q.next()) {
+            (None, None) => return true,
+            (Some(a), Some(b)) if a == "*" || a == b => {}
+            _ => return false,
+        }
+    }
 }

@@ -3,12 +3,16 @@
 //! `/v2p` is sled-agent's published API (`list_v2p`, `set_v2p`, `del_v2p`):
 //! a sled holds one mapping per `(vni, virtual_ip)`, so a `PUT` replaces the
 //! mapping of that virtual NIC and a `DELETE` removes it by that key (an
-//! absent one is nothing to remove: 204). `/instances` is this project's
-//! reduced instance API: register a VMM for an instance (idempotent for the
-//! same VMM, 409 for another), set its state (404 without one; `stopped`
-//! destroys it), read one VMM's state (404 `NO_SUCH_INSTANCE` without one,
-//! as upstream's `vmm_get_state`), list them. Bodies are parsed strictly in the reference wire
-//! format — a MAC sent as dpd's `{"a": [..]}` is a 400 — and a VNI above 24
+//! absent one is nothing to remove: 204). `/vmms/{propolis_id}` is a
+//! reduced form of upstream's VMM API, keyed as upstream's by the VMM's
+//! (Propolis) id, a number here: register a VMM for an instance
+//! (idempotent for the same pair; a second VMM of the same instance is
+//! registered beside the first, as upstream's), set its state (404
+//! `NO_SUCH_INSTANCE` without it; `stopped` destroys and unregisters it),
+//! read its state (the same 404, as upstream's `vmm_get_state`) and
+//! unregister it (`DELETE`; a VMM the sled does not have is success).
+//! `GET /vmms` lists them: racksim's own route, for checks and tests.
+//! Bodies are parsed strictly in the reference wire format — a MAC sent as dpd's `{"a": [..]}` is a 400 — and a VNI above 24
 //! bits is a 400. Nothing survives a sled-agent restart: a new
 //! [`SledAgentState`] is empty.
 
@@ -19,7 +23,7 @@ use racksim_wire::{
     dpd::MAX_VNI,
     sled_agent::{
         VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState, VmmStateRequest,
-        API_VERSION as SLED_AGENT_API_VERSION, NO_SUCH_INSTANCE,
+        VmmUnregisterResponse, API_VERSION as SLED_AGENT_API_VERSION, NO_SUCH_INSTANCE,
     },
 };
 
@@ -28,8 +32,10 @@ use crate::http::{ApiError, ApiRequest, ApiResponse};
 /// One sled-agent's volatile state.
 #[derive(Clone, Debug, Default)]
 pub struct SledAgentState {
-    /// VMMs by instance id.
-    pub vmms: BTreeMap<u32, VmmInfo>,
+    /// VMMs by propolis id, as upstream's instance manager keys them
+    /// (`InstanceManagerRunner::jobs`): one instance may have several on a
+    /// sled.
+    pub vmms: BTreeMap<u64, VmmInfo>,
     pub v2p: BTreeSet<VirtualNetworkInterfaceHost>,
 }
 
@@ -103,86 +109,137 @@ impl SledAgentState {
         old
     }
 
-    /// `PUT /instances/{id}`.
+    /// `PUT /vmms/{propolis_id}` (upstream's `vmm_register`, which
+    /// `InstanceManagerRunner::ensure_registered` serves): registers VMM
+    /// `propolis` of instance `reg.instance_id`, `starting`. Idempotent for
+    /// the same pair; another VMM of the same instance is registered beside
+    /// it (a start after a failed one, a migration's target). A propolis id
+    /// already registered for another instance is upstream's
+    /// `PropolisAlreadyRegistered`, which its `HttpError` conversion leaves
+    /// a 500.
     pub fn register(
         &mut self,
-        instance: u32,
+        propolis: u64,
         reg: VmmRegistration,
     ) -> Result<Option<SledAgentChange>, ApiError> {
-        match self.vmms.get(&instance) {
-            Some(v) if v.vmm_id == reg.vmm_id => Ok(None),
+        let instance = reg.instance_id;
+        match self.vmms.get(&propolis) {
+            Some(v) if v.instance_id == instance => Ok(None),
             Some(v) => Err(ApiError::new(
-                StatusCode::CONFLICT,
-                Some("ObjectAlreadyExists"),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some("Internal"),
                 format!(
-                    "instance {instance} already has VMM {} on this sled",
-                    v.vmm_id
+                    "propolis id {propolis} is already registered for instance {}",
+                    v.instance_id
                 ),
             )),
             None => {
                 self.vmms.insert(
-                    instance,
+                    propolis,
                     VmmInfo {
                         instance_id: instance,
-                        vmm_id: reg.vmm_id,
+                        vmm_id: propolis,
                         state: VmmState::Starting,
                     },
                 );
                 Ok(Some(SledAgentChange::VmmRegistered {
                     instance,
-                    vmm: reg.vmm_id,
+                    vmm: propolis,
                 }))
             }
         }
     }
 
-    /// `PUT /instances/{id}/state`.
+    /// `PUT /vmms/{propolis_id}/state` (upstream's `vmm_put_state`): 404
+    /// `NO_SUCH_INSTANCE` for a VMM the sled does not have
+    /// (`InstanceManagerRunner::ensure_state`). `stopped` destroys the VMM
+    /// and unregisters it, as upstream ends up doing: `InstanceRunner::
+    /// put_state` terminates a VMM that has no Propolis zone yet at once,
+    /// and stops a running one, whereupon `handle_monitor_message` sees it
+    /// halted and terminates the runner, which deregisters it from the
+    /// instance manager (`InstanceRunner::run`'s `ticket.deregister()`). A
+    /// VMM is thus never left registered and stopped.
     pub fn set_state(
         &mut self,
-        instance: u32,
+        propolis: u64,
         want: VmmStateRequest,
     ) -> Result<Option<SledAgentChange>, ApiError> {
-        let Some(v) = self.vmms.get_mut(&instance) else {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                Some("ObjectNotFound"),
-                format!("no VMM for instance {instance} on this sled"),
-            ));
+        let Some(v) = self.vmms.get_mut(&propolis) else {
+            return Err(no_such_vmm(propolis));
         };
-        let vmm = v.vmm_id;
+        let instance = v.instance_id;
         Ok(match want.state {
             VmmState::Stopped => {
-                self.vmms.remove(&instance);
-                Some(SledAgentChange::VmmDestroyed { instance, vmm })
+                self.vmms.remove(&propolis);
+                Some(SledAgentChange::VmmDestroyed {
+                    instance,
+                    vmm: propolis,
+                })
             }
             state => {
                 let changed = v.state != state;
                 v.state = state;
                 changed.then_some(SledAgentChange::VmmState {
                     instance,
-                    vmm,
+                    vmm: propolis,
                     state,
                 })
             }
         })
     }
 
-    /// `GET /instances/{id}/state`: the instance's VMM, or the 404 with
-    /// error code `NO_SUCH_INSTANCE` that upstream's sled-agent answers for
-    /// a VMM it does not have (as after a reboot).
-    pub fn state(&self, instance: u32) -> Result<VmmInfo, ApiError> {
-        self.vmms.get(&instance).copied().ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                Some(NO_SUCH_INSTANCE),
-                format!("no VMM for instance {instance} on this sled"),
-            )
-        })
+    /// `DELETE /vmms/{propolis_id}` (upstream's `vmm_unregister`, served by
+    /// `InstanceManagerRunner::ensure_unregistered`): the VMM is
+    /// terminated, whatever its state, and unregistered; its last state is
+    /// answered, as `stopped`. A VMM the sled does not have is success
+    /// (`updated_runtime: None`), not an error.
+    pub fn unregister(
+        &mut self,
+        propolis: u64,
+    ) -> (VmmUnregisterResponse, Option<SledAgentChange>) {
+        match self.vmms.remove(&propolis) {
+            None => (
+                VmmUnregisterResponse {
+                    updated_runtime: None,
+                },
+                None,
+            ),
+            Some(v) => (
+                VmmUnregisterResponse {
+                    updated_runtime: Some(VmmInfo {
+                        state: VmmState::Stopped,
+                        ..v
+                    }),
+                },
+                Some(SledAgentChange::VmmDestroyed {
+                    instance: v.instance_id,
+                    vmm: propolis,
+                }),
+            ),
+        }
     }
 
-    /// `GET /instances`, by instance id.
-    pub fn instances(&self) -> Vec<VmmInfo> {
+    /// `GET /vmms/{propolis_id}/state` (upstream's `vmm_get_state`): the
+    /// VMM, or the 404 with error code `NO_SUCH_INSTANCE` that upstream's
+    /// sled-agent answers for a VMM it does not have (as after a reboot).
+    pub fn state(&self, propolis: u64) -> Result<VmmInfo, ApiError> {
+        self.vmms
+            .get(&propolis)
+            .copied()
+            .ok_or_else(|| no_such_vmm(propolis))
+    }
+
+    /// `GET /vmms`, by propolis id: racksim's own route (upstream's
+    /// sled-agent lists no VMMs), for the checks and tests.
+    pub fn vmm_list(&self) -> Vec<VmmInfo> {
         self.vmms.values().copied().collect()
+    }
+
+    /// The VMMs of instance `instance`, by propolis id.
+    pub fn vmms_of(&self, instance: u32) -> impl Iterator<Item = &VmmInfo> {
+        self.vmms
+            .values()
+            .filter(move |v| v.instance_id == instance)
     }
 
     /// Serves one request of the sled-agent API (the servers that are not
@@ -206,17 +263,21 @@ impl SledAgentState {
             (Method::GET, ["v2p"]) => Ok((ApiResponse::json(&self.v2p_list()), None)),
             (Method::PUT, ["v2p"]) => changed(self.v2p_set(req.json_body()?)?),
             (Method::DELETE, ["v2p"]) => changed(self.v2p_del(&req.json_body()?)?),
-            (Method::GET, ["instances"]) => Ok((ApiResponse::json(&self.instances()), None)),
-            (Method::PUT, ["instances", id]) => {
-                let id = instance_id(id)?;
+            (Method::GET, ["vmms"]) => Ok((ApiResponse::json(&self.vmm_list()), None)),
+            (Method::PUT, ["vmms", id]) => {
+                let id = propolis_id(id)?;
                 changed(self.register(id, req.json_body()?)?)
             }
-            (Method::GET, ["instances", id, "state"]) => {
-                let id = instance_id(id)?;
+            (Method::DELETE, ["vmms", id]) => {
+                let (answer, change) = self.unregister(propolis_id(id)?);
+                Ok((ApiResponse::json(&answer), change))
+            }
+            (Method::GET, ["vmms", id, "state"]) => {
+                let id = propolis_id(id)?;
                 Ok((ApiResponse::json(&self.state(id)?), None))
             }
-            (Method::PUT, ["instances", id, "state"]) => {
-                let id = instance_id(id)?;
+            (Method::PUT, ["vmms", id, "state"]) => {
+                let id = propolis_id(id)?;
                 changed(self.set_state(id, req.json_body()?)?)
             }
             _ => Err(crate::upstream::unrouted(
@@ -227,9 +288,19 @@ impl SledAgentState {
     }
 }
 
-fn instance_id(raw: &str) -> Result<u32, ApiError> {
+/// The path's propolis id: a number in racksim (upstream's is a UUID).
+fn propolis_id(raw: &str) -> Result<u64, ApiError> {
     raw.parse()
-        .map_err(|_| ApiError::bad_request(format!("invalid instance id {raw:?}")))
+        .map_err(|_| ApiError::bad_request(format!("invalid propolis id {raw:?}")))
+}
+
+/// Upstream's `NoSuchVmm`, as its `HttpError` conversion answers it.
+fn no_such_vmm(propolis: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        Some(NO_SUCH_INSTANCE),
+        format!("VMM with ID {propolis} not found"),
+    )
 }
 
 #[cfg(test)]

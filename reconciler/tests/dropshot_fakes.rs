@@ -15,7 +15,7 @@ use racksim_fakes::{
 use racksim_reconciler::{
     dpd::{DpdClient, Ipv4Nat, MacAddr},
     http::{HttpClient, TokioConnector},
-    instances::{SledAgentClient, VirtualNetworkInterfaceHost},
+    instances::{SledAgentClient, VirtualNetworkInterfaceHost, VmmState, SLED_AGENT_API_VERSION},
     mgs::{MgsClient, SpIdentifier},
 };
 
@@ -84,11 +84,44 @@ async fn racksim_clients_work_against_the_dropshot_servers() {
     };
     client.v2p_set(&m).await.unwrap();
     assert_eq!(client.v2p_list().await.unwrap(), vec![m]);
-    client.instance_register(7, 70).await.unwrap();
+    // VMMs by propolis id: two of one instance side by side.
+    client.vmm_register(70, 7).await.unwrap();
+    client.vmm_register(71, 7).await.unwrap();
+    client.vmm_register(71, 7).await.unwrap();
+    client.vmm_put_state(71, VmmState::Running).await.unwrap();
+    let listed: Vec<(u64, VmmState)> = client
+        .vmm_list()
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| (v.vmm_id, v.state))
+        .collect();
+    assert_eq!(listed, [(70, VmmState::Starting), (71, VmmState::Running)]);
     assert_eq!(
-        client.instance_register(7, 71).await.unwrap_err().status(),
-        Some(409)
+        client.vmm_get_state(71).await.unwrap().unwrap().instance_id,
+        7
     );
+    // Unregister, then again: the VMM is gone, and that is success.
+    client.vmm_unregister(71).await.unwrap();
+    client.vmm_unregister(71).await.unwrap();
+    assert_eq!(client.vmm_get_state(71).await.unwrap(), None);
+    assert_eq!(
+        client
+            .vmm_put_state(71, VmmState::Running)
+            .await
+            .unwrap_err()
+            .status(),
+        Some(404)
+    );
+    // A propolis id that is not a number: dropshot's 400.
+    let raw = HttpClient::new(TokioConnector, agent.local_addr())
+        .with_api_version(SLED_AGENT_API_VERSION);
+    let bad = raw
+        .get::<serde_json::Value>("/vmms/not-a-number/state")
+        .await
+        .unwrap_err();
+    assert_eq!(bad.status(), Some(400));
+    assert_eq!(agent_ctx.lock().vmm_list().len(), 1);
     client.v2p_del(&m).await.unwrap();
     assert!(agent_ctx.lock().v2p_list().is_empty());
     agent.close().await.unwrap();

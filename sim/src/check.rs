@@ -60,7 +60,9 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
             gaps.push(match snap.blocked_starts.get(&(z.spec.sled, z.id)) {
                 Some(progress) => blocked_ntp_gap(world, sled, progress),
                 None => {
-                    format!("NTP unsynchronised: boundary NTP on {sled} has had no reply from upstream")
+                    format!(
+                        "NTP unsynchronised: boundary NTP on {sled} has had no reply from upstream"
+                    )
                 }
             });
         }
@@ -134,7 +136,8 @@ pub const RUNNING_GRACE: std::time::Duration = std::time::Duration::from_secs(60
 /// NAT rows and no sled runs a VMM for it.
 pub const NO_STATE_AFTER_DELETE: &str = "no-state-after-delete";
 /// At most one VMM per instance that runs a guest (one past registration:
-/// a VMM only registered has no Propolis zone yet).
+/// a VMM only registered has no Propolis zone yet), on different sleds or
+/// on one (a sled may hold several VMMs of an instance).
 pub const ONE_VMM: &str = "one-vmm";
 /// Once an instance has run on a sled for [`RUNNING_GRACE`], no switch's NAT
 /// entry for it points elsewhere — among the switches that can reach a
@@ -212,11 +215,10 @@ impl Snapshot {
     }
 
     /// The VMMs instance `id` has on the up sleds, with their sled's name,
-    /// in sled order.
+    /// in sled order and by propolis id on a sled (a sled may hold several
+    /// of one instance).
     fn vmms_of(&self, id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
-        self.sleds
-            .iter()
-            .filter_map(move |s| s.agent.vmms.get(&id).map(|v| (s.name.as_str(), v)))
+        gaps::vmms_of(&self.sleds, id)
     }
 }
 
@@ -330,23 +332,12 @@ pub fn invariant_violation(
                 });
             }
         }
-        // Guests, not registrations: a VMM that was only registered has no
-        // Propolis zone yet (upstream's sled-agent creates it on the first
-        // request to run), so it cannot be a second copy of the guest.
-        let vmms: Vec<String> = o
-            .vmms_of(inst.id)
-            .filter(|(_, v)| v.state != VmmState::Starting)
-            .map(|(sled, v)| format!("VMM {} on {sled}", v.vmm_id))
-            .collect();
-        if vmms.len() > 1 {
+        // Guests, not registrations, on different sleds or on one.
+        if let Some(message) = gaps::second_guest(&o.sleds, inst.id, name) {
             return Some(Violation {
                 invariant: ONE_VMM,
                 cause: None,
-                message: format!(
-                    "instance {name} has {} VMMs: {}",
-                    vmms.len(),
-                    vmms.join(", ")
-                ),
+                message,
             });
         }
         if let (InstanceState::Running, Some(sled), Some(since)) =

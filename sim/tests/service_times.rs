@@ -43,7 +43,8 @@ fn lines(outcome: &RunOutcome, has: &str) -> Vec<(Duration, String)> {
 
 /// Before omicron #4691 sled-agent held RUN until the Propolis zone was
 /// installed and booted: a 90 s boot (omicron #3927: 81 s) outlasts Nexus's
-/// 60 s timeout, the start saga unwinds, and REGISTER's undo stops the VMM.
+/// 60 s timeout, the start saga unwinds, and REGISTER's undo unregisters
+/// the VMM (`vmm_unregister`).
 /// The start fails; nothing leaks. Since #4691 RUN is answered at once and
 /// the same boot starts the instance.
 #[test]
@@ -52,7 +53,7 @@ fn a_run_slower_than_nexuss_timeout_fails_the_start_only_where_sled_agent_holds_
     assert_eq!(
         lines(&held, "nexus: create web2"),
         vec![(
-            Duration::from_micros(82_617_000),
+            Duration::from_micros(80_293_000),
             "sled3 nexus: create web2 on sled2: failed: saga unwound: RUN failed: \
              request to sled2:12345 timed out after 60000 ms"
                 .to_string()
@@ -60,7 +61,7 @@ fn a_run_slower_than_nexuss_timeout_fails_the_start_only_where_sled_agent_holds_
         "{:#?}",
         held.trace
     );
-    // The undo's stop takes its own time; the boot's end, 90 s after RUN
+    // The undo's unregister takes its own time; the boot's end, 90 s after RUN
     // arrived, finds no VMM and changes nothing.
     let vmm = lines(&held, "VMM 2 of web2");
     assert_eq!(vmm.len(), 2, "{vmm:?}");

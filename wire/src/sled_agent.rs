@@ -1,7 +1,8 @@
 //! sled-agent's wire format: `/v2p` exactly as sled-agent 48.0.0 publishes
-//! it (`openapi/reference/sled-agent-v2p-subset.json`), and `/instances`,
-//! this project's reduced instance API (register a VMM, set its state,
-//! list).
+//! it (`openapi/reference/sled-agent-v2p-subset.json`), and `/vmms`, a
+//! reduced form of upstream's VMM API keyed as upstream's is, by the VMM's
+//! (Propolis) id — here a number, not a UUID: register a VMM, set and read
+//! its state, unregister it — plus a list of them, racksim's own.
 //!
 //! sled-agent's `MacAddr` is a *string* (`"A8:40:25:F0:00:01"`), unlike
 //! dpd's `{"a": [..]}`: the same Rust type, two wire formats, hence
@@ -73,11 +74,13 @@ impl std::fmt::Display for VirtualNetworkInterfaceHost {
     }
 }
 
-/// `PUT /instances/{id}` body.
+/// `PUT /vmms/{propolis_id}` body: the reduced form of upstream's
+/// `InstanceEnsureBody`, of which it keeps only the instance the VMM is
+/// for (the VMM's id is the path's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct VmmRegistration {
-    pub vmm_id: u64,
+    pub instance_id: u32,
 }
 
 /// State of a VMM on a sled.
@@ -90,20 +93,31 @@ pub enum VmmState {
     Stopped,
 }
 
-/// `PUT /instances/{id}/state` body.
+/// `PUT /vmms/{propolis_id}/state` body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct VmmStateRequest {
     pub state: VmmState,
 }
 
-/// One element of `GET /instances`.
+/// One element of `GET /vmms`, and `GET /vmms/{propolis_id}/state`'s
+/// answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct VmmInfo {
     pub instance_id: u32,
     pub vmm_id: u64,
     pub state: VmmState,
+}
+
+/// `DELETE /vmms/{propolis_id}`'s answer (upstream's
+/// `VmmUnregisterResponse`, its runtime state reduced to [`VmmInfo`]): the
+/// VMM as unregistering left it, or `None` if the sled had no such VMM —
+/// which is success, not an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+pub struct VmmUnregisterResponse {
+    pub updated_runtime: Option<VmmInfo>,
 }
 
 /// The `error_code` of sled-agent's 404 for a VMM it does not have

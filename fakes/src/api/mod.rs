@@ -34,6 +34,6 @@ pub use mgs::{
 };
 pub use server::{quiet_server, ServeError};
 pub use sled_agent::{
-    serve_sled_agent, sled_agent_api_mod, sled_agent_openapi, InstancePath, SledAgentApi,
-    SledAgentContext, SledAgentImpl, SLED_AGENT_TITLE,
+    serve_sled_agent, sled_agent_api_mod, sled_agent_openapi, SledAgentApi, SledAgentContext,
+    SledAgentImpl, VmmPath, SLED_AGENT_TITLE,
 };

@@ -1,6 +1,6 @@
 //! sled-agent's API as dropshot serves it: the [`SledAgentApi`] trait
-//! (`/v2p` as sled-agent publishes it, and racksim's reduced instance
-//! API), [`SledAgentImpl`] over the [`SledAgentState`] state machine, its
+//! (`/v2p` as sled-agent publishes it, and a reduced form of its
+//! `/vmms/{propolis_id}` API), [`SledAgentImpl`] over the [`SledAgentState`] state machine, its
 //! OpenAPI document and its server.
 
 use std::net::SocketAddr;
@@ -10,7 +10,7 @@ use dropshot::{
     TypedBody,
 };
 use racksim_wire::sled_agent::{
-    VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmStateRequest,
+    VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmStateRequest, VmmUnregisterResponse,
     API_VERSION as SLED_AGENT_API_VERSION,
 };
 use schemars::JsonSchema;
@@ -25,14 +25,15 @@ use crate::{
     upstream::Service,
 };
 
-/// Path of `/instances/{instance_id}`.
+/// Path of `/vmms/{propolis_id}`: racksim's propolis ids are numbers
+/// (upstream's are UUIDs), so anything else is a 400.
 #[derive(Deserialize, JsonSchema)]
-pub struct InstancePath {
-    pub instance_id: u32,
+pub struct VmmPath {
+    pub propolis_id: u64,
 }
 
-/// sled-agent's V2P API (sled-agent 48.0.0) and racksim's reduced instance
-/// API.
+/// sled-agent's V2P API (sled-agent 48.0.0) and a reduced form of its VMM
+/// API, keyed by propolis id.
 #[dropshot::api_description]
 pub trait SledAgentApi {
     type Context;
@@ -57,32 +58,42 @@ pub trait SledAgentApi {
         body: TypedBody<VirtualNetworkInterfaceHost>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError>;
 
-    /// List the VMMs on this sled (racksim's reduced instance API).
-    #[endpoint { method = GET, path = "/instances" }]
-    async fn instances_list(
+    /// List the VMMs on this sled, by propolis id. racksim's own route
+    /// (upstream's sled-agent lists no VMMs), for checks and tests.
+    #[endpoint { method = GET, path = "/vmms" }]
+    async fn vmm_list(
         rqctx: RequestContext<Self::Context>,
     ) -> Result<HttpResponseOk<Vec<VmmInfo>>, HttpError>;
 
-    /// The state of an instance's VMM (404 `NO_SUCH_INSTANCE` without one).
-    #[endpoint { method = GET, path = "/instances/{instance_id}/state" }]
-    async fn instance_get_state(
+    /// The state of a VMM (404 `NO_SUCH_INSTANCE` without it).
+    #[endpoint { method = GET, path = "/vmms/{propolis_id}/state" }]
+    async fn vmm_get_state(
         rqctx: RequestContext<Self::Context>,
-        path: Path<InstancePath>,
+        path: Path<VmmPath>,
     ) -> Result<HttpResponseOk<VmmInfo>, HttpError>;
 
-    /// Register a VMM for an instance (idempotent for the same VMM).
-    #[endpoint { method = PUT, path = "/instances/{instance_id}" }]
-    async fn instance_register(
+    /// Register a VMM for an instance (idempotent for the same pair; other
+    /// VMMs of the instance may be registered beside it).
+    #[endpoint { method = PUT, path = "/vmms/{propolis_id}" }]
+    async fn vmm_register(
         rqctx: RequestContext<Self::Context>,
-        path: Path<InstancePath>,
+        path: Path<VmmPath>,
         body: TypedBody<VmmRegistration>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError>;
 
-    /// Set the state of an instance's VMM (`stopped` destroys it).
-    #[endpoint { method = PUT, path = "/instances/{instance_id}/state" }]
-    async fn instance_put_state(
+    /// Unregister a VMM, terminating it (a VMM the sled does not have is
+    /// success, `updated_runtime` null).
+    #[endpoint { method = DELETE, path = "/vmms/{propolis_id}" }]
+    async fn vmm_unregister(
         rqctx: RequestContext<Self::Context>,
-        path: Path<InstancePath>,
+        path: Path<VmmPath>,
+    ) -> Result<HttpResponseOk<VmmUnregisterResponse>, HttpError>;
+
+    /// Set the state of a VMM (`stopped` destroys and unregisters it).
+    #[endpoint { method = PUT, path = "/vmms/{propolis_id}/state" }]
+    async fn vmm_put_state(
+        rqctx: RequestContext<Self::Context>,
+        path: Path<VmmPath>,
         body: TypedBody<VmmStateRequest>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError>;
 }
@@ -124,40 +135,57 @@ impl SledAgentApi for SledAgentImpl {
         Ok(HttpResponseUpdatedNoContent())
     }
 
-    async fn instances_list(
+    async fn vmm_list(
         rqctx: RequestContext<SledAgentContext>,
     ) -> Result<HttpResponseOk<Vec<VmmInfo>>, HttpError> {
-        let vmms = rqctx.context().read(SERVICE, |a| Ok(a.instances())).await?;
+        let vmms = rqctx.context().read(SERVICE, |a| Ok(a.vmm_list())).await?;
         Ok(HttpResponseOk(vmms))
     }
 
-    async fn instance_get_state(
+    async fn vmm_get_state(
         rqctx: RequestContext<SledAgentContext>,
-        path: Path<InstancePath>,
+        path: Path<VmmPath>,
     ) -> Result<HttpResponseOk<VmmInfo>, HttpError> {
-        let id = path.into_inner().instance_id;
+        let id = path.into_inner().propolis_id;
         let vmm = rqctx.context().read(SERVICE, |a| a.state(id)).await?;
         Ok(HttpResponseOk(vmm))
     }
 
-    async fn instance_register(
+    async fn vmm_register(
         rqctx: RequestContext<SledAgentContext>,
-        path: Path<InstancePath>,
+        path: Path<VmmPath>,
         body: TypedBody<VmmRegistration>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        let id = path.into_inner().instance_id;
+        let id = path.into_inner().propolis_id;
         let reg = body.into_inner();
         let register = |a: &mut SledAgentState| a.register(id, reg);
         rqctx.context().update(SERVICE, register).await?;
         Ok(HttpResponseUpdatedNoContent())
     }
 
-    async fn instance_put_state(
+    async fn vmm_unregister(
         rqctx: RequestContext<SledAgentContext>,
-        path: Path<InstancePath>,
+        path: Path<VmmPath>,
+    ) -> Result<HttpResponseOk<VmmUnregisterResponse>, HttpError> {
+        let id = path.into_inner().propolis_id;
+        let mut answer = None;
+        let unregister = |a: &mut SledAgentState| {
+            let (response, change) = a.unregister(id);
+            answer = Some(response);
+            Ok(change)
+        };
+        rqctx.context().update(SERVICE, unregister).await?;
+        Ok(HttpResponseOk(answer.unwrap_or(VmmUnregisterResponse {
+            updated_runtime: None,
+        })))
+    }
+
+    async fn vmm_put_state(
+        rqctx: RequestContext<SledAgentContext>,
+        path: Path<VmmPath>,
         body: TypedBody<VmmStateRequest>,
     ) -> Result<HttpResponseUpdatedNoContent, HttpError> {
-        let id = path.into_inner().instance_id;
+        let id = path.into_inner().propolis_id;
         let want = body.into_inner();
         let set_state = |a: &mut SledAgentState| a.set_state(id, want);
         rqctx.context().update(SERVICE, set_state).await?;

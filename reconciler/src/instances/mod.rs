@@ -141,7 +141,8 @@ pub use racksim_wire::SLED_AGENT_PORT;
 pub use rpw::{v2p_sync, V2pSledOutcome};
 pub use sled_agent::{
     mac_string, SledAgentClient, VirtualNetworkInterfaceHost, VmmInfo, VmmRegistration, VmmState,
-    VmmStateRequest, API_VERSION as SLED_AGENT_API_VERSION, NO_SUCH_INSTANCE,
+    VmmStateRequest, VmmUnregisterResponse, API_VERSION as SLED_AGENT_API_VERSION,
+    NO_SUCH_INSTANCE,
 };
 pub use store::{InstanceStore, NodeFailure, SagaNode, SagaRecord, SagaState, StoreError};
 pub use watcher::{AutoRestart, AutoRestartPolicy};

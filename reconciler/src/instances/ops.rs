@@ -77,6 +77,9 @@ pub enum OpError {
     /// The record says the instance runs, but not where.
     #[error("instance {0} has no sled")]
     NotPlaced(u32),
+    /// The record says the instance runs, but names no VMM.
+    #[error("instance {0} has no VMM")]
+    NoVmm(u32),
     /// A boundary switch whose dpd the switch lookup did not find (its
     /// zone is not in DNS, or did not say which switch it is): Nexus's
     /// "unable to find dendrite client".
@@ -331,6 +334,9 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         let sled_ref = self
             .sled(record.sled.ok_or(OpError::NotPlaced(id))?)
             .await?;
+        // Upstream's stop asks for the instance's active VMM by its
+        // propolis id (`instance_request_state` → `vmm_put_state`).
+        let vmm = record.vmm.ok_or(OpError::NoVmm(id))?;
         // Naive and saga (today's control plane, with its instance
         // watcher): the record says Stopping before the VMM is destroyed,
         // as upstream's instance is Stopping while its VMM winds down, and
@@ -348,7 +354,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         };
         match self
             .sled_agent(&sled_ref)
-            .instance_set_state(id, VmmState::Stopped)
+            .vmm_put_state(vmm, VmmState::Stopped)
             .await
         {
             // Already gone is what we wanted.
@@ -452,8 +458,8 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
 
     async fn register_and_run(&self, sled: &SledRef, id: u32, vmm: u64) -> Result<(), OpError> {
         let agent = self.sled_agent(sled);
-        agent.instance_register(id, vmm).await?;
-        agent.instance_set_state(id, VmmState::Running).await?;
+        agent.vmm_register(vmm, id).await?;
+        agent.vmm_put_state(vmm, VmmState::Running).await?;
         Ok(())
     }
 

@@ -204,7 +204,7 @@ async fn mark_starting(store: &MemStore, vmm: Option<u64>) -> InstanceRecord {
 /// REGISTER would.
 async fn register_on_sled_2(net: &FakeNet, vmm: u64) {
     let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
-    agent.instance_register(ID, vmm).await.unwrap();
+    agent.vmm_register(vmm, ID).await.unwrap();
 }
 
 /// A resumed start saga (40) finished, and sled 2 runs one VMM: a re-run
@@ -460,10 +460,20 @@ async fn sled_agent_client_paths_and_bodies() {
                 json!([{"virtual_ip": "10.0.0.5", "virtual_mac": "a8:40:25:f0:00:05",
                         "physical_host_ip": "fd00:1122:3344:102::1", "vni": 1001}]),
             ),
-            ("GET", "/instances") => FakeResponse::json(
+            ("GET", "/vmms") => FakeResponse::json(
                 200,
                 json!([{"instance_id": 7, "vmm_id": 3, "state": "running"}]),
             ),
+            ("GET", "/vmms/3/state") => FakeResponse::json(
+                200,
+                json!({"instance_id": 7, "vmm_id": 3, "state": "running"}),
+            ),
+            ("GET", "/vmms/4/state") => FakeResponse::json(
+                404,
+                json!({"request_id": "1", "error_code": "NO_SUCH_INSTANCE",
+                       "message": "VMM with ID 4 not found"}),
+            ),
+            ("DELETE", "/vmms/3") => FakeResponse::json(200, json!({"updated_runtime": null})),
             _ => FakeResponse::empty(204),
         }
     });
@@ -471,19 +481,17 @@ async fn sled_agent_client_paths_and_bodies() {
     assert_eq!(agent.v2p_list().await.unwrap(), vec![mapping(2)]);
     agent.v2p_set(&mapping(2)).await.unwrap();
     agent.v2p_del(&mapping(2)).await.unwrap();
-    agent.instance_register(7, 3).await.unwrap();
-    agent
-        .instance_set_state(7, VmmState::Running)
-        .await
-        .unwrap();
-    assert_eq!(
-        agent.instances().await.unwrap(),
-        vec![VmmInfo {
-            instance_id: 7,
-            vmm_id: 3,
-            state: VmmState::Running
-        }]
-    );
+    agent.vmm_register(3, 7).await.unwrap();
+    agent.vmm_put_state(3, VmmState::Running).await.unwrap();
+    let running = VmmInfo {
+        instance_id: 7,
+        vmm_id: 3,
+        state: VmmState::Running,
+    };
+    assert_eq!(agent.vmm_list().await.unwrap(), vec![running]);
+    assert_eq!(agent.vmm_get_state(3).await.unwrap(), Some(running));
+    assert_eq!(agent.vmm_get_state(4).await.unwrap(), None);
+    agent.vmm_unregister(3).await.unwrap();
     let wire = json!({"virtual_ip": "10.0.0.5", "virtual_mac": "A8:40:25:F0:00:05",
                       "physical_host_ip": "fd00:1122:3344:102::1", "vni": 1001});
     assert_eq!(
@@ -492,12 +500,12 @@ async fn sled_agent_client_paths_and_bodies() {
             ("GET /v2p".to_string(), json!(null)),
             ("PUT /v2p".to_string(), wire.clone()),
             ("DELETE /v2p".to_string(), wire),
-            ("PUT /instances/7".to_string(), json!({"vmm_id": 3})),
-            (
-                "PUT /instances/7/state".to_string(),
-                json!({"state": "running"})
-            ),
-            ("GET /instances".to_string(), json!(null)),
+            ("PUT /vmms/3".to_string(), json!({"instance_id": 7})),
+            ("PUT /vmms/3/state".to_string(), json!({"state": "running"})),
+            ("GET /vmms".to_string(), json!(null)),
+            ("GET /vmms/3/state".to_string(), json!(null)),
+            ("GET /vmms/4/state".to_string(), json!(null)),
+            ("DELETE /vmms/3".to_string(), json!(null)),
         ]
     );
 }
@@ -623,8 +631,11 @@ async fn saga_start_records_every_node_in_order() {
             (dpd_addr(zone_ip(1)), LOOKUP.to_string()),
             (dpd_addr(zone_ip(1)), TRIGGER.to_string()),
             (dpd_addr(zone_ip(2)), TRIGGER.to_string()),
-            (sled_addr(2), "PUT /instances/7".to_string()),
-            (sled_addr(2), "PUT /instances/7/state".to_string()),
+            (sled_addr(2), format!("PUT /vmms/{}", record.vmm.unwrap())),
+            (
+                sled_addr(2),
+                format!("PUT /vmms/{}/state", record.vmm.unwrap())
+            ),
         ]
     );
     assert_networking_settles(&net, &store, Some(2)).await;
@@ -848,7 +859,7 @@ async fn delete_refused_while_running() {
 #[tokio::test(start_paused = true)]
 async fn saga_unwinds_when_register_fails() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
+    sled_2_fails(&net, "PUT", "/vmms/*", 500, "out of memory");
     let err = ops.start(ID, 2).await.unwrap_err();
     match &err {
         OpError::Unwound(message) => {
@@ -1077,7 +1088,7 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
     // as if REGISTER had reached the sled and its reply had been lost.
     register_on_sled_2(&net, 2).await;
     net.clear_log();
-    sled_2_fails(&net, "PUT", "/instances/7", 503, "reply lost");
+    sled_2_fails(&net, "PUT", "/vmms/2", 503, "reply lost");
     let err = ops.start(ID, 2).await.unwrap_err();
     assert!(
         matches!(&err, OpError::Unwound(m) if m.starts_with("REGISTER failed: ")),
@@ -1089,7 +1100,7 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
     assert_eq!(saga.undone, vec![V2pEnsure, DpdEnsure, MarkAsStarting]);
     assert_eq!(saga.state.name(), "unwound");
     // REGISTER's undo never ran: one request to the sled, REGISTER's own.
-    assert_eq!(sled_requests(&net, 2), vec!["PUT /instances/7"]);
+    assert_eq!(sled_requests(&net, 2), vec!["PUT /vmms/2"]);
     assert_eq!(store.get(ID).state, InstanceState::Stopped);
     assert_eq!(vmm_ids(&net, 2), vec![(ID, 2)]);
 }
@@ -1097,12 +1108,13 @@ async fn the_failed_node_is_not_undone_even_when_half_done() {
 /// Each completed node is undone once, latest first, each undo logged
 /// before the next starts; nothing is retried. RUN fails (its state change
 /// answered 500), so REGISTER's undo runs — and when the sled-agent answers
-/// its stop with 500 too, that undo still succeeds: any sled-agent error
-/// but "VMM gone" counts as already unregistered upstream.
+/// its unregister with 500 too, that undo still succeeds: any sled-agent
+/// error but "VMM gone" counts as already unregistered upstream.
 #[tokio::test(start_paused = true)]
 async fn each_completed_node_is_undone_once_latest_first() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    sled_2_fails(&net, "PUT", "/instances/7/state", 500, "propolis failed");
+    sled_2_fails(&net, "PUT", "/vmms/*/state", 500, "propolis failed");
+    sled_2_fails(&net, "DELETE", "/vmms/*", 500, "propolis failed");
     let captured = Captured::at(tracing::Level::WARN);
     let err = {
         let _guard = captured.install();
@@ -1137,15 +1149,11 @@ async fn each_completed_node_is_undone_once_latest_first() {
         saga.done,
         vec![MarkAsStarting, DpdEnsure, V2pEnsure, Register]
     );
-    // REGISTER, RUN, then REGISTER's undo once: look, stop (500, no retry).
+    // REGISTER, RUN, then REGISTER's undo once: unregister (500, no
+    // retry).
     assert_eq!(
         sled_requests(&net, 2),
-        vec![
-            "PUT /instances/7",
-            "PUT /instances/7/state",
-            "GET /instances",
-            "PUT /instances/7/state"
-        ]
+        vec!["PUT /vmms/2", "PUT /vmms/2/state", "DELETE /vmms/2"]
     );
     // DPD_ENSURE and its undo, each once per switch.
     for zone in zones() {
@@ -1177,7 +1185,7 @@ async fn each_completed_node_is_undone_once_latest_first() {
 #[tokio::test(start_paused = true)]
 async fn a_failed_undo_leaves_the_saga_stuck_for_good() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
+    sled_2_fails(&net, "PUT", "/vmms/*", 500, "out of memory");
     store.lock().fail_nat_clear = Some("database unavailable".into());
     let captured = Captured::at(tracing::Level::WARN);
     let err = {
@@ -1262,7 +1270,7 @@ async fn resume_re_runs_the_node_in_flight() {
     );
     assert_eq!(
         sled_requests(&net, 2),
-        vec!["PUT /instances/7", "PUT /instances/7/state"]
+        vec!["PUT /vmms/41", "PUT /vmms/41/state"]
     );
     for zone in zones() {
         assert_eq!(net.requests(zone, DPD_PORT), Vec::<String>::new());
@@ -1382,11 +1390,8 @@ async fn resume_recognises_a_run_whose_write_missed_its_log_entry() {
     let (net, store, _crashed) = fixture(StartImpl::Saga, InstanceState::Stopped);
     let starting = mark_starting(&store, Some(41)).await;
     let agent = SledAgentClient::new(HttpClient::new(net.connector(), sled_addr(2)));
-    agent.instance_register(ID, 41).await.unwrap();
-    agent
-        .instance_set_state(ID, VmmState::Running)
-        .await
-        .unwrap();
+    agent.vmm_register(41, ID).await.unwrap();
+    agent.vmm_put_state(41, VmmState::Running).await.unwrap();
     let running = store
         .update_if(
             ID,
@@ -1489,7 +1494,7 @@ async fn a_saga_does_not_act_on_a_record_another_start_has_since_marked() {
 async fn a_stuck_unwind_still_activates_the_v2p_task_for_the_undone_v2p_ensure() {
     let (net, store, ops, v2p_task) =
         fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
-    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
+    sled_2_fails(&net, "PUT", "/vmms/*", 500, "out of memory");
     store.lock().fail_nat_clear = Some("database unavailable".into());
     let seen = observe_v2p_activations(&store, v2p_task);
     let started = ops.start(ID, 2).await;
@@ -1529,14 +1534,15 @@ async fn unwinding_after_run_with_vmm_10(store: &MemStore, undone: Vec<SagaNode>
     store.saga_create(&saga).await.unwrap();
 }
 
-/// REGISTER's undo destroys the saga's own VMM only. A sled that runs
-/// another VMM for the instance (ours is gone, and another start
-/// registered its own) is asked nothing more than its list, and that VMM
-/// stays.
+/// REGISTER's undo unregisters the saga's own VMM only, by its propolis
+/// id (upstream's `vmm_unregister`). Another VMM of the instance on the
+/// same sled (another start registered its own beside ours) stays.
 #[tokio::test(start_paused = true)]
 async fn register_undo_leaves_another_vmm_of_the_instance_alone() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
     register_on_sled_2(&net, 50).await;
+    register_on_sled_2(&net, 10).await;
+    assert_eq!(vmm_ids(&net, 2), vec![(ID, 10), (ID, 50)]);
     unwinding_after_run_with_vmm_10(&store, vec![]).await;
     net.clear_log();
     let resumed = ops.resume_sagas().await;
@@ -1545,27 +1551,25 @@ async fn register_undo_leaves_another_vmm_of_the_instance_alone() {
         "{resumed:?}"
     );
     assert_unwound_to_stopped(&store, 9);
-    assert_eq!(sled_requests(&net, 2), vec!["GET /instances"]);
+    assert_eq!(sled_requests(&net, 2), vec!["DELETE /vmms/10"]);
     assert_eq!(vmm_ids(&net, 2), vec![(ID, 50)]);
 }
 
-/// A VMM that is gone by the time REGISTER's undo stops it (404) is what
-/// the undo wanted: success, and nothing to warn about — unlike a sled
-/// that answers with another error, which is logged and treated as
+/// A VMM that is gone by the time REGISTER's undo unregisters it is what
+/// the undo wanted: sled-agent answers success (`ensure_unregistered` of a
+/// VMM it does not have), and there is nothing to warn about — unlike a
+/// sled that answers with an error, which is logged and treated as
 /// already unregistered.
 #[tokio::test(start_paused = true)]
-async fn register_undo_of_a_vmm_gone_before_its_stop_succeeds_without_a_warning() {
+async fn register_undo_of_a_vmm_already_gone_succeeds_without_a_warning() {
     let (net, store, ops) = fixture(StartImpl::Saga, InstanceState::Stopped);
-    register_on_sled_2(&net, 10).await;
+    register_on_sled_2(&net, 50).await;
     unwinding_after_run_with_vmm_10(&store, vec![]).await;
-    sled_2_fails(&net, "PUT", "/instances/7/state", 404, "no VMM");
     net.clear_log();
     let captured = resume_saga_9_unwound(&ops, &store).await;
-    assert_eq!(
-        sled_requests(&net, 2),
-        vec!["GET /instances", "PUT /instances/7/state"]
-    );
+    assert_eq!(sled_requests(&net, 2), vec!["DELETE /vmms/10"]);
     assert_eq!(captured.lines(), Vec::<String>::new());
+    assert_eq!(vmm_ids(&net, 2), vec![(ID, 50)]);
 }
 
 // ---- stop, and the instance-start networking issue end to end ----
@@ -1673,7 +1677,11 @@ async fn settle() {
 async fn saga_stop_activates_v2p_after_marking_stopped() {
     let (_net, store, ops, v2p_task) =
         fixture_with_v2p_task(StartImpl::Saga, InstanceState::Running);
-    store.lock().instances.get_mut(&ID).unwrap().sled = Some(2);
+    {
+        let mut s = store.lock();
+        let record = s.instances.get_mut(&ID).unwrap();
+        (record.sled, record.vmm) = (Some(2), Some(10));
+    }
     let seen = observe_v2p_activations(&store, v2p_task);
     assert_eq!(ops.stop(ID).await.unwrap().state, InstanceState::Stopped);
     settle().await;
@@ -1686,7 +1694,7 @@ async fn saga_stop_activates_v2p_after_marking_stopped() {
 async fn saga_unwind_activates_v2p_after_restoring_stopped() {
     let (net, store, ops, v2p_task) =
         fixture_with_v2p_task(StartImpl::Saga, InstanceState::Stopped);
-    sled_2_fails(&net, "PUT", "/instances/7", 500, "out of memory");
+    sled_2_fails(&net, "PUT", "/vmms/*", 500, "out of memory");
     let seen = observe_v2p_activations(&store, v2p_task);
     let started = ops.start(ID, 2).await;
     assert!(matches!(started, Err(OpError::Unwound(_))), "{started:?}");
@@ -1744,7 +1752,7 @@ async fn stop_the_sled_fails_leaves_the_instance_running() {
     for imp in StartImpl::ALL {
         let (net, store, ops) = fixture(imp, InstanceState::Stopped);
         let running = ops.start(ID, 2).await.unwrap();
-        sled_2_fails(&net, "PUT", "/instances/7/state", 500, "propolis busy");
+        sled_2_fails(&net, "PUT", "/vmms/*/state", 500, "propolis busy");
         let err = ops.stop(ID).await.unwrap_err();
         assert!(
             matches!(&err, OpError::Client(m) if m.ends_with("HTTP 500: propolis busy")),

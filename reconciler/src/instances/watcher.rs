@@ -226,8 +226,11 @@ async fn check_vmm<C: Connector>(
     mgs: &[SocketAddr],
 ) -> VmmCheck {
     let agent = super::ops::sled_agent_client(connector, sled);
-    match agent.instance_state(instance).await {
-        Ok(Some(info)) if info.vmm_id == vmm => VmmCheck::Healthy,
+    // By the VMM's propolis id, as upstream's `check_instance` asks
+    // (`vmm_get_state`): another VMM of the instance on the sled is not
+    // this one.
+    match agent.vmm_get_state(vmm).await {
+        Ok(Some(info)) if info.instance_id == instance => VmmCheck::Healthy,
         Ok(_) => VmmCheck::Gone,
         Err(e) => power_check(connector, sled, mgs, &e).await,
     }

@@ -97,17 +97,44 @@ pub struct RackView<'a> {
 
 impl RackView<'_> {
     /// The VMMs instance `id` has on the up sleds, with their sled's name,
-    /// in sled order.
+    /// in sled order and by propolis id on a sled (a sled may hold several
+    /// of one instance).
     pub fn vmms_of(&self, id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
-        self.sleds
-            .iter()
-            .filter_map(move |s| s.agent.vmms.get(&id).map(|v| (s.name.as_str(), v)))
+        vmms_of(self.sleds, id)
     }
 
     /// `external/first-last -> host (mac, vni V)`.
     pub fn entry(&self, e: &NatEntry) -> String {
         nat_entry_text(e, self.host)
     }
+}
+
+/// The VMMs instance `id` has on `sleds`, with their sled's name, in sled
+/// order and by propolis id on a sled: a sled may hold several VMMs of one
+/// instance, as upstream's (its instance manager keys them by propolis id).
+pub fn vmms_of(sleds: &[SledView], id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
+    sleds
+        .iter()
+        .flat_map(move |s| s.agent.vmms_of(id).map(|v| (s.name.as_str(), v)))
+}
+
+/// The `one-vmm` breach of instance `name` (`id`) on `sleds`, if any: it has
+/// more than one VMM past registration — on different sleds or on one.
+/// Guests, not registrations: a VMM that was only registered has no
+/// Propolis zone yet (upstream's sled-agent creates it on the first request
+/// to run), so it cannot be a second copy of the guest.
+pub fn second_guest(sleds: &[SledView], id: u32, name: &str) -> Option<String> {
+    let vmms: Vec<String> = vmms_of(sleds, id)
+        .filter(|(_, v)| v.state != VmmState::Starting)
+        .map(|(sled, v)| format!("VMM {} on {sled}", v.vmm_id))
+        .collect();
+    (vmms.len() > 1).then(|| {
+        format!(
+            "instance {name} has {} VMMs: {}",
+            vmms.len(),
+            vmms.join(", ")
+        )
+    })
 }
 
 /// How the checks and the traces write a NAT entry, its target named.
@@ -193,10 +220,20 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
         match (inst.state, inst.sled) {
             (InstanceState::Running, Some(sled)) => {
                 let (target_name, target_address) = (view.sled)(sled as usize);
+                // The record's VMM, by its propolis id: another VMM of the
+                // instance on the sled is not the one the record says runs.
+                let has_its_vmm = |s: &SledView| match inst.vmm {
+                    Some(vmm) => s
+                        .agent
+                        .vmms
+                        .get(&vmm)
+                        .is_some_and(|v| v.instance_id == inst.id),
+                    None => s.agent.vmms_of(inst.id).next().is_some(),
+                };
                 if !view
                     .sleds
                     .iter()
-                    .any(|s| s.index == sled as usize && s.agent.vmms.contains_key(&inst.id))
+                    .any(|s| s.index == sled as usize && has_its_vmm(s))
                 {
                     gaps.push(Gap {
                         at: target_name.clone(),

@@ -57,7 +57,7 @@ impl Control {
                     retired: s.retired,
                     sled_agent: s.agent_addr.to_string(),
                     v2p: a.v2p_list(),
-                    vmms: a.instances(),
+                    vmms: a.vmm_list(),
                     zone_starts: s
                         .zone_starts
                         .iter()

@@ -12,10 +12,10 @@
 
 use super::{refused, running, sled_agent_client, InstanceOps, OpError, ResumedSaga, STOPPED};
 use crate::{
-    http::{ClientError, Connector},
+    http::Connector,
     instances::{
         InstanceRecord, InstanceState, InstanceStore, NodeFailure, RuntimeUpdate, SagaNode,
-        SagaRecord, SagaState, SledRef, StoreError, VmmState,
+        SagaRecord, SagaState, StoreError, VmmState,
     },
 };
 
@@ -215,7 +215,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                     }
                 };
                 self.sled_agent(&sled)
-                    .instance_register(saga.instance, vmm)
+                    .vmm_register(vmm, saga.instance)
                     .await?;
                 // Upstream's `instance_ensure_registered` then records the
                 // state the sled answered (`notify_vmm_updated(..).await?`):
@@ -241,7 +241,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 let generation = self.check_owned(saga, &record)?;
                 let sled = self.sled(saga.sled).await?;
                 self.sled_agent(&sled)
-                    .instance_set_state(saga.instance, VmmState::Running)
+                    .vmm_put_state(vmm, VmmState::Running)
                     .await?;
                 Ok(Some(
                     self.store
@@ -489,12 +489,15 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// says this may be "a bit of a stretch": if the sled is only cut off,
     /// the VMM keeps running there while the instance goes back to Stopped.
     /// The same here: any error from the sled-agent is logged (a warning,
-    /// so it is in the trace) and the undo succeeds. The model's sled-agent
-    /// API has no "VMM gone" error distinct from "not registered" (its 404
-    /// on stop), and sled-agent's `ensure_unregistered` succeeds for a VMM
-    /// it does not know, so no sled-agent answer fails this undo. Only the
-    /// database can fail it (upstream: the sled-client lookup, an `Other`
-    /// error) — which makes the saga stuck.
+    /// so it is in the trace) and the undo succeeds. The undo is
+    /// upstream's: `instance_ensure_unregistered` → `vmm_unregister` of the
+    /// saga's propolis id (`DELETE /vmms/{propolis_id}`), which terminates
+    /// the VMM whatever its state and leaves any other VMM of the instance
+    /// alone. sled-agent's `ensure_unregistered` succeeds for a VMM it
+    /// does not have, so a sled-agent error is a failure to serve
+    /// (unreachable, timed out, a 5xx), and none fails this undo. Only the
+    /// database can fail it (upstream: the sled-client
+    /// lookup, an `Other` error) — which makes the saga stuck.
     async fn unregister(&self, saga: &SagaRecord) -> Result<(), OpError> {
         let Some(vmm) = saga.vmm_id else {
             return Ok(());
@@ -516,7 +519,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             }
             Err(e) => return Err(e),
         };
-        if let Err(e) = self.destroy_vmm_if(&sled, saga.instance, vmm).await {
+        if let Err(e) = self.sled_agent(&sled).vmm_unregister(vmm).await {
             tracing::warn!(
                 saga = saga.id,
                 instance = saga.instance,
@@ -526,32 +529,6 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
                 "start saga: failed to unregister the VMM from its sled; treating it as \
                  already unregistered (as upstream: omicron#3238)"
             );
-        }
-        Ok(())
-    }
-
-    /// Stops the instance's VMM on `sled` if it is `vmm` — a 409 at
-    /// registration means another VMM is there, and that one is not ours to
-    /// destroy. A VMM already gone (404) is success, as sled-agent's
-    /// `ensure_unregistered` of a VMM it does not know.
-    async fn destroy_vmm_if(
-        &self,
-        sled: &SledRef,
-        instance: u32,
-        vmm: u64,
-    ) -> Result<(), ClientError> {
-        let agent = self.sled_agent(sled);
-        let ours = agent
-            .instances()
-            .await?
-            .iter()
-            .any(|v| v.instance_id == instance && v.vmm_id == vmm);
-        if ours {
-            match agent.instance_set_state(instance, VmmState::Stopped).await {
-                Ok(()) => {}
-                Err(e) if e.status() == Some(404) => {}
-                Err(e) => return Err(e),
-            }
         }
         Ok(())
     }

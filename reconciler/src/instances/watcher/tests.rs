@@ -324,7 +324,7 @@ async fn a_404_that_is_not_no_such_instance_is_no_evidence() {
         sled_ip(1),
         SLED_AGENT_PORT,
         "GET",
-        "/instances/7/state",
+        "/vmms/*/state",
         Some(FakeResponse::error(404, "Not Found")),
     );
     let watched = rack.watch().await;
@@ -341,7 +341,8 @@ async fn a_404_that_is_not_no_such_instance_is_no_evidence() {
 
 /// A sled that runs another VMM for the instance than the record names
 /// (the recorded one died and another took its place) has not got the
-/// recorded one: it is gone, and the instance fails.
+/// recorded one: asked for it by its propolis id, it answers 404
+/// `NO_SUCH_INSTANCE`; it is gone, and the instance fails.
 #[tokio::test]
 async fn a_sled_running_another_vmm_for_the_instance_has_lost_the_recorded_one() {
     let rack = running_on_sled1().await;
@@ -352,7 +353,7 @@ async fn a_sled_running_another_vmm_for_the_instance_has_lost_the_recorded_one()
         rack.net.connector(),
         SocketAddr::new(sled_ip(1).into(), SLED_AGENT_PORT),
     ));
-    agent.instance_register(ID, recorded + 100).await.unwrap();
+    agent.vmm_register(recorded + 100, ID).await.unwrap();
     let watched = rack.watch().await;
     assert_eq!(watched[0].check, VmmCheck::Gone);
     assert_eq!(rack.state().await, InstanceState::Failed);

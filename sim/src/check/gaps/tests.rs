@@ -145,7 +145,7 @@ fn instance_gaps_say_where_each_piece_is_missing() {
     ];
     let mut sled0 = sled_view(0, SLED0);
     sled0.agent.vmms.insert(
-        2,
+        20,
         VmmInfo {
             instance_id: 2,
             vmm_id: 20,
@@ -263,4 +263,101 @@ fn a_stopped_instance_s_entry_is_a_gap_where_the_stop_removes_it() {
         ]
     );
     assert!(gaps(false).is_empty());
+}
+
+fn vmm(instance_id: u32, vmm_id: u64, state: VmmState) -> (u64, VmmInfo) {
+    (
+        vmm_id,
+        VmmInfo {
+            instance_id,
+            vmm_id,
+            state,
+        },
+    )
+}
+
+/// `one-vmm`: two VMMs of one instance past registration breach it on one
+/// sled as across sleds (a sled keys VMMs by propolis id, so it may hold
+/// several of an instance); a VMM only registered is no guest, and another
+/// instance's VMM is not counted.
+#[test]
+fn a_second_guest_on_the_same_sled_or_another_breaches_one_vmm() {
+    use VmmState::{Running, Starting};
+    let mut sled0 = sled_view(0, SLED0);
+    sled0.agent.vmms.extend([
+        vmm(1, 10, Running),
+        vmm(1, 11, Starting),
+        vmm(2, 12, Running),
+    ]);
+    let sled1 = sled_view(1, SLED1);
+    let mut sleds = vec![sled0, sled1];
+    assert_eq!(second_guest(&sleds, 1, "web"), None);
+    assert_eq!(
+        vmms_of(&sleds, 1)
+            .map(|(s, v)| (s, v.vmm_id))
+            .collect::<Vec<_>>(),
+        [("sled0", 10), ("sled0", 11)]
+    );
+    // The registered one runs: two guests on sled0.
+    sleds[0].agent.vmms.get_mut(&11).unwrap().state = Running;
+    assert_eq!(
+        second_guest(&sleds, 1, "web").as_deref(),
+        Some("instance web has 2 VMMs: VMM 10 on sled0, VMM 11 on sled0")
+    );
+    // Across sleds, as before.
+    sleds[0].agent.vmms.remove(&11);
+    sleds[1].agent.vmms.extend([vmm(1, 13, Running)]);
+    assert_eq!(
+        second_guest(&sleds, 1, "web").as_deref(),
+        Some("instance web has 2 VMMs: VMM 10 on sled0, VMM 13 on sled1")
+    );
+    assert_eq!(second_guest(&sleds, 2, "db"), None);
+}
+
+/// A sled that holds another VMM of a running instance than the one its
+/// record names has not got the instance's VMM: a gap.
+#[test]
+fn a_running_instance_needs_its_own_vmm_on_its_sled() {
+    let nic = Nic {
+        virtual_ip: IpAddr::from([172, 30, 0, 5]),
+        mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 1]),
+        vni: 1001,
+    };
+    let mut web = InstanceRecord {
+        id: 1,
+        name: "web".into(),
+        state: InstanceState::Running,
+        sled: Some(0),
+        vmm: Some(10),
+        generation: 2,
+        external_ips: vec![],
+        nics: vec![nic],
+        auto_restart: Default::default(),
+    };
+    let mut sled0 = sled_view(0, SLED0);
+    sled0.agent.vmms.extend([vmm(1, 11, VmmState::Running)]);
+    let sleds = [sled0];
+    let gaps_of = |web: &InstanceRecord| {
+        let instances = [web.clone()];
+        let view = RackView {
+            desired: &[],
+            switches: &[],
+            sleds: &sleds,
+            instances: &instances,
+            reincarnation: false,
+            stop_removes_nat: true,
+            host: &names,
+            sled: &sled_of,
+        };
+        instance_gaps(&view)
+            .into_iter()
+            .map(|g| g.message)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        gaps_of(&web),
+        ["instance web is running on sled0, which has no VMM for it"]
+    );
+    web.vmm = Some(11);
+    assert_eq!(gaps_of(&web), Vec::<String>::new());
 }
