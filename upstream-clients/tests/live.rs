@@ -267,6 +267,19 @@ async fn mgs_and_sled_agent_as_omicrons_generated_clients_see_them() {
         Err(sled_agent::Error::ErrorResponse(rv)) => assert_eq!(rv.status().as_u16(), 501),
         other => panic!("inventory: {other:?}"),
     }
+    // The VMM routes are upstream's, keyed by propolis id, but racksim's
+    // propolis ids are numbers: upstream's UUID is a 400, not the 501 of an
+    // operation the fake does not serve.
+    let propolis: sled_agent::types::PropolisUuid =
+        serde_json::from_value(json!("3f6d5e4c-1b2a-4c3d-8e9f-0a1b2c3d4e5f")).unwrap();
+    match agent.vmm_unregister(&propolis).await {
+        Err(sled_agent::Error::ErrorResponse(rv)) => assert_eq!(rv.status().as_u16(), 400),
+        other => panic!("vmm_unregister: {other:?}"),
+    }
+    match agent.vmm_get_state(&propolis).await {
+        Err(sled_agent::Error::ErrorResponse(rv)) => assert_eq!(rv.status().as_u16(), 400),
+        other => panic!("vmm_get_state: {other:?}"),
+    }
 
     live.stop().await;
 }

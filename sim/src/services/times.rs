@@ -143,7 +143,7 @@ const fn s(n: u64) -> Duration {
 /// replaces any of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServiceTimes {
-    /// sled-agent's REGISTER (`PUT /instances/{id}`, upstream
+    /// sled-agent's REGISTER (`PUT /vmms/{propolis_id}`, upstream
     /// `vmm_register` → `InstanceManager::ensure_registered`): the instance
     /// manager creates the `Instance` and its runner task, no zone yet.
     /// omicron #3927's log has "ensuring instance is registered" to
