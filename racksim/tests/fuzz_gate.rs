@@ -57,7 +57,12 @@ fn production(rack: &str) -> Options {
 }
 
 fn shipped(rack: &str) -> Options {
-    Options::new(rack, Strategy::SCRIMLET_LOCAL_WITH_ZONE_START, StartImpl::Saga).unwrap()
+    Options::new(
+        rack,
+        Strategy::SCRIMLET_LOCAL_WITH_ZONE_START,
+        StartImpl::Saga,
+    )
+    .unwrap()
 }
 
 /// The report of every failing seed of `results` that `known` does not

@@ -181,6 +181,8 @@ pub struct Snapshot {
     sleds: Vec<SledView>,
     running_since: std::collections::BTreeMap<u32, std::time::Duration>,
     deletes_completed: std::collections::BTreeMap<u32, std::time::Duration>,
+    /// The database's live instance NAT rows' versions.
+    nat_row_versions: gaps::NatRowVersions,
     /// The database's live instance NAT rows, by instance.
     nat_rows: std::collections::BTreeMap<u32, Vec<NatEntry>>,
     /// Stuck sagas, by id.
@@ -207,6 +209,7 @@ impl Snapshot {
             switches: &self.tables,
             sleds: &self.sleds,
             instances: &self.instances,
+            nat_row_versions: &self.nat_row_versions,
             reincarnation: world.params.era.reincarnation == crate::era::Task::On,
             stop_removes_nat: world.params.start == racksim_reconciler::instances::StartImpl::Saga,
             host,
@@ -244,6 +247,7 @@ pub fn observe(world: &World) -> Snapshot {
                     slot: s.slot,
                     uplinked: s.uplinked,
                     entries: d.ipv4_entries(),
+                    pulled_to: Some(d.generation()),
                 })
             })
             .collect(),
@@ -268,6 +272,14 @@ pub fn observe(world: &World) -> Snapshot {
             .map(|&i| st.sleds.specs[i].name.clone())
             .collect(),
         paths_since: st.net.last_heal.max(st.control_plane.last_up),
+        nat_row_versions: st
+            .control_plane
+            .db
+            .nat
+            .live_instance_versions()
+            .into_iter()
+            .map(|(id, e, v)| ((id, e.external_ip, e.first_port, e.last_port), v))
+            .collect(),
         nat_rows: st
             .control_plane
             .db

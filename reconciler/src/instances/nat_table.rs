@@ -396,6 +396,17 @@ impl NatTable {
         self.live_where(|owner| owner.is_some())
     }
 
+    /// Each live instance row with its instance and `version_added`, in
+    /// row order: what a check needs to tell a row a dpd has not pulled
+    /// yet from one it pulled past.
+    pub fn live_instance_versions(&self) -> Vec<(u32, NatEntry, i64)> {
+        self.rows
+            .iter()
+            .filter(|r| r.version_removed.is_none())
+            .filter_map(|r| r.instance.map(|i| (i, r.entry, r.version_added)))
+            .collect()
+    }
+
     /// The live rows whose owner (an instance, or `None` for a service
     /// zone) `keep` accepts, sorted.
     fn live_where(&self, keep: impl Fn(Option<u32>) -> bool) -> Vec<NatEntry> {

@@ -12,7 +12,7 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    net::Ipv6Addr,
+    net::{Ipv4Addr, Ipv6Addr},
 };
 
 use racksim_fakes::sled_agent::SledAgentState;
@@ -57,7 +57,14 @@ pub struct SwitchTable {
     pub slot: SwitchSlot,
     pub uplinked: bool,
     pub entries: Vec<Ipv4Nat>,
+    /// The NAT generation this switch's dpd has pulled to (its RPW's), if
+    /// known.
+    pub pulled_to: Option<i64>,
 }
+
+/// `version_added` of each live instance NAT row in the database, by
+/// instance, external address and port range.
+pub type NatRowVersions = BTreeMap<(u32, Ipv4Addr, u16, u16), i64>;
 
 /// One up sled: its index in the rack, name, underlay address and
 /// sled-agent state.
@@ -78,6 +85,10 @@ pub struct RackView<'a> {
     pub sleds: &'a [SledView],
     /// The database's instance records.
     pub instances: &'a [InstanceRecord],
+    /// The versions of the database's live instance NAT rows (empty where
+    /// they are not known): a switch that lacks an entry whose row's
+    /// version it has pulled past missed it for good.
+    pub nat_row_versions: &'a NatRowVersions,
     /// Whether the control plane's era restarts failed instances whose
     /// policy asks for it (reincarnation): then a failed instance has not
     /// settled until it is restarted.
@@ -259,8 +270,11 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                             gaps.push(Gap {
                                 at: slot.to_string(),
                                 message: format!(
-                                    "{slot} lacks the NAT entry of instance {name}: {}/{}-{} -> {target_name}",
-                                    ip.ip, ip.first_port, ip.last_port
+                                    "{slot} lacks the NAT entry of instance {name}: {}/{}-{} -> {target_name}{}",
+                                    ip.ip,
+                                    ip.first_port,
+                                    ip.last_port,
+                                    pulled_past(view, table, inst.id, ip)
                                 ),
                             });
                         }
@@ -405,3 +419,30 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
 
 #[cfg(test)]
 mod tests;
+
+/// Why a switch that lacks an instance's entry will not get it from its
+/// pulls: the row's version is at or below the generation its dpd has
+/// pulled to, so no changeset from there returns it (a version that
+/// became visible after a later one was read). Empty when that is not
+/// known to be so: the row is newer (a pull will bring it), absent, or
+/// the versions are unknown.
+fn pulled_past(
+    view: &RackView<'_>,
+    table: &SwitchTable,
+    instance: u32,
+    ip: &racksim_reconciler::instances::ExternalIp,
+) -> String {
+    let Some(pulled_to) = table.pulled_to else {
+        return String::new();
+    };
+    match view
+        .nat_row_versions
+        .get(&(instance, ip.ip, ip.first_port, ip.last_port))
+    {
+        Some(&version) if version <= pulled_to => format!(
+            " (its row's version {version} is at or below the generation {} has pulled to, {pulled_to})",
+            table.slot
+        ),
+        _ => String::new(),
+    }
+}

@@ -212,7 +212,9 @@ fn follow_on_gaps_need_their_primary_gap() {
 
 #[test]
 fn rack_follow_on_gaps_are_explained_only_beside_their_primary_gap() {
-    let k = parse_ok(&vmm_entry("rack_follow_on_gaps = [\"control plane down: *\"]\n"));
+    let k = parse_ok(&vmm_entry(
+        "rack_follow_on_gaps = [\"control plane down: *\"]\n",
+    ));
     let o = opts(StartImpl::Saga);
     let down = "control plane down: Nexus has not started (it waits for time to synchronise)";
     assert_eq!(

@@ -232,6 +232,8 @@ fn later_kinds_only_add_their_own_steps() {
                         | Action::ScrimletBack(_)
                         | Action::MgsErrors { .. }
                         | Action::MgsHang { .. }
+                        | Action::DbStall { .. }
+                        | Action::DbErrors { .. }
                 )
             });
             assert_eq!(stripped, without.plan, "{rack} seed {seed}");

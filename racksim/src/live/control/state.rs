@@ -142,6 +142,7 @@ impl Control {
                     .iter()
                     .any(|x| x.slot == s.slot && x.uplinked),
                 entries: s.dpd.lock().ipv4_entries(),
+                pulled_to: Some(s.dpd.lock().generation()),
             })
             .collect();
         let sleds: Vec<SledView> = hosts
@@ -174,12 +175,16 @@ impl Control {
                 |s| (s.name.clone(), s.address),
             )
         };
+        // Live mode's checks do not read the rows' versions: a switch that
+        // lacks an entry is named without saying whether it pulled past it.
+        let nat_row_versions = Default::default();
         let era = ControlPlaneEra::of(self.env.shared.strategy.era(), self.env.shared.start);
         rack_gaps(&RackView {
             desired: &desired,
             switches: &switches,
             sleds: &sleds,
             instances: &instances,
+            nat_row_versions: &nat_row_versions,
             reincarnation: era.reincarnation == Task::On,
             stop_removes_nat: self.env.shared.start
                 == racksim_reconciler::instances::StartImpl::Saga,

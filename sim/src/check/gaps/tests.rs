@@ -74,11 +74,13 @@ fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
             slot: SwitchSlot::Switch0,
             uplinked: true,
             entries: vec![stale.to_dpd(), guest.to_dpd()],
+            pulled_to: None,
         },
         SwitchTable {
             slot: SwitchSlot::Switch1,
             uplinked: false,
             entries: vec![],
+            pulled_to: None,
         },
     ];
     let view = RackView {
@@ -86,6 +88,7 @@ fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
         switches: &switches,
         sleds: &[sled_view(0, SLED0), sled_view(1, SLED1)],
         instances: &[],
+        nat_row_versions: &Default::default(),
         reincarnation: true,
         stop_removes_nat: true,
         host: &names,
@@ -164,12 +167,14 @@ fn instance_gaps_say_where_each_piece_is_missing() {
         slot: SwitchSlot::Switch1,
         uplinked: true,
         entries: vec![],
+        pulled_to: None,
     }];
     let view = RackView {
         desired: &[],
         switches: &switches,
         sleds: &[sled0, sled_view(1, SLED1), sled2],
         instances: &instances,
+        nat_row_versions: &Default::default(),
         reincarnation: true,
         stop_removes_nat: true,
         host: &names,
@@ -237,6 +242,7 @@ fn a_stopped_instance_s_entry_is_a_gap_where_the_stop_removes_it() {
         slot: SwitchSlot::Switch0,
         uplinked: true,
         entries: vec![left],
+        pulled_to: None,
     }];
     let instances = [stopped];
     let gaps = |stop_removes_nat| {
@@ -245,6 +251,7 @@ fn a_stopped_instance_s_entry_is_a_gap_where_the_stop_removes_it() {
             switches: &switches,
             sleds: &[],
             instances: &instances,
+            nat_row_versions: &Default::default(),
             reincarnation: true,
             stop_removes_nat,
             host: &names,
@@ -344,6 +351,7 @@ fn a_running_instance_needs_its_own_vmm_on_its_sled() {
             switches: &[],
             sleds: &sleds,
             instances: &instances,
+            nat_row_versions: &Default::default(),
             reincarnation: false,
             stop_removes_nat: true,
             host: &names,
