@@ -81,11 +81,23 @@ pub(super) async fn start_zone(
         let entry = world.zone_nat_entry(zone);
         let expected: BTreeSet<_> = rack.uplinked_switches().into_iter().collect();
         let progress = watch::Sender::new(LegacyProgress::LookingUpSwitches);
-        world
-            .lock()
-            .sleds
-            .blocked_starts
-            .insert((index, zone_id), progress.subscribe());
+        {
+            let mut st = world.lock();
+            st.sleds
+                .blocked_starts
+                .insert((index, zone_id), progress.subscribe());
+            st.version += 1;
+        }
+        // The checks read where the start is (a verdict names a retired
+        // address), so each step of the path is a change of the world;
+        // the task ends with the path (its sender dropped).
+        let mut steps = progress.subscribe();
+        let counted = world.clone();
+        tokio::task::spawn_local(async move {
+            while steps.changed().await.is_ok() {
+                counted.lock().version += 1;
+            }
+        });
         // The legacy path logs its phases; the `zone` span names the
         // zone in those lines (`crate::logging`).
         legacy::ensure_zone_nat(
