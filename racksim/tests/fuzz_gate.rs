@@ -1,7 +1,7 @@
 //! The fuzzer gates CI: a bounded fuzz of both production configurations
 //! on every rack preset — the design after #9727 (`scrimlet-local` service
 //! NAT, `saga` starts) and what ships today (`scrimlet-local-with-zone-start`
-//! + `saga`: the scrimlet reconcilers beside the zone-start NAT path) —
+//! with `saga`: the scrimlet reconcilers beside the zone-start NAT path) —
 //! fails on any failing seed that `scenarios/known-defects.toml` does not
 //! list, and on any listed defect whose regression no longer reproduces it.
 

@@ -49,10 +49,9 @@ pub struct SledAgentApi {
 /// for).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
-    /// `PUT /instances/{instance_id}` or `PUT /vmms/{propolis_id}`.
+    /// `PUT /vmms/{propolis_id}`.
     Register,
-    /// `PUT /instances/{instance_id}/state` or `PUT /vmms/{propolis_id}/state`
-    /// to `running`.
+    /// `PUT /vmms/{propolis_id}/state` to `running`.
     Run,
     /// The same to `stopped`.
     Stop,
@@ -61,16 +60,14 @@ pub enum Operation {
 }
 
 /// Which timed [`Operation`] `req` is, if any: every other request (V2P,
-/// reads, `/timesync`) is answered at once. It knows both the reduced
-/// `/instances/{instance_id}` routes and upstream's `/vmms/{propolis_id}`
-/// ones, and reads only the body's `state`, so it does not depend on
-/// which the fake serves.
+/// reads, `/timesync`) is answered at once. It reads the route and, for a
+/// state change, only the body's `state`.
 pub fn operation(req: &ApiRequest) -> Option<Operation> {
     let segs = req.segments();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     match (&req.method, segs.as_slice()) {
-        (&Method::PUT, ["instances" | "vmms", _]) => Some(Operation::Register),
-        (&Method::PUT, ["instances" | "vmms", _, "state"]) => {
+        (&Method::PUT, ["vmms", _]) => Some(Operation::Register),
+        (&Method::PUT, ["vmms", _, "state"]) => {
             let body: serde_json::Value = serde_json::from_slice(&req.body).ok()?;
             match body.get("state")?.as_str()? {
                 "running" => Some(Operation::Run),
@@ -96,6 +93,11 @@ impl Handler for SledAgentApi {
                 Operation::Register => &times.register,
                 Operation::Run => &times.run,
                 Operation::Stop => &times.stop,
+                // Unregistering a VMM whose guest runs terminates it:
+                // Propolis stops and the zone is halted and deleted, a
+                // stop's work (`Instance::terminate`); one that never ran
+                // only has its runner exit.
+                Operation::Unregister if api.runs_a_guest(&req) => &times.stop,
                 Operation::Unregister => &times.unregister,
             });
             // The state changes at the END of the service time: the VMM is
@@ -135,6 +137,21 @@ impl Handler for SledAgentApi {
 }
 
 impl SledAgentApi {
+    /// Whether the VMM `req`'s path names runs a guest on this sled now.
+    fn runs_a_guest(&self, req: &ApiRequest) -> bool {
+        let segs = req.segments();
+        let Some(id) = segs.get(1).and_then(|s| s.parse::<u64>().ok()) else {
+            return false;
+        };
+        self.world
+            .lock()
+            .sleds
+            .agents
+            .get(&self.index)
+            .and_then(|a| a.vmms.get(&id))
+            .is_some_and(|v| v.state == VmmState::Running)
+    }
+
     /// The API of sled `index` in its boot `boot`.
     pub fn new(world: World, index: usize, boot: u64) -> SledAgentApi {
         let host = world.sled(index).name;
@@ -256,8 +273,8 @@ mod tests {
     }
 
     #[test]
-    fn requests_are_classified_on_the_old_and_the_new_routes() {
-        for base in ["/instances/7", "/vmms/3f6d"] {
+    fn requests_are_classified_by_route_and_state() {
+        for base in ["/vmms/3", "/vmms/3f6d"] {
             let state = format!("{base}/state");
             assert_eq!(
                 op(Method::PUT, base, r#"{"vmm_id":3}"#),
@@ -280,7 +297,9 @@ mod tests {
             op(Method::DELETE, "/vmms/3f6d", ""),
             Some(Operation::Unregister)
         );
-        assert_eq!(op(Method::GET, "/instances", ""), None);
+        assert_eq!(op(Method::GET, "/vmms", ""), None);
+        // racksim's reduced API before propolis ids is not served.
+        assert_eq!(op(Method::PUT, "/instances/7", r#"{"vmm_id":3}"#), None);
         assert_eq!(op(Method::PUT, "/v2p", "{}"), None);
         assert_eq!(op(Method::GET, "/timesync", ""), None);
     }

@@ -167,7 +167,8 @@ pub struct ServiceTimes {
     /// sled-agent's unregister (`DELETE /vmms/{id}`, upstream
     /// `vmm_unregister` → `ensure_unregistered` → `Instance::terminate`) of
     /// a VMM that never ran: the runner exits, nothing to tear down.
-    /// Default: 10 ms to 50 ms.
+    /// Default: 10 ms to 50 ms. Unregistering a VMM whose guest runs takes
+    /// [`Self::stop`]'s time: the guest is stopped and its zone torn down.
     pub unregister: ServiceTime,
     /// dpd's NAT calls (`/nat/ipv4/...`, `/nat/ipv6/...`: create, delete,
     /// get, list): dendrite's handler updates its table and writes the
