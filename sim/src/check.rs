@@ -58,7 +58,10 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
         if snap.sleds_up.contains(&z.spec.sled) && !snap.ntp_synced.contains(&z.spec.sled) {
             let sled = &sleds[z.spec.sled].name;
             gaps.push(match snap.blocked_starts.get(&(z.spec.sled, z.id)) {
-                Some(progress) => blocked_ntp_gap(world, sled, progress),
+                Some(progress) => format!(
+                    "NTP unsynchronised: boundary NTP on {sled} has not started: {}",
+                    blocked_start(world, progress)
+                ),
                 None => {
                     format!(
                         "NTP unsynchronised: boundary NTP on {sled} has had no reply from upstream"
@@ -70,10 +73,22 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
     // An operator who took the control plane down meant it; the rack must
     // converge without it.
     if snap.nexus_up.is_empty() && world.nexus_is_enabled() {
-        gaps.push(
-            "control plane down: Nexus has not started (it waits for time to synchronise)"
+        // A Nexus zone whose start is blocked in the zone-start NAT path
+        // is named with where it is blocked (the first, in sled order);
+        // otherwise Nexus waits for time.
+        let blocked = snap
+            .blocked_starts
+            .iter()
+            .find(|((_, zone), _)| zone.kind == ZoneKind::Nexus);
+        gaps.push(match blocked {
+            Some(((sled, _), progress)) => format!(
+                "control plane down: Nexus on {} has not started: {}",
+                sleds[*sled].name,
+                blocked_start(world, progress)
+            ),
+            None => "control plane down: Nexus has not started (it waits for time to synchronise)"
                 .to_string(),
-        );
+        });
     }
     gaps.extend(gaps::instance_gaps(&view).into_iter().map(|g| g.message));
     for saga in &snap.stuck_sagas {
@@ -84,26 +99,22 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
     gaps
 }
 
-/// Boundary NTP whose zone never started: its start is blocked in the
-/// zone-start NAT path. A start that retries an address no switch zone has
-/// any more (its scrimlet was replaced after the lookup) is named as such:
-/// that is upstream's defect (`opte_ports_needed` looks the switch zones up
-/// once, then retries each ensure for ever), not a missing reply.
-fn blocked_ntp_gap(
-    world: &World,
-    sled: &str,
-    progress: &racksim_reconciler::legacy::LegacyProgress,
-) -> String {
+/// Where a zone start blocked in the zone-start NAT path is, for a gap. A
+/// start that retries an address no switch zone has any more (its
+/// scrimlet was replaced after the lookup) is named as such: that is
+/// upstream's defect (`opte_ports_needed` looks the switch zones up once,
+/// then retries each ensure for ever), not a missing reply.
+fn blocked_start(world: &World, progress: &racksim_reconciler::legacy::LegacyProgress) -> String {
     use racksim_reconciler::legacy::LegacyProgress;
     match progress {
         LegacyProgress::EnsuringNat {
             switch, address, ..
         } if world.switch_zone_address(*switch) != Some(*address) => format!(
-            "NTP unsynchronised: boundary NTP on {sled} has not started: its zone start retries the NAT ensure on {switch} at a retired address ({}) for ever",
+            "its zone start retries the NAT ensure on {switch} at a retired address ({}) for ever",
             world.name_of(*address)
         ),
         other => format!(
-            "NTP unsynchronised: boundary NTP on {sled} has not started: its zone start is blocked in the zone-start NAT path ({})",
+            "its zone start is blocked in the zone-start NAT path ({})",
             world.name_addrs(&other.to_string())
         ),
     }
