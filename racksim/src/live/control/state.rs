@@ -133,16 +133,21 @@ impl Control {
             .switches
             .values()
             .filter(|s| s.up())
-            .map(|s| SwitchTable {
-                slot: s.slot,
-                uplinked: self
-                    .env
-                    .spec
-                    .switches
-                    .iter()
-                    .any(|x| x.slot == s.slot && x.uplinked),
-                entries: s.dpd.lock().ipv4_entries(),
-                pulled_to: Some(s.dpd.lock().generation()),
+            .map(|s| {
+                // One lock for both reads: a second `lock()` in the same
+                // expression would wait on the first's guard.
+                let dpd = s.dpd.lock();
+                SwitchTable {
+                    slot: s.slot,
+                    uplinked: self
+                        .env
+                        .spec
+                        .switches
+                        .iter()
+                        .any(|x| x.slot == s.slot && x.uplinked),
+                    entries: dpd.ipv4_entries(),
+                    pulled_to: Some(dpd.generation()),
+                }
             })
             .collect();
         let sleds: Vec<SledView> = hosts
