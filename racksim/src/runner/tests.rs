@@ -238,7 +238,7 @@ fn operations_are_judged_on_what_their_callers_heard() {
     let judged = held(
         "instance-migrate-like-move",
         "saga",
-        "all 3 operations succeeded; every operation answered within 2s",
+        "all 3 operations succeeded; every operation answered within 6s",
     );
     misses_changed(
         &judged,
