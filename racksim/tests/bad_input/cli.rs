@@ -1,0 +1,1 @@
+//! Bad cli input: see main.rs. (Cases arrive with issue 39.)

@@ -1,0 +1,1 @@
+//! Bad files input: see main.rs. (Cases arrive with issue 39.)

@@ -1,0 +1,1 @@
+//! Bad outputs input: see main.rs. (Cases arrive with issue 39.)
