@@ -32,6 +32,7 @@ pub mod html;
 pub mod live;
 pub mod matrix;
 pub mod mutants;
+pub mod output;
 pub mod regression;
 pub mod report;
 pub mod runner;

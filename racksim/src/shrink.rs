@@ -496,17 +496,50 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Write `shrunk` as the regression file `out/NAME.toml` (the directory
-/// created if need be), with the header comments of the file `source_arg`
-/// names carried over (a fuzz plan's origin): the path written.
+/// Where `racksim shrink` writes: `out/NAME.toml`.
+pub fn regression_path(out: &std::path::Path, name: &str) -> std::path::PathBuf {
+    out.join(format!("{name}.toml"))
+}
+
+/// Refuses, before the shrink runs, to write the result over its own
+/// source (even with `--force`: the result would destroy the failure it
+/// was shrunk from) or, without `force`, over any existing file.
+pub fn check_target(path: &std::path::Path, source_arg: &str, force: bool) -> Result<(), String> {
+    crate::output::refuse_overlap(
+        &[("--out", path)],
+        &[(
+            "the scenario being shrunk",
+            std::path::Path::new(source_arg),
+        )],
+    )
+    .map_err(|e| format!("{e} (choose another --out directory or --name)"))?;
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(format!(
+            "error: --out: {} is a directory; choose another --name",
+            path.display()
+        )),
+        Ok(_) if !force => Err(format!(
+            "error: {} exists; shrink does not replace it unless asked: write elsewhere with \
+             --out DIR (or another --name), or pass --force to replace it",
+            path.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Write `shrunk` as the regression file `path` (from [`regression_path`],
+/// its directory created if need be, whole or not at all), with the header
+/// comments of the file `source_arg` names carried over (a fuzz plan's
+/// origin).
 pub fn write_regression(
     shrunk: &Shrunk,
     source_arg: &str,
     name: &str,
-    out: &std::path::Path,
-) -> Result<std::path::PathBuf, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("error: --out {}: {e}", out.display()))?;
-    let path = out.join(format!("{name}.toml"));
+    path: &std::path::Path,
+) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("error: --out {}: {e}", dir.display()))?;
+    }
     let source_header: Vec<String> = std::fs::read_to_string(source_arg)
         .unwrap_or_default()
         .lines()
@@ -520,8 +553,7 @@ pub fn write_regression(
         name,
         &path.display().to_string(),
     );
-    std::fs::write(&path, &text).map_err(|e| format!("error: {}: {e}", path.display()))?;
-    Ok(path)
+    crate::output::write("--out", path, text.as_bytes())
 }
 
 pub use crate::regression::{regression, regressions, replay_of, Regression, REGRESSIONS_DIR};

@@ -303,7 +303,6 @@ impl Sweep<'_> {
             let path = dir.join(html::file_name(scenario, variant, r.seed));
             html::write_runs(
                 html::create(&path)?,
-                &path,
                 scenario,
                 self.arg,
                 &[(variant, r.seed, &judged)],

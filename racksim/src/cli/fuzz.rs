@@ -64,9 +64,12 @@ pub struct ShrinkArgs {
     /// Name of the regression (default: the scenario's name).
     #[arg(long)]
     name: Option<String>,
-    /// Directory to write NAME.toml into.
+    /// Directory to write NAME.toml into (created if need be).
     #[arg(long, default_value = "scenarios/regressions")]
     out: std::path::PathBuf,
+    /// Replace an existing NAME.toml (never the scenario being shrunk).
+    #[arg(long)]
+    force: bool,
     /// Shrink a failure of this mutant (builds with `--features mutants`).
     #[arg(long)]
     mutant: Option<String>,
@@ -158,6 +161,7 @@ pub fn shrink(args: ShrinkArgs) -> Result<Status, String> {
         strategy,
         name,
         out,
+        force,
         mutant,
     } = args;
     let scenario = catalogue::resolve(&arg)?;
@@ -178,12 +182,16 @@ pub fn shrink(args: ShrinkArgs) -> Result<Status, String> {
     let mutant = parse_mutant(mutant.as_deref())?;
     let name = name.unwrap_or_else(|| scenario.name.clone());
     shrink::check_name(&name)?;
+    // Before the shrink runs: its result never lands on its source, nor on
+    // any existing file unasked.
+    let path = shrink::regression_path(&out, &name);
+    shrink::check_target(&path, &arg, force)?;
     let started = Instant::now();
     let shrunk = shrink::shrink(&scenario, variant, seed, mutant, &|tries, steps| {
         eprint!("\rshrinking: {tries} runs, {steps} steps   ");
     })?;
     eprintln!();
-    let path = shrink::write_regression(&shrunk, &arg, &name, &out)?;
+    shrink::write_regression(&shrunk, &arg, &name, &path)?;
     println!(
         "{} steps -> {} steps in {} runs ({:.1} s); still fails: {}",
         shrunk.original_steps,

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use clap::Args;
-use racksim::{catalogue, file::Variant, html, report, runner};
+use racksim::{catalogue, file::Variant, html, output, report, runner};
 use racksim_sim::trace::fmt_duration;
 
 use super::{
@@ -116,14 +116,23 @@ pub fn run(args: RunArgs) -> Result<Status, String> {
         Some(s) => (s, false),
         None => (random_seed(), true),
     };
-    // Opened before anything runs: a bad path is an input error.
+    // Checked and started before anything runs: a bad path, or one that
+    // names the scenario file or the other output, is an argument error
+    // that touches nothing. Each file is renamed into place only when whole.
+    let outputs: Vec<(&str, &std::path::Path)> = [
+        trace_json.as_deref().map(|p| ("--trace-json", p)),
+        report_path.as_deref().map(|p| ("--report", p)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    output::refuse_overlap(
+        &outputs,
+        &[("the scenario file", std::path::Path::new(&arg))],
+    )?;
     let mut records = trace_json
         .as_deref()
-        .map(|path| {
-            std::fs::File::create(path)
-                .map(std::io::BufWriter::new)
-                .map_err(|e| format!("error: --trace-json {}: {e}", path.display()))
-        })
+        .map(|path| output::Output::create("--trace-json", path))
         .transpose()?;
     let report_file = report_path.as_deref().map(html::create).transpose()?;
 
@@ -162,7 +171,7 @@ pub fn run(args: RunArgs) -> Result<Status, String> {
         };
 
         if let Some(out) = records.as_mut() {
-            report::write_trace_json(out, &strategy.to_string(), &judged.outcome.trace)
+            report::write_trace_json(out.writer(), &strategy.to_string(), &judged.outcome.trace)
                 .map_err(|e| format!("error: --trace-json: {e}"))?;
         }
 
@@ -176,9 +185,13 @@ pub fn run(args: RunArgs) -> Result<Status, String> {
         );
         judged_runs.push((strategy, seed, judged));
     }
-    if let (Some(file), Some(path)) = (report_file, report_path.as_deref()) {
+    if let Some(out) = records {
+        out.commit()?;
+    }
+    if let Some(out) = report_file {
+        let path = out.path().to_path_buf();
         let runs: Vec<_> = judged_runs.iter().map(|(v, s, j)| (*v, *s, j)).collect();
-        html::write_runs(file, path, &scenario, &arg, &runs)?;
+        html::write_runs(out, &scenario, &arg, &runs)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(Status::of(all_ok, testbed_errors))
@@ -201,6 +214,12 @@ pub fn compare(args: CompareArgs) -> Result<Status, String> {
         scenario.expected_variant(&args.strategy_a, "STRATEGY_A")?,
         scenario.expected_variant(&args.strategy_b, "STRATEGY_B")?,
     ];
+    if let Some(path) = args.report.as_deref() {
+        output::refuse_overlap(
+            &[("--report", path)],
+            &[("the scenario file", std::path::Path::new(arg))],
+        )?;
+    }
     let file = args.report.as_deref().map(html::create).transpose()?;
     let judged: Vec<runner::Judged> = variants
         .iter()
@@ -223,13 +242,14 @@ pub fn compare(args: CompareArgs) -> Result<Status, String> {
         }
         println!("  replay: {}", runner::replay_command(arg, *v, seed));
     }
-    if let (Some(file), Some(path)) = (file, args.report.as_deref()) {
+    if let Some(file) = file {
+        let path = file.path().to_path_buf();
         let runs: Vec<_> = variants
             .iter()
             .zip(&judged)
             .map(|(&v, j)| (v, seed, j))
             .collect();
-        html::write_runs(file, path, &scenario, arg, &runs)?;
+        html::write_runs(file, &scenario, arg, &runs)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(Status::of(

@@ -28,6 +28,7 @@ use racksim_sim::{
 
 use crate::{
     file::{Scenario, Variant},
+    output::Output,
     runner::Judged,
 };
 
@@ -64,18 +65,18 @@ pub fn file_name(scenario: &Scenario, strategy: Variant, seed: u64) -> String {
     format!("{safe}-{strategy}-seed{seed}.html")
 }
 
-/// Create (truncate) the report file before anything runs, so that a bad
-/// path is an input error.
-pub fn create(path: &Path) -> Result<std::fs::File, String> {
-    std::fs::File::create(path).map_err(|e| format!("error: --report {}: {e}", path.display()))
+/// Start the report file before anything runs, so that a bad path is an
+/// input error; the page replaces an existing file only once it is whole
+/// (see [`crate::output`]).
+pub fn create(path: &Path) -> Result<Output, String> {
+    Output::create("--report", path)
 }
 
 /// Render `runs` of `scenario` (as `scenario_arg` names it on the command
 /// line), each a strategy, seed and judged run, on one time axis, and write
-/// the page to `path`, created with [`create`] before they ran.
+/// the page to `out`, created with [`create`] before they ran.
 pub fn write_runs(
-    file: std::fs::File,
-    path: &Path,
+    out: Output,
     scenario: &Scenario,
     scenario_arg: &str,
     runs: &[(Variant, u64, &Judged)],
@@ -90,15 +91,16 @@ pub fn write_runs(
             judged,
         })
         .collect();
-    write(file, path, &render(&inputs))
+    write(out, &render(&inputs))
 }
 
 /// Write a rendered report to a file created with [`create`].
-pub fn write(mut file: std::fs::File, path: &Path, html: &str) -> Result<(), String> {
+pub fn write(mut out: Output, html: &str) -> Result<(), String> {
     use std::io::Write as _;
-    file.write_all(html.as_bytes())
-        .and_then(|_| file.flush())
-        .map_err(|e| format!("error: --report {}: {e}", path.display()))
+    out.writer()
+        .write_all(html.as_bytes())
+        .map_err(|e| format!("error: --report {}: {e}", out.path().display()))?;
+    out.commit()
 }
 
 fn verdict_summary(v: &Verdict) -> (String, &'static str) {
