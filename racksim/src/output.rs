@@ -170,7 +170,11 @@ pub fn refuse_overlap(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Re
     for (i, (flag, path)) in outputs.iter().enumerate() {
         let Some(id) = identity(path) else { continue };
         for (what, input) in inputs {
-            if identity(input).as_ref() == Some(&id) {
+            // Only a file that exists is an input: a catalogue name such as
+            // `madrid-one-switch` names no file, and an output of that name
+            // in the working directory overwrites nothing of the user's.
+            let existing = identity(input).filter(|i| matches!(i, Identity::Inode(..)));
+            if existing.as_ref() == Some(&id) {
                 return Err(format!(
                     "error: {flag} {}: that is {what} ({}), an input of this command; \
                      write the output to another file",

@@ -87,6 +87,14 @@ fn output_paths() {
             message: &["--report ./self.toml", "the scenario file"],
             untouched: &["self.toml"],
         },
+        // A catalogue name is no input file: an output of that name is
+        // written (whole), not refused as "the scenario file".
+        Case {
+            args: "run madrid-one-switch --seed 7 --strategy sled-task --trace-json madrid-one-switch --report nowhere/r.html",
+            code: 2,
+            message: &["--report nowhere/r.html", "create it first"],
+            untouched: &["madrid-one-switch"],
+        },
         // Two outputs on one file, existing or not.
         Case {
             args: "RUN --trace-json tr.json --report ./tr.json",
@@ -154,7 +162,7 @@ fn output_paths() {
             "{args}: temporaries left"
         );
     }
-    assert_eq!(cases.len(), 12);
+    assert_eq!(cases.len(), 13);
 }
 
 /// What is written is written whole, where it was asked, with the mode an
