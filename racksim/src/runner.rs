@@ -52,6 +52,7 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
         ip_pool: scenario.ip_pool,
         service_times: scenario.service_times,
         engine: racksim_sim::Engine::EventDriven,
+        ephemeral_ports: racksim_sim::EPHEMERAL_PORTS,
     })
 }
 

@@ -118,6 +118,6 @@ pub mod world;
 pub use era::{ControlPlaneEra, Era, EraChoices, InstanceEra, RunReply};
 pub use plan::{Action, At, Plan, Step};
 pub use rack::RackSpec;
-pub use run::{run, Engine, RunConfig, RunOutcome, Verdict};
+pub use run::{run, Engine, RunConfig, RunOutcome, Verdict, EPHEMERAL_PORTS};
 pub use strategy::{NatStrategy, SledContext, SledStrategy, Strategy};
 pub use world::InstanceSpec;

@@ -36,6 +36,9 @@ mod engine;
 pub mod operations;
 mod verdict;
 
+#[cfg(test)]
+mod tests;
+
 use std::{
     sync::Arc,
     time::{Duration, SystemTime},
@@ -45,7 +48,7 @@ use rand::{rngs::SmallRng, Rng, SeedableRng};
 
 use self::driver::{step_hosts, Driver};
 pub use self::{
-    config::{RunConfig, DEFAULT_STABILITY},
+    config::{RunConfig, DEFAULT_STABILITY, EPHEMERAL_PORTS},
     engine::Engine,
     verdict::{RunOutcome, Verdict, TESTBED_ERROR_EXIT},
 };
@@ -108,6 +111,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         // a segment lost to a cut or a down peer is retransmitted on the
         // RTO backoff (vendor/turmoil/PATCH.md, docs/fidelity.md).
         .linux_tcp(true)
+        .ephemeral_ports(cfg.ephemeral_ports.clone())
         // The driver enforces the deadline; turmoil's own limit is a backstop.
         .simulation_duration(cfg.deadline + Duration::from_secs(3600));
     match cfg.engine {

@@ -573,3 +573,163 @@ fn keepalive_leaves_a_slow_but_live_peer_alone() {
     let read = got.iter().find(|(_, w)| w.starts_with("read")).unwrap();
     assert_eq!((read.0.round(), read.1.as_str()), (600.0, "read: Ok(())"));
 }
+
+/// How a connection ends, for [`churn`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Ending {
+    /// A whole exchange; the client closes.
+    Completed,
+    /// Nothing listens on the port: the RST refuses the connect.
+    Refused,
+    /// The caller's connect timeout (1 s) fires while a cut drops the SYNs.
+    ConnectAbandoned,
+    /// No caller's timeout: the SYN retransmissions run out (127 s).
+    ConnectTimedOut,
+    /// Connected, but the caller's timeout (1 s) gives up on a reply the
+    /// server sends 10 s later; the client closes mid-request.
+    ReplyAbandoned,
+}
+
+/// `n` connections one after another from a host with `ports` ephemeral
+/// ports, each ending as `ending`. `Ok(())` when every connection ended
+/// as it should; the panic's message when the host ran out of ports.
+fn churn(tcp: Tcp, ending: Ending, ports: u16, n: usize) -> Result<(), String> {
+    record_panics();
+    FIRST_PANIC.with(|f| f.borrow_mut().take());
+    let outcome = std::panic::catch_unwind(|| {
+        let log = Log::default();
+        let mut sim = {
+            let mut b = turmoil::Builder::new();
+            b.event_driven(true)
+                .rng_seed(7)
+                .epoch(std::time::SystemTime::UNIX_EPOCH)
+                .min_message_latency(LATENCY)
+                .max_message_latency(LATENCY)
+                .linux_tcp(tcp == Tcp::Linux)
+                .ephemeral_ports(49152..=49152 + ports - 1)
+                .simulation_duration(Duration::from_secs(24 * 3600));
+            b.build()
+        };
+        let reply_after = match ending {
+            Ending::ReplyAbandoned => Duration::from_secs(10),
+            _ => Duration::ZERO,
+        };
+        server(&mut sim, &log, reply_after);
+        let l = log.clone();
+        sim.client("client", async move {
+            for _ in 0..n {
+                let r = match ending {
+                    Ending::Completed | Ending::ReplyAbandoned => {
+                        let exchange = async {
+                            let mut s = TcpStream::connect(("server", PORT)).await?;
+                            s.write_all(b"ping").await?;
+                            let mut buf = [0u8; 4];
+                            s.read_exact(&mut buf).await?;
+                            io::Result::Ok(())
+                        };
+                        match tokio::time::timeout(Duration::from_secs(1), exchange).await {
+                            Ok(r) => r.map_err(|e| e.kind()),
+                            Err(_) => Err(io::ErrorKind::TimedOut),
+                        }
+                    }
+                    Ending::Refused => TcpStream::connect(("server", PORT + 1))
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.kind()),
+                    Ending::ConnectAbandoned => connect(Duration::from_secs(1))
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.kind()),
+                    Ending::ConnectTimedOut => TcpStream::connect(("server", PORT))
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.kind()),
+                };
+                record(&l, format!("{r:?}"));
+            }
+            Ok(())
+        });
+        if matches!(ending, Ending::ConnectAbandoned | Ending::ConnectTimedOut) {
+            sim.partition("client", "server");
+        }
+        run(sim);
+        let want = match ending {
+            Ending::Completed => "Ok(())",
+            Ending::Refused => "Err(ConnectionRefused)",
+            Ending::ConnectAbandoned | Ending::ConnectTimedOut | Ending::ReplyAbandoned => {
+                "Err(TimedOut)"
+            }
+        };
+        let outcomes: Vec<String> = lines(&log)
+            .into_iter()
+            .map(|(_, w)| w)
+            .filter(|w| w.starts_with("Ok") || w.starts_with("Err"))
+            .collect();
+        assert_eq!(outcomes, vec![want.to_string(); n], "{tcp:?} {ending:?}");
+    });
+    outcome.map_err(|_| FIRST_PANIC.with(|f| f.borrow_mut().take().unwrap_or_default()))
+}
+
+thread_local! {
+    /// The message of the first panic on this thread since it was last
+    /// taken: a host's panic, not the runtime's report of it that follows.
+    static FIRST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Record each thread's first panic message in [`FIRST_PANIC`] (once per
+/// process; the default hook still prints).
+fn record_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let msg = info
+                .payload()
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            FIRST_PANIC.with(|f| {
+                f.borrow_mut().get_or_insert(msg);
+            });
+            default(info);
+        }));
+    });
+}
+
+/// A connection's port is free again once the connection has ended,
+/// however it ended: a host with 8 ephemeral ports makes 40 connections of
+/// each kind one after another without running out. (A long run makes one
+/// NAT pull every 30 s, and any ending that kept its port would exhaust
+/// the host — 16,384 pulls, 136h32m, on turmoil's default range.)
+/// turmoil 0.7.2 keeps the port of a connect that was refused or
+/// abandoned, and exhausts the host.
+#[test]
+fn a_connections_port_is_free_again_however_it_ended() {
+    use Ending::*;
+    for ending in [
+        Completed,
+        Refused,
+        ConnectAbandoned,
+        ConnectTimedOut,
+        ReplyAbandoned,
+    ] {
+        assert_eq!(churn(Tcp::Linux, ending, 8, 40), Ok(()), "{ending:?}");
+    }
+    // 0.7.2 registers a connection before its SYN and nothing forgets a
+    // connect that was refused or abandoned: its port is kept for good.
+    // (A closed client's port it reuses while the server still holds the
+    // old connection, and the server's host panics.)
+    assert_eq!(churn(Tcp::Published, Completed, 8, 40), Ok(()));
+    for ending in [Refused, ConnectAbandoned, ConnectTimedOut, ReplyAbandoned] {
+        let got = churn(Tcp::Published, ending, 8, 40);
+        let want = match ending {
+            ReplyAbandoned => "is already connected",
+            _ => "ports exhausted",
+        };
+        assert!(
+            matches!(&got, Err(m) if m.contains(want)),
+            "{ending:?}: {got:?}"
+        );
+    }
+}

@@ -116,7 +116,7 @@ impl Engines {
 }
 
 /// The workloads, in the order they run and print: `(name, description)`.
-pub const WORKLOADS: [(&str, &str); 10] = [
+pub const WORKLOADS: [(&str, &str); 11] = [
     (
         "madrid-legacy",
         "madrid-one-switch --strategy legacy --seed 7 (runs to its 2h deadline)",
@@ -146,6 +146,11 @@ pub const WORKLOADS: [(&str, &str); 10] = [
     (
         "rack-32-8h",
         "32 sleds (2 scrimlets), sled-task, no plan, 8h simulated",
+    ),
+    (
+        "soak-1000h",
+        "madrid-one-switch --strategy legacy --seed 7 for 1000h simulated: the soak \
+         (120,000 NAT pulls against a Nexus that never starts; nothing may run out)",
     ),
     (
         "madrid-sweep",

@@ -64,6 +64,11 @@ pub fn peer(workload: &str, quick: bool) -> Peer {
                 ),
             )
         }
+        "soak-1000h" => Peer::Skipped(
+            "a thousand simulated hours: on the tick engine every simulated millisecond is \
+             a tick of every host, 3.6 billion of them"
+                .into(),
+        ),
         "rack-32-2h" | "rack-32-8h" => Peer::Skipped(
             "the same rack as rack-32, for longer; on the tick engine every simulated \
              millisecond is a tick of every host, busy or idle, so it would cost rack-32's \

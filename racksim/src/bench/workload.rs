@@ -12,6 +12,10 @@ use super::{
 };
 use crate::{catalogue, file::Scenario, matrix, runner};
 
+/// The soak's simulated time: a thousand hours of a rack that never
+/// converges, so its connections go on being made and ended throughout.
+pub const SOAK_SIM_TIME: Duration = Duration::from_secs(1000 * 3600);
+
 /// One measurement of one workload, made in its own process.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Sample {
@@ -85,6 +89,13 @@ pub fn measure(workload: &str, engine: EngineName, form: Form) -> Result<Sample,
         // The same rack for longer: how cost grows with simulated time.
         "rack-32-2h" => rack(workload, 32, t.unwrap_or(RACK_SIM_TIME * 4), e),
         "rack-32-8h" => rack(workload, 32, t.unwrap_or(RACK_SIM_TIME * 16), e),
+        "soak-1000h" => one(
+            workload,
+            &catalogued("madrid-one-switch")?,
+            "legacy",
+            e,
+            Some(t.unwrap_or(SOAK_SIM_TIME)),
+        )?,
         "madrid-sweep" => sweep(workload, &catalogued("madrid-one-switch")?, form.seeds, e)?,
         other => return Err(unknown(other)),
     };

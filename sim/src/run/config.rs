@@ -1,7 +1,7 @@
 //! Everything a run depends on besides the code: the [`RunConfig`] a
 //! scenario file, a sweep or a test builds, and its defaults.
 
-use std::time::Duration;
+use std::{ops::RangeInclusive, time::Duration};
 
 use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
 
@@ -12,6 +12,16 @@ use crate::{
 
 /// How long the rack must stay converged before a run ends as converged.
 pub const DEFAULT_STABILITY: Duration = Duration::from_secs(60);
+
+/// The local ports a host's outgoing connections are given: Linux's
+/// default `net.ipv4.ip_local_port_range`, 32768-60999 (28,232 ports).
+/// illumos, which the rack runs, hands out 32768-65535
+/// (`tcp_smallest_anon_port`, `tcp_largest_anon_port`); the TCP model's
+/// timers are Linux's (docs/fidelity.md), and so is its range. A port is
+/// free again as soon as its connection ends (no TIME-WAIT), so a long
+/// run never exhausts it; `sim/tests/tcp.rs` and `sim/src/run/tests.rs`
+/// check that.
+pub const EPHEMERAL_PORTS: RangeInclusive<u16> = 32768..=60999;
 
 /// Everything a run depends on besides the code.
 #[derive(Clone, Debug)]
@@ -57,6 +67,10 @@ pub struct RunConfig {
     /// How time advances: event-driven unless a benchmark asks for the
     /// tick engine ([`Engine`]).
     pub engine: Engine,
+    /// Every host's local ports for outgoing connections:
+    /// [`EPHEMERAL_PORTS`] unless a test narrows them to catch a
+    /// connection that keeps its port after it ended.
+    pub ephemeral_ports: RangeInclusive<u16>,
 }
 
 impl RunConfig {
@@ -87,6 +101,7 @@ impl RunConfig {
             ip_pool: None,
             service_times: crate::services::ServiceTimes::default(),
             engine: Engine::EventDriven,
+            ephemeral_ports: EPHEMERAL_PORTS,
         }
     }
 
