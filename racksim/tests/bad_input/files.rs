@@ -11,6 +11,11 @@ use std::path::Path;
 use super::common::{racksim_in, scratch};
 use super::Untouched;
 
+const KNOWN_DEFECTS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../scenarios/known-defects.toml"
+);
+
 /// The files of the scratch directory (`fifo` and `dir` besides).
 const FILES: &[(&str, &[u8])] = &[
     // Line 2, column 10, byte offset 20: the 0xff.
@@ -23,10 +28,12 @@ const FILES: &[(&str, &[u8])] = &[
     ("esc-key.toml", b"name = \"x\"\n\x1b[31m = 1\n"),
     // An ESC that toml decodes into a key, which the error then names.
     ("esc-field.toml", b"name = \"x\"\n\"\\u001b[31mred\" = 1\n"),
-    // JSON whose string the shard parser quotes back.
+    // JSON whose string (an ESC, decoded) the shard parser quotes back.
     (
         "esc.json",
-        b"{\"campaign\": {\"kind\": \"sweep\", \"command\": \"\\u001b[31m\", \"options\": {}}, \"x\": 1}\n",
+        b"{\"campaign\": {\"kind\": \"sweep\", \"command\": \"c\", \"options\": {}}, \
+          \"scenario\": \"s\", \"strategy\": \"s\", \"seeds\": [1, 2], \"shard\": [0, 1], \
+          \"runs\": \"\\u001b[31mred\"}\n",
     ),
 ];
 
@@ -40,6 +47,17 @@ fn setup(name: &str) -> std::path::PathBuf {
     let mut big = vec![b'#'; 4 * 1024 * 1024];
     big.push(b'\n');
     std::fs::write(dir.join("big.toml"), big).unwrap();
+    // The known defects, the first one's regression the FIFO.
+    let known = std::fs::read_to_string(KNOWN_DEFECTS).unwrap();
+    let first = known
+        .lines()
+        .find(|l| l.starts_with("regression = "))
+        .expect("a defect has a regression");
+    std::fs::write(
+        dir.join("kd.toml"),
+        known.replacen(first, "regression = \"fifo\"", 1),
+    )
+    .unwrap();
     let made = std::process::Command::new("mkfifo")
         .arg(dir.join("fifo"))
         .status()
@@ -155,6 +173,17 @@ fn how_a_file_is_read() {
             message: &["bad.toml:2:10:", "known-defects file is not UTF-8"],
             untouched: &["bad.toml"],
         },
+        // A regression a known defect names.
+        Case {
+            args: "fuzz --seeds 1..1 --known-defects kd.toml",
+            code: 2,
+            message: &[
+                "kd.toml:",
+                "regression \"fifo\" is not a usable regression file",
+                "regression file fifo is a FIFO",
+            ],
+            untouched: &["kd.toml"],
+        },
         Case {
             args: "fuzz --seeds 1..1 --known-defects big.toml",
             code: 2,
@@ -189,11 +218,11 @@ fn how_a_file_is_read() {
         Case {
             args: "merge esc.json",
             code: 2,
-            message: &["esc.json"],
+            message: &["esc.json", "\\u{1b}[31mred"],
             untouched: &["esc.json"],
         },
     ];
-    assert_eq!(cases.len(), 20, "a case was lost");
+    assert_eq!(cases.len(), 21, "a case was lost");
     let dir = setup("files");
     let d = dir.to_str().unwrap();
     for case in &cases {
@@ -218,11 +247,12 @@ fn how_a_file_is_read() {
             case.args
         );
         before.check(case.args);
-        assert_eq!(entries(&dir), 9, "{}: the directory changed", case.args);
+        assert_eq!(entries(&dir), 10, "{}: the directory changed", case.args);
     }
 }
 
-/// How many entries `dir` has (the files, `big.toml`, `fifo`, `dir`).
+/// How many entries `dir` has (the files, `big.toml`, `kd.toml`, `fifo`,
+/// `dir`).
 fn entries(dir: &Path) -> usize {
     std::fs::read_dir(dir).unwrap().count()
 }
