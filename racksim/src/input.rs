@@ -239,6 +239,26 @@ mod tests {
     }
 
     #[test]
+    fn a_scenario_error_escapes_the_file_and_points_past_the_escapes() {
+        let e = crate::file::ScenarioError {
+            origin: "f.toml".into(),
+            line: 1,
+            column: 4,
+            message: "bad \x1b[31m".into(),
+            source_line: "\x1b\x1bab\r".into(),
+            hint: None,
+        };
+        // The caret under `b`: past two escapes of six characters and `a`.
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "error: f.toml:1:4: bad \\u{{1b}}[31m\n  |\n1 | \\u{{1b}}\\u{{1b}}ab\n  | {}^",
+                " ".repeat(13)
+            )
+        );
+    }
+
+    #[test]
     fn escapes_controls() {
         assert_eq!(escape_controls("a\x1b[31mb\n\t"), "a\\u{1b}[31mb\n\t");
         assert!(matches!(escape_controls("plain"), Cow::Borrowed(_)));
