@@ -29,6 +29,7 @@ pub mod catalogue;
 pub mod file;
 pub mod fuzz;
 pub mod html;
+pub mod input;
 pub mod live;
 pub mod matrix;
 pub mod mutants;

@@ -44,8 +44,7 @@ pub fn regressions(dir: &std::path::Path) -> Result<Vec<Regression>, String> {
 
 /// One regression file: it must parse and have its `# Replay:` comment.
 pub fn regression(path: std::path::PathBuf) -> Result<Regression, String> {
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| format!("error: {}: {e}", path.display()))?;
+    let text = crate::input::read_text(&path, "regression file")?;
     let scenario = file::parse(&path.display().to_string(), &text).map_err(|e| e.to_string())?;
     let (seed, strategy) = replay_of(&text).ok_or_else(|| {
         format!(

@@ -540,12 +540,13 @@ pub fn write_regression(
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("error: --out {}: {e}", dir.display()))?;
     }
-    let source_header: Vec<String> = std::fs::read_to_string(source_arg)
-        .unwrap_or_default()
-        .lines()
-        .take_while(|l| l.starts_with('#'))
-        .map(|l| l.trim_start_matches('#').trim().to_string())
-        .collect();
+    let source_header: Vec<String> =
+        crate::input::read_text(std::path::Path::new(source_arg), "scenario file")
+            .unwrap_or_default()
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| l.trim_start_matches('#').trim().to_string())
+            .collect();
     let text = regression_toml(
         shrunk,
         source_arg,

@@ -5,12 +5,23 @@
 //! the text and it shows that very line. What it accepts, written back out
 //! (file/write.rs), parses to the same plan.
 //!
+//! The same files are also mutated as bytes (bits flipped, bytes inserted
+//! or deleted, invalid UTF-8 and NUL bytes spliced in, the file cut short)
+//! and read as racksim reads a file (racksim/src/input.rs): bytes that are
+//! not text are refused with their line, column and offset, text goes to
+//! the parser as above. A few such files are also given to the binary,
+//! which exits 0, 1 or 2 (never a panic) and leaves the file as it was.
+//!
 //! Case counts are fixed here (not left to PROPTEST_CASES) so docs/finding-bugs.md's
 //! figure is what the suite runs: 10,000 mutated catalogue files, 5,000
 //! arbitrary texts and 5,000 TOML-shaped ones.
 
 use proptest::{prelude::*, test_runner::RngSeed};
-use racksim::{catalogue::CATALOGUE, file};
+use racksim::{
+    catalogue::CATALOGUE,
+    file,
+    input::{self, InputErrorKind},
+};
 
 /// The cases are drawn from a fixed seed, so the suite is a function of
 /// the code: a CI run cannot fail on inputs the previous one never drew.
@@ -172,5 +183,156 @@ fn every_catalogue_file_passes_the_check_unmutated() {
 fn an_error_at_a_trailing_carriage_return_is_located_on_the_line() {
     for text in ["\"\\\r", "\"\\", "\"\\\r\n"] {
         check(text);
+    }
+}
+
+/// A change to a file's bytes.
+#[derive(Clone, Debug)]
+enum ByteMutation {
+    /// XOR the byte at this place with a mask.
+    Flip(usize, u8),
+    Insert(usize, Vec<u8>),
+    /// Delete up to this many bytes from this place.
+    Delete(usize, usize),
+    /// A byte no UTF-8 text holds (0x80..=0xff, alone).
+    InvalidUtf8(usize, u8),
+    Nul(usize),
+    Truncate(usize),
+}
+
+fn byte_mutation() -> impl Strategy<Value = ByteMutation> {
+    prop_oneof![
+        (any::<usize>(), 1..=255u8).prop_map(|(a, m)| ByteMutation::Flip(a, m)),
+        (any::<usize>(), prop::collection::vec(any::<u8>(), 1..8))
+            .prop_map(|(a, b)| ByteMutation::Insert(a, b)),
+        (any::<usize>(), 1..16usize).prop_map(|(a, n)| ByteMutation::Delete(a, n)),
+        (any::<usize>(), 0x80..=0xffu8).prop_map(|(a, b)| ByteMutation::InvalidUtf8(a, b)),
+        any::<usize>().prop_map(ByteMutation::Nul),
+        any::<usize>().prop_map(ByteMutation::Truncate),
+    ]
+}
+
+fn apply_bytes(bytes: &mut Vec<u8>, m: &ByteMutation) {
+    let at = |a: usize, len: usize| a % (len + 1);
+    match m {
+        ByteMutation::Flip(a, mask) => {
+            if !bytes.is_empty() {
+                let i = a % bytes.len();
+                bytes[i] ^= mask;
+            }
+        }
+        ByteMutation::Insert(a, new) => {
+            let i = at(*a, bytes.len());
+            bytes.splice(i..i, new.iter().copied());
+        }
+        ByteMutation::Delete(a, n) => {
+            let i = at(*a, bytes.len());
+            let end = (i + n).min(bytes.len());
+            bytes.drain(i..end);
+        }
+        ByteMutation::InvalidUtf8(a, b) => {
+            let i = at(*a, bytes.len());
+            bytes.insert(i, *b);
+        }
+        ByteMutation::Nul(a) => {
+            let i = at(*a, bytes.len());
+            bytes.insert(i, 0);
+        }
+        ByteMutation::Truncate(a) => {
+            let i = at(*a, bytes.len());
+            bytes.truncate(i);
+        }
+    }
+}
+
+/// `bytes` read as racksim reads a file: text is [`check`]ed; what is not
+/// text is refused at the right place.
+fn check_bytes(bytes: &[u8]) {
+    match input::decode(bytes.to_vec()) {
+        Ok(text) => check(&text),
+        Err(InputErrorKind::Binary(at)) => {
+            assert_eq!(bytes.iter().position(|&b| b == 0), Some(at.offset));
+            check_location(bytes, at);
+        }
+        Err(InputErrorKind::NotUtf8(at)) => {
+            assert!(!bytes.contains(&0), "a NUL byte is reported first");
+            let e = std::str::from_utf8(bytes).expect_err("refused, so not UTF-8");
+            assert_eq!(e.valid_up_to(), at.offset);
+            check_location(bytes, at);
+        }
+        Err(other) => panic!("decoding bytes cannot fail with {other:?}"),
+    }
+}
+
+/// `at` is the line and column of its offset in `bytes`.
+fn check_location(bytes: &[u8], at: input::Location) {
+    assert!(at.offset < bytes.len());
+    let before = &bytes[..at.offset];
+    assert_eq!(at.line, before.iter().filter(|&&b| b == b'\n').count() + 1);
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    assert!(at.column >= 1 && at.column <= at.offset - line_start + 1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, failure_persistence: None, rng_seed: RngSeed::Fixed(SEED), ..ProptestConfig::default() })]
+
+    #[test]
+    fn byte_mutated_catalogue_files_are_read_or_refused_located(
+        file_index in 0..CATALOGUE.len(),
+        mutations in prop::collection::vec(byte_mutation(), 1..4),
+    ) {
+        let mut bytes = CATALOGUE[file_index].2.as_bytes().to_vec();
+        for m in &mutations {
+            apply_bytes(&mut bytes, m);
+        }
+        check_bytes(&bytes);
+    }
+}
+
+/// Where the binary cases write their files: unique to this process.
+fn scratch() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("racksim-test-{}-bytes", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+proptest! {
+    // Each case runs the binary (a madrid run when the file still parses):
+    // few cases, so the test takes seconds.
+    #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, rng_seed: RngSeed::Fixed(SEED), ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_binary_never_panics_on_a_byte_mutated_file_and_leaves_it_alone(
+        mutations in prop::collection::vec(byte_mutation(), 1..4),
+    ) {
+        let madrid = CATALOGUE
+            .iter()
+            .find(|(name, _, _)| *name == "madrid-one-switch")
+            .expect("madrid is catalogued")
+            .2;
+        let mut bytes = madrid.as_bytes().to_vec();
+        for m in &mutations {
+            apply_bytes(&mut bytes, m);
+        }
+        let path = scratch().join("mutated.toml");
+        std::fs::write(&path, &bytes).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_racksim"))
+            .args(["run", path.to_str().unwrap(), "--seed", "1", "--strategy", "legacy"])
+            .output()
+            .expect("racksim runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        prop_assert!(
+            matches!(out.status.code(), Some(0..=2)),
+            "exit {:?} for {mutations:?}:\n{stderr}",
+            out.status.code()
+        );
+        prop_assert!(
+            !stderr.chars().any(input::is_escaped),
+            "a control character in:\n{stderr:?}"
+        );
+        prop_assert_eq!(std::fs::read(&path).unwrap(), bytes, "the file changed");
     }
 }

@@ -101,6 +101,13 @@ pub fn merge(mut files: Vec<(String, Summary)>) -> Result<Summary, String> {
     let mut problems = Vec::new();
     let mut by_index: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
     for (name, s) in &files {
+        // Each file agrees with itself: what no run of racksim writes (a
+        // hand-edited count) would make the merge print a lie.
+        for why in inconsistencies(s) {
+            problems.push(format!(
+                "{name}: {why}: its counts disagree (is it edited or cut short? run that shard again)"
+            ));
+        }
         let (i, n) = s.shard();
         if n == 0 || i >= n {
             problems.push(format!(
@@ -202,6 +209,114 @@ pub fn merge(mut files: Vec<(String, Summary)>) -> Result<Summary, String> {
                 .collect(),
         ))),
     }
+}
+
+/// Where the counts in one summary disagree with each other, by field: what
+/// no run of racksim writes, so a merge of it would print a lie.
+pub fn inconsistencies(s: &Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut at_most = |field: &str, n: usize, runs: usize| {
+        if n > runs {
+            out.push(format!("`{field}` is {n}, more than its `runs` ({runs})"));
+        }
+    };
+    match s {
+        Summary::Sweep(s) => {
+            let runs = s.runs;
+            at_most("as_expected", s.as_expected, runs);
+            at_most("testbed_errors", s.testbed_errors, runs);
+            at_most("converged", s.converged, runs);
+            for (inv, n) in &s.violated {
+                at_most(&format!("violated.{inv}"), *n, runs);
+            }
+            at_most("violated (all invariants)", s.violated.values().sum(), runs);
+            at_most("notable (its length)", s.notable.len(), runs);
+            if let Some(some) = &s.some_seeds_violate {
+                at_most("some_seeds_violate.failing", some.failing, runs);
+                for v in &some.violate {
+                    at_most(
+                        &format!("some_seeds_violate.violate.{}", v.invariant),
+                        v.violating,
+                        runs,
+                    );
+                }
+            }
+            if s.per_seed.len() != runs {
+                out.push(format!(
+                    "`per_seed` lists {} seeds, but `runs` is {runs}",
+                    s.per_seed.len()
+                ));
+            }
+            let converged = s.per_seed.iter().filter(|t| t.ttc_ms.is_some()).count();
+            if s.converged != converged {
+                out.push(format!(
+                    "`converged` is {}, but `per_seed` has {converged} seeds that converged",
+                    s.converged
+                ));
+            }
+            // Every run that missed its expectation is listed as notable.
+            let missed = runs.saturating_sub(s.as_expected);
+            if s.notable.len() < missed {
+                out.push(format!(
+                    "`notable` lists {} seeds, but {missed} runs missed the expectation \
+                     (`runs` {runs} less `as_expected` {})",
+                    s.notable.len(),
+                    s.as_expected
+                ));
+            }
+        }
+        Summary::Fuzz(s) => {
+            let runs = s.runs;
+            if s.passed + s.failed != runs {
+                out.push(format!(
+                    "`passed` ({}) and `failed` ({}) do not add up to `runs` ({runs})",
+                    s.passed, s.failed
+                ));
+            }
+            if s.listed + s.unlisted + s.testbed_errors != s.failed {
+                out.push(format!(
+                    "`listed` ({}), `unlisted` ({}) and `testbed_errors` ({}) do not add up \
+                     to `failed` ({})",
+                    s.listed, s.unlisted, s.testbed_errors, s.failed
+                ));
+            }
+            if s.failures.len() != s.failed {
+                out.push(format!(
+                    "`failures` lists {} seeds, but `failed` is {}",
+                    s.failures.len(),
+                    s.failed
+                ));
+            }
+            let by_kind: usize = s.failures_by_kind.values().sum();
+            if by_kind != s.failed {
+                out.push(format!(
+                    "`failures_by_kind` counts {by_kind} failures, but `failed` is {}",
+                    s.failed
+                ));
+            }
+            for (field, status, n) in [
+                ("listed", "listed", s.listed),
+                ("unlisted", "unlisted", s.unlisted),
+                ("testbed_errors", "testbed-error", s.testbed_errors),
+            ] {
+                let listed = s.failures.iter().filter(|f| f.status == status).count();
+                if listed != n {
+                    out.push(format!(
+                        "`{field}` is {n}, but `failures` has {listed} seeds of status {status:?}"
+                    ));
+                }
+            }
+            for (id, n) in &s.by_defect {
+                if *n > s.listed {
+                    out.push(format!(
+                        "`by_defect.{id}` is {n}, more than its `listed` ({})",
+                        s.listed
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Add `from`'s counts into `into`.

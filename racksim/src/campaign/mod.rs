@@ -198,6 +198,12 @@ impl Summary {
 /// Parse `text`, the `--json` of a sweep or a fuzz run; `name` says which
 /// file it is in errors.
 pub fn parse(name: &str, text: &str) -> Result<Summary, String> {
+    // serde's messages quote the file's strings: their control characters
+    // are escaped, never echoed.
+    parse_json(name, text).map_err(|e| crate::input::escape_controls(&e).into_owned())
+}
+
+fn parse_json(name: &str, text: &str) -> Result<Summary, String> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("error: {name}: not JSON: {e}"))?;
     let not_ours = |why: &str| {
@@ -232,7 +238,6 @@ pub fn parse(name: &str, text: &str) -> Result<Summary, String> {
 
 /// Read and parse the summary in `path`.
 pub fn read(path: &Path) -> Result<Summary, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
+    let text = crate::input::read_text(path, "shard")?;
     parse(&path.display().to_string(), &text)
 }

@@ -9,8 +9,8 @@ use racksim_sim::testbed::Sabotage;
 /// which shard of the seeds, and the output's form.
 #[derive(clap::Args)]
 pub struct CampaignArgs {
-    /// Worker threads (default: the number of cores).
-    #[arg(long)]
+    /// Worker threads, 1 to 256 (default: the number of cores).
+    #[arg(long, value_parser = parse_jobs)]
     pub jobs: Option<usize>,
     /// Run only shard I of N (0-based): the seeds A+I, A+I+N, ... — so a
     /// large campaign splits across CI jobs, and `racksim merge` makes
@@ -22,6 +22,29 @@ pub struct CampaignArgs {
     pub json: bool,
 }
 
+/// Most worker threads `--jobs` may ask for: far more than any machine
+/// racksim runs on has cores, few enough that a typo does not start
+/// 100,000 threads.
+pub const MAX_JOBS: usize = 256;
+
+/// `--jobs N`: 1 to [`MAX_JOBS`].
+pub fn parse_jobs(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|_| {
+        format!("--jobs must be a whole number from 1 to {MAX_JOBS}, e.g. --jobs 2")
+    })?;
+    if n == 0 {
+        return Err("--jobs must be at least 1 (or leave it out for one per core)".into());
+    }
+    if n > MAX_JOBS {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        return Err(format!(
+            "--jobs {n} is more than {MAX_JOBS}, the most worker threads racksim starts \
+             (this machine has {cores} cores; leave --jobs out for one per core)"
+        ));
+    }
+    Ok(n)
+}
+
 /// Most seeds one `--seeds A..B` may name.
 const MAX_SEED_SPAN: u64 = 10_000_000;
 
@@ -29,9 +52,22 @@ const MAX_SEED_SPAN: u64 = 10_000_000;
 pub fn parse_seed_range(s: &str) -> Result<(u64, u64), String> {
     let bad = || format!("invalid seed range {s:?}: expected A..B with A <= B, e.g. 1..1000");
     let (a, b) = s.split_once("..").ok_or_else(bad)?;
-    let (a, b): (u64, u64) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+    let seed = |n: &str| -> Result<u64, String> {
+        // A number too big for a seed is not a malformed range: say so.
+        match n.parse::<u64>() {
+            Ok(n) => Ok(n),
+            Err(_) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => Err(format!(
+                "invalid seed range {s:?}: {n} does not fit in a seed (a u64: at most {})",
+                u64::MAX
+            )),
+            Err(_) => Err(bad()),
+        }
+    };
+    let (a, b) = (seed(a)?, seed(b)?);
     if a > b {
-        return Err(bad());
+        return Err(format!(
+            "invalid seed range {s:?}: {a} is above {b}; expected A..B with A <= B, e.g. {b}..{a}"
+        ));
     }
     // Each seed is a run listed up front: a range beyond what any machine
     // runs is a typo, refused before it allocates.

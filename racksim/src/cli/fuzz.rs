@@ -86,8 +86,8 @@ pub struct MutantsArgs {
     /// Only these mutants (repeatable).
     #[arg(long = "mutant")]
     only: Vec<String>,
-    /// Worker threads (default: the number of cores).
-    #[arg(long)]
+    /// Worker threads, 1 to 256 (default: the number of cores).
+    #[arg(long, value_parser = super::args::parse_jobs)]
     jobs: Option<usize>,
     /// Print JSON instead of the table.
     #[arg(long)]

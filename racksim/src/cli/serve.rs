@@ -42,6 +42,7 @@ pub fn serve(args: ServeArgs) -> Result<Status, String> {
         reconcilers,
         bind,
     } = args;
+    check_bind(bind)?;
     catalogue::resolve(&scenario)
         .and_then(|s| {
             racksim::live::command(
@@ -53,4 +54,31 @@ pub fn serve(args: ServeArgs) -> Result<Status, String> {
             )
         })
         .map(Status::from)
+}
+
+/// Whether the control API can listen on `bind`, checked before the rack
+/// starts, so that a port in use is refused with why and what to do.
+fn check_bind(bind: std::net::SocketAddr) -> Result<(), String> {
+    let why = match std::net::TcpListener::bind(bind) {
+        Ok(_) => return Ok(()),
+        Err(e) => match e.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                "the address is in use (another racksim serve, or another program, listens on it)"
+                    .to_string()
+            }
+            std::io::ErrorKind::AddrNotAvailable => {
+                "no interface of this machine has that address".to_string()
+            }
+            std::io::ErrorKind::PermissionDenied => {
+                "permission denied (ports below 1024 need privileges)".to_string()
+            }
+            _ => e.to_string(),
+        },
+    };
+    Err(format!(
+        "error: --bind {bind}: cannot listen for the control API: {why}\n  \
+         = hint: choose another address or port with --bind, e.g. --bind 127.0.0.1:{}, \
+         or --bind 127.0.0.1:0 for any free port",
+        bind.port().wrapping_add(1).max(1024)
+    ))
 }

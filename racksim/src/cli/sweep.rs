@@ -30,8 +30,8 @@ pub struct MatrixArgs {
     /// Only these scenarios (catalogue names; repeatable).
     #[arg(long = "scenario")]
     only: Vec<String>,
-    /// Worker threads (default: the number of cores).
-    #[arg(long)]
+    /// Worker threads, 1 to 256 (default: the number of cores).
+    #[arg(long, value_parser = super::args::parse_jobs)]
     jobs: Option<usize>,
 }
 
@@ -48,7 +48,8 @@ pub struct SweepArgs {
     #[command(flatten)]
     campaign: CampaignArgs,
     /// Write an HTML timeline of every run that did not converge or
-    /// missed its expectation into this directory (created if need be),
+    /// missed its expectation into this directory (created after the run
+    /// if need be; its parent must exist),
     /// as SCENARIO-STRATEGY-seedN.html.
     #[arg(long, value_name = "DIR")]
     report: Option<std::path::PathBuf>,
@@ -110,8 +111,7 @@ pub fn sweep(args: SweepArgs) -> Result<Status, String> {
         shard: args.campaign.shard,
     };
     if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("error: --report {}: {e}", dir.display()))?;
+        check_report_dir(dir)?;
     }
     let threads = threads(args.campaign.jobs);
     let bar = progress_bar();
@@ -126,12 +126,45 @@ pub fn sweep(args: SweepArgs) -> Result<Status, String> {
         started.elapsed().as_secs_f64()
     );
     if let Some(dir) = &args.report {
+        // Created only now that there are results to put in it.
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("error: --report {}: {e}", dir.display()))?;
         let written = sweep.write_reports(dir, &runs)?;
         eprintln!("wrote {written} reports to {}", dir.display());
     }
     // One shard's seeds need not include a violating one: the merged shards
     // decide `some_seeds_violate` (see --shard).
     Ok(Status::of(summary.passed(sharded), summary.testbed_errors))
+}
+
+/// `sweep --report DIR`, checked before anything runs and without creating
+/// anything: DIR is a directory, or does not exist and its parent does (it
+/// is created after the run, as outputs' directories are not: see
+/// `racksim::output`).
+fn check_report_dir(dir: &std::path::Path) -> Result<(), String> {
+    let err = |what: String| format!("error: --report {}: {what}", dir.display());
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => {
+            return Err(err(
+                "is a file, not a directory; name a directory for the reports".into(),
+            ))
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e.to_string())),
+        Err(_) => {}
+    }
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    match std::fs::metadata(parent) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(err(format!("{} is not a directory", parent.display()))),
+        Err(e) => Err(err(format!(
+            "directory {}: {e} (create it first, or write elsewhere)",
+            parent.display()
+        ))),
+    }
 }
 
 pub fn merge(args: MergeArgs) -> Result<Status, String> {

@@ -16,18 +16,29 @@ pub struct ScenarioError {
 
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Text from the file is shown with its control characters escaped
+        // (an ESC byte must not drive the terminal), and the caret moved
+        // past the escapes before it.
+        let esc = crate::input::escape_controls;
         writeln!(
             f,
             "error: {}:{}:{}: {}",
-            self.origin, self.line, self.column, self.message
+            esc(&self.origin),
+            self.line,
+            self.column,
+            esc(&self.message)
         )?;
         let num = self.line.to_string();
         let pad = " ".repeat(num.len());
+        let line = self.source_line.trim_end_matches('\r');
+        let before: String = line.chars().take(self.column.saturating_sub(1)).collect();
+        let caret =
+            esc(&before).chars().count() + self.column.saturating_sub(1) - before.chars().count();
         writeln!(f, "{pad} |")?;
-        writeln!(f, "{num} | {}", self.source_line)?;
-        write!(f, "{pad} | {}^", " ".repeat(self.column.saturating_sub(1)))?;
+        writeln!(f, "{num} | {}", esc(line))?;
+        write!(f, "{pad} | {}^", " ".repeat(caret))?;
         if let Some(h) = &self.hint {
-            write!(f, "\n{pad} = hint: {h}")?;
+            write!(f, "\n{pad} = hint: {}", esc(h))?;
         }
         Ok(())
     }

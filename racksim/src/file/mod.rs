@@ -392,7 +392,6 @@ fn ip_pool(
 
 /// Read and parse a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
+    let text = crate::input::read_text(path, "scenario file")?;
     parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
 }

@@ -1,1 +1,247 @@
-//! Bad cli input: see main.rs. (Cases arrive with issue 39.)
+//! Bad command-line arguments (issue 39): each is refused with exit status
+//! 2 and a message naming the argument and the way out, before anything
+//! runs or is written. Every case runs in a scratch directory holding a
+//! copy of madrid, a hand-edited sweep shard and an existing file.
+
+use super::common::{racksim_in, scratch};
+use super::Untouched;
+
+const MADRID: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../scenarios/madrid-one-switch.toml"
+);
+
+const SWEEP: &str = "sweep madrid-one-switch --strategy legacy";
+
+struct Case {
+    /// `SWEEP` in it stands for [`SWEEP`], `PORT` for a port in use.
+    args: &'static str,
+    code: i32,
+    /// Every fragment must be in stderr.
+    message: &'static [&'static str],
+    /// Files (relative to the scratch directory) that must be
+    /// byte-identical afterwards; one that did not exist must still not.
+    untouched: &'static [&'static str],
+}
+
+/// The scratch directory: `self.toml` (madrid), `file` (some bytes), and
+/// the shards of a real sweep of seeds 1..4 in two, `s0.json` as written
+/// and `s1.json` with its `as_expected` edited to 7002 (of 2 runs), and
+/// `f0.json`, a fuzz shard with `passed` edited.
+fn setup(name: &str) -> std::path::PathBuf {
+    let dir = scratch(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(MADRID, dir.join("self.toml")).unwrap();
+    std::fs::write(dir.join("file"), "not a directory\n").unwrap();
+    let d = dir.to_str().unwrap();
+    for i in 0..2 {
+        let shard = format!("{i}/2");
+        let (code, json, err) = racksim_in(
+            d,
+            &[
+                "sweep",
+                "madrid-one-switch",
+                "--strategy",
+                "legacy",
+                "--seeds",
+                "1..4",
+                "--shard",
+                &shard,
+                "--json",
+            ],
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let json = if i == 1 {
+            let edited = json.replace("\"as_expected\": 2,", "\"as_expected\": 7002,");
+            assert_ne!(edited, json, "the shard has no as_expected of 2");
+            edited
+        } else {
+            json
+        };
+        std::fs::write(dir.join(format!("s{i}.json")), json).unwrap();
+    }
+    let (code, json, err) = racksim_in(d, &["fuzz", "--seeds", "1..2", "--shard", "0/2", "--json"]);
+    assert!(code == Some(0) || code == Some(1), "{err}");
+    let edited = json.replacen("\"passed\": ", "\"passed\": 9", 1);
+    assert_ne!(edited, json);
+    std::fs::write(dir.join("f0.json"), edited).unwrap();
+    dir
+}
+
+#[test]
+fn command_line() {
+    let cases = [
+        // --jobs: 1 to 256.
+        Case {
+            args: "SWEEP --seeds 1..2 --jobs 0",
+            code: 2,
+            message: &["--jobs must be at least 1"],
+            untouched: &[],
+        },
+        Case {
+            args: "SWEEP --seeds 1..2 --jobs 100000",
+            code: 2,
+            message: &["--jobs 100000 is more than 256", "cores"],
+            untouched: &[],
+        },
+        Case {
+            args: "matrix --jobs 0",
+            code: 2,
+            message: &["--jobs must be at least 1"],
+            untouched: &[],
+        },
+        Case {
+            args: "fuzz --seeds 1..2 --jobs 257",
+            code: 2,
+            message: &["--jobs 257 is more than 256"],
+            untouched: &[],
+        },
+        Case {
+            args: "SWEEP --seeds 1..2 --jobs two",
+            code: 2,
+            message: &["--jobs must be a whole number from 1 to 256"],
+            untouched: &[],
+        },
+        // --seeds.
+        Case {
+            args: "SWEEP --seeds 1..99999999999999999999",
+            code: 2,
+            message: &[
+                "99999999999999999999 does not fit in a seed",
+                "18446744073709551615",
+            ],
+            untouched: &[],
+        },
+        Case {
+            args: "SWEEP --seeds 9..2",
+            code: 2,
+            message: &["9 is above 2", "e.g. 2..9"],
+            untouched: &[],
+        },
+        Case {
+            args: "SWEEP --seeds 1..",
+            code: 2,
+            message: &["expected A..B with A <= B"],
+            untouched: &[],
+        },
+        Case {
+            args: "SWEEP --seeds 1..99999999",
+            code: 2,
+            message: &["at most 10000000 per command"],
+            untouched: &[],
+        },
+        Case {
+            args: "SWEEP --seeds 1..4 --shard 4/4",
+            code: 2,
+            message: &["invalid shard \"4/4\"", "I < N"],
+            untouched: &[],
+        },
+        // Unknown strategies and flags.
+        Case {
+            args: "sweep madrid-one-switch --strategy bogus --seeds 1..2 --report new",
+            code: 2,
+            message: &["unknown strategy \"bogus\"", "legacy"],
+            untouched: &["new"],
+        },
+        Case {
+            args: "run madrid-one-switch --seed 1 --strategy legacy --bogus",
+            code: 2,
+            message: &["unexpected argument '--bogus'"],
+            untouched: &[],
+        },
+        Case {
+            args: "run nothing-of-that-name --seed 1 --strategy legacy",
+            code: 2,
+            message: &["no scenario \"nothing-of-that-name\"", "catalogue name"],
+            untouched: &[],
+        },
+        // sweep --report DIR creates nothing before the run, and refuses a
+        // directory it could not create.
+        Case {
+            args: "SWEEP --seeds 1..2 --report nowhere/reports",
+            code: 2,
+            message: &["--report nowhere/reports", "create it first"],
+            untouched: &["nowhere"],
+        },
+        Case {
+            args: "SWEEP --seeds 1..2 --report file",
+            code: 2,
+            message: &["--report file", "not a directory"],
+            untouched: &["file"],
+        },
+        // merge of hand-edited shards.
+        Case {
+            args: "merge s0.json s1.json",
+            code: 2,
+            message: &["s1.json", "`as_expected` is 7002", "`runs` (2)", "edited"],
+            untouched: &["s0.json", "s1.json"],
+        },
+        Case {
+            args: "merge f0.json",
+            code: 2,
+            message: &["f0.json", "`passed`", "do not add up to `runs`"],
+            untouched: &["f0.json"],
+        },
+        // serve on a port in use.
+        Case {
+            args: "serve --bind 127.0.0.1:PORT",
+            code: 2,
+            message: &[
+                "--bind 127.0.0.1:",
+                "the address is in use",
+                "choose another address or port with --bind",
+            ],
+            untouched: &[],
+        },
+    ];
+    assert_eq!(cases.len(), 18, "a case was lost");
+    let dir = setup("cli");
+    let d = dir.to_str().unwrap();
+    // Held for the whole test: the port `serve` finds in use.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    for case in &cases {
+        let args = case.args.replace("SWEEP", SWEEP).replace("PORT", &port);
+        let words: Vec<&str> = args.split(' ').collect();
+        let paths: Vec<_> = case.untouched.iter().map(|f| dir.join(f)).collect();
+        let before = Untouched::record(&paths);
+        let (code, _, stderr) = racksim_in(d, &words);
+        assert_eq!(code, Some(case.code), "{args}: exit code\n{stderr}");
+        for fragment in case.message {
+            assert!(
+                stderr.contains(fragment),
+                "{args}: {fragment:?} not in:\n{stderr}"
+            );
+        }
+        before.check(&args);
+    }
+}
+
+/// `sweep --report DIR` makes DIR once the sweep has run (and only then).
+#[test]
+fn sweep_report_dir_is_made_after_the_run() {
+    let dir = scratch("cli-report");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let (code, _, stderr) = racksim_in(
+        d,
+        &[
+            "sweep",
+            "madrid-one-switch",
+            "--strategy",
+            "legacy",
+            "--seeds",
+            "1..1",
+            "--report",
+            "reports",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    // Seed 1 of legacy does not converge: one report.
+    assert!(stderr.contains("wrote 1 reports to reports"), "{stderr}");
+    let written: Vec<_> = std::fs::read_dir(dir.join("reports"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(written, ["madrid-one-switch-legacy-seed1.html"], "{stderr}");
+}

@@ -25,11 +25,12 @@ pub fn load_arg(arg: Option<&str>) -> Result<KnownDefects, String> {
 /// Read and validate a known-defects file. Regression paths are relative
 /// to the file's directory.
 pub fn load(path: &Path) -> Result<KnownDefects, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "error: cannot read the known-defects file {}: {e}\n  = hint: pass --known-defects PATH, or --known-defects none to treat every failure as unlisted",
-            path.display()
-        )
+    let text = crate::input::read_text(path, "known-defects file").map_err(|e| {
+        let hint = match e.kind {
+            crate::input::InputErrorKind::Io(_) => "\n  = hint: pass --known-defects PATH, or --known-defects none to treat every failure as unlisted",
+            _ => "",
+        };
+        format!("{e}{hint}")
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
     parse(&path.display().to_string(), &text, base).map_err(|e| e.to_string())
