@@ -108,7 +108,7 @@ enum Command {
     /// of racksim, not a finding).
     Shrink(cli::fuzz::ShrinkArgs),
     /// The kill table: every mutant (a plausible reconciler bug, compiled in
-    /// with `--features mutants`) against the catalogue and a bounded fuzz;
+    /// by racksim's default `mutants` feature) against the catalogue and a bounded fuzz;
     /// prints, per mutant, the first scenario and seed that catches it.
     ///
     /// Exit status: 0 when every mutant was killed, 1 when one survived.

@@ -2,7 +2,7 @@
 //! `racksim_mutants`) must make some run of the suite fail —
 //! the catalogue and the regression files at seeds 1 and 2, or the first fuzz seeds —
 //! where the real reconciler passes. The full table is a command:
-//! `cargo run --release -p racksim --features mutants -- mutants`.
+//! `cargo run --release -p racksim -- mutants`.
 
 mod common;
 

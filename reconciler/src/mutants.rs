@@ -1,8 +1,8 @@
 //! The kill table's mutants: plausible reconciler bugs, for proving that
 //! the test suite would notice them (`racksim mutants`).
 //!
-//! Compiled only with the `mutants` feature, which only test builds (and
-//! an explicit `--features mutants`) enable; a production build has no such
+//! Compiled only with the `mutants` feature, which only the racksim
+//! testbed (by default) and test builds enable; a production build has no such
 //! module and does not depend on `racksim-mutants`, the catalogue that
 //! names the mutants and selects one per run.
 //!

@@ -125,4 +125,4 @@ pub fn parse_mutant(m: Option<&str>) -> Result<Option<Mutant>, String> {
 
 /// What a build without mutants says to `--mutant`.
 const NO_MUTANTS: &str =
-    "error: --mutant: this racksim has no mutants; build it with --features mutants";
+    "error: --mutant: this racksim has no mutants; it was built with --no-default-features; build it with its default features";

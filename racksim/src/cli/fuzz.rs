@@ -40,8 +40,8 @@ pub struct FuzzArgs {
     start: String,
     #[command(flatten)]
     campaign: CampaignArgs,
-    /// Run against a deliberately broken reconciler (builds with
-    /// `--features mutants` only); see `racksim mutants`.
+    /// Run against a deliberately broken reconciler (racksim's default
+    /// `mutants` feature); see `racksim mutants`.
     #[arg(long)]
     mutant: Option<String>,
     /// The known-defects file failing seeds are matched against
@@ -70,7 +70,7 @@ pub struct ShrinkArgs {
     /// Replace an existing NAME.toml (never the scenario being shrunk).
     #[arg(long)]
     force: bool,
-    /// Shrink a failure of this mutant (builds with `--features mutants`).
+    /// Shrink a failure of this mutant (racksim's default `mutants` feature).
     #[arg(long)]
     mutant: Option<String>,
 }
@@ -219,7 +219,7 @@ pub fn mutants(args: MutantsArgs) -> Result<Status, String> {
     } = args;
     if !COMPILED {
         return Err(
-            "error: this racksim has no mutants; run cargo run --release -p racksim --features mutants -- mutants"
+            "error: this racksim has no mutants; build racksim with its default `mutants` feature (not --no-default-features)"
                 .to_string(),
         );
     }

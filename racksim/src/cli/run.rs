@@ -64,8 +64,8 @@ pub struct RunArgs {
     #[arg(long, hide = true, value_name = "KIND:HOST:PORT@TIME", value_parser = parse_sabotage)]
     sabotage: Option<racksim_sim::testbed::Sabotage>,
     /// Run with a deliberately broken reconciler: a mutant as `racksim
-    /// mutants` names it, to replay one of its kills as one run (builds
-    /// with `--features mutants` only).
+    /// mutants` names it, to replay one of its kills as one run (racksim's
+    /// default `mutants` feature).
     #[arg(long)]
     mutant: Option<String>,
 }

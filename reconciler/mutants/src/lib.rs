@@ -31,8 +31,8 @@
 //! ## Never in production
 //!
 //! The selection is real only with the `compiled` feature, which nothing
-//! but the reconciler's `mutants` feature sets (and only test builds, or an
-//! explicit `cargo run -p racksim --features mutants`, set that). Without
+//! but the reconciler's `mutants` feature sets (only test builds and the
+//! `racksim` testbed, whose default features include it, set that). Without
 //! it there is no thread-local to set, no `active` to ask and no
 //! attribute, [`COMPILED`] is `false`, and [`select`] refuses a run that
 //! asks for a mutant.
