@@ -455,6 +455,25 @@ pub(super) fn expectations(
                 ));
             }
         }
+        // A bound of zero: no run can converge, settle, repair or finish in
+        // no time at all, and a run that ends at once judges nothing. Such a
+        // value is a slip (a missing unit, a placeholder), never a meaning.
+        for (field, value, example) in [
+            ("within", &exp.within, "\"10m\""),
+            ("deadline", &exp.deadline, "\"10m\""),
+            ("settle", &exp.settle, "\"1m\""),
+            ("converged_by", &exp.converged_by, "\"5m\""),
+            ("repair_within", &exp.repair_within, "\"2m\""),
+            ("operations_within", &exp.operations_within, "\"5m\""),
+        ] {
+            if let Some(v) = value.as_ref().filter(|v| v.get_ref().0.is_zero()) {
+                return Err(err(
+                    Some(v.span()),
+                    format!("expect.{strategy}: `{field}` is zero, so no run could meet it"),
+                    Some(format!("give it a length, e.g. {field} = {example}")),
+                ));
+            }
+        }
         // Names of invariants, and the fields that take them.
         let invariant = exp
             .invariant

@@ -194,6 +194,39 @@ impl Scenario {
     }
 }
 
+/// The expectation whose run ends first: every step must come before it.
+/// Each expectation's run lasts until its own deadline, so a step after
+/// the shortest one would silently not happen in that run, and its
+/// expectation would be judged on a plan cut short (issue 39: a `legacy`
+/// deadline of 5m before the 6m17s reveal "held" for the wrong reason).
+fn first_deadline(
+    raw: &RawScenario,
+    kind: Kind,
+    service_nat: Strategy,
+    expectations: &BTreeMap<Variant, expect::Expectation>,
+    loc: &Locator,
+) -> Option<order::Deadline> {
+    raw.expect
+        .iter()
+        .filter_map(|(key, exp)| {
+            let variant = parse_variant(kind, service_nat, key.get_ref()).ok()?;
+            let at = expectations.get(&variant)?.deadline;
+            // Where the deadline comes from: written, or `within` plus the
+            // stability window.
+            let (span, how) = match (&exp.deadline, &exp.within) {
+                (Some(d), _) => (d.span(), "its `deadline`"),
+                (None, Some(w)) => (w.span(), "its `within` plus the stability window"),
+                (None, None) => (key.span(), "its deadline"),
+            };
+            let line = loc.error(Some(span), String::new(), None).line;
+            Some(order::Deadline {
+                at,
+                what: format!("expect.{variant}'s deadline ({how}, line {line})"),
+            })
+        })
+        .min_by_key(|d| d.at)
+}
+
 fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Variant, String> {
     let (preset, eras) = EraChoices::split(name)?;
     let preset = match kind {
@@ -327,12 +360,8 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         .as_ref()
         .map_or_else(ServiceTimes::default, |t| t.apply(ServiceTimes::default()));
     let expectations = expect::expectations(&raw, kind, service_nat, stability, &loc)?;
-    let latest_deadline = expectations
-        .values()
-        .map(|e| e.deadline)
-        .max()
-        .unwrap_or_default();
-    let plan = order::plan(&raw.steps, &rack, &instances, latest_deadline, &loc)?;
+    let first_deadline = first_deadline(&raw, kind, service_nat, &expectations, &loc);
+    let plan = order::plan(&raw.steps, &rack, &instances, first_deadline.as_ref(), &loc)?;
 
     Ok(Scenario {
         kind,

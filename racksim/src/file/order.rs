@@ -14,13 +14,23 @@ use super::{
     steps::{step_action, PlanState},
 };
 
+/// The deadline every step must come before: the shortest of the
+/// expectations', since each expectation's run ends at its own.
+pub(super) struct Deadline {
+    pub at: Duration,
+    /// Which expectation's, and where it is written: `expect.legacy's
+    /// deadline (its `deadline`, line 80)`.
+    pub what: String,
+}
+
 /// The plan of a scenario's steps, validated against the rack, the
-/// instances, the deadline and the order rules.
+/// instances, the first deadline (none: a file without expectations) and
+/// the order rules.
 pub(super) fn plan(
     raw_steps: &[RawStep],
     rack: &RackSpec,
     instances: &[InstanceSpec],
-    latest_deadline: Duration,
+    deadline: Option<&Deadline>,
     loc: &Locator,
 ) -> Result<Plan, ScenarioError> {
     let err = |span, message, hint| loc.error(span, message, hint);
@@ -34,14 +44,19 @@ pub(super) fn plan(
     let mut last: BTreeMap<String, &RawStep> = BTreeMap::new();
     for (i, s) in sorted.iter().enumerate() {
         let at = s.at.get_ref().0;
-        if at.latest() >= latest_deadline {
+        let latest = at.latest();
+        if let Some(d) = deadline.filter(|d| latest >= d.at) {
             return Err(err(
                 Some(s.at.span()),
                 format!(
-                    "step at {at} is not before the deadline ({})",
-                    racksim_sim::trace::fmt_duration(latest_deadline)
+                    "step at {at} is not before the deadline: {}, {}, ends that run first",
+                    d.what,
+                    racksim_sim::trace::fmt_duration(d.at),
                 ),
-                Some("move the step earlier or extend the expectation's deadline".into()),
+                Some(format!(
+                    "move the step earlier, or make that deadline later than {}",
+                    racksim_sim::trace::fmt_duration(latest)
+                )),
             ));
         }
         let resource = ordered_resource(s);

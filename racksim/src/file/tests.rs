@@ -114,6 +114,43 @@ fn step_after_deadline_is_rejected() {
     assert!(e.message.contains("not before the deadline"), "{e}");
 }
 
+/// Each expectation's run ends at its own deadline, so a step after the
+/// shortest one is refused even when another expectation's deadline is
+/// later (issue 39: legacy's "5m" silently dropped the 6m17s reveal).
+#[test]
+fn every_expectations_deadline_is_checked_against_the_steps() {
+    let e = error_of(&GOOD.replace("deadline = \"2h\"", "deadline = \"5m\""));
+    assert_eq!(e.line, 12, "located at the step: {e}");
+    assert!(
+        e.message.contains("expect.legacy's deadline (its `deadline`, line 22), 5m"),
+        "{e}"
+    );
+    assert!(e.hint.as_deref().unwrap().contains("later than 8m"), "{e}");
+    // A `converges` expectation's run ends at `within` plus the stability
+    // window when it has no `deadline`.
+    let e = error_of(&GOOD.replace("within = \"10m\"", "within = \"6m\""));
+    assert!(
+        e.message.contains("expect.sled-task's deadline (its `within` plus the stability window, line 18), 7m"),
+        "{e}"
+    );
+    // Both deadlines after the last step: the file parses.
+    parse("t.toml", &GOOD.replace("within = \"10m\"", "within = \"8m\"")).unwrap();
+}
+
+#[test]
+fn a_zero_bound_is_refused() {
+    for (field, replace, with) in [
+        ("within", "within = \"10m\"", "within = \"0s\""),
+        ("deadline", "deadline = \"2h\"", "deadline = \"0s\""),
+        ("settle", "within = \"10m\"", "within = \"10m\"\nsettle = \"0ms\""),
+        ("converged_by", "within = \"10m\"", "within = \"10m\"\nconverged_by = \"0s\""),
+        ("repair_within", "within = \"10m\"", "within = \"10m\"\nrepair_within = \"0s\""),
+    ] {
+        let e = refused_with(&GOOD.replace(replace, with), &format!("`{field}` is zero"));
+        assert!(e.source_line.starts_with(field), "{field}: {e}");
+    }
+}
+
 #[test]
 fn reveal_without_hide_is_rejected() {
     let e = error_of(&GOOD.replace("action = \"hide-switch\"", "action = \"reveal-switch\""));
@@ -221,7 +258,9 @@ fn error_at(text: &str, at: (usize, usize), says: &str) {
 
 /// GOOD with these steps appended: `(at, the step's other lines)`.
 fn with_steps(steps: &[(&str, &str)]) -> String {
-    let mut text = GOOD.to_string();
+    // Every expectation's run must outlast the steps: sled-task's 10m
+    // (plus the stability window) becomes 20m, beyond any step added here.
+    let mut text = GOOD.replace("within = \"10m\"", "within = \"20m\"");
     for (at, rest) in steps {
         text += &format!("\n[[step]]\nat = \"{at}\"\n{rest}\n");
     }
