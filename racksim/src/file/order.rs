@@ -134,6 +134,7 @@ fn ordered_resource(s: &RawStep) -> Option<String> {
             group(&s.b),
             s.oneway.as_ref().is_some_and(|o| *o.get_ref())
         )),
+        "crash" | "restart" => s.host.as_ref().map(|h| format!("host {}", h.get_ref())),
         "control-plane-down" | "control-plane-crash" | "control-plane-up" => {
             Some("control plane".into())
         }

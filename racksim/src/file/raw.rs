@@ -198,6 +198,16 @@ impl<'de> Deserialize<'de> for AtValue {
     }
 }
 
+/// The longest duration a file or a live request may give: 10,000
+/// simulated hours (about 14 months; the 1,000-hour soak takes half a
+/// minute). A longer one is a slip, and one near `u64::MAX` microseconds
+/// used to saturate silently (issue 39).
+pub const MAX_DURATION: Duration = Duration::from_secs(10_000 * 3600);
+
+fn too_long(s: &str) -> String {
+    format!("duration {s:?} is longer than the longest racksim simulates, 10000h")
+}
+
 /// Parse `250ms`, `30s`, `1.5s`, `5m`, `2h`, `1h30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || {
@@ -233,7 +243,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "h" => value * 3600e6,
             _ => return Err(bad()),
         };
-        total += Duration::from_micros(us.round() as u64);
+        // Each part and the sum checked against the bound before adding,
+        // so nothing saturates or overflows on the way.
+        let part = us.round();
+        if part.is_nan() || part > MAX_DURATION.as_micros() as f64 {
+            return Err(too_long(s));
+        }
+        total = total
+            .checked_add(Duration::from_micros(part as u64))
+            .filter(|t| *t <= MAX_DURATION)
+            .ok_or_else(|| too_long(s))?;
     }
     Ok(total)
 }

@@ -28,6 +28,9 @@ pub(super) struct PlanState {
     scrimlets_down: std::collections::BTreeSet<SwitchSlot>,
     control_plane_down: bool,
     powered_off: bool,
+    /// Hosts a `crash` left down: a `restart` (or a cold boot) brings
+    /// them back.
+    crashed: std::collections::BTreeSet<String>,
     next_sled: usize,
     /// The service zones as the plan's config changes leave them.
     zones: ZoneSet,
@@ -44,6 +47,7 @@ impl PlanState {
             scrimlets_down: Default::default(),
             control_plane_down: false,
             powered_off: false,
+            crashed: Default::default(),
             next_sled: rack.sleds.len(),
             zones: ZoneSet::from_rack(rack),
         }
@@ -191,6 +195,21 @@ pub(super) fn step_action(
         }
         Ok(names)
     };
+    // The two sides of a partition, a heal or a latency: a host named on
+    // both would be cut from (or delayed to) itself, which no network does
+    // and which turmoil would take as a cut of its loopback.
+    let sides = |st: &PlanState| -> Result<(Vec<String>, Vec<String>), StepError> {
+        let (a, b) = (group(&s.a, "a", st)?, group(&s.b, "b", st)?);
+        if let Some(h) = b.iter().find(|h| a.contains(h)) {
+            let span = s.b.as_ref().map(|b| b.span()).unwrap_or(aspan.clone());
+            return Err((
+                span,
+                format!("{h} is named in both `a` and `b`: a host cannot be cut off from itself"),
+                Some("name each host on one side only".into()),
+            ));
+        }
+        Ok((a, b))
+    };
     let window = || -> Result<Duration, StepError> {
         Ok(s.window.as_ref().ok_or_else(|| missing("for"))?.get_ref().0)
     };
@@ -230,15 +249,27 @@ pub(super) fn step_action(
         "crash" | "restart" => {
             let h = s.host.as_ref().ok_or_else(|| missing("host"))?;
             host_ok(h.get_ref(), h.span(), st)?;
+            let host = h.get_ref().clone();
             if name == "crash" {
-                Action::Crash(h.get_ref().clone())
+                // A second crash would do nothing (the host runs nothing),
+                // so the plan would not be what it says; a second
+                // `sidecar-power-off` is refused the same way. A `restart`
+                // of a host that is up is a reboot, and allowed.
+                if !st.crashed.insert(host.clone()) {
+                    return Err(refused(
+                        format!("crash {host}: {host} is already down (crashed earlier in the plan, not restarted since)"),
+                        Some("add a restart step between the two crashes, or remove one"),
+                    ));
+                }
+                Action::Crash(host)
             } else {
-                Action::Restart(h.get_ref().clone())
+                st.crashed.remove(&host);
+                Action::Restart(host)
             }
         }
         "dpd-restart" => Action::DpdRestart(switch()?),
         "partition" | "heal" => {
-            let (a, b) = (group(&s.a, "a", st)?, group(&s.b, "b", st)?);
+            let (a, b) = sides(st)?;
             let oneway = s.oneway.as_ref().map(|o| *o.get_ref()).unwrap_or(false);
             let key = (a.clone(), b.clone(), oneway);
             if name == "partition" {
@@ -253,7 +284,7 @@ pub(super) fn step_action(
             }
         }
         "latency" => {
-            let (a, b) = (group(&s.a, "a", st)?, group(&s.b, "b", st)?);
+            let (a, b) = sides(st)?;
             let latency = s
                 .latency
                 .as_ref()
@@ -365,6 +396,8 @@ pub(super) fn step_action(
                 "cold-boot, but the rack was never powered off".into(),
                 "add a power-off step before it",
             )?;
+            // A cold boot starts every host again, crashed ones included.
+            st.crashed.clear();
             Action::ColdBoot
         }
         "stale-entry" | "lost-entry" => {

@@ -70,6 +70,21 @@ fn durations() {
     assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
     assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
     assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+    assert_eq!(parse_duration("10000h").unwrap(), raw::MAX_DURATION);
+    // Too long: refused by name, never saturated (issue 39).
+    for long in [
+        "10000h1us",
+        "5124095577h",
+        "99999999999999999999h",
+        "9000h9000h",
+        "600001m",
+    ] {
+        let e = parse_duration(long).unwrap_err();
+        assert!(
+            e.contains("longer than the longest racksim simulates, 10000h"),
+            "{long}: {e}"
+        );
+    }
     for bad in ["", "5", "m", "5 minutes", "-1s", "1d"] {
         assert!(parse_duration(bad).is_err(), "{bad:?} must be rejected");
     }
@@ -122,7 +137,8 @@ fn every_expectations_deadline_is_checked_against_the_steps() {
     let e = error_of(&GOOD.replace("deadline = \"2h\"", "deadline = \"5m\""));
     assert_eq!(e.line, 12, "located at the step: {e}");
     assert!(
-        e.message.contains("expect.legacy's deadline (its `deadline`, line 22), 5m"),
+        e.message
+            .contains("expect.legacy's deadline (its `deadline`, line 22), 5m"),
         "{e}"
     );
     assert!(e.hint.as_deref().unwrap().contains("later than 8m"), "{e}");
@@ -130,11 +146,17 @@ fn every_expectations_deadline_is_checked_against_the_steps() {
     // window when it has no `deadline`.
     let e = error_of(&GOOD.replace("within = \"10m\"", "within = \"6m\""));
     assert!(
-        e.message.contains("expect.sled-task's deadline (its `within` plus the stability window, line 18), 7m"),
+        e.message.contains(
+            "expect.sled-task's deadline (its `within` plus the stability window, line 18), 7m"
+        ),
         "{e}"
     );
     // Both deadlines after the last step: the file parses.
-    parse("t.toml", &GOOD.replace("within = \"10m\"", "within = \"8m\"")).unwrap();
+    parse(
+        "t.toml",
+        &GOOD.replace("within = \"10m\"", "within = \"8m\""),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -142,9 +164,21 @@ fn a_zero_bound_is_refused() {
     for (field, replace, with) in [
         ("within", "within = \"10m\"", "within = \"0s\""),
         ("deadline", "deadline = \"2h\"", "deadline = \"0s\""),
-        ("settle", "within = \"10m\"", "within = \"10m\"\nsettle = \"0ms\""),
-        ("converged_by", "within = \"10m\"", "within = \"10m\"\nconverged_by = \"0s\""),
-        ("repair_within", "within = \"10m\"", "within = \"10m\"\nrepair_within = \"0s\""),
+        (
+            "settle",
+            "within = \"10m\"",
+            "within = \"10m\"\nsettle = \"0ms\"",
+        ),
+        (
+            "converged_by",
+            "within = \"10m\"",
+            "within = \"10m\"\nconverged_by = \"0s\"",
+        ),
+        (
+            "repair_within",
+            "within = \"10m\"",
+            "within = \"10m\"\nrepair_within = \"0s\"",
+        ),
     ] {
         let e = refused_with(&GOOD.replace(replace, with), &format!("`{field}` is zero"));
         assert!(e.source_line.starts_with(field), "{field}: {e}");
@@ -1502,4 +1536,55 @@ fn the_removed_nat_window_is_refused_naming_db_stall() {
         e.hint.as_deref().is_some_and(|h| h.contains("db-stall")),
         "{e}"
     );
+}
+
+/// A host on both sides of a partition, a heal or a latency would be cut
+/// from itself: refused at `b`, naming the host (issue 39).
+#[test]
+fn a_host_on_both_sides_is_refused() {
+    for (action, a, b) in [
+        ("partition", "\"sled0\"", "\"sled0\""),
+        (
+            "partition",
+            "[\"sled0\", \"sled1\"]",
+            "[\"switch1\", \"sled1\"]",
+        ),
+        ("latency\"\nlatency = \"5ms", "\"sled0\"", "[\"sled0\"]"),
+    ] {
+        let e = refused_with(
+            &with_steps(&[("1m", &format!("action = \"{action}\"\na = {a}\nb = {b}"))]),
+            "is named in both `a` and `b`: a host cannot be cut off from itself",
+        );
+        assert!(e.source_line.starts_with("b = "), "{e}");
+        assert_eq!(e.hint.as_deref(), Some("name each host on one side only"));
+    }
+    accepted(&[("1m", "action = \"partition\"\na = \"sled0\"\nb = \"sled1\"")]);
+}
+
+/// A second crash of a host that is down would do nothing: refused, as a
+/// second `sidecar-power-off` is. A restart brings the host back (and a
+/// restart of a host that is up is a reboot, allowed), as does a cold boot.
+#[test]
+fn a_host_that_is_down_cannot_crash_again() {
+    const CRASH: &str = "action = \"crash\"\nhost = \"sled1\"";
+    const RESTART: &str = "action = \"restart\"\nhost = \"sled1\"";
+    let e = refused_with(
+        &with_steps(&[("1m", CRASH), ("2m", CRASH)]),
+        "crash sled1: sled1 is already down",
+    );
+    assert!(
+        e.hint.as_deref().unwrap().contains("add a restart step"),
+        "{e}"
+    );
+    accepted(&[("1m", CRASH), ("2m", RESTART), ("3m", CRASH)]);
+    accepted(&[("1m", RESTART), ("2m", CRASH)]);
+    accepted(&[
+        ("1m", CRASH),
+        ("2m", POWER_OFF),
+        ("3m", COLD_BOOT),
+        ("4m", CRASH),
+    ]);
+    // Windows that could put the restart before the crash are refused.
+    let e = error_of(&with_steps(&[("1m..3m", CRASH), ("2m", RESTART)]));
+    assert!(e.message.contains("can happen before"), "{e}");
 }

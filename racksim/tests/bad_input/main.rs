@@ -10,6 +10,7 @@ mod cli;
 mod files;
 mod live_http;
 mod outputs;
+mod scenario_rules;
 
 use std::path::{Path, PathBuf};
 
