@@ -368,6 +368,13 @@ impl DpdState {
         self.entries::<Ipv4Addr>()
     }
 
+    /// Every IPv6 entry, in key order: racksim's own state has none, but
+    /// a client (or live mode's `/plant`) may create them through the API,
+    /// and the checks must see them.
+    pub fn ipv6_entries(&self) -> Vec<Ipv6Nat> {
+        self.entries::<Ipv6Addr>()
+    }
+
     /// The IPv4 entry whose range contains `port`.
     pub fn ipv4_get(&self, ip: Ipv4Addr, port: u16) -> Option<Ipv4Nat> {
         self.get(ip, port)

@@ -761,6 +761,74 @@ async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
         "{:?}",
         c.gaps
     );
+
+    // State that no declared instance explains counts too (issue 39): a
+    // VMM, a V2P mapping, an instance-VNI NAT entry and an IPv6 entry,
+    // planted through the fakes' own APIs as a stray client would.
+    let sled0 = services.sled_agents["sled0"];
+    let mut guest = extra.target;
+    guest.vni = 4242;
+    for (addr, path, body) in [
+        (sled0, "/vmms/777".to_string(), json!({"instance_id": 4242})),
+        (
+            sled0,
+            "/v2p".to_string(),
+            json!({"virtual_ip": "172.30.9.9", "virtual_mac": "a8:40:25:f0:00:99",
+                   "physical_host_ip": "fd00::99", "vni": 4242}),
+        ),
+        (
+            services.switches[&SwitchSlot::Switch0].dpd,
+            "/nat/ipv4/203.0.113.250/0/16383".to_string(),
+            serde_json::to_value(guest).unwrap(),
+        ),
+        (
+            services.switches[&SwitchSlot::Switch0].dpd,
+            "/nat/ipv6/2001:db8::9/0/16383".to_string(),
+            serde_json::to_value(guest).unwrap(),
+        ),
+    ] {
+        let (status, body) = call(addr, "PUT", &path, Some(body)).await;
+        assert!(status < 300, "{path}: {status} {body}");
+    }
+    let (status, body) = call(live.control, "GET", "/gaps", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["converged"], json!(false), "{body}");
+    let messages: Vec<&str> = body["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["message"].as_str().unwrap())
+        .collect();
+    for wanted in [
+        "switch1 holds a stale NAT entry: 198.51.100.200/",
+        "sled0 holds VMM 777 of instance id 4242, which no known instance explains",
+        "sled0 holds a V2P mapping no known instance explains: 172.30.9.9 (vni 4242) -> fd00::99",
+        "switch0 holds a NAT entry no known instance explains: 203.0.113.250/0-16383",
+        "switch0 holds an IPv6 NAT entry nothing explains",
+    ] {
+        assert!(
+            messages.iter().any(|m| m.starts_with(wanted)),
+            "{wanted:?} not among {messages:#?}"
+        );
+    }
+    assert_eq!(messages.len(), 5, "{messages:#?}");
+    // `/state` dumps the IPv6 table beside the IPv4 one.
+    let (_, state) = call(live.control, "GET", "/state", None).await;
+    let switch0 = state["switches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["switch"] == "switch0")
+        .unwrap();
+    assert_eq!(
+        switch0["nat_ipv6"].as_array().map(Vec::len),
+        Some(1),
+        "{switch0}"
+    );
+    assert_eq!(
+        switch0["nat_ipv6"][0]["external"], "2001:db8::9",
+        "{switch0}"
+    );
     live.stop().await;
 }
 

@@ -258,6 +258,7 @@ pub fn observe(world: &World) -> Snapshot {
                     slot: s.slot,
                     uplinked: s.uplinked,
                     entries: d.ipv4_entries(),
+                    entries_v6: d.ipv6_entries(),
                     pulled_to: Some(d.generation()),
                 })
             })

@@ -21,7 +21,7 @@ use dropshot::{
 };
 use racksim_fakes::api::quiet_server;
 use racksim_reconciler::{
-    dpd::Ipv4Nat,
+    dpd::{Ipv4Nat, Ipv6Nat},
     instances::{VirtualNetworkInterfaceHost, VmmInfo},
 };
 use racksim_sim::{check::gaps::Gap, rack::UPSTREAM_NTP_NAME, Action};
@@ -108,7 +108,11 @@ pub struct SwitchDump {
     pub scrimlet: Option<String>,
     pub scrimlet_status: Option<String>,
     pub nat_generation: i64,
+    /// The IPv4 NAT table.
     pub nat: Vec<Ipv4Nat>,
+    /// The IPv6 NAT table (racksim's own state is IPv4; what a client
+    /// created through dpd's `/nat/ipv6` API shows here).
+    pub nat_ipv6: Vec<Ipv6Nat>,
 }
 
 /// One sled in the state dump.

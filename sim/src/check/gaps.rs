@@ -18,7 +18,7 @@ use std::{
 use racksim_fakes::sled_agent::SledAgentState;
 use racksim_reconciler::{
     discovery::SwitchSlot,
-    dpd::Ipv4Nat,
+    dpd::{Ipv4Nat, Ipv6Nat},
     instances::{InstanceRecord, VmmInfo, VmmState},
     nat::NatEntry,
     SERVICES_VNI,
@@ -51,12 +51,16 @@ pub struct DesiredNat {
     pub sled_up: bool,
 }
 
-/// One live switch: its slot, whether it is uplinked, its IPv4 table.
+/// One live switch: its slot, whether it is uplinked, its NAT tables.
 #[derive(Clone, Debug)]
 pub struct SwitchTable {
     pub slot: SwitchSlot,
     pub uplinked: bool,
     pub entries: Vec<Ipv4Nat>,
+    /// The IPv6 table. racksim's services and instances have IPv4
+    /// external addresses only, so every entry here is one nothing asked
+    /// for.
+    pub entries_v6: Vec<Ipv6Nat>,
     /// The NAT generation this switch's dpd has pulled to (its RPW's), if
     /// known.
     pub pulled_to: Option<i64>,
@@ -167,6 +171,85 @@ pub fn nat_entry_text(e: &NatEntry, host: &dyn Fn(Ipv6Addr) -> String) -> String
 pub fn rack_gaps(view: &RackView) -> Vec<Gap> {
     let mut gaps = service_nat_gaps(view);
     gaps.extend(instance_gaps(view));
+    gaps.extend(unexplained_gaps(view));
+    gaps
+}
+
+/// State that no desired state explains: a VMM, a V2P mapping or an
+/// instance NAT entry (IPv4 or IPv6) that belongs to no instance the
+/// control plane knows of, in any state. The checks above start from what
+/// should be and look for it, so without this a rack holding state nobody
+/// asked for would pass as converged (issue 39: live mode's `/gaps` did).
+/// Service entries (the services' VNI) are judged by
+/// [`service_nat_gaps`], which already counts every stale one; an
+/// instance's own leftovers (a stopped instance's VMM, a deleted one's
+/// mappings) by [`instance_gaps`].
+pub fn unexplained_gaps(view: &RackView) -> Vec<Gap> {
+    let known = |id: u32| view.instances.iter().any(|i| i.id == id);
+    let has_nic = |ip: std::net::IpAddr, vni: u32| {
+        view.instances
+            .iter()
+            .any(|i| i.nics.iter().any(|n| n.virtual_ip == ip && n.vni == vni))
+    };
+    let has_external = |ip: Ipv4Addr| {
+        view.instances
+            .iter()
+            .any(|i| i.external_ips.iter().any(|x| x.ip == ip))
+    };
+    let mut gaps = Vec::new();
+    for s in view.sleds {
+        for v in s.agent.vmms.values().filter(|v| !known(v.instance_id)) {
+            gaps.push(Gap {
+                at: s.name.clone(),
+                message: format!(
+                    "{} holds VMM {} of instance id {}, which no known instance explains",
+                    s.name, v.vmm_id, v.instance_id
+                ),
+            });
+        }
+        for m in s.agent.v2p.iter().filter(|m| !has_nic(m.virtual_ip, m.vni)) {
+            gaps.push(Gap {
+                at: s.name.clone(),
+                message: format!(
+                    "{} holds a V2P mapping no known instance explains: {} (vni {}) -> {}",
+                    s.name,
+                    m.virtual_ip,
+                    m.vni,
+                    (view.host)(m.physical_host_ip)
+                ),
+            });
+        }
+    }
+    for table in view.switches {
+        let slot = table.slot;
+        for e in table
+            .entries
+            .iter()
+            .filter(|e| e.target.vni != SERVICES_VNI && !has_external(e.external))
+        {
+            gaps.push(Gap {
+                at: slot.to_string(),
+                message: format!(
+                    "{slot} holds a NAT entry no known instance explains: {}",
+                    view.entry(&NatEntry::from_dpd(e))
+                ),
+            });
+        }
+        for e in &table.entries_v6 {
+            gaps.push(Gap {
+                at: slot.to_string(),
+                message: format!(
+                    "{slot} holds an IPv6 NAT entry nothing explains (racksim's services and instances are IPv4): {}/{}-{} -> {} ({}, vni {})",
+                    e.external,
+                    e.low,
+                    e.high,
+                    (view.host)(e.target.internal_ip),
+                    e.target.inner_mac,
+                    e.target.vni
+                ),
+            });
+        }
+    }
     gaps
 }
 

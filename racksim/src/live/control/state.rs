@@ -43,6 +43,7 @@ impl Control {
                         .map(|st| format!("{:?}", *st.borrow())),
                     nat_generation: d.generation(),
                     nat: d.ipv4_entries(),
+                    nat_ipv6: d.ipv6_entries(),
                 }
             })
             .collect();
@@ -146,6 +147,7 @@ impl Control {
                         .iter()
                         .any(|x| x.slot == s.slot && x.uplinked),
                     entries: dpd.ipv4_entries(),
+                    entries_v6: dpd.ipv6_entries(),
                     pulled_to: Some(dpd.generation()),
                 }
             })

@@ -74,12 +74,14 @@ fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
             slot: SwitchSlot::Switch0,
             uplinked: true,
             entries: vec![stale.to_dpd(), guest.to_dpd()],
+            entries_v6: vec![],
             pulled_to: None,
         },
         SwitchTable {
             slot: SwitchSlot::Switch1,
             uplinked: false,
             entries: vec![],
+            entries_v6: vec![],
             pulled_to: None,
         },
     ];
@@ -94,7 +96,7 @@ fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
         host: &names,
         sled: &sled_of,
     };
-    let gaps = rack_gaps(&view);
+    let gaps = service_nat_gaps(&view);
     let nexus_kind = ZoneKind::Nexus;
     assert_eq!(
         gaps,
@@ -167,6 +169,7 @@ fn instance_gaps_say_where_each_piece_is_missing() {
         slot: SwitchSlot::Switch1,
         uplinked: true,
         entries: vec![],
+        entries_v6: vec![],
         pulled_to: None,
     }];
     let view = RackView {
@@ -242,6 +245,7 @@ fn a_stopped_instance_s_entry_is_a_gap_where_the_stop_removes_it() {
         slot: SwitchSlot::Switch0,
         uplinked: true,
         entries: vec![left],
+        entries_v6: vec![],
         pulled_to: None,
     }];
     let instances = [stopped];
@@ -368,4 +372,103 @@ fn a_running_instance_needs_its_own_vmm_on_its_sled() {
     );
     web.vmm = Some(11);
     assert_eq!(gaps_of(&web), Vec::<String>::new());
+}
+
+/// What no desired state explains is a gap (issue 39): a VMM, a V2P
+/// mapping and an instance NAT entry of no known instance, and any IPv6
+/// NAT entry. A known instance's state, in any of its states, is judged by
+/// `instance_gaps`, not here.
+#[test]
+fn state_nothing_explains_is_a_gap() {
+    let nic = Nic {
+        virtual_ip: IpAddr::V4(Ipv4Addr::new(172, 30, 0, 5)),
+        mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 7]),
+        vni: 1007,
+    };
+    let known = InstanceRecord {
+        id: 1,
+        name: "web".into(),
+        state: InstanceState::Stopped,
+        generation: 1,
+        sled: None,
+        vmm: None,
+        external_ips: vec![ExternalIp {
+            ip: Ipv4Addr::new(203, 0, 113, 1),
+            first_port: 0,
+            last_port: 65535,
+        }],
+        nics: vec![nic],
+        auto_restart: Default::default(),
+    };
+    let mut sled0 = sled_view(0, SLED0);
+    for (vmm_id, instance_id) in [(10, 1), (99, 42)] {
+        sled0.agent.vmms.insert(
+            vmm_id,
+            VmmInfo {
+                instance_id,
+                vmm_id,
+                state: VmmState::Running,
+            },
+        );
+    }
+    for (ip, vni) in [
+        ([172, 30, 0, 5], 1007),
+        ([172, 30, 0, 9], 1007),
+        ([172, 30, 0, 5], 2000),
+    ] {
+        sled0.agent.v2p.insert(VirtualNetworkInterfaceHost {
+            virtual_ip: IpAddr::V4(Ipv4Addr::from(ip)),
+            virtual_mac: nic.mac,
+            physical_host_ip: SLED1,
+            vni,
+        });
+    }
+    let v6 = Ipv6Nat {
+        external: "2001:db8::7".parse().unwrap(),
+        low: 0,
+        high: 16383,
+        target: entry([0, 0, 0, 7], SLED1, 1007).target,
+    };
+    let switches = [SwitchTable {
+        slot: SwitchSlot::Switch0,
+        // Not uplinked: unexplained state is a gap wherever it is.
+        uplinked: false,
+        entries: vec![
+            entry([203, 0, 113, 1], SLED0, 1007).to_dpd(),
+            entry([203, 0, 113, 8], SLED0, 1007).to_dpd(),
+            // A service entry is service NAT's to judge.
+            entry([198, 51, 100, 9], SLED0, SERVICES_VNI).to_dpd(),
+        ],
+        entries_v6: vec![v6],
+        pulled_to: None,
+    }];
+    let view = RackView {
+        desired: &[],
+        switches: &switches,
+        sleds: &[sled0],
+        instances: &[known],
+        nat_row_versions: &Default::default(),
+        reincarnation: true,
+        stop_removes_nat: false,
+        host: &names,
+        sled: &sled_of,
+    };
+    let messages: Vec<String> = unexplained_gaps(&view)
+        .into_iter()
+        .map(|g| format!("{}: {}", g.at, g.message))
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "sled0: sled0 holds VMM 99 of instance id 42, which no known instance explains",
+            "sled0: sled0 holds a V2P mapping no known instance explains: 172.30.0.5 (vni 2000) -> sled1",
+            "sled0: sled0 holds a V2P mapping no known instance explains: 172.30.0.9 (vni 1007) -> sled1",
+            "switch0: switch0 holds a NAT entry no known instance explains: \
+             203.0.113.8/0-16383 -> sled0 (a8:40:25:ff:00:08, vni 1007)",
+            "switch0: switch0 holds an IPv6 NAT entry nothing explains (racksim's services and \
+             instances are IPv4): 2001:db8::7/0-16383 -> sled1 (a8:40:25:ff:00:07, vni 1007)",
+        ]
+    );
+    // And `rack_gaps` counts them: a rack holding them has not converged.
+    assert!(rack_gaps(&view).len() >= messages.len());
 }
