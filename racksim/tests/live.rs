@@ -10,13 +10,12 @@ use std::{
     time::Duration,
 };
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use racksim::live::{LiveOptions, LiveRack, Reconcilers};
 use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartImpl, SERVICES_VNI};
 use racksim_sim::{InstanceSpec, Strategy};
 use serde_json::{json, Value};
+
+mod common;
 
 /// A `#[tokio::test]` per line: `name => check(Strategy)` runs
 /// `check(Strategy::Strategy)`.
@@ -64,35 +63,9 @@ async fn try_call(
     path: &str,
     body: Option<Value>,
 ) -> Result<(u16, Value), String> {
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string())
-        .header("content-type", "application/json")
-        .header("api-version", racksim_reconciler::dpd::API_VERSION)
-        .body(Full::new(Bytes::from(
-            body.map(|b| b.to_string()).unwrap_or_default(),
-        )))
-        .unwrap();
-    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok((
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    ))
+    let body = body.map(|b| b.to_string()).unwrap_or_default().into_bytes();
+    let (status, text) = common::http::request(addr, method, path, body).await?;
+    Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
 }
 
 /// Every switch's service entries are the config's desired entries.

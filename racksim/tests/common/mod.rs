@@ -2,6 +2,9 @@
 
 use std::process::Command;
 
+#[allow(dead_code)] // only the live tests use it
+pub mod http;
+
 /// Run `racksim` with `args`: exit code, stdout, stderr.
 pub fn racksim(args: &[&str]) -> (Option<i32>, String, String) {
     racksim_in(".", args)
