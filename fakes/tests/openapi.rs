@@ -4,7 +4,7 @@
 //! wire change; regenerate with
 //!
 //! ```text
-//! RACKSIM_UPDATE_OPENAPI=1 cargo test -p racksim-fakes --test openapi
+//! RACKSIM_UPDATE_OPENAPI=1 cargo test -p racksim-fakes --test integration -- openapi::
 //! ```
 
 use std::path::PathBuf;
@@ -30,7 +30,7 @@ fn check(name: &str, generated: serde_json::Value) {
     assert!(
         committed == text,
         "openapi/{name} is not the document generated from the code: the API or a wire type \
-         changed. Regenerate it with `{UPDATE_VAR}=1 cargo test -p racksim-fakes --test openapi` \
+         changed. Regenerate it with `{UPDATE_VAR}=1 cargo test -p racksim-fakes --test integration -- openapi::` \
          and commit the difference."
     );
 }

@@ -1,7 +1,7 @@
 //! The CLI's other commands, end to end: list, sweep (with shards), matrix
 //! and bench, through the real binary.
 
-mod common;
+use crate::common;
 use common::{racksim, racksim_words, run_madrid};
 
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Same seed, same bytes: across separate processes and alongside other
 //! simulations on other threads. Different seeds, different runs.
 
-mod common;
+use crate::common;
 
 use racksim::{catalogue, report, runner};
 

@@ -1,7 +1,7 @@
 //! Finding new bugs: the fuzzer, the shrinker and mutants, end to end.
 //! Sizes are bounded so the suite stays fast (a few hundred short runs).
 
-mod common;
+use crate::common;
 use common::{racksim, scratch};
 
 use racksim::{

@@ -242,7 +242,7 @@ fn a_failure_no_entry_explains_is_unlisted() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-mod common;
+use crate::common;
 
 /// `racksim fuzz` reads the committed file by default and exits 1 for the
 /// failures it does not list (the naive start's races); a file that lists

@@ -15,7 +15,7 @@ use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartIm
 use racksim_sim::{InstanceSpec, Strategy};
 use serde_json::{json, Value};
 
-mod common;
+use crate::common;
 
 /// A `#[tokio::test]` per line: `name => check(Strategy)` runs
 /// `check(Strategy::Strategy)`.

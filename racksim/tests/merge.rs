@@ -4,7 +4,7 @@
 //! set that is not the shards of one campaign is refused, with an error
 //! that says why and nothing on stdout.
 
-mod common;
+use crate::common;
 use common::{racksim, scratch};
 
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! where the real reconciler passes. The full table is a command:
 //! `cargo run --release -p racksim -- mutants`.
 
-mod common;
+use crate::common;
 
 use racksim::mutants::kill_table;
 use racksim_mutants::{Mutant, COMPILED};

@@ -1,7 +1,7 @@
 //! The committed OpenAPI document of live mode's control API
 //! (`openapi/racksim-control.json`) is the one generated from its dropshot
 //! trait. Regenerate with
-//! `RACKSIM_UPDATE_OPENAPI=1 cargo test -p racksim --test openapi_control`.
+//! `RACKSIM_UPDATE_OPENAPI=1 cargo test -p racksim --test integration -- openapi_control::`.
 
 use std::path::PathBuf;
 
@@ -18,6 +18,6 @@ fn committed_control_api_document_matches_the_trait() {
         committed == text,
         "openapi/racksim-control.json is not the document generated from the control API: \
          regenerate it with `RACKSIM_UPDATE_OPENAPI=1 cargo test -p racksim --test \
-         openapi_control` and commit the difference."
+         integration -- openapi_control::` and commit the difference."
     );
 }

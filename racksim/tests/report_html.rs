@@ -3,7 +3,7 @@
 //! elements, and the tests look at their `data-block`, `data-lane` and
 //! `data-kind` attributes — never at raw markup.
 
-mod common;
+use crate::common;
 use common::{racksim, run_madrid, scratch};
 
 use std::{collections::BTreeMap, time::Duration};

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 
 use racksim_reconciler::{
-    instances::{SagaState, VmmInfo, VmmState},
+    instances::{SagaState, VmmState},
     nat::NatEntry,
 };
 
@@ -227,13 +227,6 @@ impl Snapshot {
             sled,
         }
     }
-
-    /// The VMMs instance `id` has on the up sleds, with their sled's name,
-    /// in sled order and by propolis id on a sled (a sled may hold several
-    /// of one instance).
-    fn vmms_of(&self, id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
-        gaps::vmms_of(&self.sleds, id)
-    }
 }
 
 pub fn observe(world: &World) -> Snapshot {
@@ -318,6 +311,7 @@ pub fn invariant_violation(
     now: std::time::Duration,
 ) -> Option<Violation> {
     use racksim_reconciler::instances::InstanceState;
+    let vmms = gaps::VmmIndex::new(&o.sleds);
     for inst in &o.instances {
         let name = &inst.name;
         // From the moment the delete operation reported success; while it
@@ -340,7 +334,7 @@ pub fn invariant_violation(
                     ),
                 });
             }
-            if let Some((sled, v)) = o.vmms_of(inst.id).next() {
+            if let Some((sled, v)) = vmms.of(inst.id).first() {
                 let what = if v.state == VmmState::Starting {
                     "holds its registered, never-started"
                 } else {
@@ -357,7 +351,7 @@ pub fn invariant_violation(
             }
         }
         // Guests, not registrations, on different sleds or on one.
-        if let Some(message) = gaps::second_guest(&o.sleds, inst.id, name) {
+        if let Some(message) = vmms.second_guest(inst.id, name) {
             return Some(Violation {
                 invariant: ONE_VMM,
                 cause: None,

@@ -111,45 +111,60 @@ pub struct RackView<'a> {
 }
 
 impl RackView<'_> {
-    /// The VMMs instance `id` has on the up sleds, with their sled's name,
-    /// in sled order and by propolis id on a sled (a sled may hold several
-    /// of one instance).
-    pub fn vmms_of(&self, id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
-        vmms_of(self.sleds, id)
-    }
-
     /// `external/first-last -> host (mac, vni V)`.
     pub fn entry(&self, e: &NatEntry) -> String {
         nat_entry_text(e, self.host)
     }
 }
 
-/// The VMMs instance `id` has on `sleds`, with their sled's name, in sled
+/// The VMMs on `sleds` by instance, each with its sled's name, in sled
 /// order and by propolis id on a sled: a sled may hold several VMMs of one
-/// instance, as upstream's (its instance manager keys them by propolis id).
-pub fn vmms_of(sleds: &[SledView], id: u32) -> impl Iterator<Item = (&str, &VmmInfo)> {
-    sleds
-        .iter()
-        .flat_map(move |s| s.agent.vmms_of(id).map(|v| (s.name.as_str(), v)))
-}
+/// instance, as upstream's (its instance manager keys them by propolis
+/// id). Built once per look at the rack, so that asking for every
+/// instance's VMMs costs one pass over the sleds, not one per instance (a
+/// rack of a hundred instances spent most of its checks here).
+pub struct VmmIndex<'a>(BTreeMap<u32, Vec<(&'a str, &'a VmmInfo)>>);
 
-/// The `one-vmm` breach of instance `name` (`id`) on `sleds`, if any: it has
-/// more than one VMM past registration — on different sleds or on one.
-/// Guests, not registrations: a VMM that was only registered has no
-/// Propolis zone yet (upstream's sled-agent creates it on the first request
-/// to run), so it cannot be a second copy of the guest.
-pub fn second_guest(sleds: &[SledView], id: u32, name: &str) -> Option<String> {
-    let vmms: Vec<String> = vmms_of(sleds, id)
-        .filter(|(_, v)| v.state != VmmState::Starting)
-        .map(|(sled, v)| format!("VMM {} on {sled}", v.vmm_id))
-        .collect();
-    (vmms.len() > 1).then(|| {
-        format!(
-            "instance {name} has {} VMMs: {}",
-            vmms.len(),
-            vmms.join(", ")
-        )
-    })
+impl<'a> VmmIndex<'a> {
+    pub fn new(sleds: &'a [SledView]) -> Self {
+        let mut by_instance: BTreeMap<u32, Vec<(&str, &VmmInfo)>> = BTreeMap::new();
+        for s in sleds {
+            for v in s.agent.vmms.values() {
+                by_instance
+                    .entry(v.instance_id)
+                    .or_default()
+                    .push((s.name.as_str(), v));
+            }
+        }
+        VmmIndex(by_instance)
+    }
+
+    /// The VMMs of instance `id`.
+    pub fn of(&self, id: u32) -> &[(&'a str, &'a VmmInfo)] {
+        self.0.get(&id).map_or(&[], Vec::as_slice)
+    }
+
+    /// The `one-vmm` breach of instance `name` (`id`), if any: it has more
+    /// than one VMM past registration — on different sleds or on one.
+    /// Guests, not registrations: a VMM that was only registered has no
+    /// Propolis zone yet (upstream's sled-agent creates it on the first
+    /// request to run), so it cannot be a second copy of the guest.
+    pub fn second_guest(&self, id: u32, name: &str) -> Option<String> {
+        let guests = || {
+            self.of(id)
+                .iter()
+                .filter(|(_, v)| v.state != VmmState::Starting)
+        };
+        // Counted first: the message is written only for a breach, not on
+        // every look at every instance.
+        let count = guests().count();
+        (count > 1).then(|| {
+            let vmms: Vec<String> = guests()
+                .map(|(sled, v)| format!("VMM {} on {sled}", v.vmm_id))
+                .collect();
+            format!("instance {name} has {count} VMMs: {}", vmms.join(", "))
+        })
+    }
 }
 
 /// How the checks and the traces write a NAT entry, its target named.
@@ -185,17 +200,21 @@ pub fn rack_gaps(view: &RackView) -> Vec<Gap> {
 /// instance's own leftovers (a stopped instance's VMM, a deleted one's
 /// mappings) by [`instance_gaps`].
 pub fn unexplained_gaps(view: &RackView) -> Vec<Gap> {
-    let known = |id: u32| view.instances.iter().any(|i| i.id == id);
-    let has_nic = |ip: std::net::IpAddr, vni: u32| {
-        view.instances
-            .iter()
-            .any(|i| i.nics.iter().any(|n| n.virtual_ip == ip && n.vni == vni))
-    };
-    let has_external = |ip: Ipv4Addr| {
-        view.instances
-            .iter()
-            .any(|i| i.external_ips.iter().any(|x| x.ip == ip))
-    };
+    // What the known instances explain, gathered once.
+    let ids: BTreeSet<u32> = view.instances.iter().map(|i| i.id).collect();
+    let nics: BTreeSet<(std::net::IpAddr, u32)> = view
+        .instances
+        .iter()
+        .flat_map(|i| i.nics.iter().map(|n| (n.virtual_ip, n.vni)))
+        .collect();
+    let externals: BTreeSet<Ipv4Addr> = view
+        .instances
+        .iter()
+        .flat_map(|i| i.external_ips.iter().map(|x| x.ip))
+        .collect();
+    let known = |id: u32| ids.contains(&id);
+    let has_nic = |ip: std::net::IpAddr, vni: u32| nics.contains(&(ip, vni));
+    let has_external = |ip: Ipv4Addr| externals.contains(&ip);
     let mut gaps = Vec::new();
     for s in view.sleds {
         for v in s.agent.vmms.values().filter(|v| !known(v.instance_id)) {
@@ -307,6 +326,7 @@ pub fn service_nat_gaps(view: &RackView) -> Vec<Gap> {
 /// auto-restart policy restarts has been restarted; none is stuck midway.
 pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
     use racksim_reconciler::instances::{AutoRestartPolicy, InstanceState};
+    let vmms = VmmIndex::new(view.sleds);
     let mut gaps = Vec::new();
     for inst in view.instances {
         let name = &inst.name;
@@ -322,7 +342,7 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                         .vmms
                         .get(&vmm)
                         .is_some_and(|v| v.instance_id == inst.id),
-                    None => s.agent.vmms_of(inst.id).next().is_some(),
+                    None => vmms.of(inst.id).iter().any(|(n, _)| *n == s.name),
                 };
                 if !view
                     .sleds
@@ -469,7 +489,7 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                         }
                     }
                 }
-                for (sled_name, v) in view.vmms_of(inst.id) {
+                for &(sled_name, v) in vmms.of(inst.id) {
                     // Upstream's sled-agent creates the Propolis zone (and
                     // so a guest) only on the first request to run; a VMM
                     // only registered is an idle runner, leaked all the

@@ -302,10 +302,14 @@ fn a_second_guest_on_the_same_sled_or_another_breaches_one_vmm() {
     ]);
     let sled1 = sled_view(1, SLED1);
     let mut sleds = vec![sled0, sled1];
+    let second_guest =
+        |sleds: &[SledView], id, name: &str| VmmIndex::new(sleds).second_guest(id, name);
     assert_eq!(second_guest(&sleds, 1, "web"), None);
     assert_eq!(
-        vmms_of(&sleds, 1)
-            .map(|(s, v)| (s, v.vmm_id))
+        VmmIndex::new(&sleds)
+            .of(1)
+            .iter()
+            .map(|(s, v)| (*s, v.vmm_id))
             .collect::<Vec<_>>(),
         [("sled0", 10), ("sled0", 11)]
     );

@@ -3,8 +3,7 @@
 //! test; every case asserts the exit code (or HTTP status) and the message,
 //! and that every file it touched is byte-identical afterwards.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod cli;
 mod files;
