@@ -7,6 +7,7 @@
 
 mod common;
 
+mod bad_input;
 mod cli;
 mod determinism;
 mod docs;
@@ -24,4 +25,3 @@ mod snapshots;
 mod suite;
 mod sweeps;
 mod testbed_error;
-mod bad_input;
