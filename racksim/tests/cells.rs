@@ -19,6 +19,11 @@
 //! guarded, and a defect a file records (until it is fixed) is still
 //! reproduced.
 
+/// The binary's allocator (see `src/main.rs`): the suite's runs are
+/// the same runs, at the same cost per event.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use libtest_mimic::{Arguments, Failed, Trial};
 use racksim::{
     catalogue,

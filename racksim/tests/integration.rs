@@ -5,6 +5,11 @@
 //! Select a module's tests by their path, e.g.
 //! `cargo test -p racksim --test integration -- snapshots::`.
 
+/// The binary's allocator (see `src/main.rs`): the suite's runs are
+/// the same runs, at the same cost per event.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod common;
 
 mod bad_input;
