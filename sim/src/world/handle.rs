@@ -28,7 +28,8 @@ use tokio::sync::watch;
 use super::{
     params::RunParams,
     state::{
-        ControlPlaneState, DnsState, NetState, NexusCommand, SledsState, State, SwitchesState,
+        AddrNames, ControlPlaneState, DnsState, NetState, NexusCommand, SledsState, State,
+        SwitchesState,
     },
     zones::ZoneSet,
 };
@@ -57,12 +58,13 @@ pub struct World {
 impl World {
     pub fn new(params: RunParams) -> Self {
         let rack = &params.rack;
-        let mut names: BTreeMap<Ipv6Addr, String> = rack
-            .sleds
-            .iter()
-            .map(|s| (s.address, s.name.clone()))
-            .collect();
-        names.extend(rack.switches.iter().map(|s| (s.zone_address, s.name())));
+        let mut names = AddrNames::default();
+        for s in &rack.sleds {
+            names.insert(s.address, s.name.clone());
+        }
+        for s in &rack.switches {
+            names.insert(s.zone_address, s.name());
+        }
         names.insert(UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME.to_string());
         let scrimlet_status = rack
             .sleds
@@ -216,14 +218,7 @@ impl World {
     /// Replace every known underlay address in `text` by its name, so
     /// traces read `switch1:12224` rather than `[fd00:1122:3344:102::2]:12224`.
     pub fn name_addrs(&self, text: &str) -> String {
-        let names = self.lock().names.clone();
-        let mut out = text.to_string();
-        for (addr, name) in names.iter().rev() {
-            out = out
-                .replace(&format!("[{addr}]"), name)
-                .replace(&addr.to_string(), name);
-        }
-        out
+        self.lock().names.name_addrs(text)
     }
 
     /// Scrimlet status of a sled, if it is a scrimlet.

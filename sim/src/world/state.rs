@@ -39,7 +39,7 @@ pub struct State {
     /// checks read them).
     pub net: NetState,
     /// Names of every address ever in the rack, for traces.
-    pub names: BTreeMap<Ipv6Addr, String>,
+    pub names: AddrNames,
     /// Times each host's software has started (derives per-boot RNG seeds).
     pub boots: BTreeMap<String, u64>,
     /// Bumped whenever something the checks read changes.
@@ -260,4 +260,57 @@ pub enum NexusCommand {
     /// A crash: everything in flight dies where it is (the database and its
     /// saga log survive).
     Crash,
+}
+
+/// The name of every underlay address ever in the rack, with each address
+/// already written out as traces meet it (`fd00:…::1` and `[fd00:…::1]`),
+/// so that naming the addresses in a trace line formats none of them again
+/// (issue 40: formatting every address for every line was a few percent of
+/// a fuzz seed, more on the 32-sled rack).
+#[derive(Debug, Default)]
+pub struct AddrNames(BTreeMap<Ipv6Addr, NamedAddr>);
+
+#[derive(Debug)]
+struct NamedAddr {
+    name: String,
+    bare: String,
+    bracketed: String,
+}
+
+impl AddrNames {
+    pub fn insert(&mut self, addr: Ipv6Addr, name: String) {
+        let bare = addr.to_string();
+        let bracketed = format!("[{bare}]");
+        self.0.insert(
+            addr,
+            NamedAddr {
+                name,
+                bare,
+                bracketed,
+            },
+        );
+    }
+
+    pub fn get(&self, addr: &Ipv6Addr) -> Option<&String> {
+        self.0.get(addr).map(|n| &n.name)
+    }
+
+    /// `text` with every known address replaced by its name: bracketed
+    /// (`[addr]:port`) first, then bare, highest address first, so that an
+    /// address that is a prefix of another (`::1` of `::10`) never eats
+    /// part of it.
+    pub fn name_addrs(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for n in self.0.values().rev() {
+            // `contains` first: most lines hold few addresses, and a
+            // replace allocates whether or not it finds one.
+            if out.contains(&n.bracketed) {
+                out = out.replace(&n.bracketed, &n.name);
+            }
+            if out.contains(&n.bare) {
+                out = out.replace(&n.bare, &n.name);
+            }
+        }
+        out
+    }
 }
