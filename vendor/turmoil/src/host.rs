@@ -7,7 +7,7 @@ use crate::net::{SocketPair, TcpListener, UdpSocket};
 use crate::{Envelope, TRACING_TARGET};
 
 use bytes::Bytes;
-use indexmap::IndexMap;
+use crate::IndexMap;
 use std::collections::VecDeque;
 use std::fmt::Display;
 use std::io;
@@ -249,7 +249,7 @@ struct UdpBind {
 impl Udp {
     fn new(capacity: usize) -> Self {
         Self {
-            binds: IndexMap::new(),
+            binds: IndexMap::default(),
             capacity,
         }
     }
@@ -460,7 +460,7 @@ impl StreamSocket {
             conn,
             handshake: Handshake::Established,
             heard: 0,
-            buf: IndexMap::new(),
+            buf: IndexMap::default(),
             next_send_seq: 1,
             recv_seq: 0,
             sender: tx,
@@ -509,8 +509,8 @@ impl StreamSocket {
 impl Tcp {
     fn new(capacity: usize, linux: bool) -> Self {
         Self {
-            binds: IndexMap::new(),
-            sockets: IndexMap::new(),
+            binds: IndexMap::default(),
+            sockets: IndexMap::default(),
             server_socket_capacity: capacity,
             socket_capacity: capacity,
             linux,

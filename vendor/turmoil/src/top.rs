@@ -5,7 +5,7 @@ use crate::net::SocketPair;
 use crate::rt::Rt;
 use crate::{config, TRACING_TARGET};
 
-use indexmap::IndexMap;
+use crate::IndexMap;
 use rand::{Rng, RngCore};
 use rand_distr::{Distribution, Exp};
 use std::cmp::Reverse;
@@ -237,7 +237,7 @@ impl Topology {
     pub(crate) fn new(config: config::Link, linux_tcp: Option<LinuxTcp>) -> Topology {
         Topology {
             config,
-            links: IndexMap::new(),
+            links: IndexMap::default(),
             rt: Rt::no_software(),
             clock: None,
             due: BinaryHeap::new(),
@@ -588,7 +588,7 @@ impl Link {
             state_b_a: State::Healthy,
             config: config::Link::default(),
             sent: VecDeque::new(),
-            deliverable: IndexMap::new(),
+            deliverable: IndexMap::default(),
             now,
             lost: Vec::new(),
         }

@@ -10,7 +10,7 @@ use crate::{
     TRACING_TARGET,
 };
 
-use indexmap::IndexMap;
+use crate::IndexMap;
 use rand::RngCore;
 use scoped_tls::scoped_thread_local;
 use std::cell::RefCell;
@@ -63,7 +63,7 @@ impl World {
         linux_tcp: Option<crate::LinuxTcp>,
     ) -> World {
         World {
-            hosts: IndexMap::new(),
+            hosts: IndexMap::default(),
             topology: Topology::new(link, linux_tcp),
             dns: Dns::new(addrs),
             multicast_groups: MulticastGroups::default(),
