@@ -255,6 +255,35 @@ fn bench_on_both_engines_runs_the_same_form_to_the_same_verdict() {
     assert!(skipped[0]["reason"].as_str().unwrap().contains("rack-32"));
 }
 
+/// The fuzz workloads run `racksim fuzz`'s campaign of what ships: with
+/// `--quick`, 30 madrid seeds, each judged (what ships passes them all,
+/// `scenarios/known-defects.toml` lists no madrid defect), with seeds per
+/// minute; the tick engine skips them and says why.
+#[test]
+fn bench_fuzz_workload_runs_a_campaign() {
+    let (code, out, err) =
+        racksim_words("bench --quick --json --reps 1 --engine both --only fuzz-madrid");
+    assert_eq!(code, Some(0), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let w = &report["workloads"][0];
+    assert_eq!(w["name"], "fuzz-madrid", "{w}");
+    assert_eq!(w["runs"], 30, "{w}");
+    assert_eq!(w["hosts"], 6, "{w}");
+    assert_eq!(w["outcome"], "30/30 passed", "{w}");
+    assert!(w["events"].as_u64().unwrap() > 30, "{w}");
+    assert!(
+        w["seeds_per_minute"]["median"].as_f64().unwrap() > 0.0,
+        "{w}"
+    );
+    assert_eq!(report["workloads"].as_array().unwrap().len(), 1);
+    let skipped = &report["skipped"][0];
+    assert_eq!(skipped["workload"], "fuzz-madrid", "{report}");
+    assert!(skipped["reason"]
+        .as_str()
+        .unwrap()
+        .contains("fuzz campaign"));
+}
+
 #[test]
 fn bench_rejects_an_unknown_workload() {
     let (code, _, err) = racksim(&["bench", "--only", "nope"]);

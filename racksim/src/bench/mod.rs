@@ -116,7 +116,7 @@ impl Engines {
 }
 
 /// The workloads, in the order they run and print: `(name, description)`.
-pub const WORKLOADS: [(&str, &str); 11] = [
+pub const WORKLOADS: [(&str, &str); 14] = [
     (
         "madrid-legacy",
         "madrid-one-switch --strategy legacy --seed 7 (runs to its 2h deadline)",
@@ -155,6 +155,19 @@ pub const WORKLOADS: [(&str, &str); 11] = [
     (
         "madrid-sweep",
         "sweep madrid-one-switch --strategy sled-task, seeds 1..=1000 (--quick: 100), 2 threads",
+    ),
+    (
+        "fuzz-madrid",
+        "fuzz --rack madrid of what ships (scrimlet-local-with-zone-start, saga), \
+         seeds 1..=300 (--quick: 30), 2 threads",
+    ),
+    (
+        "fuzz-standard",
+        "fuzz --rack standard of what ships, seeds 1..=300 (--quick: 30), 2 threads",
+    ),
+    (
+        "fuzz-full",
+        "fuzz --rack full of what ships, seeds 1..=100 (--quick: 10), 2 threads",
     ),
 ];
 

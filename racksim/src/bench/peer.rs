@@ -75,6 +75,11 @@ pub fn peer(workload: &str, quick: bool) -> Peer {
              wall time per simulated second times its duration"
                 .into(),
         ),
+        "fuzz-madrid" | "fuzz-standard" | "fuzz-full" => Peer::Skipped(
+            "a fuzz campaign is hundreds of seeds, and on the tick engine a seed costs \
+             what a madrid-sweep seed costs there: seconds, not milliseconds"
+                .into(),
+        ),
         "madrid-sweep" => {
             let seeds = if quick {
                 QUICK_PEER_SWEEP_SEEDS

@@ -221,7 +221,7 @@ pub(super) fn summarise(p: &Planned, samples: Vec<Sample>) -> Result<WorkloadRep
         wall_secs: spread(&|s| s.wall_secs),
         sim_per_wall: spread(&|s| s.sim_secs / s.wall_secs.max(1e-9)),
         peak_rss_mib: rss.map(Spread::of),
-        seeds_per_minute: (name == "madrid-sweep")
+        seeds_per_minute: (name == "madrid-sweep" || name.starts_with("fuzz-"))
             .then(|| spread(&|s| s.runs as f64 * 60.0 / s.wall_secs.max(1e-9))),
         samples,
     })

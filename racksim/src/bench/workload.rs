@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     unknown, EngineName, QUICK_SWEEP_SEEDS, RACK_SIM_TIME, SEED, SWEEP_SEEDS, SWEEP_THREADS,
 };
-use crate::{catalogue, file::Scenario, matrix, runner};
+use crate::{catalogue, file::Scenario, fuzz, matrix, runner};
 
 /// The soak's simulated time: a thousand hours of a rack that never
 /// converges, so its connections go on being made and ended throughout.
@@ -97,6 +97,12 @@ pub fn measure(workload: &str, engine: EngineName, form: Form) -> Result<Sample,
             Some(t.unwrap_or(SOAK_SIM_TIME)),
         )?,
         "madrid-sweep" => sweep(workload, &catalogued("madrid-one-switch")?, form.seeds, e)?,
+        // A tenth of the sweep's seeds per 1,000 (300, `--quick`: 30), a
+        // tenth of that on the 32-sled rack, whose seeds cost about eight
+        // times a madrid seed.
+        "fuzz-madrid" => fuzz_campaign(workload, "madrid", form.seeds * 3 / 10, e)?,
+        "fuzz-standard" => fuzz_campaign(workload, "standard", form.seeds * 3 / 10, e)?,
+        "fuzz-full" => fuzz_campaign(workload, "full", form.seeds / 10, e)?,
         other => return Err(unknown(other)),
     };
     Ok(Sample {
@@ -215,6 +221,45 @@ fn sweep(
         wall_secs: wall.as_secs_f64(),
         events: runs.iter().map(|r| r.2).sum(),
         outcome: format!("{converged}/{seeds} converged"),
+        peak_rss_kib: None,
+    })
+}
+
+/// `racksim fuzz --seeds 1..SEEDS --rack RACK` of what ships (the
+/// scrimlet reconcilers beside the zone-start path, saga starts) on the
+/// sweep's threads: each seed draws its plan, runs and is judged, as the
+/// command does.
+fn fuzz_campaign(workload: &str, rack: &str, seeds: u64, engine: Engine) -> Result<Sample, String> {
+    let opts = fuzz::Options::new(
+        rack,
+        Strategy::SCRIMLET_LOCAL_WITH_ZONE_START,
+        racksim_reconciler::instances::StartImpl::Saga,
+    )?;
+    let variant = opts.variant();
+    let started = Instant::now();
+    let runs = matrix::parallel(seeds as usize, SWEEP_THREADS, &|_| {}, &|i| {
+        let seed = i as u64 + 1;
+        let scenario = fuzz::scenario(&opts, seed);
+        let mut cfg =
+            runner::config(&scenario, variant, seed).expect("the plan has its expectation");
+        cfg.engine = engine;
+        let out = racksim_sim::run(&cfg);
+        let failed = fuzz::result_of(seed, &scenario.expectations[&variant], &out)
+            .failure
+            .is_some();
+        (failed, out.sim_time, out.events, hosts(&cfg.rack))
+    });
+    let wall = started.elapsed();
+    let failed = runs.iter().filter(|r| r.0).count();
+    Ok(Sample {
+        workload: workload.to_string(),
+        engine: EngineName::of(engine),
+        hosts: runs.first().map_or(0, |r| r.3),
+        runs: seeds,
+        sim_secs: runs.iter().map(|r| r.1.as_secs_f64()).sum(),
+        wall_secs: wall.as_secs_f64(),
+        events: runs.iter().map(|r| r.2).sum(),
+        outcome: format!("{}/{seeds} passed", seeds as usize - failed),
         peak_rss_kib: None,
     })
 }

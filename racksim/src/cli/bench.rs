@@ -22,7 +22,8 @@ pub struct BenchArgs {
     quick: bool,
     /// Only these workloads (repeatable): madrid-legacy, madrid-sled-task,
     /// race-naive, race-saga, rack-8, rack-16, rack-32, rack-32-2h,
-    /// rack-32-8h, soak-1000h, madrid-sweep.
+    /// rack-32-8h, soak-1000h, madrid-sweep, fuzz-madrid, fuzz-standard,
+    /// fuzz-full.
     #[arg(long)]
     only: Vec<String>,
     /// The engine(s) to measure: racksim's event-driven one, turmoil's
