@@ -119,16 +119,21 @@ fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
     );
 }
 
+/// The NIC the instance tests give `web`.
+fn web_nic() -> Nic {
+    Nic {
+        virtual_ip: IpAddr::V4(Ipv4Addr::new(172, 30, 0, 5)),
+        mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 7]),
+        vni: 1007,
+    }
+}
+
 /// Instances: a running one lacks its VMM on its sled, its NAT entry on
 /// each uplinked switch and its V2P mapping on each other up sled; a
 /// stopped one that still has a VMM leaks it; each gap says where.
 #[test]
 fn instance_gaps_say_where_each_piece_is_missing() {
-    let nic = Nic {
-        virtual_ip: IpAddr::V4(Ipv4Addr::new(172, 30, 0, 5)),
-        mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 7]),
-        vni: 1007,
-    };
+    let nic = web_nic();
     let record = |id: u32, name: &str, state, sled| InstanceRecord {
         id,
         name: name.into(),
@@ -384,11 +389,7 @@ fn a_running_instance_needs_its_own_vmm_on_its_sled() {
 /// `instance_gaps`, not here.
 #[test]
 fn state_nothing_explains_is_a_gap() {
-    let nic = Nic {
-        virtual_ip: IpAddr::V4(Ipv4Addr::new(172, 30, 0, 5)),
-        mac: MacAddr::new([0xa8, 0x40, 0x25, 0xf0, 0, 7]),
-        vni: 1007,
-    };
+    let nic = web_nic();
     let known = InstanceRecord {
         id: 1,
         name: "web".into(),
