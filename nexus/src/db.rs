@@ -12,12 +12,11 @@ use std::{
     time::Duration,
 };
 
-use racksim_reconciler::{
-    dpd::MacAddr,
-    instances::{
-        ExternalIp, InstanceRecord, InstanceState, NatConflict, NatTable, Nic, RuntimeUpdate,
-        SagaRecord, StoreError, GUEST_VNI,
-    },
+use racksim_reconciler::dpd::MacAddr;
+
+use crate::instances::{
+    ExternalIp, InstanceRecord, InstanceState, NatConflict, NatTable, Nic, RuntimeUpdate,
+    SagaRecord, StoreError, GUEST_VNI,
 };
 
 /// The control plane's database. It lives outside Nexus: a control-plane
@@ -120,8 +119,8 @@ impl Db {
     /// An empty database whose NAT ensure and changeset queries are
     /// those eras'.
     pub fn new(
-        nat_ensure: racksim_reconciler::instances::NatEnsure,
-        nat_changeset: racksim_reconciler::instances::NatChangeset,
+        nat_ensure: crate::instances::NatEnsure,
+        nat_changeset: crate::instances::NatChangeset,
     ) -> Db {
         Db {
             nat: NatTable::default()
@@ -161,7 +160,7 @@ impl Db {
     /// address is free unless an instance whose IPs were not released
     /// holds it. Without a pool the record is returned as it is.
     ///
-    /// [`InstanceStore::allocate_external_ips`]: racksim_reconciler::instances::InstanceStore::allocate_external_ips
+    /// [`InstanceStore::allocate_external_ips`]: crate::instances::InstanceStore::allocate_external_ips
     pub fn allocate_external_ip(&mut self, id: u32) -> Result<InstanceRecord, StoreError> {
         let Some(pool) = self.ip_pool else {
             return self.fetch(id);
@@ -188,7 +187,7 @@ impl Db {
     /// `id`'s addresses go back to the pool. Returns the addresses
     /// released (none without a pool, or when already released).
     ///
-    /// [`InstanceStore::release_external_ips`]: racksim_reconciler::instances::InstanceStore::release_external_ips
+    /// [`InstanceStore::release_external_ips`]: crate::instances::InstanceStore::release_external_ips
     pub fn release_external_ips(&mut self, id: u32) -> Result<Vec<Ipv4Addr>, StoreError> {
         let rec = self.fetch(id)?;
         if self.ip_pool.is_none() || !self.ips_released.insert(id) {
@@ -224,7 +223,7 @@ impl Db {
     /// the record is at `expected_generation`, bumping the generation.
     /// Returns the state before and the record after.
     ///
-    /// [`InstanceStore::update_if`]: racksim_reconciler::instances::InstanceStore::update_if
+    /// [`InstanceStore::update_if`]: crate::instances::InstanceStore::update_if
     pub fn update_if(
         &mut self,
         id: u32,
@@ -239,7 +238,7 @@ impl Db {
 
     /// [`InstanceStore::note_auto_restart`]'s transaction.
     ///
-    /// [`InstanceStore::note_auto_restart`]: racksim_reconciler::instances::InstanceStore::note_auto_restart
+    /// [`InstanceStore::note_auto_restart`]: crate::instances::InstanceStore::note_auto_restart
     pub fn note_auto_restart(&mut self, id: u32, at: Duration) -> Result<(), StoreError> {
         self.record_mut(id)?.auto_restart.note_restart(at);
         Ok(())

@@ -7,13 +7,13 @@
 
 use std::net::SocketAddr;
 
+use crate::instances::{InstanceStore, NatEntryView};
 use dropshot::{
     ConfigDropshot, ConfigLogging, ConfigLoggingLevel, HttpError, HttpResponseOk, HttpServer, Path,
     Query, RequestContext, ServerBuilder,
 };
 use http::{Method, StatusCode};
 use racksim_fakes::http::{ApiError, ApiRequest, ApiResponse};
-use racksim_reconciler::instances::{InstanceStore, NatEntryView};
 use schemars::JsonSchema;
 use serde::Deserialize;
 

@@ -55,10 +55,11 @@ use std::{future::Future, net::Ipv6Addr, net::SocketAddr, sync::Arc, time::Durat
 use racksim_reconciler::{
     discovery::{SwitchSlot, SwitchZoneResolver},
     http::Connector,
-    instances::{
-        DpdNotify, InstanceOps, InstanceRecord, NatEnsure, OpError, Propagation, SledRef,
-        StartImpl, StoreError, SwitchLookup,
-    },
+};
+
+use crate::instances::{
+    DpdNotify, InstanceOps, InstanceRecord, NatEnsure, OpError, Propagation, SledRef, StartImpl,
+    StoreError, SwitchLookup,
 };
 use tokio::{
     sync::{watch, Notify},
@@ -67,10 +68,14 @@ use tokio::{
 
 pub mod api;
 pub mod db;
+pub mod instances;
 pub mod internal_api;
 pub mod inventory;
 pub mod store;
 pub mod tasks;
+
+#[cfg(feature = "mutants")]
+mod mutants;
 
 pub use api::Requests;
 pub use db::{instance_record, Db, InstanceRequest, IpPool};
@@ -83,7 +88,7 @@ pub const NEXUS_INTERNAL_PORT: u16 = 12221;
 
 /// Period of Nexus's V2P and service-zone NAT tasks (upstream's 30 s).
 /// The instance watcher and reincarnation have their own
-/// (`racksim_reconciler::instances::watcher`).
+/// (`crate::instances::watcher`).
 pub const RPW_PERIOD: Duration = Duration::from_secs(30);
 
 /// Which control-plane mechanisms run: the era's Nexus. The simulation
@@ -168,7 +173,7 @@ impl Event {
 pub enum Write<'a> {
     /// An instance record's conditional update went through.
     Record {
-        before: racksim_reconciler::instances::InstanceState,
+        before: crate::instances::InstanceState,
         after: &'a InstanceRecord,
     },
     /// The instance NAT table changed.

@@ -11,7 +11,7 @@
 
 use std::{future::Future, net::SocketAddr, time::Duration};
 
-use racksim_reconciler::instances::{
+use crate::instances::{
     v2p_sync,
     watcher::{
         instance_updater as update_instances, instance_watcher as watch_instances, reincarnate,
@@ -118,7 +118,7 @@ pub async fn v2p<H: NexusHost>(
 /// The instance watcher, every [`INSTANCE_WATCHER_PERIOD`]: asks each
 /// Running instance's sled-agent for its VMM, asks MGS about a sled that
 /// does not answer, and runs the instance-update saga for each VMM found
-/// gone (`racksim_reconciler::instances::watcher`).
+/// gone (`crate::instances::watcher`).
 pub async fn instance_watcher<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Receiver<bool>) {
     let connector = &host.connector();
     let activation = move || async move {
@@ -156,7 +156,7 @@ pub async fn instance_watcher<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch:
 /// The instance updater, every [`INSTANCE_UPDATER_PERIOD`]: finishes the
 /// update of an instance whose VMM is gone but whose update never ran (a
 /// stop whose Nexus died after the sled destroyed the VMM;
-/// `racksim_reconciler::instances::watcher::instance_updater`). Runs where
+/// `crate::instances::watcher::instance_updater`). Runs where
 /// the instance watcher does: the same era.
 pub async fn instance_updater<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Receiver<bool>) {
     let activation = move || async move {

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use racksim_reconciler::instances::StartImpl;
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::{ControlPlaneEra, InstanceEra, Strategy};
 
 use crate::file::{self, Scenario};

@@ -10,7 +10,7 @@
 //! fails too (or on a simulation artefact it would share).
 
 use racksim_mutants::Mutant;
-use racksim_reconciler::instances::StartImpl;
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::Strategy;
 use serde::Serialize;
 

@@ -10,7 +10,7 @@ use racksim::{
     report, runner, shrink,
 };
 use racksim_mutants::Mutant;
-use racksim_reconciler::instances::StartImpl;
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::Strategy;
 
 fn scrimlet_local() -> Options {

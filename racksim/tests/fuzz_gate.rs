@@ -17,7 +17,7 @@ use racksim::{
     },
     runner, shrink,
 };
-use racksim_reconciler::instances::StartImpl;
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::{rack::RackSpec, Strategy};
 
 /// Seeds `1..=N` per rack preset, for the design after #9727. Chosen so

@@ -11,7 +11,8 @@ use std::{
 };
 
 use racksim::live::{LiveOptions, LiveRack, Reconcilers};
-use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, instances::StartImpl, SERVICES_VNI};
+use racksim_nexus::instances::StartImpl;
+use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, SERVICES_VNI};
 use racksim_sim::{InstanceSpec, Strategy};
 use serde_json::{json, Value};
 

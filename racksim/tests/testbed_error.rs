@@ -58,7 +58,7 @@ fn the_fuzz_summary_counts_testbed_errors_apart() {
     let opts = fuzz::Options::new(
         "madrid",
         racksim_sim::Strategy::SCRIMLET_LOCAL,
-        racksim_reconciler::instances::StartImpl::Saga,
+        racksim_nexus::instances::StartImpl::Saga,
     )
     .unwrap();
     let result = |seed, failure| SeedResult {

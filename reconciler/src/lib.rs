@@ -7,7 +7,7 @@
 //! through dendrite (`dpd`). This crate holds the code that puts them there.
 //! It is production code: it knows nothing about the simulation that tests it.
 //!
-//! ## Three strategies
+//! ## Three ways to keep service NAT
 //!
 //! * [`legacy`] — the path sled-agent used to take when starting a zone: look
 //!   the switches up, wait up to five minutes for *both*, then retry forever on
@@ -26,34 +26,13 @@
 //!   goes inert while the sidecar is away and restores the table as soon as
 //!   it returns; each switch is covered because each scrimlet covers its own.
 //!
-//! ## Instance networking (the instance-start networking issue)
+//! ## Not here: the control plane
 //!
-//! [`instances`] is the control plane's side of guest instances: the NAT
-//! entries of their external IPs on every boundary switch and the V2P
-//! mappings of their NICs on every other sled. [`instances::InstanceOps`]
-//! has three start implementations ([`instances::StartImpl`]):
-//!
-//! * `legacy` — NAT and V2P made at create, removed at delete; start
-//!   programs nothing, so stop → cold boot → start leaves the instance
-//!   unreachable. Stop re-ensures them (Nexus's Propolis-generation-change
-//!   handler), which is why start, stop, start works around it.
-//! * `naive` — start ensures NAT before running the VMM (and activates the
-//!   V2P task once Running). A delete that slips in after the start read
-//!   the record removes the mappings and marks the instance Deleted; the
-//!   start then re-creates its NAT rows, and they leak with its VMM.
-//! * `saga` — start is a saga whose first node, `MARK_AS_STARTING`, is a
-//!   conditional update (Stopped → Starting on the generation just read).
-//!   It closes the race because nothing is programmed before it succeeds
-//!   and, once it has, delete (allowed only from Stopped/Failed) is refused;
-//!   delete's own conditional update is on the same generation, so of the
-//!   two exactly one wins and the loser touches nothing. Concurrent starts
-//!   are serialised by the same update. Nodes are logged as they succeed; a
-//!   failure unwinds, and a restarted control plane resumes what a crash
-//!   interrupted.
-//!
-//! Two background tasks, [`instances::InstanceNatSync`] and
-//! [`instances::v2p_sync`], converge switches and sleds to the database
-//! whatever the start path did.
+//! Nexus's side of the rack — instance operations and their sagas, the
+//! versioned NAT table dpd pulls, the V2P task, the instance watcher — is
+//! control-plane code, not a sled's, and lives in `racksim-nexus`. It uses
+//! this crate's [`dpd`], [`mgs`] and [`http`] clients as Nexus uses
+//! dendrite's and MGS's.
 //!
 //! ## Shape
 //!
@@ -63,8 +42,8 @@
 //! * [`dpd`] and [`mgs`] — typed clients for the parts of dendrite's and the
 //!   management gateway's APIs this crate needs, with the exact paths and JSON
 //!   of their published OpenAPI documents. The JSON types themselves live in
-//!   the `racksim-wire` crate, which the fakes share; these modules (and
-//!   [`instances`] for sled-agent's) re-export them.
+//!   the `racksim-wire` crate, which the fakes share; these modules
+//!   re-export them.
 //! * [`discovery`] — how a sled finds the switch zones (internal DNS).
 //! * [`nat`] — the desired-state model and the pure planner
 //!   (`{unchanged, to_remove, to_create}`), plus the executor that removes
@@ -82,7 +61,6 @@
 pub mod discovery;
 pub mod dpd;
 pub mod http;
-pub mod instances;
 pub mod legacy;
 pub mod mgs;
 pub mod nat;
@@ -93,8 +71,8 @@ pub mod task;
 #[cfg(feature = "mutants")]
 mod mutants;
 
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use http::{Connector, TokioConnector};
 // The rack's well-known ports and the services VNI, from `racksim-wire`.

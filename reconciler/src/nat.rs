@@ -411,7 +411,7 @@ impl Phase {
 }
 
 /// What one switch holds at `entry`'s `(ip, first_port)`, if anything.
-pub(crate) async fn get_entry<C: Connector>(
+pub async fn get_entry<C: Connector>(
     dpd: &DpdClient<C>,
     entry: &NatEntry,
 ) -> Result<Option<NatTarget>, ClientError> {
@@ -420,7 +420,7 @@ pub(crate) async fn get_entry<C: Connector>(
 
 /// Removes what one switch holds at `entry`'s `(ip, first_port)` (dpd
 /// answers 404 if there is nothing).
-pub(crate) async fn delete_entry<C: Connector>(
+pub async fn delete_entry<C: Connector>(
     dpd: &DpdClient<C>,
     entry: &NatEntry,
 ) -> Result<(), ClientError> {

@@ -12,19 +12,19 @@
 use std::{io, net::SocketAddr};
 
 use racksim_fakes::memnet::MemNet;
-pub(crate) use racksim_fakes::memnet::{zone_ip, CannedResponse as FakeResponse};
+pub use racksim_fakes::memnet::{zone_ip, CannedResponse as FakeResponse};
 
 use crate::http::Connector;
 
 /// The fake network; clone freely (shared state).
 #[derive(Clone, Default)]
-pub(crate) struct FakeNet {
+pub struct FakeNet {
     net: MemNet,
 }
 
 /// Connector into a [`FakeNet`].
 #[derive(Clone)]
-pub(crate) struct FakeConnector {
+pub struct FakeConnector {
     net: MemNet,
 }
 
@@ -63,7 +63,7 @@ impl FakeNet {
 
 /// A fake net with one switch zone, at `zone_ip(1)`, whose MGS names
 /// switch slot `slot`; and that zone's address.
-pub(crate) fn one_switch_zone(slot: u16) -> (FakeNet, std::net::Ipv6Addr) {
+pub fn one_switch_zone(slot: u16) -> (FakeNet, std::net::Ipv6Addr) {
     let net = FakeNet::new();
     let zone = zone_ip(1);
     net.add_switch_zone(zone, slot);
@@ -72,7 +72,7 @@ pub(crate) fn one_switch_zone(slot: u16) -> (FakeNet, std::net::Ipv6Addr) {
 
 /// A service NAT entry for tests: `ip/first-last` pointing at
 /// `fd00:1122:3344:<sled>::1` with a MAC derived from `sled`.
-pub(crate) fn service_entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> crate::nat::NatEntry {
+pub fn service_entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> crate::nat::NatEntry {
     crate::nat::NatEntry {
         external_ip: std::net::Ipv4Addr::from(ip),
         first_port: first,
@@ -83,7 +83,7 @@ pub(crate) fn service_entry(ip: [u8; 4], first: u16, last: u16, sled: u16) -> cr
 
 /// A pass that completed with no failures: `unchanged` entries left alone,
 /// `removed` removed, `created` created.
-pub(crate) fn complete(
+pub fn complete(
     unchanged: usize,
     removed: usize,
     created: usize,
@@ -110,7 +110,7 @@ pub(crate) fn complete(
 /// ([`Router`]) answers "sometimes" for every callsite and routes events to
 /// the capture installed on the emitting thread, if any.
 #[derive(Clone)]
-pub(crate) struct Captured {
+pub struct Captured {
     lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     level: tracing::Level,
 }
@@ -121,7 +121,7 @@ thread_local! {
 }
 
 /// While alive, this thread's events go to its [`Captured`].
-pub(crate) struct CaptureGuard(());
+pub struct CaptureGuard(());
 
 impl Drop for CaptureGuard {
     fn drop(&mut self) {
@@ -130,7 +130,7 @@ impl Drop for CaptureGuard {
 }
 
 impl Captured {
-    pub(crate) fn at(level: tracing::Level) -> Self {
+    pub fn at(level: tracing::Level) -> Self {
         Captured {
             lines: Default::default(),
             level,
@@ -138,7 +138,7 @@ impl Captured {
     }
 
     /// Capture this thread's events until the guard drops.
-    pub(crate) fn install(&self) -> CaptureGuard {
+    pub fn install(&self) -> CaptureGuard {
         static GLOBAL: std::sync::Once = std::sync::Once::new();
         GLOBAL.call_once(|| {
             tracing::subscriber::set_global_default(Router)
@@ -151,7 +151,7 @@ impl Captured {
         CaptureGuard(())
     }
 
-    pub(crate) fn lines(&self) -> Vec<String> {
+    pub fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
     }
 }

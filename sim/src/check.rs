@@ -10,10 +10,9 @@
 
 use std::collections::BTreeSet;
 
-use racksim_reconciler::{
-    instances::{SagaState, VmmState},
-    nat::NatEntry,
-};
+use racksim_reconciler::nat::NatEntry;
+
+use racksim_nexus::instances::{SagaState, VmmState};
 
 use crate::{hosts::fmt_entry, rack::ZoneKind, world::World};
 
@@ -126,7 +125,7 @@ fn blocked_start(world: &World, progress: &racksim_reconciler::legacy::LegacyPro
 /// the rest of the checks find nothing amiss, a rack with a stuck saga is
 /// not one an operator would call converged. `None` unless `saga` is stuck.
 fn stuck_saga_gap(
-    saga: &racksim_reconciler::instances::SagaRecord,
+    saga: &racksim_nexus::instances::SagaRecord,
     instance: &str,
     sled: &str,
 ) -> Option<String> {
@@ -176,7 +175,7 @@ pub struct Violation {
 /// checks then format their findings without the lock (naming addresses
 /// takes it again).
 pub struct Snapshot {
-    instances: Vec<racksim_reconciler::instances::InstanceRecord>,
+    instances: Vec<racksim_nexus::instances::InstanceRecord>,
     /// Every live switch's IPv4 entries, and whether it is uplinked.
     tables: Vec<SwitchTable>,
     ntp_synced: BTreeSet<usize>,
@@ -197,7 +196,7 @@ pub struct Snapshot {
     /// The database's live instance NAT rows, by instance.
     nat_rows: std::collections::BTreeMap<u32, Vec<NatEntry>>,
     /// Stuck sagas, by id.
-    stuck_sagas: Vec<racksim_reconciler::instances::SagaRecord>,
+    stuck_sagas: Vec<racksim_nexus::instances::SagaRecord>,
     /// The driver's partitions.
     net: crate::world::NetState,
     /// The host names of the Nexus zones that are up.
@@ -222,7 +221,7 @@ impl Snapshot {
             instances: &self.instances,
             nat_row_versions: &self.nat_row_versions,
             reincarnation: world.params.era.reincarnation == crate::era::Task::On,
-            stop_removes_nat: world.params.start == racksim_reconciler::instances::StartImpl::Saga,
+            stop_removes_nat: world.params.start == racksim_nexus::instances::StartImpl::Saga,
             host,
             sled,
         }
@@ -310,7 +309,7 @@ pub fn invariant_violation(
     o: &Snapshot,
     now: std::time::Duration,
 ) -> Option<Violation> {
-    use racksim_reconciler::instances::InstanceState;
+    use racksim_nexus::instances::InstanceState;
     let vmms = gaps::VmmIndex::new(&o.sleds);
     for inst in &o.instances {
         let name = &inst.name;

@@ -22,7 +22,7 @@ use std::fmt;
 mod choices;
 pub use choices::{EraChoices, MECHANISMS};
 
-use racksim_reconciler::instances::{
+use racksim_nexus::instances::{
     DpdNotify, NatChangeset, NatConflict, NatEnsure, Propagation, StartImpl, SwitchLookup,
 };
 use serde::{Deserialize, Serialize};
@@ -182,7 +182,7 @@ pub struct ControlPlaneEra {
     pub nexus_v2p: Task,
     /// Nexus's instance watcher (every 30 s) and the instance-update saga
     /// it runs for a VMM it finds gone
-    /// (`racksim_reconciler::instances::watcher`).
+    /// (`racksim_nexus::instances::watcher`).
     pub instance_watcher: Task,
     /// Nexus's instance reincarnation (every 60 s): restarts Failed
     /// instances under their auto-restart policy.

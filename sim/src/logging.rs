@@ -7,7 +7,8 @@
 //! thread-local (`tracing::subscriber::set_default`), never global, since a
 //! sweep runs simulations on several threads at once — whose
 //! [`TraceLayer`] turns each event at `INFO` or above from the reconciler
-//! into a [`TraceLine`] of kind [`Kind::Reconciler`]:
+//! (and Nexus's instance code) into a [`TraceLine`] of kind
+//! [`Kind::Reconciler`]:
 //!
 //! * stamped with the simulated time of the host that emitted it;
 //! * on that host, by name: turmoil says which host's software is running
@@ -54,8 +55,15 @@ use crate::{
     world::World,
 };
 
-/// The reconciler crate's target prefix.
-const RECONCILER: &str = "racksim_reconciler";
+/// The crates whose events are trace lines: the reconciler crate and
+/// Nexus's (whose instance code logs the same way), by target prefix.
+const TRACED: [&str; 2] = ["racksim_reconciler", "racksim_nexus"];
+
+/// Whether an event of `target` at `level` is a trace line (the simulation's
+/// and live mode's alike).
+pub fn traced(target: &str, level: &Level) -> bool {
+    *level <= Level::INFO && TRACED.iter().any(|crate_| target.starts_with(crate_))
+}
 
 /// Install the run's subscriber on this thread until the guard drops.
 pub fn install(world: &World) -> tracing::subscriber::DefaultGuard {
@@ -66,7 +74,7 @@ pub fn install(world: &World) -> tracing::subscriber::DefaultGuard {
         if meta.is_span() {
             return meta.name() == "zone";
         }
-        meta.target().starts_with(RECONCILER) && *meta.level() <= Level::INFO
+        traced(meta.target(), meta.level())
     }));
     // Debugging aid only: stderr, and only when asked for.
     let stderr = std::env::var_os("RUST_LOG").map(|_| {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 /// Port of the internal DNS zone's (simplified) lookup API.
 pub const INTERNAL_DNS_PORT: u16 = 5353;
 /// Port of sled-agent's API (the reconciler's clients use the same).
-pub use racksim_reconciler::instances::SLED_AGENT_PORT;
+pub use racksim_nexus::instances::SLED_AGENT_PORT;
 /// Port on which a sled's OPTE receives Geneve-encapsulated traffic.
 pub const GENEVE_PORT: u16 = 6081;
 /// Port on which a switch's uplink receives traffic from the outside world.

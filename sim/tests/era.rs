@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+use racksim_reconciler::discovery::SwitchSlot;
+
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::{
     era::{NexusServiceNat, Task},
     run, Action, ControlPlaneEra, InstanceSpec, Plan, RackSpec, RunConfig, RunOutcome, Strategy,

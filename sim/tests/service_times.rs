@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+use racksim_reconciler::discovery::SwitchSlot;
+
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::{
     run, services::ServiceTime, Action, InstanceSpec, Plan, RackSpec, RunConfig, RunOutcome,
     RunReply, Strategy,

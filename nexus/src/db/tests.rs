@@ -1,6 +1,6 @@
 use std::net::Ipv4Addr;
 
-use racksim_reconciler::instances::{InstanceState, StoreError};
+use crate::instances::{InstanceState, StoreError};
 
 use super::{instance_record, Db, IpPool};
 

@@ -233,7 +233,7 @@ fn fuzz_campaign(workload: &str, rack: &str, seeds: u64, engine: Engine) -> Resu
     let opts = fuzz::Options::new(
         rack,
         Strategy::SCRIMLET_LOCAL_WITH_ZONE_START,
-        racksim_reconciler::instances::StartImpl::Saga,
+        racksim_nexus::instances::StartImpl::Saga,
     )?;
     let variant = opts.variant();
     let started = Instant::now();

@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::Args;
 use racksim::{campaign, catalogue, fuzz, runner, shrink};
 use racksim_mutants::{Mutant, COMPILED};
-use racksim_reconciler::instances::ParseStartImplError;
+use racksim_nexus::instances::ParseStartImplError;
 
 use super::{
     args::{parse_mutant, parse_seed_range, CampaignArgs},

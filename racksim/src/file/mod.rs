@@ -58,7 +58,9 @@ pub mod write;
 
 use std::{collections::BTreeMap, fmt, path::Path, time::Duration};
 
-use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+use racksim_reconciler::discovery::SwitchSlot;
+
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::{
     rack::RackSpec, run::DEFAULT_STABILITY, services::ServiceTimes, ControlPlaneEra, EraChoices,
     InstanceSpec, Plan, Strategy,

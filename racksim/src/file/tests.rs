@@ -1250,7 +1250,7 @@ fn expectation_keys_name_variants_with_era_choices() {
     assert_eq!(v.preset, Preset::Start(StartImpl::Saga));
     assert_eq!(
         v.eras.nat_ensure,
-        Some(racksim_reconciler::instances::NatEnsure::MatchesRemoved)
+        Some(racksim_nexus::instances::NatEnsure::MatchesRemoved)
     );
     assert_eq!(v.to_string(), "saga+nat-ensure=matches-removed");
     assert!(s.expectations.contains_key(&v));
@@ -1259,7 +1259,7 @@ fn expectation_keys_name_variants_with_era_choices() {
         .contains_key(&Variant::start(StartImpl::Saga)));
     assert_eq!(
         v.control_plane(s.service_nat).nat_ensure,
-        racksim_reconciler::instances::NatEnsure::MatchesRemoved
+        racksim_nexus::instances::NatEnsure::MatchesRemoved
     );
 
     for (key, says) in [

@@ -38,7 +38,7 @@ mod tests;
 
 use std::{collections::BTreeSet, path::PathBuf};
 
-use racksim_reconciler::instances::StartImpl;
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::Strategy;
 
 use super::{Failure, Options, SeedResult};

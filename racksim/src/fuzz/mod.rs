@@ -28,7 +28,7 @@ mod plan;
 use std::time::Duration;
 
 use racksim_mutants::Mutant;
-use racksim_reconciler::instances::StartImpl;
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::{rack::RackSpec, EraChoices, Strategy};
 
 use crate::{file::Variant, matrix, runner};

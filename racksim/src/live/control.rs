@@ -20,10 +20,8 @@ use dropshot::{
     HttpError, HttpResponseOk, HttpResponseUpdatedNoContent, HttpServer, RequestContext, TypedBody,
 };
 use racksim_fakes::api::quiet_server;
-use racksim_reconciler::{
-    dpd::{Ipv4Nat, Ipv6Nat},
-    instances::{VirtualNetworkInterfaceHost, VmmInfo},
-};
+use racksim_nexus::instances::{VirtualNetworkInterfaceHost, VmmInfo};
+use racksim_reconciler::dpd::{Ipv4Nat, Ipv6Nat};
 use racksim_sim::{check::gaps::Gap, rack::UPSTREAM_NTP_NAME, Action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

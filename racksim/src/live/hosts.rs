@@ -25,9 +25,9 @@ use racksim_fakes::{
     mgs::MgsState,
     sled_agent::{SledAgentChange, SledAgentState},
 };
+use racksim_nexus::instances::SLED_AGENT_PORT;
 use racksim_reconciler::{
     discovery::SwitchSlot,
-    instances::SLED_AGENT_PORT,
     legacy::{self, LegacyProgress},
     nat::NatEntry,
     scrimlet_local::ServiceZoneNat,

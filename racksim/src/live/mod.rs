@@ -40,7 +40,8 @@ mod trace;
 use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 
 use dropshot::HttpServer;
-use racksim_reconciler::{dpd::Ipv4Nat, instances::StartImpl};
+use racksim_nexus::instances::StartImpl;
+use racksim_reconciler::dpd::Ipv4Nat;
 use racksim_sim::{rack::ZoneKind, InstanceSpec, RackSpec, Strategy};
 use tokio::sync::watch;
 

@@ -30,16 +30,12 @@ use std::{
 
 use dropshot::HttpServer;
 use racksim_fakes::api::DpdContext;
+use racksim_nexus::instances::{InstanceRecord, NatEntryView, OpError, SledRef};
 use racksim_nexus::{
     api::ChannelRequests, internal_api, Db, Event, InstanceRequest, NexusConfig, NexusHost,
     NexusStore, Write, NEXUS_INTERNAL_PORT,
 };
-use racksim_reconciler::{
-    discovery::SwitchSlot,
-    http::HttpClient,
-    instances::{InstanceRecord, NatEntryView, OpError, SledRef},
-    scrimlet_local::ServiceZoneNat,
-};
+use racksim_reconciler::{discovery::SwitchSlot, http::HttpClient, scrimlet_local::ServiceZoneNat};
 use racksim_sim::{era::ControlPlaneEra, hosts::switch_zone::NAT_CHANGESET_LIMIT};
 use tokio::{
     sync::{mpsc, watch},
@@ -146,7 +142,7 @@ impl NexusHost for LiveHost {
 
     /// Live mode's database answers at once and has no faults (its
     /// control API refuses `db-stall` and `db-errors`).
-    async fn round_trip(&self) -> Result<(), racksim_reconciler::instances::StoreError> {
+    async fn round_trip(&self) -> Result<(), racksim_nexus::instances::StoreError> {
         Ok(())
     }
 

@@ -140,7 +140,7 @@ pub mod logging {
 
     use tracing::{
         field::{Field, Visit},
-        span, Event, Level, Subscriber,
+        span, Event, Subscriber,
     };
     use tracing_subscriber::{layer::Context, registry::LookupSpan, Layer};
 
@@ -186,7 +186,7 @@ pub mod logging {
 
         fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
             let meta = event.metadata();
-            if !meta.target().starts_with("racksim_reconciler") || *meta.level() > Level::INFO {
+            if !racksim_sim::logging::traced(meta.target(), meta.level()) {
                 return;
             }
             let mut m = Message::default();

@@ -8,7 +8,8 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use racksim::live::{LiveOptions, LiveRack, Reconcilers};
-use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+use racksim_nexus::instances::StartImpl;
+use racksim_reconciler::discovery::SwitchSlot;
 use racksim_sim::{InstanceSpec, Strategy};
 
 use super::common::http::request;

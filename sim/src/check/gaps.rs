@@ -16,10 +16,10 @@ use std::{
 };
 
 use racksim_fakes::sled_agent::SledAgentState;
+use racksim_nexus::instances::{InstanceRecord, VmmInfo, VmmState};
 use racksim_reconciler::{
     discovery::SwitchSlot,
     dpd::{Ipv4Nat, Ipv6Nat},
-    instances::{InstanceRecord, VmmInfo, VmmState},
     nat::NatEntry,
     SERVICES_VNI,
 };
@@ -325,7 +325,7 @@ pub fn service_nat_gaps(view: &RackView) -> Vec<Gap> {
 /// every other live sled; a stopped one has no VMM; a failed one that its
 /// auto-restart policy restarts has been restarted; none is stuck midway.
 pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
-    use racksim_reconciler::instances::{AutoRestartPolicy, InstanceState};
+    use racksim_nexus::instances::{AutoRestartPolicy, InstanceState};
     let vmms = VmmIndex::new(view.sleds);
     let mut gaps = Vec::new();
     for inst in view.instances {
@@ -533,7 +533,7 @@ fn pulled_past(
     view: &RackView<'_>,
     table: &SwitchTable,
     instance: u32,
-    ip: &racksim_reconciler::instances::ExternalIp,
+    ip: &racksim_nexus::instances::ExternalIp,
 ) -> String {
     let Some(pulled_to) = table.pulled_to else {
         return String::new();

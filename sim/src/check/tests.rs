@@ -1,5 +1,5 @@
 use super::*;
-use racksim_reconciler::instances::{NodeFailure, SagaNode, SagaRecord};
+use racksim_nexus::instances::{NodeFailure, SagaNode, SagaRecord};
 
 /// A stuck saga is a gap naming the saga, its instance and sled, the
 /// undo that failed and the failure that started the unwind; no other

@@ -31,7 +31,7 @@
 
 use std::fmt;
 
-use racksim_reconciler::instances::{
+use racksim_nexus::instances::{
     DpdNotify, NatChangeset, NatConflict, NatEnsure, StartImpl, SwitchLookup,
 };
 

@@ -12,14 +12,11 @@ use std::{
 };
 
 use racksim_fakes::http::{ApiRequest, ApiResponse};
+use racksim_nexus::instances::{InstanceRecord, InstanceState, OpError, SledRef, StoreError};
 use racksim_nexus::{
     internal_api, Event, InstanceRequest, Lane, NexusConfig, NexusHost, NexusStore, Requests, Write,
 };
-use racksim_reconciler::{
-    discovery::SwitchSlot,
-    http::HttpClient,
-    instances::{InstanceRecord, InstanceState, OpError, SledRef, StoreError},
-};
+use racksim_reconciler::{discovery::SwitchSlot, http::HttpClient};
 
 use crate::services::sled_agent::TimeSync;
 use crate::{
@@ -163,8 +160,8 @@ async fn serve(
         SocketAddr::new(world.sled(index).address.into(), SLED_AGENT_PORT),
     )
     .with_timeouts(
-        Some(racksim_reconciler::instances::NEXUS_SLED_AGENT_TIMEOUT),
-        Some(racksim_reconciler::instances::NEXUS_SLED_AGENT_TIMEOUT),
+        Some(racksim_nexus::instances::NEXUS_SLED_AGENT_TIMEOUT),
+        Some(racksim_nexus::instances::NEXUS_SLED_AGENT_TIMEOUT),
     );
     loop {
         if let Ok(TimeSync { sync: true }) = sled_agent.get::<TimeSync>("/timesync").await {

@@ -10,9 +10,9 @@ use racksim_fakes::{
     http::{ApiError, ApiRequest, ApiResponse},
     mgs::MgsState,
 };
+use racksim_nexus::instances::NatEntryView;
 use racksim_reconciler::{
-    discovery::SwitchSlot, http::HttpClient, instances::NatEntryView, nat::NatEntry, DPD_PORT,
-    MGS_PORT,
+    discovery::SwitchSlot, http::HttpClient, nat::NatEntry, DPD_PORT, MGS_PORT,
 };
 
 use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server, PacketSocket};

@@ -3,7 +3,9 @@
 
 use std::{ops::RangeInclusive, time::Duration};
 
-use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+use racksim_reconciler::discovery::SwitchSlot;
+
+use racksim_nexus::instances::StartImpl;
 
 use super::engine::Engine;
 use crate::{

@@ -23,7 +23,7 @@ use racksim_fakes::{
     http::{ApiError, ApiRequest, ApiResponse},
     sled_agent::SledAgentChange,
 };
-use racksim_reconciler::instances::{VirtualNetworkInterfaceHost, VmmState};
+use racksim_nexus::instances::{VirtualNetworkInterfaceHost, VmmState};
 use serde::{Deserialize, Serialize};
 
 use super::{http::Handler, times::Draws};

@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use racksim_reconciler::{discovery::SwitchSlot, instances::StartImpl};
+use racksim_reconciler::discovery::SwitchSlot;
+
+use racksim_nexus::instances::StartImpl;
 
 use crate::{era::ControlPlaneEra, rack::RackSpec, strategy::Strategy};
 

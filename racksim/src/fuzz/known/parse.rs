@@ -5,7 +5,7 @@
 
 use std::{ops::Range, path::Path};
 
-use racksim_reconciler::instances::StartImpl;
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::{check::INVARIANTS, rack::RackSpec, Strategy};
 use serde::Deserialize;
 use toml::Spanned;

@@ -1,4 +1,4 @@
-use racksim_reconciler::instances::StartImpl;
+use racksim_nexus::instances::StartImpl;
 use racksim_sim::Strategy;
 
 use super::*;

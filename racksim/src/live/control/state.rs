@@ -193,8 +193,7 @@ impl Control {
             instances: &instances,
             nat_row_versions: &nat_row_versions,
             reincarnation: era.reincarnation == Task::On,
-            stop_removes_nat: self.env.shared.start
-                == racksim_reconciler::instances::StartImpl::Saga,
+            stop_removes_nat: self.env.shared.start == racksim_nexus::instances::StartImpl::Saga,
             host: &host,
             sled: &sled,
         })

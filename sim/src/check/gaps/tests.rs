@@ -1,10 +1,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 
-use racksim_reconciler::instances::VirtualNetworkInterfaceHost;
-use racksim_reconciler::{
-    dpd::{MacAddr, NatTarget},
-    instances::{ExternalIp, InstanceState, Nic, VmmState},
-};
+use racksim_nexus::instances::VirtualNetworkInterfaceHost;
+use racksim_nexus::instances::{ExternalIp, InstanceState, Nic, VmmState};
+use racksim_reconciler::dpd::{MacAddr, NatTarget};
 
 use super::*;
 

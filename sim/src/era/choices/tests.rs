@@ -1,4 +1,4 @@
-use racksim_reconciler::instances::{DpdNotify, NatChangeset, NatEnsure, StartImpl};
+use racksim_nexus::instances::{DpdNotify, NatChangeset, NatEnsure, StartImpl};
 
 use super::EraChoices;
 use crate::era::{ControlPlaneEra, Era, NexusServiceNat, Task};

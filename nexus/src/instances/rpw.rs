@@ -19,7 +19,7 @@ use super::{
     instance_v2p_mappings, ops::sled_agent_client, InstanceState, InstanceStore, StoreError,
     VirtualNetworkInterfaceHost, GUEST_VNI,
 };
-use crate::http::Connector;
+use racksim_reconciler::http::Connector;
 
 /// What one activation of [`v2p_sync`] did on one sled.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

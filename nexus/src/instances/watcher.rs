@@ -67,10 +67,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     ops::{InstanceOps, OpError},
-    store::{InstanceStore, StoreError},
     InstanceRecord, InstanceState, RuntimeUpdate, SledRef,
 };
-use crate::{
+use crate::store::{InstanceStore, StoreError};
+use racksim_reconciler::{
     http::{ClientError, Connector, HttpClient},
     mgs::{MgsClient, PowerState},
 };

@@ -27,7 +27,7 @@ use super::{
     RuntimeUpdate, SledAgentClient, SledRef, StartImpl, StoreError, SwitchLookup, VmmState,
     SLED_AGENT_PORT,
 };
-use crate::{
+use racksim_reconciler::{
     discovery::{SwitchSlot, SwitchZoneResolver},
     dpd::DpdClient,
     http::{ClientError, Connector, HttpClient},

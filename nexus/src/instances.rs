@@ -116,7 +116,6 @@ mod nat_table;
 mod ops;
 mod rpw;
 mod sled_agent;
-mod store;
 #[cfg(test)]
 mod test_store;
 #[cfg(test)]
@@ -132,10 +131,11 @@ use serde::{Deserialize, Serialize};
 
 use racksim_wire::enum_names;
 
-pub use crate::dpd::MacAddr;
+pub use crate::store::{InstanceStore, NodeFailure, SagaNode, SagaRecord, SagaState, StoreError};
 pub use history::{DpdNotify, NatChangeset, NatConflict, NatEnsure, Propagation, SwitchLookup};
 pub use nat_table::{NatEntryView, NatEntryViewExt, NatTable};
 pub use ops::{InstanceOps, OpError, ResumedSaga, SwitchZoneDns, NEXUS_SLED_AGENT_TIMEOUT};
+pub use racksim_reconciler::dpd::MacAddr;
 /// Port of sled-agent on a sled's underlay address.
 pub use racksim_wire::SLED_AGENT_PORT;
 pub use rpw::{v2p_sync, V2pSledOutcome};
@@ -144,7 +144,6 @@ pub use sled_agent::{
     VmmStateRequest, VmmUnregisterResponse, API_VERSION as SLED_AGENT_API_VERSION,
     NO_SUCH_INSTANCE,
 };
-pub use store::{InstanceStore, NodeFailure, SagaNode, SagaRecord, SagaState, StoreError};
 pub use watcher::{AutoRestart, AutoRestartPolicy};
 
 /// The VNI of the one VPC the simulated rack's instances live in.
@@ -312,18 +311,18 @@ impl FromStr for StartImpl {
 pub fn instance_nat_entries(
     instance: &InstanceRecord,
     sled_address: Ipv6Addr,
-) -> Vec<crate::nat::NatEntry> {
+) -> Vec<racksim_reconciler::nat::NatEntry> {
     let Some(primary) = instance.nics.first() else {
         return Vec::new();
     };
     let mut entries: Vec<_> = instance
         .external_ips
         .iter()
-        .map(|ip| crate::nat::NatEntry {
+        .map(|ip| racksim_reconciler::nat::NatEntry {
             external_ip: ip.ip,
             first_port: ip.first_port,
             last_port: ip.last_port,
-            target: crate::dpd::NatTarget {
+            target: racksim_reconciler::dpd::NatTarget {
                 internal_ip: sled_address,
                 inner_mac: primary.mac,
                 vni: primary.vni,

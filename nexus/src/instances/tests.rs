@@ -15,7 +15,7 @@ use super::{
     test_store::{HoldPoint, MemStore},
     *,
 };
-use crate::{
+use racksim_reconciler::{
     discovery::{StaticResolver, SwitchSlot},
     dpd::{DpdClient, Ipv4Nat, NatTarget},
     http::HttpClient,

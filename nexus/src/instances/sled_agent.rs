@@ -16,7 +16,7 @@ pub use racksim_wire::sled_agent::{
     VmmUnregisterResponse, API_VERSION, NO_SUCH_INSTANCE,
 };
 
-use crate::http::{ClientError, Connector, HttpClient};
+use racksim_reconciler::http::{ClientError, Connector, HttpClient};
 
 /// Client of one sled-agent.
 #[derive(Clone, Debug)]
@@ -103,3 +103,6 @@ impl<C: Connector> SledAgentClient<C> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

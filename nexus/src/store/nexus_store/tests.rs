@@ -15,10 +15,11 @@ use racksim_reconciler::{
     discovery::{StaticResolver, SwitchSlot},
     dpd::{MacAddr, NatTarget},
     http::TokioConnector,
-    instances::{
-        InstanceRecord, InstanceStore, OpError, SagaRecord, SagaState, SledRef, StoreError,
-    },
     nat::NatEntry,
+};
+
+use crate::instances::{
+    InstanceRecord, InstanceStore, OpError, SagaRecord, SagaState, SledRef, StoreError,
 };
 use tokio::{sync::watch, task::JoinSet};
 

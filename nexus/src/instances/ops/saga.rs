@@ -11,13 +11,11 @@
 //! undo does, and says where the model simplifies them.
 
 use super::{refused, running, sled_agent_client, InstanceOps, OpError, ResumedSaga, STOPPED};
-use crate::{
-    http::Connector,
-    instances::{
-        InstanceRecord, InstanceState, InstanceStore, NodeFailure, RuntimeUpdate, SagaNode,
-        SagaRecord, SagaState, StoreError, VmmState,
-    },
+use crate::instances::{
+    InstanceRecord, InstanceState, InstanceStore, NodeFailure, RuntimeUpdate, SagaNode, SagaRecord,
+    SagaState, StoreError, VmmState,
 };
+use racksim_reconciler::http::Connector;
 
 impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     #[cfg_attr(

@@ -16,7 +16,7 @@ use super::{
     InstanceRecord, InstanceStore, NatEntryView, NatTable, RuntimeUpdate, SagaRecord, SledRef,
     StoreError,
 };
-use crate::nat::NatEntry;
+use racksim_reconciler::nat::NatEntry;
 
 /// Where [`MemStore::hold_at`] can stop an operation (the first call only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub(super) struct MemState {
     pub instances: BTreeMap<u32, InstanceRecord>,
     pub sleds: Vec<SledRef>,
     /// The boundary switches (the fake network's zones say where).
-    pub switches: Vec<crate::discovery::SwitchSlot>,
+    pub switches: Vec<racksim_reconciler::discovery::SwitchSlot>,
     pub last_id: u64,
     pub nat: NatTable,
     pub sagas: BTreeMap<u64, SagaRecord>,
@@ -143,7 +143,9 @@ impl InstanceStore for MemStore {
         Ok(self.lock().sleds.clone())
     }
 
-    async fn boundary_switches(&self) -> Result<Vec<crate::discovery::SwitchSlot>, StoreError> {
+    async fn boundary_switches(
+        &self,
+    ) -> Result<Vec<racksim_reconciler::discovery::SwitchSlot>, StoreError> {
         self.enter(None).await;
         Ok(self.lock().switches.clone())
     }

@@ -60,13 +60,13 @@
 use std::{collections::BTreeSet, future::Future};
 
 use super::{InstanceOps, OpError};
-use crate::{
+use crate::instances::{
+    instance_nat_entries, instance_v2p_mappings, DpdNotify, InstanceRecord, InstanceStore,
+    Propagation, SledAgentClient, SledRef, SwitchLookup,
+};
+use racksim_reconciler::{
     dpd::DpdClient,
     http::{ClientError, Connector},
-    instances::{
-        instance_nat_entries, instance_v2p_mappings, DpdNotify, InstanceRecord, InstanceStore,
-        Propagation, SledAgentClient, SledRef, SwitchLookup,
-    },
     nat::{create_entry, delete_entry, get_entry, NatEntry},
 };
 

@@ -12,12 +12,12 @@ use std::{
 use tokio::sync::Notify;
 
 use super::*;
-use crate::{
+use crate::instances::{
+    test_store::MemStore, ExternalIp, InstanceRecord, InstanceState, MacAddr, Nic, SledRef,
+    StartImpl, GUEST_VNI, SLED_AGENT_PORT,
+};
+use racksim_reconciler::{
     discovery::{StaticResolver, SwitchSlot},
-    instances::{
-        test_store::MemStore, ExternalIp, InstanceRecord, InstanceState, MacAddr, Nic, SledRef,
-        StartImpl, GUEST_VNI, SLED_AGENT_PORT,
-    },
     testing::{zone_ip, FakeConnector, FakeNet, FakeResponse},
     MGS_PORT,
 };

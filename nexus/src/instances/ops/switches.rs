@@ -26,11 +26,11 @@ use std::{
 };
 
 use super::{InstanceOps, OpError};
-use crate::{
+use crate::instances::{history::SWITCH_LOOKUP_RETRY, InstanceStore, SwitchLookup};
+use racksim_reconciler::{
     discovery::{DiscoveryError, SwitchSlot, SwitchZoneResolver},
     dpd::DpdClient,
     http::{Connector, HttpClient},
-    instances::{history::SWITCH_LOOKUP_RETRY, InstanceStore, SwitchLookup},
     mgs::MgsClient,
     DPD_PORT, MGS_PORT,
 };

@@ -5,7 +5,7 @@
 //! the table is a concept of its own (and most of the old file).
 
 use super::{NatChangeset, NatConflict, NatEnsure, StoreError};
-use crate::nat::NatEntry;
+use racksim_reconciler::nat::NatEntry;
 
 /// One change of the instance NAT table as Nexus serves it to dpd: a wire
 /// type, `racksim-wire`'s (the fake dpd applies it too).
@@ -365,8 +365,9 @@ impl NatTable {
     /// the statement adds a row (else it removes one); `None` when nothing
     /// is left to change.
     pub fn begin_sync_service_zones(&mut self, entries: &[NatEntry]) -> Option<(i64, bool)> {
-        let services =
-            |r: &NatRow| r.entry.target.vni == crate::SERVICES_VNI && r.version_removed.is_none();
+        let services = |r: &NatRow| {
+            r.entry.target.vni == racksim_wire::SERVICES_VNI && r.version_removed.is_none()
+        };
         if let Some(i) = self
             .rows
             .iter()
