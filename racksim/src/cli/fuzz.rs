@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::Args;
 use racksim::{campaign, catalogue, fuzz, runner, shrink};
 use racksim_mutants::{Mutant, COMPILED};
-use racksim_nexus::instances::ParseStartImplError;
+use racksim_nexus::instances::{ParseStartImplError, StartImpl};
 
 use super::{
     args::{parse_mutant, parse_seed_range, CampaignArgs},
@@ -106,9 +106,18 @@ pub fn fuzz(args: FuzzArgs) -> Result<Status, String> {
         mutant,
         known_defects,
     } = args;
-    let strategy = strategy
-        .parse()
-        .map_err(|e| format!("error: --strategy: {e}"))?;
+    let strategy = strategy.parse().map_err(|e| {
+        // A start (`saga`, `saga+nat-ensure=...`) is a strategy in run's
+        // and a scenario's words; the fuzzer takes it on its own flag.
+        let preset = strategy.split('+').next().unwrap_or_default();
+        if preset.parse::<StartImpl>().is_ok() {
+            format!(
+                "error: --strategy: {preset:?} is an instance start: the fuzzer takes it as --start {strategy} (--strategy is the service-NAT strategy beside it)"
+            )
+        } else {
+            format!("error: --strategy: {e}")
+        }
+    })?;
     // `saga` or `saga+MECHANISM=ERA...`: a start and its era choices.
     let (start, eras) =
         racksim_sim::EraChoices::split(&start).map_err(|e| format!("error: --start: {e}"))?;

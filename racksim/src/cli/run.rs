@@ -36,14 +36,16 @@ pub struct RunArgs {
     /// Seed of the run; a random one is drawn and printed if omitted.
     #[arg(long)]
     seed: Option<u64>,
-    /// Strategy to run; every strategy the scenario has expectations for
-    /// if omitted. Service-NAT strategies: legacy, sled-task,
-    /// scrimlet-local (the design after #9727) and
+    /// Strategy to run, as the scenario's `[expect."…"]` keys name it;
+    /// every strategy the scenario has expectations for if omitted. A
+    /// `kind = "service-nat"` scenario's strategies are legacy,
+    /// sled-task, scrimlet-local (the design after #9727) and
     /// scrimlet-local-with-zone-start (today's omicron, #10961: the
-    /// scrimlet reconcilers plus the blocking zone-start path); see
-    /// `racksim list` for their eras. A preset may carry mechanisms in
-    /// another era, as the scenario's expectation keys name them:
-    /// `saga+nat-ensure=matches-removed`.
+    /// scrimlet reconcilers plus the blocking zone-start path); a `kind =
+    /// "instances"` scenario's are its instance starts: inline, naive and
+    /// saga. Either may carry mechanisms in another era:
+    /// `scrimlet-local+nexus-service-nat=inventory-tracker`,
+    /// `saga+nat-ensure=matches-removed`. `racksim list` names the eras.
     #[arg(long)]
     strategy: Option<String>,
     /// Exit 0 when the scenario's expectation holds for every run

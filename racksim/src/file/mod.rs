@@ -231,9 +231,27 @@ fn first_deadline(
 
 fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Variant, String> {
     let (preset, eras) = EraChoices::split(name)?;
+    // One word, two kinds of preset: say which kind a name is when it is
+    // the other kind's, since the names are all a user sees.
     let preset = match kind {
-        Kind::ServiceNat => Preset::Nat(preset.parse::<Strategy>()?),
-        Kind::Instances => Preset::Start(preset.parse::<StartImpl>().map_err(|e| e.to_string())?),
+        Kind::ServiceNat => Preset::Nat(preset.parse::<Strategy>().map_err(|e| {
+            match preset.parse::<StartImpl>() {
+                Ok(_) => format!(
+                    "{preset:?} is an instance start, a strategy of kind = \"instances\" scenarios; this scenario is kind = \"service-nat\", whose strategies are {}",
+                    strategy_names()
+                ),
+                Err(_) => e,
+            }
+        })?),
+        Kind::Instances => Preset::Start(preset.parse::<StartImpl>().map_err(|e| {
+            match preset.parse::<Strategy>() {
+                Ok(_) => format!(
+                    "{preset:?} is a service-NAT strategy, of kind = \"service-nat\" scenarios; this scenario is kind = \"instances\", whose strategies are its instance starts: {}",
+                    StartImpl::ALL.map(|i| i.as_str()).join(", ")
+                ),
+                Err(_) => e.to_string(),
+            }
+        })?),
     };
     let variant = Variant { preset, eras };
     if !eras.is_empty() {
@@ -246,6 +264,11 @@ fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Varian
         .map_err(|e| format!("{name}: {e}"))?;
     }
     Ok(variant)
+}
+
+/// The service-NAT strategies, as a user types them.
+fn strategy_names() -> String {
+    Strategy::ALL.map(|s| s.name()).join(", ")
 }
 
 /// Parse and validate a scenario from its text. `origin` names it in errors.

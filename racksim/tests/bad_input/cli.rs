@@ -143,6 +143,32 @@ fn command_line() {
             message: &["unknown strategy \"bogus\"", "legacy"],
             untouched: &["new"],
         },
+        // A strategy of the other kind of scenario names its kind.
+        Case {
+            args: "run madrid-one-switch --seed 7 --strategy saga+nat-ensure=matches-removed",
+            code: 2,
+            message: &[
+                "\"saga\" is an instance start",
+                "kind = \"service-nat\"",
+                "scrimlet-local",
+            ],
+            untouched: &[],
+        },
+        Case {
+            args: "run start-delete-race --seed 1 --strategy legacy",
+            code: 2,
+            message: &[
+                "\"legacy\" is a service-NAT strategy",
+                "inline, naive, saga",
+            ],
+            untouched: &[],
+        },
+        Case {
+            args: "fuzz --seeds 1..10 --strategy saga",
+            code: 2,
+            message: &["the fuzzer takes it as --start saga"],
+            untouched: &[],
+        },
         Case {
             args: "run madrid-one-switch --seed 1 --strategy legacy --bogus",
             code: 2,
@@ -194,7 +220,7 @@ fn command_line() {
             untouched: &[],
         },
     ];
-    assert_eq!(cases.len(), 18, "a case was lost");
+    assert_eq!(cases.len(), 21, "a case was lost");
     let dir = setup("cli");
     let d = dir.to_str().unwrap();
     // Held for the whole test: the port `serve` finds in use.
