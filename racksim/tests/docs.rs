@@ -5,6 +5,8 @@
 //!   and every `#anchor` a heading of its page; every page of `docs/` is
 //!   listed in `docs/README.md`; every `docs/….md` a source file names
 //!   exists.
+//! * The README's crate map names every member of the workspace, and
+//!   nothing that is not one.
 //! * The matrix table of `docs/catalogue.md` is `racksim matrix --seeds 32
 //!   --jobs 2 --markdown`, pasted whole. Its rows, and in each row the
 //!   columns no run decides (scenario, strategy, era, expected), and the
@@ -379,4 +381,47 @@ fn the_markdown_matrix_has_the_text_table_s_rows() {
     for note in text.lines().skip(1 + cells.len()) {
         assert!(markdown.contains(&format!("* {note}\n")), "{note}");
     }
+}
+
+/// The README's crate map ("The house") has a row for every workspace
+/// member, by package name, and no row for a crate that is not one.
+#[test]
+fn the_crate_map_names_every_member() {
+    let root = root();
+    let workspace: toml::Table = toml::from_str(&read(&root.join("Cargo.toml"))).unwrap();
+    let members = workspace["workspace"]["members"].as_array().unwrap();
+    let names: BTreeSet<String> = members
+        .iter()
+        .map(|m| {
+            let manifest: toml::Table =
+                toml::from_str(&read(&root.join(m.as_str().unwrap()).join("Cargo.toml"))).unwrap();
+            manifest["package"]["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let readme = read(&root.join("README.md"));
+    let map = readme
+        .split("## The house\n")
+        .nth(1)
+        .expect("the README has a section \"The house\"")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let named: BTreeSet<String> = map
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| {
+            let first = cells(l).into_iter().next().unwrap_or_default();
+            first
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .filter(|w| !w.contains('/'))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        named, names,
+        "the crate map's crates against the workspace's members"
+    );
 }
