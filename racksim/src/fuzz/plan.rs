@@ -148,11 +148,17 @@ fn draw_with(opts: &Options, seed: u64, later_kinds: bool) -> Scenario {
     if enabled.is_empty() {
         enabled.push(KINDS[rng.random_range(0..KINDS.len())]);
     }
-    let mut steps: Vec<(At, Action)> = Vec::new();
-    let mut busy = Busy::default();
+    let mut d = Drawing {
+        rack: &rack,
+        chaos,
+        hosts: rack.host_names(),
+        sleds: rack.sleds.iter().map(|s| s.name.clone()).collect(),
+        steps: Vec::new(),
+        busy: Busy::default(),
+        instances: Vec::new(),
+        replaced: Vec::new(),
+    };
     let switches: Vec<SwitchSlot> = rack.switches.iter().map(|s| s.slot).collect();
-    let hosts = rack.host_names();
-    let sleds: Vec<String> = rack.sleds.iter().map(|s| s.name.clone()).collect();
     let ms = |d: Duration| d.as_millis() as u64;
     // Power cycles first: nothing else may overlap them.
     let order: Vec<&str> = {
@@ -160,8 +166,6 @@ fn draw_with(opts: &Options, seed: u64, later_kinds: bool) -> Scenario {
         o.sort_by_key(|k| *k != "power-cycle");
         o
     };
-    let mut instances: Vec<InstanceSpec> = Vec::new();
-    let mut replaced: Vec<usize> = Vec::new();
     for kind in order {
         let count = rng.random_range(1..=3);
         for _ in 0..count {
@@ -175,143 +179,8 @@ fn draw_with(opts: &Options, seed: u64, later_kinds: bool) -> Scenario {
             };
             let to = (from + draw_duration(&mut rng)).min(chaos);
             let switch = switches[rng.random_range(0..switches.len())];
-            let host = hosts[rng.random_range(0..hosts.len())].clone();
-            let fixed = At::Fixed;
-            match kind {
-                "hide-switch" if busy.claim(&format!("dns {switch}"), from, to) => {
-                    steps.push((fixed(from), Action::HideSwitch(switch)));
-                    steps.push((fixed(to), Action::RevealSwitch(switch)));
-                }
-                "crash" if busy.claim(&format!("host {host}"), from, to) => {
-                    steps.push((fixed(from), Action::Crash(host.clone())));
-                    steps.push((fixed(to), Action::Restart(host)));
-                }
-                "dpd-restart" if busy.claim(&format!("dpd {switch} {}", ms(from)), from, from) => {
-                    steps.push((fixed(from), Action::DpdRestart(switch)));
-                }
-                "partition" => {
-                    let others: Vec<&String> = hosts.iter().filter(|h| **h != host).collect();
-                    let mut b: Vec<String> = others
-                        .iter()
-                        .filter(|_| rng.random_bool(0.3))
-                        .map(|h| h.to_string())
-                        .collect();
-                    if b.is_empty() {
-                        b.push(others[rng.random_range(0..others.len())].clone());
-                    }
-                    let oneway = rng.random_bool(0.3);
-                    let a = vec![host];
-                    let key = format!("partition {} / {} / {oneway}", a.join(","), b.join(","));
-                    if busy.claim(&key, from, to) {
-                        steps.push((
-                            fixed(from),
-                            Action::Partition {
-                                a: a.clone(),
-                                b: b.clone(),
-                                oneway,
-                            },
-                        ));
-                        steps.push((fixed(to), Action::Heal { a, b, oneway }));
-                    }
-                }
-                "latency" => {
-                    let other = hosts[rng.random_range(0..hosts.len())].clone();
-                    let key = format!("latency {host} {other}");
-                    if other != host && busy.claim(&key, from, to) {
-                        let ms = [5, 50, 250, 1000, 3000][rng.random_range(0..5)];
-                        let (a, b) = (vec![host], vec![other]);
-                        steps.push((
-                            fixed(from),
-                            Action::Latency {
-                                a: a.clone(),
-                                b: b.clone(),
-                                latency: Duration::from_millis(ms),
-                            },
-                        ));
-                        // Back to the top of the in-rack range.
-                        steps.push((
-                            fixed(to),
-                            Action::Latency {
-                                a,
-                                b,
-                                latency: racksim_sim::run::MAX_LATENCY,
-                            },
-                        ));
-                    }
-                }
-                "dpd-errors" | "dpd-hang"
-                    if busy.claim(&format!("dpd fault {switch}"), from, to) =>
-                {
-                    let window = to - from;
-                    steps.push((
-                        fixed(from),
-                        if kind == "dpd-errors" {
-                            Action::DpdErrors { switch, window }
-                        } else {
-                            Action::DpdHang { switch, window }
-                        },
-                    ));
-                }
-                "sidecar-power-cycle" if busy.claim(&format!("sidecar {switch}"), from, to) => {
-                    steps.push((fixed(from), Action::SidecarPowerOff(switch)));
-                    steps.push((fixed(to), Action::SidecarPowerOn(switch)));
-                }
-                // Only where the scrimlet hosts no zones: replacing a
-                // scrimlet that runs Nexus or internal DNS loses them for
-                // good, which no reconciler could repair.
-                "replace-scrimlet"
-                    if scrimlet_is_bare(&rack, switch)
-                        && busy.claim(&format!("sidecar {switch}"), from, chaos)
-                        && busy.claim(&format!("replaced {switch}"), Duration::ZERO, chaos) =>
-                {
-                    steps.push((fixed(from), Action::ReplaceScrimlet(switch)));
-                    replaced.push(rack.switch(switch).expect("a rack switch").scrimlet);
-                }
-                // Down for at least CP_MIN_DOWN.
-                "control-plane"
-                    if to >= from + CP_MIN_DOWN && busy.claim("control plane", from, to) =>
-                {
-                    let down = if rng.random_bool(0.5) {
-                        Action::ControlPlaneCrash
-                    } else {
-                        Action::ControlPlaneDown
-                    };
-                    steps.push((fixed(from), down));
-                    steps.push((fixed(to), Action::ControlPlaneUp));
-                }
-                "power-cycle" if busy.claim("rack power", from, to) => {
-                    steps.push((fixed(from), Action::PowerOff));
-                    steps.push((fixed(to), Action::ColdBoot));
-                }
-                "stale-entry" => {
-                    // Drift behind dpd's back: a stale entry planted, or
-                    // an entry deleted.
-                    let zone = rack.zones[rng.random_range(0..rack.zones.len())].kind;
-                    let action = if rng.random_bool(0.5) {
-                        Action::StaleEntry { switch, zone }
-                    } else {
-                        Action::LostEntry { switch, zone }
-                    };
-                    if busy.claim(&format!("stale {switch} {}", ms(from)), from, from) {
-                        steps.push((fixed(from), action));
-                    }
-                }
-                "instances" => {
-                    // Not on a scrimlet the plan replaces: the API finds no
-                    // such sled afterwards (drawn after replace-scrimlet, in
-                    // KINDS order).
-                    let placeable: Vec<String> = sleds
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| !replaced.contains(i))
-                        .map(|(_, s)| s.clone())
-                        .collect();
-                    let name = format!("web{}", instances.len() + 1);
-                    instance_ops(&mut rng, &name, &placeable, chaos, &mut steps);
-                    instances.push(InstanceSpec { name });
-                }
-                _ => {}
-            }
+            let host = d.hosts[rng.random_range(0..d.hosts.len())].clone();
+            d.fault(&mut rng, kind, from, to, switch, host);
         }
     }
     if later_kinds {
@@ -320,16 +189,222 @@ fn draw_with(opts: &Options, seed: u64, later_kinds: bool) -> Scenario {
             &rack,
             chaos,
             &mut enabled,
-            &mut busy,
-            &mut steps,
+            &mut d.busy,
+            &mut d.steps,
         );
     }
-    // A client whose create was refused (the control plane down, the rack
-    // off) tries again once everything has healed; for an instance that
-    // exists by then the retry is refused and changes nothing. Without it a
-    // declared instance no request ever reached would stay `creating`, a
-    // gap no reconciler could close.
-    for i in &instances {
+    let Drawing {
+        mut steps,
+        instances,
+        ..
+    } = d;
+    retry_refused_creates(&instances, chaos, &mut steps);
+    // File order: by latest time, then as drawn (the parser checks order
+    // by latest time, and steps at one instant run in file order).
+    steps.sort_by_key(|(at, _)| at.latest());
+    let plan = Plan {
+        steps: steps
+            .into_iter()
+            .map(|(at, action)| Step { at, action })
+            .collect(),
+    };
+    let ntp_return_switch = {
+        let up = rack.uplinked_switches();
+        up[rng.random_range(0..up.len())]
+    };
+    let mut scenario = frame(opts, seed, &enabled, chaos, ntp_return_switch);
+    scenario.instances = instances;
+    scenario.plan = plan;
+    scenario
+}
+
+/// The plan as it is drawn, fault by fault.
+struct Drawing<'a> {
+    rack: &'a RackSpec,
+    chaos: Duration,
+    hosts: Vec<String>,
+    sleds: Vec<String>,
+    steps: Vec<(At, Action)>,
+    /// What each drawn fault holds, so that no two overlap on one thing.
+    busy: Busy,
+    instances: Vec<InstanceSpec>,
+    /// The scrimlets (sled indices) the plan replaces.
+    replaced: Vec<usize>,
+}
+
+impl Drawing<'_> {
+    /// A fault of `kind` from `from` to `to`, on `switch` or `host` where
+    /// it needs one, unless what it would hold is already held then (it is
+    /// then left out: the draws made for it stay made, so the stream is
+    /// the same whatever was left out).
+    fn fault(
+        &mut self,
+        rng: &mut SmallRng,
+        kind: &str,
+        from: Duration,
+        to: Duration,
+        switch: SwitchSlot,
+        host: String,
+    ) {
+        let (rack, chaos) = (self.rack, self.chaos);
+        let Drawing {
+            hosts,
+            sleds,
+            steps,
+            busy,
+            instances,
+            replaced,
+            ..
+        } = self;
+        let ms = |d: Duration| d.as_millis() as u64;
+        let fixed = At::Fixed;
+        match kind {
+            "hide-switch" if busy.claim(&format!("dns {switch}"), from, to) => {
+                steps.push((fixed(from), Action::HideSwitch(switch)));
+                steps.push((fixed(to), Action::RevealSwitch(switch)));
+            }
+            "crash" if busy.claim(&format!("host {host}"), from, to) => {
+                steps.push((fixed(from), Action::Crash(host.clone())));
+                steps.push((fixed(to), Action::Restart(host)));
+            }
+            "dpd-restart" if busy.claim(&format!("dpd {switch} {}", ms(from)), from, from) => {
+                steps.push((fixed(from), Action::DpdRestart(switch)));
+            }
+            "partition" => {
+                let others: Vec<&String> = hosts.iter().filter(|h| **h != host).collect();
+                let mut b: Vec<String> = others
+                    .iter()
+                    .filter(|_| rng.random_bool(0.3))
+                    .map(|h| h.to_string())
+                    .collect();
+                if b.is_empty() {
+                    b.push(others[rng.random_range(0..others.len())].clone());
+                }
+                let oneway = rng.random_bool(0.3);
+                let a = vec![host];
+                let key = format!("partition {} / {} / {oneway}", a.join(","), b.join(","));
+                if busy.claim(&key, from, to) {
+                    steps.push((
+                        fixed(from),
+                        Action::Partition {
+                            a: a.clone(),
+                            b: b.clone(),
+                            oneway,
+                        },
+                    ));
+                    steps.push((fixed(to), Action::Heal { a, b, oneway }));
+                }
+            }
+            "latency" => {
+                let other = hosts[rng.random_range(0..hosts.len())].clone();
+                let key = format!("latency {host} {other}");
+                if other != host && busy.claim(&key, from, to) {
+                    let ms = [5, 50, 250, 1000, 3000][rng.random_range(0..5)];
+                    let (a, b) = (vec![host], vec![other]);
+                    steps.push((
+                        fixed(from),
+                        Action::Latency {
+                            a: a.clone(),
+                            b: b.clone(),
+                            latency: Duration::from_millis(ms),
+                        },
+                    ));
+                    // Back to the top of the in-rack range.
+                    steps.push((
+                        fixed(to),
+                        Action::Latency {
+                            a,
+                            b,
+                            latency: racksim_sim::run::MAX_LATENCY,
+                        },
+                    ));
+                }
+            }
+            "dpd-errors" | "dpd-hang" if busy.claim(&format!("dpd fault {switch}"), from, to) => {
+                let window = to - from;
+                steps.push((
+                    fixed(from),
+                    if kind == "dpd-errors" {
+                        Action::DpdErrors { switch, window }
+                    } else {
+                        Action::DpdHang { switch, window }
+                    },
+                ));
+            }
+            "sidecar-power-cycle" if busy.claim(&format!("sidecar {switch}"), from, to) => {
+                steps.push((fixed(from), Action::SidecarPowerOff(switch)));
+                steps.push((fixed(to), Action::SidecarPowerOn(switch)));
+            }
+            // Only where the scrimlet hosts no zones: replacing a
+            // scrimlet that runs Nexus or internal DNS loses them for
+            // good, which no reconciler could repair.
+            "replace-scrimlet"
+                if scrimlet_is_bare(rack, switch)
+                    && busy.claim(&format!("sidecar {switch}"), from, chaos)
+                    && busy.claim(&format!("replaced {switch}"), Duration::ZERO, chaos) =>
+            {
+                steps.push((fixed(from), Action::ReplaceScrimlet(switch)));
+                replaced.push(rack.switch(switch).expect("a rack switch").scrimlet);
+            }
+            // Down for at least CP_MIN_DOWN.
+            "control-plane"
+                if to >= from + CP_MIN_DOWN && busy.claim("control plane", from, to) =>
+            {
+                let down = if rng.random_bool(0.5) {
+                    Action::ControlPlaneCrash
+                } else {
+                    Action::ControlPlaneDown
+                };
+                steps.push((fixed(from), down));
+                steps.push((fixed(to), Action::ControlPlaneUp));
+            }
+            "power-cycle" if busy.claim("rack power", from, to) => {
+                steps.push((fixed(from), Action::PowerOff));
+                steps.push((fixed(to), Action::ColdBoot));
+            }
+            "stale-entry" => {
+                // Drift behind dpd's back: a stale entry planted, or
+                // an entry deleted.
+                let zone = rack.zones[rng.random_range(0..rack.zones.len())].kind;
+                let action = if rng.random_bool(0.5) {
+                    Action::StaleEntry { switch, zone }
+                } else {
+                    Action::LostEntry { switch, zone }
+                };
+                if busy.claim(&format!("stale {switch} {}", ms(from)), from, from) {
+                    steps.push((fixed(from), action));
+                }
+            }
+            "instances" => {
+                // Not on a scrimlet the plan replaces: the API finds no
+                // such sled afterwards (drawn after replace-scrimlet, in
+                // KINDS order).
+                let placeable: Vec<String> = sleds
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !replaced.contains(i))
+                    .map(|(_, s)| s.clone())
+                    .collect();
+                let name = format!("web{}", instances.len() + 1);
+                instance_ops(rng, &name, &placeable, chaos, steps);
+                instances.push(InstanceSpec { name });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A client whose create was refused (the control plane down, the rack
+/// off) tries again once everything has healed; for an instance that
+/// exists by then the retry is refused and changes nothing. Without it a
+/// declared instance no request ever reached would stay `creating`, a gap
+/// no reconciler could close.
+fn retry_refused_creates(
+    instances: &[InstanceSpec],
+    chaos: Duration,
+    steps: &mut Vec<(At, Action)>,
+) {
+    for i in instances {
         let first_create = steps.iter().find_map(|(_, a)| match a {
             Action::InstanceCreate { instance, sled } if *instance == i.name => Some(sled.clone()),
             _ => None,
@@ -344,22 +419,19 @@ fn draw_with(opts: &Options, seed: u64, later_kinds: bool) -> Scenario {
             ));
         }
     }
-    // File order: by latest time, then as drawn (the parser checks order
-    // by latest time, and steps at one instant run in file order).
-    steps.sort_by_key(|(at, _)| at.latest());
-    let plan = Plan {
-        steps: steps
-            .into_iter()
-            .map(|(at, action)| Step { at, action })
-            .collect(),
-    };
+}
+
+/// The scenario around a drawn plan: its frame through the parser (so a
+/// field the format gains gets its default), expecting convergence within
+/// the chaos and [`LIVENESS`].
+fn frame(
+    opts: &Options,
+    seed: u64,
+    enabled: &[&str],
+    chaos: Duration,
+    ntp_return_switch: SwitchSlot,
+) -> Scenario {
     let within = chaos + LIVENESS;
-    let ntp_return_switch = {
-        let up = rack.uplinked_switches();
-        up[rng.random_range(0..up.len())]
-    };
-    // The scenario's frame through the parser (so a field the format gains
-    // gets its default), then the drawn parts.
     let name = format!(
         "fuzz-{}-{}-{}-{seed}",
         opts.rack,
@@ -381,11 +453,8 @@ fn draw_with(opts: &Options, seed: u64, later_kinds: bool) -> Scenario {
         opts.variant(),
         write::duration(within),
     );
-    let mut scenario = file::parse(&format!("fuzz:{seed}"), &frame)
-        .unwrap_or_else(|e| panic!("BUG: the fuzzer's scenario frame is invalid:\n{e}"));
-    scenario.instances = instances;
-    scenario.plan = plan;
-    scenario
+    file::parse(&format!("fuzz:{seed}"), &frame)
+        .unwrap_or_else(|e| panic!("BUG: the fuzzer's scenario frame is invalid:\n{e}"))
 }
 
 /// The faults of [`LATER_KINDS`], from their own generator `rng`, claimed
