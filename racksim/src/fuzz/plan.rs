@@ -248,7 +248,6 @@ impl Drawing<'_> {
     ) {
         let (rack, chaos) = (self.rack, self.chaos);
         let Drawing {
-            hosts,
             sleds,
             steps,
             busy,
@@ -270,56 +269,8 @@ impl Drawing<'_> {
             "dpd-restart" if busy.claim(&format!("dpd {switch} {}", ms(from)), from, from) => {
                 steps.push((fixed(from), Action::DpdRestart(switch)));
             }
-            "partition" => {
-                let others: Vec<&String> = hosts.iter().filter(|h| **h != host).collect();
-                let mut b: Vec<String> = others
-                    .iter()
-                    .filter(|_| rng.random_bool(0.3))
-                    .map(|h| h.to_string())
-                    .collect();
-                if b.is_empty() {
-                    b.push(others[rng.random_range(0..others.len())].clone());
-                }
-                let oneway = rng.random_bool(0.3);
-                let a = vec![host];
-                let key = format!("partition {} / {} / {oneway}", a.join(","), b.join(","));
-                if busy.claim(&key, from, to) {
-                    steps.push((
-                        fixed(from),
-                        Action::Partition {
-                            a: a.clone(),
-                            b: b.clone(),
-                            oneway,
-                        },
-                    ));
-                    steps.push((fixed(to), Action::Heal { a, b, oneway }));
-                }
-            }
-            "latency" => {
-                let other = hosts[rng.random_range(0..hosts.len())].clone();
-                let key = format!("latency {host} {other}");
-                if other != host && busy.claim(&key, from, to) {
-                    let ms = [5, 50, 250, 1000, 3000][rng.random_range(0..5)];
-                    let (a, b) = (vec![host], vec![other]);
-                    steps.push((
-                        fixed(from),
-                        Action::Latency {
-                            a: a.clone(),
-                            b: b.clone(),
-                            latency: Duration::from_millis(ms),
-                        },
-                    ));
-                    // Back to the top of the in-rack range.
-                    steps.push((
-                        fixed(to),
-                        Action::Latency {
-                            a,
-                            b,
-                            latency: racksim_sim::run::MAX_LATENCY,
-                        },
-                    ));
-                }
-            }
+            "partition" => self.partition(rng, from, to, host),
+            "latency" => self.latency(rng, from, to, host),
             "dpd-errors" | "dpd-hang" if busy.claim(&format!("dpd fault {switch}"), from, to) => {
                 let window = to - from;
                 steps.push((
@@ -390,6 +341,65 @@ impl Drawing<'_> {
                 instances.push(InstanceSpec { name });
             }
             _ => {}
+        }
+    }
+    /// A partition of `host` from some other hosts (one way or both), healed
+    /// at `to`.
+    fn partition(&mut self, rng: &mut SmallRng, from: Duration, to: Duration, host: String) {
+        let (hosts, busy, steps) = (&self.hosts, &mut self.busy, &mut self.steps);
+        let fixed = At::Fixed;
+        let others: Vec<&String> = hosts.iter().filter(|h| **h != host).collect();
+        let mut b: Vec<String> = others
+            .iter()
+            .filter(|_| rng.random_bool(0.3))
+            .map(|h| h.to_string())
+            .collect();
+        if b.is_empty() {
+            b.push(others[rng.random_range(0..others.len())].clone());
+        }
+        let oneway = rng.random_bool(0.3);
+        let a = vec![host];
+        let key = format!("partition {} / {} / {oneway}", a.join(","), b.join(","));
+        if busy.claim(&key, from, to) {
+            steps.push((
+                fixed(from),
+                Action::Partition {
+                    a: a.clone(),
+                    b: b.clone(),
+                    oneway,
+                },
+            ));
+            steps.push((fixed(to), Action::Heal { a, b, oneway }));
+        }
+    }
+
+    /// Latency between `host` and another, back to the top of the in-rack
+    /// range at `to`.
+    fn latency(&mut self, rng: &mut SmallRng, from: Duration, to: Duration, host: String) {
+        let (hosts, busy, steps) = (&self.hosts, &mut self.busy, &mut self.steps);
+        let fixed = At::Fixed;
+        let other = hosts[rng.random_range(0..hosts.len())].clone();
+        let key = format!("latency {host} {other}");
+        if other != host && busy.claim(&key, from, to) {
+            let ms = [5, 50, 250, 1000, 3000][rng.random_range(0..5)];
+            let (a, b) = (vec![host], vec![other]);
+            steps.push((
+                fixed(from),
+                Action::Latency {
+                    a: a.clone(),
+                    b: b.clone(),
+                    latency: Duration::from_millis(ms),
+                },
+            ));
+            // Back to the top of the in-rack range.
+            steps.push((
+                fixed(to),
+                Action::Latency {
+                    a,
+                    b,
+                    latency: racksim_sim::run::MAX_LATENCY,
+                },
+            ));
         }
     }
 }
