@@ -42,7 +42,7 @@ use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 use dropshot::HttpServer;
 use racksim_nexus::instances::StartImpl;
 use racksim_reconciler::dpd::Ipv4Nat;
-use racksim_sim::{rack::ZoneKind, InstanceSpec, RackSpec, Strategy};
+use racksim_sim::{rack::ZoneKind, ControlPlaneEra, InstanceSpec, RackSpec, Strategy};
 use tokio::sync::watch;
 
 pub use control::{
@@ -71,6 +71,9 @@ struct Shared {
     /// How the control plane starts instances; `inline` is the instance-start networking issue's
     /// time, when dpd had no NAT RPW.
     start: StartImpl,
+    /// The control plane of the run's era, derived once from the strategy
+    /// and the start ([`ControlPlaneEra::of`]): every host reads it here.
+    era: ControlPlaneEra,
     period: Duration,
     trace: LiveTrace,
     links: Links,
@@ -197,6 +200,7 @@ async fn start_rack(
         strategy: opts.strategy,
         reconcilers: opts.reconcilers,
         start: opts.start,
+        era: ControlPlaneEra::of(opts.strategy.era(), opts.start),
         period: opts.period,
         trace: trace.clone(),
         links: Links::default(),

@@ -36,7 +36,7 @@ use racksim_nexus::{
     NexusStore, Write, NEXUS_INTERNAL_PORT,
 };
 use racksim_reconciler::{discovery::SwitchSlot, http::HttpClient, scrimlet_local::ServiceZoneNat};
-use racksim_sim::{era::ControlPlaneEra, hosts::switch_zone::NAT_CHANGESET_LIMIT};
+use racksim_sim::hosts::switch_zone::NAT_CHANGESET_LIMIT;
 use tokio::{
     sync::{mpsc, watch},
     task::{JoinHandle, JoinSet},
@@ -121,8 +121,8 @@ impl NexusHost for LiveHost {
     }
 
     fn config(&self) -> NexusConfig {
-        ControlPlaneEra::of(self.env.shared.strategy.era(), self.env.shared.start)
-            .nexus(self.env.shared.start, self.env.shared.period)
+        let shared = &self.env.shared;
+        shared.era.nexus(shared.start, shared.period)
     }
 
     fn connector(&self) -> LinkConnector {

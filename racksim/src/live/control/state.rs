@@ -5,7 +5,7 @@
 use racksim_reconciler::{dpd::Ipv4Nat, legacy::LegacyProgress};
 use racksim_sim::{
     check::gaps::{rack_gaps, DesiredNat, Gap, RackView, SledView, SwitchTable},
-    era::{ControlPlaneEra, Task},
+    era::Task,
     world::zone_nat_entry,
 };
 
@@ -185,14 +185,13 @@ impl Control {
         // Live mode's checks do not read the rows' versions: a switch that
         // lacks an entry is named without saying whether it pulled past it.
         let nat_row_versions = Default::default();
-        let era = ControlPlaneEra::of(self.env.shared.strategy.era(), self.env.shared.start);
         rack_gaps(&RackView {
             desired: &desired,
             switches: &switches,
             sleds: &sleds,
             instances: &instances,
             nat_row_versions: &nat_row_versions,
-            reincarnation: era.reincarnation == Task::On,
+            reincarnation: self.env.shared.era.reincarnation == Task::On,
             stop_removes_nat: self.env.shared.start == racksim_nexus::instances::StartImpl::Saga,
             host: &host,
             sled: &sled,
