@@ -122,7 +122,7 @@ impl Collection {
 /// The inventory collector of the eras whose service-NAT task reads it: at
 /// start and every [`INVENTORY_PERIOD`], collect and store the collection.
 pub async fn collector<H: NexusHost>(host: &H, mut stop: watch::Receiver<bool>) {
-    if !host.config().service_nat {
+    if !host.era().service_zone_nat_task() {
         return;
     }
     let mut interval = every(INVENTORY_PERIOD);
@@ -166,11 +166,11 @@ pub async fn collector<H: NexusHost>(host: &H, mut stop: watch::Receiver<bool>) 
 /// comes later, through each dpd's pull, and a reader needs to see which
 /// collection it acted on — but not thirty identical lines an hour.
 pub async fn service_zone_nat<H: NexusHost>(host: &H, mut stop: watch::Receiver<bool>) {
-    if !host.config().service_nat {
+    if !host.era().service_zone_nat_task() {
         return;
     }
     let mut activation = 0u64;
-    let mut interval = every(host.config().rpw_period);
+    let mut interval = every(host.rpw_period());
     let (connector, resolver) = (host.connector(), host.resolver());
     let mut last = String::new();
     while tick_unless_stopped(&mut interval, &mut stop).await {

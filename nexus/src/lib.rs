@@ -57,10 +57,7 @@ use racksim_reconciler::{
     http::Connector,
 };
 
-use crate::instances::{
-    DpdNotify, InstanceOps, InstanceRecord, NatEnsure, OpError, Propagation, SledRef, StartImpl,
-    StoreError, SwitchLookup,
-};
+use crate::instances::{InstanceOps, InstanceRecord, OpError, SledRef, StartImpl, StoreError};
 use tokio::{
     sync::{watch, Notify},
     task::JoinSet,
@@ -68,6 +65,7 @@ use tokio::{
 
 pub mod api;
 pub mod db;
+pub mod era;
 pub mod instances;
 pub mod internal_api;
 pub mod inventory;
@@ -90,45 +88,6 @@ pub const NEXUS_INTERNAL_PORT: u16 = 12221;
 /// The instance watcher and reincarnation have their own
 /// (`crate::instances::watcher`).
 pub const RPW_PERIOD: Duration = Duration::from_secs(30);
-
-/// Which control-plane mechanisms run: the era's Nexus. The simulation
-/// and live mode both derive it from the run's era
-/// (`racksim_sim::era::ControlPlaneEra`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NexusConfig {
-    /// How instance starts are carried out (and whether sagas are logged).
-    pub start: StartImpl,
-    /// Period of the V2P and service-NAT tasks.
-    pub rpw_period: Duration,
-    /// The legacy era's service-zone NAT: the inventory collector (every
-    /// 600 s) and `ServiceZoneNatTracker` (every period), which writes the
-    /// running service zones' rows into the versioned NAT table and
-    /// triggers dpd ([`inventory`]).
-    pub service_nat: bool,
-    /// The V2P task: every period and when an operation activates it.
-    pub v2p: bool,
-    /// The instance watcher (every 30 s) and its instance-update saga, and
-    /// the instance updater (every 30 s).
-    pub instance_watcher: bool,
-    /// Instance reincarnation (every 60 s).
-    pub reincarnation: bool,
-    /// The NAT ensure query's era ([`Db::new`] reads it; the database
-    /// outlives every incarnation).
-    pub nat_ensure: NatEnsure,
-    /// Whether an instance operation fails on a dpd it cannot notify.
-    pub dpd_notify: DpdNotify,
-    /// The same, when the operation removed rows.
-    pub remove_notify: DpdNotify,
-    /// How operations' NAT changes reach the switches: inline where no dpd
-    /// pulls (no NAT RPW), else rows for dpd to pull.
-    pub nat_propagation: Propagation,
-    /// How operations' V2P changes reach the sleds: inline without the V2P
-    /// task, else the task.
-    pub v2p_propagation: Propagation,
-    /// How instance operations tell the switch zones apart before they
-    /// notify the boundary switches' dpds.
-    pub switch_lookup: SwitchLookup,
-}
 
 /// Where a trace line belongs (the simulation's lanes; live mode's log
 /// ignores them).
@@ -192,7 +151,14 @@ pub trait NexusHost: Clone + Send + Sync + 'static {
     /// The host Nexus runs on: its trace lines' host, and its identity as
     /// saga executor (a Nexus recovers only its own sagas).
     fn name(&self) -> &str;
-    fn config(&self) -> NexusConfig;
+    /// The run's era: which tasks run, and which code each mechanism has
+    /// ([`era::Era`], decided once per run).
+    fn era(&self) -> era::Era;
+    /// How instance starts are carried out (and whether sagas are logged).
+    fn start(&self) -> StartImpl;
+    /// Period of the V2P and service-zone NAT tasks ([`RPW_PERIOD`] but in
+    /// a live rack run at another period).
+    fn rpw_period(&self) -> Duration;
     fn connector(&self) -> Self::Connector;
     fn resolver(&self) -> Self::Resolver;
 
@@ -243,7 +209,7 @@ pub trait NexusHost: Clone + Send + Sync + 'static {
     fn sleds(&self) -> Vec<SledRef>;
     /// The boundary switches: those the database has an uplink
     /// configured for. Where their dpds are, Nexus looks up itself
-    /// (internal DNS, then each zone: [`NexusConfig::switch_lookup`]).
+    /// (internal DNS, then each zone: [`era::Era::switch_lookup`]).
     fn boundary_switches(&self) -> Vec<SwitchSlot>;
     /// The management gateways the instance watcher asks about a sled
     /// that does not answer.
@@ -309,17 +275,17 @@ pub async fn serve<H, F>(
     H: NexusHost,
     F: Future<Output = ()>,
 {
-    let config = host.config();
+    let (era, start) = (host.era(), host.start());
     let store = NexusStore::new(host.clone());
     let v2p_task = Arc::new(Notify::new());
-    let ops: Ops<H> = InstanceOps::new(host.connector(), store.clone(), config.start)
+    let ops: Ops<H> = InstanceOps::new(host.connector(), store.clone(), start)
         .with_switch_zones(host.resolver())
-        .with_switch_lookup(config.switch_lookup)
+        .with_switch_lookup(era.switch_lookup)
         .with_v2p_task(v2p_task.clone())
-        .with_dpd_notify(config.dpd_notify)
-        .with_remove_notify(config.remove_notify)
-        .with_propagation(config.nat_propagation, config.v2p_propagation);
-    if config.start == StartImpl::Saga {
+        .with_dpd_notify(era.dpd_notify)
+        .with_remove_notify(era.remove_notify)
+        .with_propagation(era.nat_propagation(), era.v2p_propagation());
+    if start == StartImpl::Saga {
         // What a previous incarnation left half done is finished first.
         for (saga, instance, outcome) in ops.resume_sagas().await {
             host.record(Event::new(

@@ -1,6 +1,6 @@
 //! Nexus's background tasks (RPWs), each a loop that runs one activation at
 //! a time and returns at once if the era does not have it
-//! ([`NexusConfig`](crate::NexusConfig)). An orderly stop waits for the
+//! ([`Era`](crate::era::Era)). An orderly stop waits for the
 //! activation in progress, never interrupts it. Each is quiet when it had
 //! nothing to do — the trace records changes. The legacy era's
 //! service-zone NAT task and the inventory collector are in
@@ -70,10 +70,10 @@ pub async fn v2p<H: NexusHost>(
     v2p_task: &Notify,
     mut stop: watch::Receiver<bool>,
 ) {
-    if !host.config().v2p {
+    if host.era().nexus_v2p != crate::era::Task::On {
         return;
     }
-    let mut interval = every(host.config().rpw_period);
+    let mut interval = every(host.rpw_period());
     let connector = host.connector();
     loop {
         // Cancel-safe: observing a watch channel; an interval's tick (a
@@ -144,7 +144,7 @@ pub async fn instance_watcher<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch:
     };
     every_period(
         host,
-        host.config().instance_watcher,
+        host.era().instance_watcher == crate::era::Task::On,
         INSTANCE_WATCHER_PERIOD,
         ("nexus instance watcher", "instance-watcher"),
         stop,
@@ -174,7 +174,7 @@ pub async fn instance_updater<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch:
     };
     every_period(
         host,
-        host.config().instance_watcher,
+        host.era().instance_watcher == crate::era::Task::On,
         INSTANCE_UPDATER_PERIOD,
         ("nexus instance updater", "instance-updater"),
         stop,
@@ -204,7 +204,7 @@ pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Re
     };
     every_period(
         host,
-        host.config().reincarnation,
+        host.era().reincarnation == crate::era::Task::On,
         REINCARNATION_PERIOD,
         ("nexus instance reincarnation", "instance-reincarnation"),
         stop,

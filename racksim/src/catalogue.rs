@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use racksim_nexus::instances::StartImpl;
-use racksim_sim::{ControlPlaneEra, InstanceEra, Strategy};
+use racksim_sim::{Era, InstanceEra, Strategy};
 
 use crate::file::{self, Scenario};
 
@@ -154,13 +154,13 @@ pub fn eras() -> String {
             s.name(),
             era.upstream(),
             "",
-            ControlPlaneEra::of(s.era(), StartImpl::Saga)
+            Era::of(s.era(), StartImpl::Saga)
         );
     }
     out += "instance starts (kind = \"instances\"; service NAT as the file fixes it):\n";
     for i in StartImpl::ALL {
         let era = InstanceEra::of(i);
-        let cp = ControlPlaneEra::of(Strategy::LEGACY.era(), i);
+        let cp = Era::of(Strategy::LEGACY.era(), i);
         out += &format!(
             "  {:<width$}  {era}: {}\n  {:<width$}    control plane: dpd NAT RPW {}, nexus V2P task {}\n",
             i.as_str(),
@@ -172,6 +172,6 @@ pub fn eras() -> String {
     }
     out += "mechanisms a variant may set to another era (PRESET+MECHANISM=ERA, e.g. \
             saga+nat-ensure=matches-removed; docs/upstream-bugs.md):\n";
-    out += &format!("  {}\n", racksim_sim::era::MECHANISMS.join(", "));
+    out += &format!("  {}\n", racksim_nexus::era::MECHANISMS.join(", "));
     out
 }

@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use racksim_sim::{trace::fmt_duration, ControlPlaneEra, InstanceEra};
+use racksim_sim::{trace::fmt_duration, Era, InstanceEra};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -140,7 +140,7 @@ pub struct Cell {
     /// `current`), see `racksim_sim::era`.
     pub era: String,
     /// The control-plane tasks its runs had.
-    pub control_plane: ControlPlaneEra,
+    pub control_plane: Era,
     /// `converges <= 10m` or `fails`.
     pub expected: String,
     pub runs: usize,
@@ -426,7 +426,7 @@ fn notes(cells: &[Cell]) -> Vec<(String, Option<String>)> {
         },
         None,
     )];
-    let mut eras: Vec<(&str, ControlPlaneEra)> = Vec::new();
+    let mut eras: Vec<(&str, Era)> = Vec::new();
     for c in cells {
         if !eras.contains(&(c.era.as_str(), c.control_plane)) {
             eras.push((c.era.as_str(), c.control_plane));

@@ -206,7 +206,7 @@ fn fuzz_rejects_bad_input() {
             "unknown rack",
         ),
         (
-            vec!["fuzz", "--seeds", "1..2", "--strategy", "saga"],
+            vec!["fuzz", "--seeds", "1..2", "--strategy", "sagas"],
             "unknown strategy",
         ),
         (

@@ -852,8 +852,8 @@ impl racksim_sim::NatStrategy for SimulationOnly {
     fn name(&self) -> &'static str {
         "simulation-only"
     }
-    fn era(&self) -> racksim_sim::Era {
-        racksim_sim::Era::Target
+    fn era(&self) -> racksim_sim::ServiceNatEra {
+        racksim_sim::ServiceNatEra::Target
     }
     fn start_on_sled(
         &self,

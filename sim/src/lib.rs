@@ -26,7 +26,7 @@
 //! * [`rack`] — the rack's shape and addressing; [`rack::RackSpec::madrid`],
 //!   [`rack::RackSpec::standard`], [`rack::RackBuilder`].
 //! * [`era`] — the era of upstream's code a run stands for, and which
-//!   control-plane tasks that era ran ([`ControlPlaneEra`]).
+//!   control-plane tasks that era ran ([`Era`]).
 //! * [`strategy`] — the service-NAT strategies behind one interface
 //!   ([`NatStrategy`]): what each starts on a sled, and its era.
 //! * [`plan`] — faults and instance actions as timed steps,
@@ -101,7 +101,9 @@ macro_rules! display_by_name {
 
 pub mod check;
 pub mod dataplane;
-pub mod era;
+/// The era of upstream a run stands for: `racksim-nexus` owns it, since Nexus
+/// is where most of it is decided; the hosts here read the rest.
+pub use racksim_nexus::era;
 pub mod hosts;
 pub mod logging;
 pub mod net;
@@ -115,7 +117,7 @@ pub mod timing;
 pub mod trace;
 pub mod world;
 
-pub use era::{ControlPlaneEra, Era, EraChoices, InstanceEra, RunReply};
+pub use era::{Era, EraChoices, InstanceEra, RunReply, ServiceNatEra};
 pub use plan::{Action, At, Plan, Step};
 pub use rack::RackSpec;
 pub use run::{run, Engine, RunConfig, RunOutcome, Verdict, EPHEMERAL_PORTS};

@@ -9,8 +9,7 @@ use racksim_reconciler::discovery::SwitchSlot;
 use racksim_nexus::instances::StartImpl;
 use racksim_sim::{
     era::{NexusServiceNat, Task},
-    run, Action, ControlPlaneEra, InstanceSpec, Plan, RackSpec, RunConfig, RunOutcome, Strategy,
-    Verdict,
+    run, Action, Era, InstanceSpec, Plan, RackSpec, RunConfig, RunOutcome, Strategy, Verdict,
 };
 
 fn task_lines(outcome: &RunOutcome, text: &str) -> usize {
@@ -63,7 +62,7 @@ fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
         "switch1 did not pull the tracker's rows after its restart"
     );
 
-    let era = ControlPlaneEra {
+    let era = Era {
         nexus_service_nat: NexusServiceNat::Off,
         ..cfg.era
     };
@@ -80,7 +79,7 @@ fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
     );
 }
 
-fn instance_run(era: impl FnOnce(ControlPlaneEra) -> ControlPlaneEra) -> RunOutcome {
+fn instance_run(era: impl FnOnce(Era) -> Era) -> RunOutcome {
     let instance = |s: &str| s.to_string();
     let mut cfg = RunConfig::new(RackSpec::madrid(), Strategy::SCRIMLET_LOCAL, 3)
         .with_start(StartImpl::Saga)
@@ -131,14 +130,14 @@ fn the_current_eras_instance_tasks_switched_off_push_inline_instead() {
 
     for (era, task) in [
         (
-            (|era| ControlPlaneEra {
+            (|era| Era {
                 dpd_nat_rpw: Task::Off,
                 ..era
-            }) as fn(ControlPlaneEra) -> ControlPlaneEra,
+            }) as fn(Era) -> Era,
             "dpd NAT RPW",
         ),
         (
-            |era| ControlPlaneEra {
+            |era| Era {
                 nexus_v2p: Task::Off,
                 ..era
             },

@@ -10,8 +10,8 @@ use racksim_reconciler::{
     task::{run_reconciler_task, TaskStatus},
 };
 use racksim_sim::{
-    run, Action, Era, NatStrategy, Plan, RackSpec, RunConfig, SledContext, SledStrategy, Strategy,
-    Verdict,
+    run, Action, NatStrategy, Plan, RackSpec, RunConfig, ServiceNatEra, SledContext, SledStrategy,
+    Strategy, Verdict,
 };
 use tokio::sync::watch;
 
@@ -31,10 +31,10 @@ impl NatStrategy for SledTaskEvery {
             Some(_) => "fast-sled-task",
         }
     }
-    fn era(&self) -> Era {
+    fn era(&self) -> ServiceNatEra {
         match self.0 {
-            None => Era::Target,
-            Some(_) => Era::Proposal,
+            None => ServiceNatEra::Target,
+            Some(_) => ServiceNatEra::Proposal,
         }
     }
     fn start_on_sled(&self, sled: &SledContext, zones: &[NatEntry]) -> Box<dyn SledStrategy> {

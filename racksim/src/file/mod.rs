@@ -62,8 +62,8 @@ use racksim_reconciler::discovery::SwitchSlot;
 
 use racksim_nexus::instances::StartImpl;
 use racksim_sim::{
-    rack::RackSpec, run::DEFAULT_STABILITY, services::ServiceTimes, ControlPlaneEra, EraChoices,
-    InstanceSpec, Plan, Strategy,
+    rack::RackSpec, run::DEFAULT_STABILITY, services::ServiceTimes, Era, EraChoices, InstanceSpec,
+    Plan, Strategy,
 };
 use toml::Spanned;
 
@@ -123,9 +123,9 @@ impl Variant {
 
     /// The control plane a run of this variant gets: the preset's era,
     /// then the choices.
-    pub fn control_plane(self, service_nat: Strategy) -> ControlPlaneEra {
+    pub fn control_plane(self, service_nat: Strategy) -> Era {
         let (strategy, start) = self.parts(service_nat);
-        self.eras.apply(ControlPlaneEra::of(strategy.era(), start))
+        self.eras.apply(Era::of(strategy.era(), start))
     }
 }
 
@@ -257,7 +257,7 @@ fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Varian
     if !eras.is_empty() {
         let (strategy, start) = variant.parts(service_nat);
         eras.check(
-            ControlPlaneEra::of(strategy.era(), start),
+            Era::of(strategy.era(), start),
             start,
             kind == Kind::Instances,
         )

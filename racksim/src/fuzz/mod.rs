@@ -85,7 +85,7 @@ impl Options {
     /// The options with `eras` chosen over the start's preset; refused
     /// where no run could tell them from it ([`EraChoices::check`]).
     pub fn with_eras(mut self, eras: EraChoices) -> Result<Self, String> {
-        let preset = racksim_sim::ControlPlaneEra::of(self.strategy.era(), self.start);
+        let preset = racksim_sim::Era::of(self.strategy.era(), self.start);
         eras.check(preset, self.start, true)?;
         self.eras = eras;
         Ok(self)

@@ -42,7 +42,7 @@ use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 use dropshot::HttpServer;
 use racksim_nexus::instances::StartImpl;
 use racksim_reconciler::dpd::Ipv4Nat;
-use racksim_sim::{rack::ZoneKind, ControlPlaneEra, InstanceSpec, RackSpec, Strategy};
+use racksim_sim::{rack::ZoneKind, Era, InstanceSpec, RackSpec, Strategy};
 use tokio::sync::watch;
 
 pub use control::{
@@ -72,8 +72,8 @@ struct Shared {
     /// time, when dpd had no NAT RPW.
     start: StartImpl,
     /// The control plane of the run's era, derived once from the strategy
-    /// and the start ([`ControlPlaneEra::of`]): every host reads it here.
-    era: ControlPlaneEra,
+    /// and the start ([`Era::of`]): every host reads it here.
+    era: Era,
     period: Duration,
     trace: LiveTrace,
     links: Links,
@@ -108,7 +108,7 @@ pub enum Reconcilers {
     /// reconciler crate's too), so a reconciler pointed at the printed
     /// addresses is the only one at work. The strategy still chooses the
     /// era of the control plane: whether Nexus's service-zone NAT task and
-    /// dpd's NAT RPW run (`racksim_sim::era::ControlPlaneEra`).
+    /// dpd's NAT RPW run (`racksim_nexus::era::Era`).
     None,
 }
 
@@ -200,7 +200,7 @@ async fn start_rack(
         strategy: opts.strategy,
         reconcilers: opts.reconcilers,
         start: opts.start,
-        era: ControlPlaneEra::of(opts.strategy.era(), opts.start),
+        era: Era::of(opts.strategy.era(), opts.start),
         period: opts.period,
         trace: trace.clone(),
         links: Links::default(),

@@ -4,7 +4,7 @@
 //! `NexusHost`): it connects over live mode's links, keeps its database
 //! under a mutex, measures reincarnation's cooldown by the wall clock, and
 //! writes live mode's trace. Which tasks run is the run's era
-//! (`racksim_sim::era::ControlPlaneEra`), as in the simulation.
+//! (`racksim_nexus::era::Era`), as in the simulation.
 //!
 //! * `control-plane-down` is an orderly stop (no new requests, those in
 //!   flight finish, the background tasks finish their activation);
@@ -32,8 +32,8 @@ use dropshot::HttpServer;
 use racksim_fakes::api::DpdContext;
 use racksim_nexus::instances::{InstanceRecord, NatEntryView, OpError, SledRef};
 use racksim_nexus::{
-    api::ChannelRequests, internal_api, Db, Event, InstanceRequest, NexusConfig, NexusHost,
-    NexusStore, Write, NEXUS_INTERNAL_PORT,
+    api::ChannelRequests, internal_api, Db, Event, InstanceRequest, NexusHost, NexusStore, Write,
+    NEXUS_INTERNAL_PORT,
 };
 use racksim_reconciler::{discovery::SwitchSlot, http::HttpClient, scrimlet_local::ServiceZoneNat};
 use racksim_sim::hosts::switch_zone::NAT_CHANGESET_LIMIT;
@@ -120,9 +120,16 @@ impl NexusHost for LiveHost {
         &self.host
     }
 
-    fn config(&self) -> NexusConfig {
-        let shared = &self.env.shared;
-        shared.era.nexus(shared.start, shared.period)
+    fn era(&self) -> racksim_nexus::era::Era {
+        self.env.shared.era
+    }
+
+    fn start(&self) -> racksim_nexus::instances::StartImpl {
+        self.env.shared.start
+    }
+
+    fn rpw_period(&self) -> Duration {
+        self.env.shared.period
     }
 
     fn connector(&self) -> LinkConnector {

@@ -14,7 +14,7 @@ use std::{
 use racksim_fakes::http::{ApiRequest, ApiResponse};
 use racksim_nexus::instances::{InstanceRecord, InstanceState, OpError, SledRef, StoreError};
 use racksim_nexus::{
-    internal_api, Event, InstanceRequest, Lane, NexusConfig, NexusHost, NexusStore, Requests, Write,
+    internal_api, Event, InstanceRequest, Lane, NexusHost, NexusStore, Requests, Write,
 };
 use racksim_reconciler::{discovery::SwitchSlot, http::HttpClient};
 
@@ -237,11 +237,16 @@ impl NexusHost for SimNexus {
         &self.host
     }
 
-    fn config(&self) -> NexusConfig {
-        self.world
-            .params
-            .era
-            .nexus(self.world.params.start, RPW_PERIOD)
+    fn era(&self) -> racksim_nexus::era::Era {
+        self.world.params.era
+    }
+
+    fn start(&self) -> racksim_nexus::instances::StartImpl {
+        self.world.params.start
+    }
+
+    fn rpw_period(&self) -> Duration {
+        RPW_PERIOD
     }
 
     fn connector(&self) -> TurmoilConnector {

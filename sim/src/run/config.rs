@@ -8,9 +8,7 @@ use racksim_reconciler::discovery::SwitchSlot;
 use racksim_nexus::instances::StartImpl;
 
 use super::engine::Engine;
-use crate::{
-    era::ControlPlaneEra, plan::Plan, rack::RackSpec, strategy::Strategy, world::InstanceSpec,
-};
+use crate::{era::Era, plan::Plan, rack::RackSpec, strategy::Strategy, world::InstanceSpec};
 
 /// How long the rack must stay converged before a run ends as converged.
 pub const DEFAULT_STABILITY: Duration = Duration::from_secs(60);
@@ -39,9 +37,9 @@ pub struct RunConfig {
     /// How the control plane starts instances.
     pub start: StartImpl,
     /// Which control-plane tasks run: by default those of the era the
-    /// strategy and `start` stand for ([`ControlPlaneEra::of`]). Set
+    /// strategy and `start` stand for ([`Era::of`]). Set
     /// `start` with [`RunConfig::with_start`], which keeps the two in step.
-    pub era: ControlPlaneEra,
+    pub era: Era,
     /// Instances the plan refers to.
     pub instances: Vec<InstanceSpec>,
     /// A deliberate reconciler bug for this run (test builds only; see
@@ -95,7 +93,7 @@ impl RunConfig {
             stability: DEFAULT_STABILITY,
             ntp_return_switch,
             start: StartImpl::Saga,
-            era: ControlPlaneEra::of(strategy.era(), StartImpl::Saga),
+            era: Era::of(strategy.era(), StartImpl::Saga),
             instances: Vec::new(),
             mutant: None,
             sabotage: None,
@@ -110,13 +108,13 @@ impl RunConfig {
     /// Start instances with `start`, in the control plane of its era.
     pub fn with_start(mut self, start: StartImpl) -> Self {
         self.start = start;
-        self.era = ControlPlaneEra::of(self.strategy.era(), start);
+        self.era = Era::of(self.strategy.era(), start);
         self
     }
 
     /// Run another control plane than the era's (after `with_start`,
     /// which would reset it).
-    pub fn with_era(mut self, era: ControlPlaneEra) -> Self {
+    pub fn with_era(mut self, era: Era) -> Self {
         self.era = era;
         self
     }

@@ -16,7 +16,7 @@
 //! path ([`NatStrategy::blocks_zone_start`]: sled-agent's
 //! `ensure_zone_nat` before a zone runs), and the control plane of the era
 //! the strategy stands for ([`NatStrategy::era`], from which
-//! [`crate::ControlPlaneEra::of`] derives Nexus's tasks).
+//! [`crate::Era::of`] derives Nexus's tasks).
 //!
 //! The shipped strategies are racksim's reconciler parts, one module each
 //! ([`sled_task`], [`scrimlet_local`]), combined with or without the
@@ -50,6 +50,8 @@ pub mod shipped;
 pub mod sled_task;
 
 #[cfg(test)]
+mod era_tests;
+#[cfg(test)]
 mod tests;
 
 use std::{cmp::Ordering, fmt, future::Future, hash, net::Ipv6Addr, str::FromStr};
@@ -61,7 +63,7 @@ use racksim_reconciler::{
 use tokio::{sync::watch, task::JoinHandle};
 
 use crate::{
-    era::Era,
+    era::ServiceNatEra,
     net::{InternalDnsResolver, TurmoilConnector},
     world::World,
 };
@@ -78,8 +80,8 @@ pub trait NatStrategy: Sync + 'static {
     fn name(&self) -> &'static str;
 
     /// The era of upstream's code it stands for: which control-plane tasks
-    /// run around it ([`crate::ControlPlaneEra::of`]).
-    fn era(&self) -> Era;
+    /// run around it ([`crate::Era::of`]).
+    fn era(&self) -> ServiceNatEra;
 
     /// Whether sled-agent blocks each zone with external connectivity on
     /// the legacy zone-start path (discovery with its 5-minute wait, then a
@@ -268,7 +270,7 @@ impl Strategy {
     }
 
     /// The era of upstream's code it stands for.
-    pub fn era(self) -> Era {
+    pub fn era(self) -> ServiceNatEra {
         self.0.era()
     }
 

@@ -7,20 +7,20 @@
 use racksim_reconciler::nat::NatEntry;
 
 use super::{scrimlet_local, sled_task, NatStrategy, Parts, SledContext, SledStrategy};
-use crate::era::Era;
+use crate::era::ServiceNatEra;
 
 /// A strategy made of racksim's reconciler parts and, optionally, the
 /// legacy zone-start path.
 pub struct Shipped {
     name: &'static str,
-    era: Era,
+    era: ServiceNatEra,
     zone_start: bool,
     parts: Parts,
 }
 
 impl Shipped {
     /// No parts, no zone-start path.
-    const fn new(name: &'static str, era: Era) -> Shipped {
+    const fn new(name: &'static str, era: ServiceNatEra) -> Shipped {
         Shipped {
             name,
             era,
@@ -51,20 +51,20 @@ impl Shipped {
 /// before the zone runs (`legacy::ensure_zone_nat`, with the bugs the
 /// zone-start NAT issue describes), and the legacy era's Nexus runs its
 /// service-zone NAT task beside it.
-pub static LEGACY: Shipped = Shipped::new("legacy", Era::Legacy).zone_start();
+pub static LEGACY: Shipped = Shipped::new("legacy", ServiceNatEra::Legacy).zone_start();
 
 /// The zone-start NAT issue's proposal: each sled runs one periodic task
 /// that owns its own zones' entries on every switch it discovers; zones
 /// start at once. It never shipped; it runs on the legacy era's control
 /// plane (Nexus's service-zone NAT task beside it).
-pub static SLED_TASK: Shipped = Shipped::new("sled-task", Era::Proposal).sled_task();
+pub static SLED_TASK: Shipped = Shipped::new("sled-task", ServiceNatEra::Proposal).sled_task();
 
 /// The scrimlet-reconcilers PR's design alone, as after omicron #9727
 /// removes the zone-start path: each scrimlet reconciles its own switch
 /// zone from the rack-wide config the bootstore carries; an ordinary sled
 /// runs nothing; zones start at once.
 pub static SCRIMLET_LOCAL: Shipped =
-    Shipped::new("scrimlet-local", Era::Target).scrimlet_reconcilers();
+    Shipped::new("scrimlet-local", ServiceNatEra::Target).scrimlet_reconcilers();
 
 /// What ships at omicron b848b6df: #10961 runs the per-scrimlet
 /// reconcilers in sled-agent, but sled-agent still sets up each zone's NAT
@@ -72,7 +72,7 @@ pub static SCRIMLET_LOCAL: Shipped =
 /// safety, until #9727 removes it: two writers of the same switches'
 /// tables.
 pub static SCRIMLET_LOCAL_WITH_ZONE_START: Shipped =
-    Shipped::new("scrimlet-local-with-zone-start", Era::Shipped)
+    Shipped::new("scrimlet-local-with-zone-start", ServiceNatEra::Shipped)
         .scrimlet_reconcilers()
         .zone_start();
 
@@ -81,7 +81,7 @@ impl NatStrategy for Shipped {
         self.name
     }
 
-    fn era(&self) -> Era {
+    fn era(&self) -> ServiceNatEra {
         self.era
     }
 

@@ -1,7 +1,7 @@
 use racksim_reconciler::nat::NatEntry;
 
 use super::{NatStrategy, Parts, SledContext, SledStrategy, Strategy};
-use crate::era::Era;
+use crate::era::ServiceNatEra;
 
 /// A strategy that is not registered: a test's own.
 struct Unregistered;
@@ -10,8 +10,8 @@ impl NatStrategy for Unregistered {
     fn name(&self) -> &'static str {
         "a-test-strategy"
     }
-    fn era(&self) -> Era {
-        Era::Target
+    fn era(&self) -> ServiceNatEra {
+        ServiceNatEra::Target
     }
     fn start_on_sled(&self, _: &SledContext, _: &[NatEntry]) -> Box<dyn SledStrategy> {
         Box::new(())
@@ -77,10 +77,10 @@ fn each_shipped_strategy_says_its_era_and_its_live_parts() {
     assert_eq!(
         table,
         [
-            (Era::Legacy, true, false, false),
-            (Era::Proposal, false, false, true),
-            (Era::Target, false, true, false),
-            (Era::Shipped, true, true, false),
+            (ServiceNatEra::Legacy, true, false, false),
+            (ServiceNatEra::Proposal, false, false, true),
+            (ServiceNatEra::Target, false, true, false),
+            (ServiceNatEra::Shipped, true, true, false),
         ]
     );
     assert_eq!(Parts::default(), Parts::NONE);

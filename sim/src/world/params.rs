@@ -10,7 +10,7 @@ use racksim_reconciler::discovery::SwitchSlot;
 
 use racksim_nexus::instances::StartImpl;
 
-use crate::{era::ControlPlaneEra, rack::RackSpec, strategy::Strategy};
+use crate::{era::Era, rack::RackSpec, strategy::Strategy};
 
 /// Everything fixed for one run.
 #[derive(Clone, Debug)]
@@ -21,7 +21,7 @@ pub struct RunParams {
     pub start: StartImpl,
     /// Which control-plane tasks run (the hosts read this, never the
     /// strategy, to decide).
-    pub era: ControlPlaneEra,
+    pub era: Era,
     /// The instances the scenario declares (their records exist from the start).
     pub instances: Vec<InstanceSpec>,
     pub seed: u64,

@@ -24,7 +24,7 @@ use crate::instances::{
 use tokio::{sync::watch, task::JoinSet};
 
 use super::{NexusStore, RETRY_ATTEMPTS};
-use crate::{Db, Event, InstanceRequest, NexusConfig, NexusHost, SledInventory, Write};
+use crate::{Db, Event, InstanceRequest, NexusHost, SledInventory, Write};
 
 #[derive(Clone)]
 struct TestHost {
@@ -71,7 +71,13 @@ impl NexusHost for TestHost {
     fn name(&self) -> &str {
         "nexus"
     }
-    fn config(&self) -> NexusConfig {
+    fn era(&self) -> crate::era::Era {
+        unreachable!("the store does not ask")
+    }
+    fn start(&self) -> crate::instances::StartImpl {
+        unreachable!("the store does not ask")
+    }
+    fn rpw_period(&self) -> Duration {
         unreachable!("the store does not ask")
     }
     fn connector(&self) -> TokioConnector {

@@ -1,16 +1,20 @@
-use super::*;
+//! The era each preset stands for: a strategy's and an instance start's
+//! control plane ([`Era::of`], in racksim-nexus), against the strategies.
+
+use racksim_nexus::{
+    era::{Era, InstanceEra, NexusServiceNat, ServiceNatEra, Task},
+    instances::StartImpl,
+};
+
 use crate::strategy::Strategy;
 
 #[test]
 fn each_strategy_and_start_runs_its_eras_control_plane() {
     use NexusServiceNat::{InventoryTracker, Off};
-    let service_nat = |s: Strategy| ControlPlaneEra::of(s.era(), StartImpl::Saga).nexus_service_nat;
+    let service_nat = |s: Strategy| Era::of(s.era(), StartImpl::Saga).nexus_service_nat;
     for s in Strategy::ALL {
         // The instance-start networking issue's time had no tracker, whatever ran on the sleds.
-        assert_eq!(
-            ControlPlaneEra::of(s.era(), StartImpl::Inline).nexus_service_nat,
-            Off
-        );
+        assert_eq!(Era::of(s.era(), StartImpl::Inline).nexus_service_nat, Off);
     }
     assert_eq!(service_nat(Strategy::LEGACY), InventoryTracker);
     assert_eq!(service_nat(Strategy::SLED_TASK), InventoryTracker);
@@ -24,7 +28,7 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
             (StartImpl::Naive, Task::On),
             (StartImpl::Saga, Task::On),
         ] {
-            let era = ControlPlaneEra::of(strategy.era(), start);
+            let era = Era::of(strategy.era(), start);
             assert_eq!(era.nexus_v2p, task, "{start}");
             // dpd pulls wherever someone writes rows for it: instance
             // operations of the current era, or the tracker (which
@@ -67,13 +71,18 @@ fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
         paths(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START),
         (true, true)
     );
-    assert_eq!(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START.era(), Era::Shipped);
-    assert!(Era::Shipped.upstream().contains("b848b6df"));
-    assert!(Era::Target.upstream().starts_with("the design after #9727"));
+    assert_eq!(
+        Strategy::SCRIMLET_LOCAL_WITH_ZONE_START.era(),
+        ServiceNatEra::Shipped
+    );
+    assert!(ServiceNatEra::Shipped.upstream().contains("b848b6df"));
+    assert!(ServiceNatEra::Target
+        .upstream()
+        .starts_with("the design after #9727"));
     for start in StartImpl::ALL {
         assert_eq!(
-            ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START.era(), start),
-            ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL.era(), start),
+            Era::of(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START.era(), start),
+            Era::of(Strategy::SCRIMLET_LOCAL.era(), start),
             "{start}"
         );
     }
@@ -94,13 +103,13 @@ fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
 
 #[test]
 fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
-    let legacy = ControlPlaneEra::of(Strategy::LEGACY.era(), StartImpl::Inline);
+    let legacy = Era::of(Strategy::LEGACY.era(), StartImpl::Inline);
     assert_eq!(
         legacy.to_string(),
         "nexus service-NAT task off, dpd NAT RPW off, nexus V2P task off, \
          instance watcher off, reincarnation off"
     );
-    let target = ControlPlaneEra::of(Strategy::SCRIMLET_LOCAL.era(), StartImpl::Saga);
+    let target = Era::of(Strategy::SCRIMLET_LOCAL.era(), StartImpl::Saga);
     assert_eq!(
         target.to_string(),
         "nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on, \
@@ -123,16 +132,10 @@ fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
             "switch_lookup": "dpd",
         })
     );
-    assert_eq!(
-        serde_json::from_value::<ControlPlaneEra>(json.clone()).unwrap(),
-        target
-    );
+    assert_eq!(serde_json::from_value::<Era>(json.clone()).unwrap(), target);
     // JSON written before the mechanism existed reads as today's code.
     let mut older = json;
     older.as_object_mut().unwrap().remove("nat_conflict");
     older.as_object_mut().unwrap().remove("switch_lookup");
-    assert_eq!(
-        serde_json::from_value::<ControlPlaneEra>(older).unwrap(),
-        target
-    );
+    assert_eq!(serde_json::from_value::<Era>(older).unwrap(), target);
 }

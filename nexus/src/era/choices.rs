@@ -1,7 +1,7 @@
 //! Each mechanism's era on its own: `MECHANISM=ERA` choices over a preset.
 //!
 //! A strategy (or an instance start implementation) is a preset: it stands
-//! for one era of upstream, and [`ControlPlaneEra::of`] derives every
+//! for one era of upstream, and [`Era::of`] derives every
 //! mechanism from it. Upstream's bugs lived in one mechanism at a time, so
 //! a run may set any mechanism to another of its eras and keep the rest of
 //! the preset: `saga+nat-ensure=matches-removed` is today's control plane
@@ -31,14 +31,12 @@
 
 use std::fmt;
 
-use racksim_nexus::instances::{
-    DpdNotify, NatChangeset, NatConflict, NatEnsure, StartImpl, SwitchLookup,
-};
+use crate::instances::{DpdNotify, NatChangeset, NatConflict, NatEnsure, StartImpl, SwitchLookup};
 
-use super::{ControlPlaneEra, NexusServiceNat, RunReply, Task};
+use super::{Era, NexusServiceNat, RunReply, Task};
 
 /// One table of the mechanisms a run may choose, in the order they are
-/// written: each a field of [`ControlPlaneEra`] (and of [`EraChoices`]),
+/// written: each a field of [`Era`] (and of [`EraChoices`]),
 /// its name, and its eras as written. Everything that goes mechanism by
 /// mechanism — parsing, the name, applying, "already that era" — is made
 /// from it, so a mechanism is added in one place.
@@ -81,7 +79,7 @@ macro_rules! mechanisms {
             }
 
             /// The preset's control plane with these choices made.
-            pub fn apply(&self, mut era: ControlPlaneEra) -> ControlPlaneEra {
+            pub fn apply(&self, mut era: Era) -> Era {
                 $(if let Some(v) = self.$field {
                     era.$field = v;
                 })+
@@ -89,7 +87,7 @@ macro_rules! mechanisms {
             }
 
             /// The first mechanism chosen to be the era `preset` already has.
-            fn unchanged_in(&self, preset: ControlPlaneEra) -> Option<&'static str> {
+            fn unchanged_in(&self, preset: Era) -> Option<&'static str> {
                 $(if self.$field == Some(preset.$field) {
                     return Some($name);
                 })+
@@ -161,12 +159,7 @@ impl EraChoices {
     /// Refuse choices no run could tell from the preset, or that make a
     /// control plane no era had: `preset` is the preset's control plane,
     /// `start` its instance start, `instances` whether the run has any.
-    pub fn check(
-        &self,
-        preset: ControlPlaneEra,
-        start: StartImpl,
-        instances: bool,
-    ) -> Result<(), String> {
+    pub fn check(&self, preset: Era, start: StartImpl, instances: bool) -> Result<(), String> {
         let era = self.apply(preset);
         if let Some(mechanism) = self.unchanged_in(preset) {
             return Err(format!(

@@ -1,10 +1,10 @@
-use racksim_nexus::instances::{DpdNotify, NatChangeset, NatEnsure, StartImpl};
+use crate::instances::{DpdNotify, NatChangeset, NatEnsure, StartImpl};
 
 use super::EraChoices;
-use crate::era::{ControlPlaneEra, Era, NexusServiceNat, Task};
+use crate::era::{Era, NexusServiceNat, ServiceNatEra, Task};
 
-fn today(start: StartImpl) -> ControlPlaneEra {
-    ControlPlaneEra::of(Era::Target, start)
+fn today(start: StartImpl) -> Era {
+    Era::of(ServiceNatEra::Target, start)
 }
 
 #[test]
@@ -47,7 +47,7 @@ fn apply_changes_only_what_is_chosen() {
     assert_eq!(era.nexus_v2p, Task::Off);
     assert_eq!(era.nat_ensure, NatEnsure::MatchesRemoved);
     assert_eq!(
-        ControlPlaneEra {
+        Era {
             nexus_v2p: preset.nexus_v2p,
             nat_ensure: preset.nat_ensure,
             ..era
@@ -66,7 +66,7 @@ fn apply_changes_only_what_is_chosen() {
 #[test]
 fn choices_no_run_could_tell_apart_are_refused() {
     let saga = today(StartImpl::Saga);
-    let check = |text: &str, preset: ControlPlaneEra, start: StartImpl, instances: bool| {
+    let check = |text: &str, preset: Era, start: StartImpl, instances: bool| {
         EraChoices::parse(text)
             .unwrap()
             .check(preset, start, instances)
@@ -85,7 +85,7 @@ fn choices_no_run_could_tell_apart_are_refused() {
     )
     .unwrap_err();
     assert!(e.contains("inline pushes NAT itself"), "{e}");
-    let legacy = ControlPlaneEra::of(Era::Legacy, StartImpl::Saga);
+    let legacy = Era::of(ServiceNatEra::Legacy, StartImpl::Saga);
     assert_eq!(legacy.nexus_service_nat, NexusServiceNat::InventoryTracker);
     let e = check("dpd-nat-rpw=off", legacy, StartImpl::Saga, false).unwrap_err();
     assert!(e.contains("needs dpd-nat-rpw=on"), "{e}");
@@ -107,7 +107,7 @@ fn the_changeset_order_is_a_mechanism_of_dpd_s_pull() {
     );
     assert!(c.check(saga, StartImpl::Saga, true).is_ok());
     // Service-zone rows are pulled too: the tracker's era needs no instances.
-    let legacy = ControlPlaneEra::of(Era::Legacy, StartImpl::Saga);
+    let legacy = Era::of(ServiceNatEra::Legacy, StartImpl::Saga);
     assert!(c.check(legacy, StartImpl::Saga, false).is_ok());
     let inline = today(StartImpl::Inline);
     let e = c.check(inline, StartImpl::Inline, true).unwrap_err();

@@ -6,13 +6,15 @@
 //! Nexus had a service-zone NAT task while the zone-start path owned
 //! service NAT and lost it once the scrimlet reconcilers did; dpd pulls
 //! instance NAT from Nexus only since its NAT RPW exists. Which of these
-//! mechanisms runs is a field of the run's configuration
-//! ([`crate::RunConfig::era`], [`crate::world::RunParams::era`]): the hosts
-//! read it, never the strategy, to decide which control-plane tasks to run,
-//! and the report header names it. [`ControlPlaneEra::of`] is the one place
-//! that derives the default from the strategy and the instance start
-//! implementation; a test or a tool can set another combination to ask what
-//! a mechanism is worth.
+//! mechanisms runs is one value, an [`Era`], decided once per run and
+//! carried in its configuration (racksim-sim's `RunConfig::era`, live
+//! mode's shared state): Nexus reads it where it chooses behaviour
+//! ([`crate::serve`], [`crate::tasks`], [`crate::inventory`], the database's
+//! NAT queries), the simulated hosts read the rest (dpd's NAT RPW,
+//! sled-agent's RUN reply), never the strategy, and the report header names
+//! it. [`Era::of`] is the one place that derives a preset's era from the
+//! strategy's [`ServiceNatEra`] and the instance start's [`InstanceEra`];
+//! [`EraChoices`] set any mechanism to another era.
 //!
 //! The strategy itself still decides what it is: which reconciler runs on
 //! the sleds, and whether zones start through the legacy blocking path.
@@ -22,7 +24,7 @@ use std::fmt;
 mod choices;
 pub use choices::{EraChoices, MECHANISMS};
 
-use racksim_nexus::instances::{
+use crate::instances::{
     DpdNotify, NatChangeset, NatConflict, NatEnsure, Propagation, StartImpl, SwitchLookup,
 };
 use serde::{Deserialize, Serialize};
@@ -31,7 +33,7 @@ use serde::{Deserialize, Serialize};
 /// from `DOMAIN.md`, read against omicron b848b6df).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Era {
+pub enum ServiceNatEra {
     /// Omicron before the scrimlet reconcilers: sled-agent's blocking
     /// zone-start NAT path, and Nexus's service-zone NAT task
     /// (`ServiceZoneNatTracker`, removed in `1a20a12eb1`). Strategy `legacy`.
@@ -54,37 +56,41 @@ pub enum Era {
     Shipped,
 }
 
-impl Era {
+impl ServiceNatEra {
     /// The era `strategy` stands for.
     pub fn name(self) -> &'static str {
         match self {
-            Era::Legacy => "legacy",
-            Era::Proposal => "proposal",
-            Era::Target => "target",
-            Era::Shipped => "shipped",
+            ServiceNatEra::Legacy => "legacy",
+            ServiceNatEra::Proposal => "proposal",
+            ServiceNatEra::Target => "target",
+            ServiceNatEra::Shipped => "shipped",
         }
     }
 
     /// Which upstream code it is, in a phrase.
     pub fn upstream(self) -> &'static str {
         match self {
-            Era::Legacy => {
+            ServiceNatEra::Legacy => {
                 "omicron before the scrimlet reconcilers, with the blocking zone-start NAT path and Nexus's service-zone NAT task"
             }
-            Era::Proposal => {
+            ServiceNatEra::Proposal => {
                 "the zone-start NAT issue's per-sled task, never shipped, on the legacy era's control plane"
             }
-            Era::Target => {
+            ServiceNatEra::Target => {
                 "the design after #9727, the scrimlet reconcilers alone, without Nexus's service-zone NAT task"
             }
-            Era::Shipped => {
+            ServiceNatEra::Shipped => {
                 "omicron at b848b6df, #10961's scrimlet reconcilers plus the blocking zone-start NAT path, without Nexus's service-zone NAT task"
             }
         }
     }
 }
 
-display_by_name!(Era);
+impl fmt::Display for ServiceNatEra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// The era of upstream's instance networking an instance start
 /// implementation stands for.
@@ -131,7 +137,11 @@ impl InstanceEra {
     }
 }
 
-display_by_name!(InstanceEra);
+impl fmt::Display for InstanceEra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// What Nexus does about service-zone NAT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -168,7 +178,7 @@ racksim_wire::enum_names!(Task {
 
 /// Which control-plane mechanisms a run has: the control plane of an era.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ControlPlaneEra {
+pub struct Era {
     /// Nexus's service-zone NAT task.
     pub nexus_service_nat: NexusServiceNat,
     /// Each switch zone's dpd NAT RPW: pulls instance NAT changesets from
@@ -182,7 +192,7 @@ pub struct ControlPlaneEra {
     pub nexus_v2p: Task,
     /// Nexus's instance watcher (every 30 s) and the instance-update saga
     /// it runs for a VMM it finds gone
-    /// (`racksim_nexus::instances::watcher`).
+    /// (`crate::instances::watcher`).
     pub instance_watcher: Task,
     /// Nexus's instance reincarnation (every 60 s): restarts Failed
     /// instances under their auto-restart policy.
@@ -226,7 +236,7 @@ pub struct ControlPlaneEra {
 
 /// When sled-agent answers RUN (`PUT .../state` to running), whose work —
 /// the Propolis zone's install and boot — takes
-/// [`ServiceTimes::run`](crate::services::ServiceTimes::run).
+/// racksim-sim's `ServiceTimes::run`.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
@@ -257,9 +267,9 @@ impl RunReply {
     }
 }
 
-impl ControlPlaneEra {
+impl Era {
     /// The control plane of the era a run stands for: service NAT from the
-    /// strategy's [`Era`], instance networking from the start
+    /// strategy's [`ServiceNatEra`], instance networking from the start
     /// implementation's [`InstanceEra`] (facts from `DOMAIN.md`).
     ///
     /// | strategy         | era        | Nexus service-zone NAT task |
@@ -285,7 +295,7 @@ impl ControlPlaneEra {
     /// strategy: its Nexus leaves service NAT to the zone-start path.
     /// A run chooses another era for any one mechanism with
     /// [`EraChoices`].
-    pub fn of(service_nat: Era, start: StartImpl) -> ControlPlaneEra {
+    pub fn of(service_nat: ServiceNatEra, start: StartImpl) -> Era {
         let instances = match InstanceEra::of(start) {
             InstanceEra::PreRpw => Task::Off,
             InstanceEra::Current => Task::On,
@@ -294,17 +304,19 @@ impl ControlPlaneEra {
             // The instance-start networking issue's time predates both dpd's NAT RPW (omicron #3804,
             // November 2023) and the tracker (#4857, January 2024).
             (_, Task::Off) => NexusServiceNat::Off,
-            (Era::Legacy | Era::Proposal, Task::On) => NexusServiceNat::InventoryTracker,
+            (ServiceNatEra::Legacy | ServiceNatEra::Proposal, Task::On) => {
+                NexusServiceNat::InventoryTracker
+            }
             // #10961 removed the tracker in the PR that integrated the
             // reconcilers, so today's code runs without it even though the
             // zone-start path is still there.
-            (Era::Target | Era::Shipped, Task::On) => NexusServiceNat::Off,
+            (ServiceNatEra::Target | ServiceNatEra::Shipped, Task::On) => NexusServiceNat::Off,
         };
         let dpd_nat_rpw = match nexus_service_nat {
             NexusServiceNat::InventoryTracker => Task::On,
             NexusServiceNat::Off => instances,
         };
-        ControlPlaneEra {
+        Era {
             nexus_service_nat,
             dpd_nat_rpw,
             nexus_v2p: instances,
@@ -326,40 +338,37 @@ impl ControlPlaneEra {
     }
 }
 
-impl ControlPlaneEra {
-    /// The Nexus this era runs (`racksim-nexus`), for the simulation and
-    /// live mode alike.
-    pub fn nexus(
-        self,
-        start: StartImpl,
-        rpw_period: std::time::Duration,
-    ) -> racksim_nexus::NexusConfig {
-        racksim_nexus::NexusConfig {
-            start,
-            rpw_period,
-            service_nat: self.nexus_service_nat == NexusServiceNat::InventoryTracker,
-            v2p: self.nexus_v2p == Task::On,
-            instance_watcher: self.instance_watcher == Task::On,
-            reincarnation: self.reincarnation == Task::On,
-            nat_ensure: self.nat_ensure,
-            dpd_notify: self.dpd_notify,
-            remove_notify: self.remove_notify,
-            nat_propagation: match self.dpd_nat_rpw {
-                Task::On => Propagation::Background,
-                Task::Off => Propagation::Inline,
-            },
-            v2p_propagation: match self.nexus_v2p {
-                Task::On => Propagation::Background,
-                Task::Off => Propagation::Inline,
-            },
-            switch_lookup: self.switch_lookup,
+/// What the Nexus of this era runs, read where it decides (the
+/// simulation's and live mode's Nexus alike, [`crate::serve`]).
+impl Era {
+    /// The legacy era's service-zone NAT: the inventory collector (every
+    /// 600 s) and `ServiceZoneNatTracker` ([`crate::inventory`]).
+    pub fn service_zone_nat_task(&self) -> bool {
+        self.nexus_service_nat == NexusServiceNat::InventoryTracker
+    }
+
+    /// How instance operations' NAT changes reach the switches: rows for
+    /// each dpd's NAT RPW to pull, or inline where no dpd pulls.
+    pub fn nat_propagation(&self) -> Propagation {
+        match self.dpd_nat_rpw {
+            Task::On => Propagation::Background,
+            Task::Off => Propagation::Inline,
+        }
+    }
+
+    /// How instance operations' V2P changes reach the sleds: the V2P task,
+    /// or inline without it.
+    pub fn v2p_propagation(&self) -> Propagation {
+        match self.nexus_v2p {
+            Task::On => Propagation::Background,
+            Task::Off => Propagation::Inline,
         }
     }
 }
 
 /// One line, e.g. `nexus service-NAT task on (rows from inventory every 30s),
 /// dpd NAT RPW on, nexus V2P task on`.
-impl fmt::Display for ControlPlaneEra {
+impl fmt::Display for Era {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let service_nat = match self.nexus_service_nat {
             NexusServiceNat::Off => "off",
@@ -397,6 +406,3 @@ fn before_fix<T: PartialEq + Default + fmt::Display>(
     }
     write!(f, ", {mechanism} {era} (before omicron #{fix})")
 }
-
-#[cfg(test)]
-mod tests;
