@@ -116,6 +116,7 @@ mod nat_table;
 mod ops;
 mod rpw;
 mod sled_agent;
+mod store;
 #[cfg(test)]
 mod test_store;
 #[cfg(test)]
@@ -131,7 +132,6 @@ use serde::{Deserialize, Serialize};
 
 use racksim_wire::enum_names;
 
-pub use crate::store::{InstanceStore, NodeFailure, SagaNode, SagaRecord, SagaState, StoreError};
 pub use history::{DpdNotify, NatChangeset, NatConflict, NatEnsure, Propagation, SwitchLookup};
 pub use nat_table::{NatEntryView, NatEntryViewExt, NatTable};
 pub use ops::{InstanceOps, OpError, ResumedSaga, SwitchZoneDns, NEXUS_SLED_AGENT_TIMEOUT};
@@ -144,6 +144,7 @@ pub use sled_agent::{
     VmmStateRequest, VmmUnregisterResponse, API_VERSION as SLED_AGENT_API_VERSION,
     NO_SUCH_INSTANCE,
 };
+pub use store::{InstanceStore, NodeFailure, SagaNode, SagaRecord, SagaState, StoreError};
 pub use watcher::{AutoRestart, AutoRestartPolicy};
 
 /// The VNI of the one VPC the simulated rack's instances live in.

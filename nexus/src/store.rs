@@ -1,333 +1,433 @@
-//! The store: what instance operations need from the control plane's
-//! database ([`InstanceStore`]), the saga log they keep in it, and the one
-//! implementation of both over [`Db`](crate::Db) ([`NexusStore`]).
+//! [`NexusStore`]: the one implementation of the instance code's
+//! [`InstanceStore`] over the control plane's [`Db`](crate::Db). Each
+//! method is one transaction, run under the host's lock after the host's
+//! round trip, so concurrent operations interleave at transaction
+//! boundaries as they would against a real database. Writes are told to
+//! the host ([`NexusHost::wrote`]) and traced.
 
-use std::{fmt, future::Future, net::Ipv4Addr};
+use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use racksim_reconciler::{discovery::SwitchSlot, nat::NatEntry};
 
-use racksim_wire::enum_names;
-
-use crate::instances::{InstanceRecord, NatEntryView, RuntimeUpdate, SledRef};
-use racksim_reconciler::nat::NatEntry;
-
-mod nexus_store;
-pub use nexus_store::{
-    nat_statements, NexusStore, RETRY_ATTEMPTS, RETRY_BACKOFF_MAX, SAGA_LOG_BACKOFF_INITIAL,
-    SAGA_LOG_BACKOFF_MAX,
+use crate::instances::{
+    InstanceRecord, InstanceStore, NatEntryView, NatTable, RuntimeUpdate, SagaRecord, SledRef,
+    StoreError,
 };
 
-/// Why a store operation failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
-pub enum StoreError {
-    #[error("no instance {0}")]
-    NotFound(u32),
-    #[error("generation conflict: instance {id} is at generation {current}")]
-    Conflict { id: u32, current: u64 },
-    /// The database did not answer the statement: a transient error
-    /// (CockroachDB's retryable `40001` "restart transaction", a broken
-    /// connection). Nothing was read or written.
-    #[error("{0}")]
-    Unavailable(String),
-    /// The NAT table's unique index on live rows refused a row: a live
-    /// row with this external address and port range has another target
-    /// (omicron's `overlapping_nat_entry`; see [`NatTable`](crate::instances::NatTable)). Upstream's
-    /// `public_error_from_diesel` makes it a 500.
-    #[error(
-        "NAT row {ip}/{first_port}-{last_port} refused: a live row with that address and port range has another target (unique index overlapping_nat_entry)"
-    )]
-    NatConflict {
-        ip: Ipv4Addr,
-        first_port: u16,
-        last_port: u16,
-    },
-    /// No address of the external-IP pool is free.
-    #[error("no free external IP in pool {pool}")]
-    PoolExhausted { pool: String },
+use crate::{Event, Lane, NexusHost, Write};
+
+/// The database as one Nexus's code sees it.
+#[derive(Clone, Debug)]
+pub struct NexusStore<H> {
+    host: H,
 }
 
-/// The control plane's database, as the instance code needs it. Every method
-/// is one transaction.
-///
-/// Implementations must be cheap to clone (a handle to shared state).
-pub trait InstanceStore: Clone + Send + Sync + 'static {
-    fn fetch(&self, id: u32) -> impl Future<Output = Result<InstanceRecord, StoreError>> + Send;
+impl<H: NexusHost> NexusStore<H> {
+    pub fn new(host: H) -> Self {
+        NexusStore { host }
+    }
 
-    /// Conditional update: applies only if the record is at
-    /// `expected_generation` (else [`StoreError::Conflict`]); bumps the
-    /// generation; returns the new record.
-    fn update_if(
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+}
+
+impl<H: NexusHost> InstanceStore for NexusStore<H> {
+    async fn fetch(&self, id: u32) -> Result<InstanceRecord, StoreError> {
+        self.host.round_trip().await?;
+        self.host.db(|db| db.fetch(id))
+    }
+
+    async fn update_if(
         &self,
         id: u32,
         expected_generation: u64,
         update: RuntimeUpdate,
-    ) -> impl Future<Output = Result<InstanceRecord, StoreError>> + Send;
-
-    fn sleds(&self) -> impl Future<Output = Result<Vec<SledRef>, StoreError>> + Send;
-
-    /// The boundary switches: those with an uplink configured (upstream's
-    /// `boundary_switches`, from the switch port settings in the database).
-    /// Where their dpds are is the switch lookup's to find.
-    fn boundary_switches(
-        &self,
-    ) -> impl Future<Output = Result<Vec<racksim_reconciler::discovery::SwitchSlot>, StoreError>> + Send;
-
-    /// A fresh id from a durable counter, for saga ids (and, by default, VMM
-    /// ids). Never returns the same value twice, even across a restart.
-    fn next_id(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
-
-    /// A fresh VMM id. Defaults to [`InstanceStore::next_id`] (one counter
-    /// for sagas and VMMs); a store with a separate VMM sequence overrides it.
-    fn allocate_vmm_id(&self) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        self.next_id()
+    ) -> Result<InstanceRecord, StoreError> {
+        self.host.round_trip().await?;
+        let (before, after) = self
+            .host
+            .db(|db| db.update_if(id, expected_generation, update))?;
+        self.host.wrote(Write::Record {
+            before,
+            after: &after,
+        });
+        let sled = after
+            .sled
+            .map(|s| format!(" on {}", self.host.sled_name(s)))
+            .unwrap_or_default();
+        self.host.record(
+            Event::new(
+                Lane::Instance,
+                format!(
+                    "db: {} {before} -> {}{sled} (generation {})",
+                    after.name, after.state, after.generation
+                ),
+            )
+            .field("instance", &after.name)
+            .field("state", after.state),
+        );
+        Ok(after)
     }
 
-    /// Records the state a sled-agent answered REGISTER with: the start
-    /// saga's `notify_vmm_updated` after a successful `vmm_register`
-    /// (omicron `nexus/src/app/instance.rs` `instance_ensure_registered`:
-    /// `self.notify_vmm_updated(..).await?`). Its failure fails REGISTER
-    /// after the sled registered the VMM. A store that keeps no VMM
-    /// record (the default) has nothing to write.
-    fn vmm_registered(
-        &self,
-        id: u32,
-        vmm: u64,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        let _ = (id, vmm);
-        std::future::ready(Ok(()))
+    async fn sleds(&self) -> Result<Vec<SledRef>, StoreError> {
+        self.host.round_trip().await?;
+        Ok(self.host.sleds())
     }
 
-    /// The instance NAT table (a [`NatTable`](crate::instances::NatTable), whose changes dpd pulls):
-    /// replace this instance's rows. Each row added or removed takes the
-    /// next table version.
-    fn nat_set_instance(
+    async fn boundary_switches(&self) -> Result<Vec<SwitchSlot>, StoreError> {
+        self.host.round_trip().await?;
+        Ok(self.host.boundary_switches())
+    }
+
+    async fn next_id(&self) -> Result<u64, StoreError> {
+        self.host.round_trip().await?;
+        Ok(self.host.db(|db| db.next_id()))
+    }
+
+    async fn nat_set_instance(&self, id: u32, entries: Vec<NatEntry>) -> Result<(), StoreError> {
+        self.host.sequence_round_trip().await?;
+        let what = format!("{}'s NAT row", self.host.instance_name(id));
+        // The unique index's refusal ends the statements (the ones before
+        // it stay committed, as upstream's separate statements do).
+        let mut refused = None;
+        nat_statements(&self.host, &what, |nat| {
+            match nat.try_begin_set_instance(id, &entries) {
+                Ok(v) => v.map(|v| (v, ())),
+                Err(e) => {
+                    refused = Some(e);
+                    None
+                }
+            }
+        })
+        .await;
+        self.host.wrote(Write::Nat);
+        if let Some(e) = refused {
+            self.host.record(
+                Event::new(
+                    Lane::Instance,
+                    format!("db: {}: {e}", self.host.instance_name(id)),
+                )
+                .field("instance", self.host.instance_name(id)),
+            );
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    async fn allocate_external_ips(
         &self,
-        id: u32,
-        entries: Vec<NatEntry>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+        record: &InstanceRecord,
+    ) -> Result<InstanceRecord, StoreError> {
+        // Without a pool the record has its address from the start: no
+        // transaction, so runs without a pool take the time they took.
+        if self.host.db(|db| db.ip_pool.is_none()) || !record.external_ips.is_empty() {
+            return Ok(record.clone());
+        }
+        self.host.round_trip().await?;
+        let name = self.host.instance_name(record.id);
+        let (result, pool) = self
+            .host
+            .db(|db| (db.allocate_external_ip(record.id), db.ip_pool));
+        let pool = pool.map(|p| p.to_string()).unwrap_or_default();
+        let text = match &result {
+            Ok(r) => {
+                let ips: Vec<String> = r.external_ips.iter().map(|ip| ip.ip.to_string()).collect();
+                format!(
+                    "db: {name} takes external IP {} from pool {pool}",
+                    ips.join(", ")
+                )
+            }
+            Err(e) => format!("db: {name} gets no external IP: {e}"),
+        };
+        self.host
+            .record(Event::new(Lane::Instance, text).field("instance", &name));
+        result
+    }
 
-    /// Remove this instance's rows from the NAT table (soft-deleted at the
-    /// next versions, so a dpd pulling changes learns of the removal).
-    fn nat_clear_instance(&self, id: u32) -> impl Future<Output = Result<(), StoreError>> + Send;
+    async fn release_external_ips(&self, id: u32) -> Result<(), StoreError> {
+        if self.host.db(|db| db.ip_pool.is_none()) {
+            return Ok(());
+        }
+        self.host.round_trip().await?;
+        let released = self.host.db(|db| db.release_external_ips(id))?;
+        if !released.is_empty() {
+            let name = self.host.instance_name(id);
+            let ips: Vec<String> = released.iter().map(|ip| ip.to_string()).collect();
+            self.host.record(
+                Event::new(
+                    Lane::Instance,
+                    format!(
+                        "db: {name}'s external IP {} back in the pool",
+                        ips.join(", ")
+                    ),
+                )
+                .field("instance", &name),
+            );
+        }
+        Ok(())
+    }
 
-    /// The changes after version `from_gen`, oldest first, at most `limit`
-    /// ([`NatTable::changeset`](crate::instances::NatTable::changeset)): Nexus's `GET /nat/ipv4/changeset/{from_gen}`.
-    fn nat_changeset(
+    async fn nat_clear_instance(&self, id: u32) -> Result<(), StoreError> {
+        self.host.sequence_round_trip().await?;
+        let what = format!("{}'s NAT row removal", self.host.instance_name(id));
+        nat_statements(&self.host, &what, |nat| {
+            nat.begin_set_instance(id, &[]).map(|v| (v, ()))
+        })
+        .await;
+        self.host.wrote(Write::Nat);
+        Ok(())
+    }
+
+    /// `notify_vmm_updated` after REGISTER: upstream's
+    /// `vmm_and_migration_update_runtime`, a transaction run in
+    /// `transaction_retry_wrapper` (omicron `nexus/db-queries/src/db/
+    /// datastore/vmm.rs`), which retries a retryable error (`40001`) after
+    /// a backoff drawn in `0..50 ms`, at most [`RETRY_ATTEMPTS`] attempts in
+    /// all, and then fails. The model keeps no VMM record: the statement is
+    /// here for its wait and its failure. Simplified: it takes no time of
+    /// its own ([`NexusHost::faults`], not a round trip), so a run without
+    /// a database fault keeps the timing it had before the statement was
+    /// modelled.
+    async fn vmm_registered(&self, id: u32, vmm: u64) -> Result<(), StoreError> {
+        let mut attempt = 1;
+        loop {
+            match self.host.faults().await {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt >= RETRY_ATTEMPTS => {
+                    let name = self.host.instance_name(id);
+                    self.host.record(
+                        Event::new(
+                            Lane::Instance,
+                            format!(
+                                "db: {name}'s VMM {vmm} runtime update failed after {attempt} attempts: {e}"
+                            ),
+                        )
+                        .field("instance", &name),
+                    );
+                    return Err(e);
+                }
+                Err(_) => {
+                    attempt += 1;
+                    tokio::time::sleep(self.host.retry_backoff()).await;
+                }
+            }
+        }
+    }
+
+    async fn nat_changeset(
         &self,
         from_gen: i64,
         limit: u32,
-    ) -> impl Future<Output = Result<Vec<NatEntryView>, StoreError>> + Send;
-
-    /// Instance `record`'s external IP, allocated from the IP pool if it
-    /// has none (omicron's instance-create saga,
-    /// `sic_allocate_instance_external_ip`): the record with its IPs. A
-    /// store without a pool gives every record its IPs when it is
-    /// declared, so this returns the record as it is, with no
-    /// transaction. Idempotent: a record that has its IP keeps it.
-    fn allocate_external_ips(
-        &self,
-        record: &InstanceRecord,
-    ) -> impl Future<Output = Result<InstanceRecord, StoreError>> + Send {
-        std::future::ready(Ok(record.clone()))
+    ) -> Result<Vec<NatEntryView>, StoreError> {
+        self.host.round_trip().await?;
+        Ok(self.host.db(|db| db.nat.changeset(from_gen, limit)))
     }
 
-    /// Return instance `id`'s external IPs to the pool, once its delete
-    /// has removed everything else (omicron's instance-delete saga,
-    /// `sid_deallocate_external_ip`, after its dendrite-config node). A
-    /// store without a pool has nothing to release.
-    fn release_external_ips(&self, id: u32) -> impl Future<Output = Result<(), StoreError>> + Send {
-        let _ = id;
-        std::future::ready(Ok(()))
+    async fn note_auto_restart(&self, id: u32, at: Duration) -> Result<(), StoreError> {
+        self.host.round_trip().await?;
+        // Not read by the simulation's checks: the host need not hear.
+        self.host.db(|db| db.note_auto_restart(id, at))
     }
 
-    /// Records that reincarnation restarts instance `id` at `at` (the
-    /// caller's clock): sets its auto-restart time and counts the restart.
-    /// Durable, as upstream's `time_last_auto_restarted`.
-    fn note_auto_restart(
-        &self,
-        id: u32,
-        at: std::time::Duration,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Every instance (for the V2P manager).
-    fn instances(&self) -> impl Future<Output = Result<Vec<InstanceRecord>, StoreError>> + Send;
-
-    /// Saga log: durable, survives a control-plane crash.
-    fn saga_create(&self, saga: &SagaRecord)
-        -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn saga_update(&self, saga: &SagaRecord)
-        -> impl Future<Output = Result<(), StoreError>> + Send;
-    /// This Nexus's sagas that are running or unwinding
-    /// ([`SagaState::is_unfinished`]); never a done, unwound or stuck one.
-    fn sagas_unfinished(&self) -> impl Future<Output = Result<Vec<SagaRecord>, StoreError>> + Send;
-}
-
-/// The nodes of the instance-start saga, in execution order.
-/// Displays as `MARK_AS_STARTING`, `DPD_ENSURE`, `V2P_ENSURE`, `REGISTER`,
-/// `RUN`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum SagaNode {
-    MarkAsStarting,
-    DpdEnsure,
-    V2pEnsure,
-    Register,
-    Run,
-}
-
-impl SagaNode {
-    /// Every node, in execution order.
-    pub const ALL: [SagaNode; 5] = [
-        SagaNode::MarkAsStarting,
-        SagaNode::DpdEnsure,
-        SagaNode::V2pEnsure,
-        SagaNode::Register,
-        SagaNode::Run,
-    ];
-}
-
-enum_names!(SagaNode {
-    MarkAsStarting => "MARK_AS_STARTING",
-    DpdEnsure => "DPD_ENSURE",
-    V2pEnsure => "V2P_ENSURE",
-    Register => "REGISTER",
-    Run => "RUN",
-});
-
-/// A node and the error it failed with: the action that made a saga
-/// unwind, or the undo action that made it stuck. Displays as
-/// `REGISTER failed: ...`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeFailure {
-    pub node: SagaNode,
-    pub error: String,
-}
-
-impl fmt::Display for NodeFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} failed: {}", self.node, self.error)
-    }
-}
-
-/// Where a saga is in its life, by steno's rules (`src/saga_exec.rs` of
-/// oxidecomputer/steno): forward until every node is done or one fails;
-/// then the nodes that *completed* are undone in reverse, the failed one
-/// not (its action failed, so steno treats it as never having happened);
-/// an undo action that fails ends the saga for good. `Done`, `Unwound` and
-/// `Stuck` are terminal: saga recovery never resumes them.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SagaState {
-    /// Going forward; `done` lists the nodes that have succeeded, and the
-    /// first node not in it is the one in flight (a resume re-runs it).
-    Running,
-    /// `failed`'s action failed; the nodes in `done` and not in `undone`
-    /// are being undone, latest first.
-    Unwinding { failed: NodeFailure },
-    /// Every node succeeded.
-    Done,
-    /// `failed`'s action failed and every completed node was undone.
-    Unwound { failed: NodeFailure },
-    /// `failed`'s action failed, and then the undo action of `undo.node`
-    /// failed too. steno runs each undo action once and has no way back
-    /// from here (its `SagaResult` reports an undo failure; Nexus logs
-    /// "saga stuck"): what the saga did and did not undo stays as it is
-    /// until someone intervenes. The nodes before `undo.node` in `done`
-    /// are not undone either.
-    Stuck {
-        failed: NodeFailure,
-        undo: NodeFailure,
-    },
-}
-
-impl SagaState {
-    /// Running or unwinding: what saga recovery resumes.
-    pub fn is_unfinished(&self) -> bool {
-        matches!(self, SagaState::Running | SagaState::Unwinding { .. })
+    async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
+        self.host.round_trip().await?;
+        Ok(self.host.db(|db| db.instances.values().cloned().collect()))
     }
 
-    /// One word: `running`, `unwinding`, `done`, `unwound`, `stuck`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            SagaState::Running => "running",
-            SagaState::Unwinding { .. } => "unwinding",
-            SagaState::Done => "done",
-            SagaState::Unwound { .. } => "unwound",
-            SagaState::Stuck { .. } => "stuck",
+    async fn saga_create(&self, saga: &SagaRecord) -> Result<(), StoreError> {
+        self.host.round_trip().await?;
+        let sec = self.host.name().to_string();
+        self.host.db(|db| db.saga_create(saga, &sec));
+        let (name, sled) = (
+            self.host.instance_name(saga.instance),
+            self.host.sled_name(saga.sled),
+        );
+        self.host.record(
+            Event::new(
+                Lane::Saga,
+                format!("saga {}: start {name} on {sled}: created", saga.id),
+            )
+            .field("saga", saga.id)
+            .field("instance", &name),
+        );
+        Ok(())
+    }
+
+    /// Retried until it lands, as upstream's saga log writes are
+    /// (`SecStore::record_event` and `saga_update` in omicron
+    /// `nexus/db-queries/src/db/sec_store.rs`: `backoff_saga_operation`
+    /// "retries forever" on `retry_policy_internal_service`, 250 ms
+    /// growing ×1.5 to at most 3 min). Simplified: the backoff's 50 %
+    /// randomisation is left out.
+    async fn saga_update(&self, saga: &SagaRecord) -> Result<(), StoreError> {
+        let mut backoff = SAGA_LOG_BACKOFF_INITIAL;
+        while let Err(e) = self.host.round_trip().await {
+            self.host.record(
+                Event::new(
+                    Lane::Saga,
+                    format!(
+                        "saga {}: log write failed ({e}); retrying in {}",
+                        saga.id,
+                        fmt_window(backoff)
+                    ),
+                )
+                .field("saga", saga.id)
+                .field("instance", self.host.instance_name(saga.instance)),
+            );
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 3 / 2).min(SAGA_LOG_BACKOFF_MAX);
         }
-    }
-}
-
-/// The name, and for the states that follow a failure, what failed:
-/// `unwinding after REGISTER failed: ...`, `stuck: undo of DPD_ENSURE
-/// failed: ... (after RUN failed: ...)`.
-impl fmt::Display for SagaState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SagaState::Running | SagaState::Done => f.write_str(self.name()),
-            SagaState::Unwinding { failed } | SagaState::Unwound { failed } => {
-                write!(f, "{} after {failed}", self.name())
-            }
-            SagaState::Stuck { failed, undo } => {
-                write!(f, "stuck: undo of {undo} (after {failed})")
-            }
-        }
-    }
-}
-
-/// The durable log of one instance-start saga.
-///
-/// Simplified from steno's log, which records each node's start, success,
-/// failure, undo start and undo finish as events: here the sequence is
-/// linear, so `done` (successes, in order), `undone` (undo finishes) and
-/// the state carry the same information — the node in flight is the first
-/// one not done (or, unwinding, the latest done one not undone).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SagaRecord {
-    /// From [`InstanceStore::next_id`].
-    pub id: u64,
-    pub instance: u32,
-    pub sled: u32,
-    /// Generation the saga set with MARK_AS_STARTING (None before it ran).
-    pub starting_generation: Option<u64>,
-    /// Written to the log *before* the VMM is registered, so that an unwind
-    /// or a resume after a crash knows which VMM may exist.
-    pub vmm_id: Option<u64>,
-    pub done: Vec<SagaNode>,
-    /// The nodes whose undo action has finished, in the order undone.
-    #[serde(default)]
-    pub undone: Vec<SagaNode>,
-    pub state: SagaState,
-}
-
-impl SagaRecord {
-    /// A new saga, nothing done yet.
-    pub fn new(id: u64, instance: u32, sled: u32) -> Self {
-        SagaRecord {
-            id,
-            instance,
-            sled,
-            starting_generation: None,
-            vmm_id: None,
-            done: Vec::new(),
-            undone: Vec::new(),
-            state: SagaState::Running,
-        }
-    }
-
-    /// The first node (in execution order) not yet done.
-    pub fn next_node(&self) -> Option<SagaNode> {
-        SagaNode::ALL.into_iter().find(|n| !self.done.contains(n))
-    }
-
-    pub fn is_done(&self, node: SagaNode) -> bool {
-        self.done.contains(&node)
-    }
-
-    /// The latest completed node not yet undone: the next undo to run.
-    pub fn next_undo(&self) -> Option<SagaNode> {
-        self.done
+        let before = self.host.db(|db| db.sagas.insert(saga.id, saga.clone()));
+        let mut news: Vec<String> = saga
+            .done
             .iter()
-            .rev()
-            .find(|n| !self.undone.contains(n))
-            .copied()
+            .filter(|n| !before.as_ref().is_some_and(|b| b.done.contains(n)))
+            .map(|n| format!("{n} done"))
+            .collect();
+        news.extend(
+            saga.undone
+                .iter()
+                .filter(|n| !before.as_ref().is_some_and(|b| b.undone.contains(n)))
+                .map(|n| format!("{n} undone")),
+        );
+        let changed = before.as_ref().map(|b| &b.state) != Some(&saga.state);
+        if changed {
+            // With what failed, for the states after a failure: a stuck
+            // saga's line says which undo failed and why.
+            news.push(saga.state.to_string());
+        }
+        if !news.is_empty() {
+            let mut text = format!("saga {}: {}", saga.id, news.join(", "));
+            if changed {
+                // A failure's error may name addresses.
+                text = self.host.names(&text);
+            }
+            let mut event = Event::new(Lane::Saga, text)
+                .field("saga", saga.id)
+                .field("instance", self.host.instance_name(saga.instance));
+            if changed {
+                // The HTML report marks a stuck saga by this field.
+                event = event.field("state", saga.state.name());
+            }
+            self.host.record(event);
+        }
+        Ok(())
+    }
+
+    /// Only this Nexus's sagas: as upstream, a Nexus recovers the sagas
+    /// whose executor it is, so two Nexus never run one saga; a saga whose
+    /// Nexus is gone waits for it to return. Simplified: upstream reassigns
+    /// the sagas of an expunged Nexus; here they wait until a Nexus of the
+    /// same name runs again.
+    async fn sagas_unfinished(&self) -> Result<Vec<SagaRecord>, StoreError> {
+        self.host.round_trip().await?;
+        let sec = self.host.name().to_string();
+        Ok(self.host.db(|db| db.sagas_unfinished(&sec)))
     }
 }
+
+/// How many attempts upstream's `RetryHelper` makes of a retryable
+/// transaction (omicron `nexus/db-queries/src/transaction_retry.rs`,
+/// `MAX_RETRY_ATTEMPTS`).
+pub const RETRY_ATTEMPTS: u32 = 10;
+/// The widest wait between two attempts (`MAX_RETRY_BACKOFF`; the wait is
+/// uniform below it).
+pub const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(50);
+/// The saga log's first retry interval (`retry_policy_internal_service`).
+pub const SAGA_LOG_BACKOFF_INITIAL: Duration = Duration::from_millis(250);
+/// Its longest.
+pub const SAGA_LOG_BACKOFF_MAX: Duration = Duration::from_secs(180);
+
+/// Runs NAT statements one after another until `next` begins none, and
+/// returns what each statement that changed a row reported. Each is one
+/// implicit transaction, as upstream's (`ensure_nat_entry`, `nat_delete`):
+/// `next` draws its version from the sequence at once
+/// ([`NatTable::begin_set_instance`]) — the caller's round trip was the
+/// sequence's ([`NexusHost::sequence_round_trip`]), which a stall does not
+/// hold — and its write then goes to the table's range. With no stall in
+/// progress it commits in the same step, and nothing is traced. While the
+/// database stalls ([`NexusHost::stalled`]) the write waits for the stall
+/// to end, its version drawn and invisible to readers, and commits after
+/// it ([`NatTable::commit`]): a reader released before it reads past the
+/// row. If the caller's future is dropped meanwhile (a crash), the
+/// statement never wrote: its version is burnt ([`NatTable::abort`]).
+///
+/// [`NatTable::begin_set_instance`]: crate::instances::NatTable::begin_set_instance
+/// [`NatTable::commit`]: crate::instances::NatTable::commit
+/// [`NatTable::abort`]: crate::instances::NatTable::abort
+pub async fn nat_statements<H: NexusHost, T>(
+    host: &H,
+    what: &str,
+    mut next: impl FnMut(&mut NatTable) -> Option<(i64, T)>,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    while let Some((version, t)) = host.db(|db| next(&mut db.nat)) {
+        if !host.stalled() {
+            if host.db(|db| db.nat.commit(version)) {
+                out.push(t);
+            }
+            continue;
+        }
+        host.record(
+            Event::new(
+                Lane::Instance,
+                format!(
+                    "db: {what} drew NAT version {version}; its write waits for the stalled range (invisible to readers)"
+                ),
+            )
+            .field("nat_version", version),
+        );
+        let pending = Pending {
+            host: host.clone(),
+            version: Some(version),
+        };
+        host.stall().await;
+        let text = if pending.commit() {
+            out.push(t);
+            host.wrote(Write::Nat);
+            format!("db: {what} at NAT version {version} committed (visible)")
+        } else {
+            format!(
+                "db: {what} at NAT version {version} met a newer write of the row: retried, nothing left to do (version {version} unused)"
+            )
+        };
+        host.record(Event::new(Lane::Instance, text).field("nat_version", version));
+    }
+    out
+}
+
+/// `1.234ms`, `250µs`.
+pub(crate) fn fmt_window(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{:.3}s", d.as_secs_f64())
+    } else if d >= Duration::from_millis(1) {
+        format!("{:.3}ms", d.as_secs_f64() * 1000.0)
+    } else {
+        format!("{}µs", d.as_micros())
+    }
+}
+/// A statement between its `nextval` and its write: aborted if dropped.
+struct Pending<H: NexusHost> {
+    host: H,
+    version: Option<i64>,
+}
+
+impl<H: NexusHost> Pending<H> {
+    fn commit(mut self) -> bool {
+        self.version
+            .take()
+            .is_some_and(|v| self.host.db(|db| db.nat.commit(v)))
+    }
+}
+
+impl<H: NexusHost> Drop for Pending<H> {
+    fn drop(&mut self) {
+        if let Some(v) = self.version.take() {
+            self.host.db(|db| db.nat.abort(v));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

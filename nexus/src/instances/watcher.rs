@@ -65,11 +65,11 @@ use std::{net::SocketAddr, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
+use super::store::{InstanceStore, StoreError};
 use super::{
     ops::{InstanceOps, OpError},
     InstanceRecord, InstanceState, RuntimeUpdate, SledRef,
 };
-use crate::store::{InstanceStore, StoreError};
 use racksim_reconciler::{
     http::{ClientError, Connector, HttpClient},
     mgs::{MgsClient, PowerState},
