@@ -11,7 +11,7 @@
 //!
 //! ```text
 //!   instance API requests --> api::instance_api --.
-//!                                                 |   InstanceOps (racksim-reconciler:
+//!                                                 |   InstanceOps (instances:
 //!   every 30 s / activation --> tasks::{v2p,      +-> sagas, the instance watcher,
 //!      watcher, updater, reincarnation}  --------'    reincarnation, V2P sync)
 //!

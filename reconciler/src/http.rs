@@ -48,8 +48,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 /// The header naming the version of the API a request is written against.
 /// Every Oxide internal API is versioned this way (dropshot's
 /// `ClientSpecifiesVersionInHeader`), and refuses a request without it
-/// with a 400. The typed clients ([`crate::dpd`], [`crate::mgs`],
-/// [`crate::instances`]) each send their API's version.
+/// with a 400. The typed clients ([`crate::dpd`], [`crate::mgs`], and
+/// racksim-nexus's sled-agent client) each send their API's version.
 pub use racksim_wire::API_VERSION_HEADER;
 
 /// Default timeout of one whole request (connect, send, read the body):
