@@ -30,6 +30,7 @@ pub mod file;
 pub mod fuzz;
 pub mod html;
 pub mod input;
+pub mod invocation;
 pub mod live;
 pub mod matrix;
 pub mod mutants;

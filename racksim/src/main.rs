@@ -140,6 +140,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before anything prints a replay line (racksim::invocation).
+    racksim::invocation::set_from_process();
     let result = match Cli::parse().command {
         Command::List => cli::run::list(),
         Command::Matrix(args) => cli::sweep::matrix(args),

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::{
     catalogue,
     file::{Scenario, Variant},
-    fuzz, matrix, runner, shrink,
+    fuzz, invocation, matrix, runner, shrink,
 };
 
 /// The fuzz configurations of the kill table: every service-NAT strategy
@@ -206,7 +206,8 @@ fn run(job: &Job, mutant: Option<Mutant>) -> Option<Kill> {
             seed: *seed,
             how: f.to_string(),
             replay: format!(
-                "racksim fuzz --seeds {seed}..{seed} {}{}",
+                "{} fuzz --seeds {seed}..{seed} {}{}",
+                invocation::program(),
                 c.flags(),
                 mutant.map(|m| format!(" --mutant {m}")).unwrap_or_default()
             ),

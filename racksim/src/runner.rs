@@ -5,6 +5,7 @@ use racksim_mutants::Mutant;
 use racksim_sim::{run::RunConfig, testbed::Sabotage, trace::fmt_duration, RunOutcome, Verdict};
 
 use crate::file::{Expectation, Outcome, Scenario, Variant};
+use crate::invocation;
 
 /// The outcome of a run, judged.
 #[derive(Clone, Debug)]
@@ -366,9 +367,26 @@ fn judge_verdict(exp: &Expectation, verdict: &Verdict) -> Result<String, String>
     }
 }
 
-/// The command that replays a run exactly.
+/// The command that replays a run exactly, as the user started racksim
+/// ([`invocation::program`]), so that it pastes into their shell.
 pub fn replay_command(scenario_arg: &str, strategy: Variant, seed: u64) -> String {
-    format!("racksim run {scenario_arg} --seed {seed} --strategy {strategy}")
+    replay_command_of(invocation::program(), scenario_arg, strategy, seed)
+}
+
+/// [`replay_command`] for a given program: a file that outlives the shell
+/// it was made in (a regression file's `# Replay:` comment) names
+/// [`invocation::INSTALLED`].
+pub fn replay_command_of(
+    program: &str,
+    scenario_arg: &str,
+    strategy: Variant,
+    seed: u64,
+) -> String {
+    format!(
+        "{program} run {} --seed {seed} --strategy {}",
+        invocation::word(scenario_arg),
+        invocation::word(&strategy.to_string())
+    )
 }
 
 #[cfg(test)]

@@ -471,7 +471,12 @@ pub fn regression_toml(
     }
     header.push(format!(
         "Replay: {}",
-        runner::replay_command(path, shrunk.variant, shrunk.seed)
+        runner::replay_command_of(
+            crate::invocation::INSTALLED,
+            path,
+            shrunk.variant,
+            shrunk.seed
+        )
     ));
     if !source_header.is_empty() {
         header.push(String::new());

@@ -535,3 +535,68 @@ fn a_testbed_error_has_its_own_exit_status_that_no_expectation_accepts() {
         "{err}"
     );
 }
+
+/// A printed replay line is one the user can paste: it starts racksim as
+/// they started it (`racksim::invocation`). Started by a path, the line
+/// names that path, and pasted into a shell in the same directory it
+/// prints the same run again, byte for byte. Started by `cargo run` (as
+/// the README's first command does), the line is the cargo command.
+#[test]
+fn a_replay_line_pastes_into_the_shell_it_was_printed_in() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let bin = env!("CARGO_BIN_EXE_racksim");
+    let args = [
+        "run",
+        "madrid-one-switch",
+        "--seed",
+        "7",
+        "--strategy",
+        "legacy",
+    ];
+    let replay_of = |out: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix("replay: "))
+            .unwrap_or_else(|| panic!("no replay line in:\n{out}"))
+            .to_string()
+    };
+
+    // By its path, outside cargo: the path as typed.
+    let first = Command::new(bin)
+        .args(args)
+        .env_remove("CARGO")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(1));
+    let first_out = String::from_utf8(first.stdout).unwrap();
+    let line = replay_of(&first_out);
+    assert_eq!(
+        line,
+        format!("{bin} run madrid-one-switch --seed 7 --strategy legacy")
+    );
+    let pasted = Command::new("sh")
+        .arg("-c")
+        .arg(&line)
+        .env_remove("CARGO")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(pasted.status.code(), Some(1));
+    assert_eq!(String::from_utf8(pasted.stdout).unwrap(), first_out);
+
+    // Under `cargo run`: cargo gives the program CARGO and the package's
+    // name, and argv[0] is the binary's path in the target directory.
+    use std::os::unix::process::CommandExt;
+    let out = Command::new(bin)
+        .arg0("target/debug/racksim")
+        .args(args)
+        .env("CARGO", "cargo")
+        .env("CARGO_PKG_NAME", "racksim")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        replay_of(&String::from_utf8(out.stdout).unwrap()),
+        "cargo run -p racksim -- run madrid-one-switch --seed 7 --strategy legacy"
+    );
+}

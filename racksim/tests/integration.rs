@@ -16,6 +16,7 @@ mod bad_input;
 mod cli;
 mod determinism;
 mod docs;
+mod docs_commands;
 mod explore;
 mod fuzz_gate;
 mod live;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Campaign;
 use crate::fuzz::{known, Failure, Options, SeedResult};
+use crate::invocation;
 
 /// A fuzz run's results, for text and `--json`. The counts of shards of
 /// one range add up to the counts of the whole range (`racksim merge`).
@@ -86,6 +87,7 @@ pub fn summarise(
     known: &known::KnownDefects,
     results: &[SeedResult],
 ) -> FuzzSummary {
+    let program = invocation::program();
     let mutant_flag = mutant.map(|m| format!(" --mutant {m}")).unwrap_or_default();
     let known_flag = if known.origin == known::KNOWN_DEFECTS {
         String::new()
@@ -116,11 +118,11 @@ pub fn summarise(
                 defects,
                 unexplained,
                 replay: format!(
-                    "racksim fuzz --seeds {seed}..{seed} {}{mutant_flag}{known_flag}",
+                    "{program} fuzz --seeds {seed}..{seed} {}{mutant_flag}{known_flag}",
                     opts.flags()
                 ),
                 plan: format!(
-                    "racksim fuzz --plan {seed} {} > {file} && racksim run {file} --seed {seed} --strategy {}",
+                    "{program} fuzz --plan {seed} {} > {file} && {program} run {file} --seed {seed} --strategy {}",
                     opts.flags(),
                     opts.variant()
                 ),

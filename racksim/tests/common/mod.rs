@@ -26,9 +26,13 @@ pub fn run_madrid(seed: &str, strategy: &str, extra: &[&str]) -> (Option<i32>, S
     racksim(&args)
 }
 
-/// [`racksim`] in the directory `dir`.
+/// [`racksim`] in the directory `dir`, started as a user with racksim on
+/// their `PATH` starts it (`argv[0]` is `racksim`), so its replay lines
+/// read `racksim run …` (see `racksim::invocation`).
 pub fn racksim_in(dir: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    use std::os::unix::process::CommandExt;
     let out = Command::new(env!("CARGO_BIN_EXE_racksim"))
+        .arg0("racksim")
         .current_dir(dir)
         .args(args)
         .output()
