@@ -105,6 +105,68 @@ fn catalogue_has_no_holes() -> Result<(), Failed> {
     Ok(())
 }
 
+/// `n` as the docs write it: `3,272`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The figures the README and `docs/finding-bugs.md` give for this suite
+/// are this suite's: the simulated runs, the cells, the regression files,
+/// the tests `--list` shows, the snapshot files. A cell or file added
+/// without the docs fails here.
+fn the_docs_count_this_suite(trials: usize, regressions: usize) -> Result<(), Failed> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).map_err(|e| format!("{p}: {e}"));
+    // Prose wraps anywhere: compare with every run of white space as one
+    // space.
+    let flat = |t: String| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let readme = flat(read("README.md")?);
+    let finding_bugs = flat(read("docs/finding-bugs.md")?);
+    let mut cells = 0;
+    let mut runs = 0;
+    let mut madrid = 0;
+    for s in catalogue::all() {
+        for &v in s.expectations.keys() {
+            cells += 1;
+            runs += seeds(&s, v) as usize;
+            madrid += usize::from(s.name == "madrid-one-switch");
+        }
+    }
+    let snapshots = std::fs::read_dir(root.join("snapshots"))
+        .map_err(|e| format!("snapshots/: {e}"))?
+        .count();
+    let wanted = [
+        (&readme, format!("{} simulated runs", thousands(runs))),
+        (&readme, format!("# the {madrid} cells of madrid-one-switch")),
+        (
+            &readme,
+            format!(
+                "# {trials} tests: {cells} cells, {regressions} files, the no-holes check, the docs' counts"
+            ),
+        ),
+        (&readme, format!("({snapshots} files)")),
+        (&finding_bugs, format!("today's {regressions}:")),
+    ];
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|(text, figure)| !text.contains(figure.as_str()))
+        .map(|(_, figure)| figure.clone())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the docs do not say (or no longer say) {missing:?}").into())
+    }
+}
+
 fn main() {
     let args = Arguments::from_args();
     let mut trials = vec![Trial::test(
@@ -151,5 +213,14 @@ fn main() {
             }
         }));
     }
+    let regressions = trials
+        .iter()
+        .filter(|t| t.name().starts_with("regression::"))
+        .count();
+    let count = trials.len() + 1;
+    trials.push(Trial::test(
+        "catalogue::the-docs-count-this-suite",
+        move || the_docs_count_this_suite(count, regressions),
+    ));
     libtest_mimic::run(&args, trials).exit();
 }
