@@ -19,7 +19,7 @@ use racksim_mutants::{Mutant, COMPILED};
 /// One kill as docs/finding-bugs.md's pasted table has it.
 struct DocKill {
     mutant: String,
-    /// The replay's words after `racksim`, without `--mutant M`.
+    /// The replay's words after the program, without `--mutant M`.
     run: Vec<String>,
     /// The table's `how` column: why the mutant's run missed.
     how: String,
@@ -35,9 +35,15 @@ fn doc_kills(root: &Path) -> Vec<DocKill> {
         .expect("the pasted kill table's header");
     let how_at = header.find("how").unwrap();
     text.lines()
-        .filter_map(|l| l.split_once(": replay: racksim "))
+        .filter_map(|l| l.split_once(": replay: "))
         .map(|(mutant, replay)| {
-            let words: Vec<&str> = replay.split_whitespace().collect();
+            // The program as whoever made the table started racksim
+            // (`racksim`, `cargo run -p racksim --`, a path), then the
+            // command.
+            let words: Vec<&str> = replay
+                .split_whitespace()
+                .skip_while(|w| !matches!(*w, "run" | "fuzz"))
+                .collect();
             let (run, tail) = words.split_at(words.len() - 2);
             assert_eq!(tail, ["--mutant", mutant], "{mutant}'s replay line");
             let row = text
@@ -212,4 +218,65 @@ fn an_unknown_mutant_is_refused_with_the_valid_names() {
         )),
         "{err}"
     );
+}
+
+/// Upstream's fixes, each told apart by a preset's own cell: run with one
+/// mechanism in its era before the fix (an era choice, `PRESET+M=ERA`),
+/// the cell's expectation for the preset no longer holds, while the
+/// preset meets it. Five mutants of the kill table once forced these eras
+/// under every preset (`ensure-matches-removed-rows`, `fatal-dpd-notify`,
+/// `fatal-remove-notify`, `mgs-switch-lookup`, `fatal-nat-conflict`);
+/// the era choices run the same code, so the mutants were retired
+/// (issue 41, decision 0012) and their kills are these rows: the
+/// scenario and preset that killed each, at the same seed.
+#[test]
+fn each_upstream_fix_is_told_apart_by_a_preset_s_cell() {
+    const FIXES: &[(&str, &str, &str)] = &[
+        // omicron #4610: the NAT ensure counted soft-deleted rows.
+        ("cold-boot-restart", "saga", "nat-ensure=matches-removed"),
+        // #8914: a dpd that could not be told of new rows failed the step.
+        (
+            "instance-start-while-a-dpd-fails",
+            "naive",
+            "dpd-notify=fatal",
+        ),
+        // #10389: ... and of removed rows, so the stop's update saga failed.
+        (
+            "instance-stop-while-a-dpd-fails",
+            "saga",
+            "remove-notify=fatal",
+        ),
+        // #8914: switch zones told apart by MGS, retried until all answer.
+        (
+            "instance-start-while-a-dpd-fails",
+            "saga+dpd-notify=fatal",
+            "switch-lookup=mgs-retry",
+        ),
+        // #4694: the ensure only inserted; the unique index refused it.
+        ("instance-migrate-like-move", "naive", "nat-conflict=fatal"),
+    ];
+    for &(name, preset, choice) in FIXES {
+        let scenario = racksim::catalogue::get(name).unwrap_or_else(|| panic!("{name}"));
+        let preset_v = scenario.variant(preset).unwrap();
+        let expectation = scenario.expectations[&preset_v].clone();
+        let before_fix = scenario
+            .variant(&format!("{preset}+{choice}"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut judged_as_preset = scenario.clone();
+        judged_as_preset
+            .expectations
+            .insert(before_fix, expectation);
+        let today = racksim::runner::run(&scenario, preset_v, 1).unwrap();
+        assert!(
+            today.judgement.is_ok(),
+            "{name} / {preset} at seed 1: {:?}",
+            today.judgement
+        );
+        let old = racksim::runner::run(&judged_as_preset, before_fix, 1).unwrap();
+        assert!(
+            old.judgement.is_err(),
+            "{name} / {preset}'s expectation holds with {choice} (before its fix) at seed 1: \
+             the cell no longer tells the fix apart"
+        );
+    }
 }

@@ -97,27 +97,6 @@ fn same_key(a: &NatEntry, b: &NatEntry) -> bool {
     a.external_ip == b.external_ip && a.first_port == b.first_port && a.last_port == b.last_port
 }
 
-/// Whether the NAT ensure query of `ensure`'s era counts a row with the
-/// entry's values as already there; `live_of_instance` is whether the row
-/// is live and the instance's own.
-#[cfg_attr(feature = "mutants", racksim_mutants::mutant(EnsureMatchesRemovedRows))]
-fn ensure_counts(ensure: NatEnsure, live_of_instance: bool) -> bool {
-    match ensure {
-        NatEnsure::LiveOnly => live_of_instance,
-        // Upstream's query before #4610 matched the values alone, whatever
-        // the row's state (or owner).
-        NatEnsure::MatchesRemoved => true,
-    }
-}
-
-/// Whether the unique index's refusal of an insert fails the ensure in
-/// `conflict`'s era (else the row in the way is removed and the insert
-/// made again).
-#[cfg_attr(feature = "mutants", racksim_mutants::mutant(FatalNatConflict))]
-fn refusal_is_fatal(conflict: NatConflict) -> bool {
-    conflict == NatConflict::Fatal
-}
-
 /// A NAT statement between its `nextval` and its write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PendingChange {
@@ -238,7 +217,7 @@ impl NatTable {
         });
         if let Some(i) = removal {
             let stale = self.rows[i].entry;
-            if refusal_is_fatal(self.conflict) {
+            if self.conflict == NatConflict::Fatal {
                 // Upstream's ensure before #4694 only inserted: its insert
                 // of the wanted entry meets the instance's own stale row.
                 if let Some(wanted) = entries.iter().find(|e| same_key(e, &stale)) {
@@ -248,17 +227,25 @@ impl NatTable {
             }
             return Ok(Some(self.draw(PendingChange::Remove(i))));
         }
-        let Some(entry) = entries.iter().copied().find(|e| {
-            !self.rows.iter().any(|r| {
-                let live_of_instance = r.instance == Some(instance) && r.version_removed.is_none();
-                r.entry == *e && ensure_counts(self.ensure, live_of_instance)
-            })
-        }) else {
+        // Whether the ensure query counts a row with the entry's values as
+        // already there: today only a live row of the instance's own;
+        // before #4610 any row with the values, whatever its state or
+        // owner.
+        let counts = |r: &NatRow| match self.ensure {
+            NatEnsure::LiveOnly => r.instance == Some(instance) && r.version_removed.is_none(),
+            NatEnsure::MatchesRemoved => true,
+        };
+        let Some(entry) = entries
+            .iter()
+            .copied()
+            .find(|e| !self.rows.iter().any(|r| r.entry == *e && counts(r)))
+        else {
             return Ok(None);
         };
         if let Some(i) = self.blocker(&entry) {
             let refused = self.refuse(&entry);
-            if refusal_is_fatal(self.conflict) {
+            // Before #4694 the unique index's refusal failed the ensure.
+            if self.conflict == NatConflict::Fatal {
                 return Err(refused);
             }
             // #4694: `nat_delete_by_external_ip`, whatever the row's

@@ -209,25 +209,6 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         self
     }
 
-    /// Whether a dpd that cannot be told of removed NAT rows fails the
-    /// step.
-    #[cfg_attr(feature = "mutants", racksim_mutants::mutant(FatalRemoveNotify))]
-    fn remove_notify(&self) -> DpdNotify {
-        self.remove_notify
-    }
-
-    /// How the switch zones are told apart ([`SwitchLookup`]).
-    #[cfg_attr(feature = "mutants", racksim_mutants::mutant(MgsSwitchLookup))]
-    fn switch_lookup(&self) -> SwitchLookup {
-        self.switch_lookup
-    }
-
-    /// Whether a dpd that cannot be told of new NAT rows fails the step.
-    #[cfg_attr(feature = "mutants", racksim_mutants::mutant(FatalDpdNotify))]
-    fn dpd_notify(&self) -> DpdNotify {
-        self.dpd_notify
-    }
-
     pub fn start_impl(&self) -> StartImpl {
         self.imp
     }

@@ -101,25 +101,6 @@ catalogue! {
     /// A saga's unwind (also when resumed after a crash) skips the undo of
     /// MARK_AS_STARTING: the instance stays Starting.
     SagaSkipsUndo => "saga-skips-undo",
-    /// Upstream's history: Nexus's NAT ensure query counts soft-deleted
-    /// rows as present, as before omicron #4610 (bug #4589).
-    EnsureMatchesRemovedRows => "ensure-matches-removed-rows",
-    /// Upstream's history: a dpd that cannot be notified of new NAT rows
-    /// fails the operation, as before omicron #8914 (bugs #8206, #6896).
-    FatalDpdNotify => "fatal-dpd-notify",
-    /// Upstream's history: a dpd that cannot be notified of removed NAT
-    /// rows fails the stop's update saga, as before omicron #10389 (bug
-    /// #10343: the instance stays Stopping while one switch is down).
-    FatalRemoveNotify => "fatal-remove-notify",
-    /// Upstream's history: Nexus tells the switch zones apart by asking
-    /// each one's MGS and retries every 2 s until all answer, as before
-    /// omicron #8914 (bug #8206: sagas stuck while a switch zone in DNS is
-    /// down).
-    MgsSwitchLookup => "mgs-switch-lookup",
-    /// Upstream's history: Nexus's NAT ensure only inserts, so the unique
-    /// index's refusal of a row in the way (the instance's own stale row
-    /// among them) fails the operation, as before omicron #4694.
-    FatalNatConflict => "fatal-nat-conflict",
 }
 
 impl fmt::Display for Mutant {

@@ -81,7 +81,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
             .nat_set_instance(record.id, entries.clone())
             .await?;
         if self.nat == Propagation::Background {
-            return match self.dpd_notify() {
+            return match self.dpd_notify {
                 DpdNotify::Logged => self.trigger_dpds(record.id).await,
                 DpdNotify::Fatal => self.trigger_dpds_or_fail(record.id).await,
             };
@@ -173,7 +173,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         fail_fast: bool,
     ) -> Result<(), OpError> {
         let boundary = self.boundary_switches().await?;
-        let per_switch = self.switch_lookup() == SwitchLookup::MgsRetry;
+        let per_switch = self.switch_lookup == SwitchLookup::MgsRetry;
         let mut clients = if per_switch {
             Default::default()
         } else {
@@ -210,7 +210,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     /// undo) failed while one boundary switch's dpd could not be found
     /// (#10343).
     pub(in crate::instances) async fn notify_removal(&self, instance: u32) -> Result<(), OpError> {
-        if self.remove_notify() == DpdNotify::Logged {
+        if self.remove_notify == DpdNotify::Logged {
             return self.trigger_dpds(instance).await;
         }
         self.notify_dendrite_nat_state(instance, false).await

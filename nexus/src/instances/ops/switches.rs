@@ -96,7 +96,7 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
     pub(in crate::instances) async fn dpd_clients(
         &self,
     ) -> Result<BTreeMap<SwitchSlot, SocketAddr>, OpError> {
-        match self.switch_lookup() {
+        match self.switch_lookup {
             SwitchLookup::Dpd => self.slots_from_dpds().await,
             SwitchLookup::MgsRetry => self.slots_from_mgs_until_all_answer().await,
         }
