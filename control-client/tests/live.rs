@@ -9,11 +9,12 @@
 
 use std::time::Duration;
 
-use racksim::live::{LiveOptions, LiveRack};
 use racksim_control_client::{types, Client};
+use racksim_live::{LiveOptions, LiveRack};
 
 async fn start_live() -> LiveRack {
-    let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
+    let scenario =
+        racksim_live::scenario::catalogue::get("sidecar-power-cycle").expect("catalogued");
     let opts = LiveOptions {
         period: Duration::from_secs(3600),
         ..LiveOptions::default()

@@ -7,7 +7,7 @@
 //!
 //! The same files are also mutated as bytes (bits flipped, bytes inserted
 //! or deleted, invalid UTF-8 and NUL bytes spliced in, the file cut short)
-//! and read as racksim reads a file (racksim/src/input.rs): bytes that are
+//! and read as racksim reads a file (scenario/src/input.rs): bytes that are
 //! not text are refused with their line, column and offset, text goes to
 //! the parser as above. A few such files are also given to the binary,
 //! which exits 0, 1 or 2 (never a panic) and leaves the file as it was.

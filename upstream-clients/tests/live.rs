@@ -17,7 +17,7 @@ use std::{
 };
 
 use futures::TryStreamExt;
-use racksim::live::{LiveOptions, LiveRack};
+use racksim_live::{LiveOptions, LiveRack};
 use racksim_upstream_clients::{dpd, mgs, sled_agent};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -37,7 +37,8 @@ async fn converged(live: &LiveRack) -> bool {
 }
 
 async fn start_live() -> LiveRack {
-    let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
+    let scenario =
+        racksim_live::scenario::catalogue::get("sidecar-power-cycle").expect("catalogued");
     let opts = LiveOptions {
         period: Duration::from_secs(3600),
         ..LiveOptions::default()

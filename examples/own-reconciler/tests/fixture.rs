@@ -3,15 +3,15 @@
 //! reconcilers run), faults injected through racksim's generated control
 //! client, convergence judged by the control API's gaps and wait.
 //!
-//! Only public API: `racksim::live` (start, addresses, stop), the
+//! Only public API: `racksim_live` (start, addresses, stop), the
 //! generated `racksim-control-client`, and the reconciler's own dpd client
 //! generated from upstream's document.
 
 use std::time::Duration;
 
 use own_reconciler::{dpd::types::Ipv4Nat, ServiceNatReconciler, SwitchOutcome};
-use racksim::live::{LiveOptions, LiveRack, Reconcilers};
 use racksim_control_client::{types, Client};
+use racksim_live::{LiveOptions, LiveRack, Reconcilers};
 
 /// The rack's desired service entries, as the control API reports them,
 /// in the dpd client's types (the same wire shape).
@@ -45,7 +45,8 @@ async fn wait(control: &Client, timeout: &str) -> types::Convergence {
 }
 
 async fn start() -> (LiveRack, Client, ServiceNatReconciler) {
-    let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
+    let scenario =
+        racksim_live::scenario::catalogue::get("sidecar-power-cycle").expect("catalogued");
     let opts = LiveOptions {
         reconcilers: Reconcilers::None,
         ..LiveOptions::default()

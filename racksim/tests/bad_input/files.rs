@@ -1,6 +1,6 @@
 //! How a file is read (issue 39): every file a user names — a scenario, a
 //! known-defects file, a campaign shard — is read by one function
-//! (racksim/src/input.rs): regular files only, at most 4 MiB, UTF-8 text,
+//! (scenario/src/input.rs): regular files only, at most 4 MiB, UTF-8 text,
 //! and nothing of it echoed raw. Every case runs in a scratch directory
 //! holding a FIFO, a directory and files that are too large, not UTF-8,
 //! binary, or hold an ESC byte. None of these cases may block or read

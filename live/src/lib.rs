@@ -31,6 +31,11 @@
 //! * **Links** are enforced where the reconcilers connect, not per packet
 //!   (see [`net`]).
 
+/// The scenarios a live rack starts from (`racksim-scenario`): a user of
+/// live mode reaches the catalogue and the file parser through this crate
+/// alone.
+pub use racksim_scenario as scenario;
+
 mod control;
 mod hosts;
 mod net;
@@ -234,7 +239,10 @@ async fn start_rack(
         env,
         hosts: tokio::sync::Mutex::new(hosts),
         nexus: tokio::sync::Mutex::new(nexus),
-        steps: tokio::sync::Mutex::new(crate::file::StepChecker::new(rack, &opts.instances)),
+        steps: tokio::sync::Mutex::new(racksim_scenario::file::StepChecker::new(
+            rack,
+            &opts.instances,
+        )),
         instances,
     });
     let control_server = serve_control(opts.control, inner.clone())?;
@@ -266,7 +274,7 @@ impl LiveRack {
     /// instance actions may name the scenario's ([`live_instances`]). Must
     /// run inside a tokio runtime; call [`Self::stop`] when done.
     pub async fn start(
-        scenario: &crate::file::Scenario,
+        scenario: &racksim_scenario::file::Scenario,
         opts: LiveOptions,
     ) -> Result<LiveRack, String> {
         Self::start_with_trace(scenario, opts, LiveTrace::new(false)).await
@@ -277,7 +285,7 @@ impl LiveRack {
     /// activations are in it too (as `racksim serve` does), or one that
     /// echoes.
     pub async fn start_with_trace(
-        scenario: &crate::file::Scenario,
+        scenario: &racksim_scenario::file::Scenario,
         opts: LiveOptions,
         trace: LiveTrace,
     ) -> Result<LiveRack, String> {
@@ -390,7 +398,10 @@ impl LiveRack {
 
 /// `racksim serve`: runs `scenario`'s rack until Ctrl-C — a
 /// [`LiveRack`] whose trace is printed as it grows.
-pub async fn serve(scenario: &crate::file::Scenario, opts: LiveOptions) -> Result<(), String> {
+pub async fn serve(
+    scenario: &racksim_scenario::file::Scenario,
+    opts: LiveOptions,
+) -> Result<(), String> {
     let trace = LiveTrace::new(false);
     // The runtime is single-threaded: every task runs on this thread, so
     // the thread's subscriber sees every reconciler's activations.
@@ -424,7 +435,7 @@ pub async fn serve(scenario: &crate::file::Scenario, opts: LiveOptions) -> Resul
 
 /// The instances live mode declares: the scenario's, or `web` and `db`
 /// when it declares none (a service-NAT scenario).
-pub fn live_instances(scenario: &crate::file::Scenario) -> Vec<InstanceSpec> {
+pub fn live_instances(scenario: &racksim_scenario::file::Scenario) -> Vec<InstanceSpec> {
     if scenario.instances.is_empty() {
         ["web", "db"]
             .iter()
@@ -444,7 +455,7 @@ pub const DEFAULT_SCENARIO: &str = "sidecar-power-cycle";
 /// [--bind ADDR]`: checks the
 /// arguments, then runs the rack on a single-threaded runtime until Ctrl-C.
 pub fn command(
-    scenario: &crate::file::Scenario,
+    scenario: &racksim_scenario::file::Scenario,
     strategy: Option<&str>,
     start: Option<&str>,
     reconcilers: Option<&str>,

@@ -446,7 +446,7 @@ const INSTANCES: &str = concat!(
     r#"name = "i"
 description = "d"
 "#,
-    include_str!("../../tests/common/one-create.toml"),
+    include_str!("../../../racksim/tests/common/one-create.toml"),
     r#"
 [expect.saga]
 outcome = "converges"

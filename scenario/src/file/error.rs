@@ -72,7 +72,7 @@ impl Locator<'_> {
 pub(super) fn hint_for(message: &str) -> Option<String> {
     if message.contains("unknown field") {
         Some(
-            "check the spelling; the format is documented in racksim/src/file/mod.rs and docs/scenario-files.md"
+            "check the spelling; the format is documented in scenario/src/file/mod.rs and docs/scenario-files.md"
                 .into(),
         )
     } else if message.contains("missing field") {
@@ -86,7 +86,7 @@ pub(super) fn hint_for(message: &str) -> Option<String> {
 
 /// A located error at byte `offset` of `text` (for other files racksim
 /// reads, such as the fuzzer's known-defects file).
-pub(crate) fn located(
+pub fn located(
     origin: &str,
     text: &str,
     offset: usize,

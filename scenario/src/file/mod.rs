@@ -67,7 +67,7 @@ use racksim_sim::{
 };
 use toml::Spanned;
 
-pub(crate) use error::located;
+pub use error::located;
 pub use error::ScenarioError;
 pub use expect::{Expectation, Outcome};
 pub use live_step::StepChecker;

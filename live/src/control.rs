@@ -4,7 +4,7 @@
 //! passed (`POST /wait`).
 //!
 //! An action is a scenario file's step without `at`, read by the file's
-//! own parser ([`crate::file::StepChecker`]): the same names, the same
+//! own parser ([`racksim_scenario::file::StepChecker`]): the same names, the same
 //! fields, the same refusals (an unknown host or instance, healing a
 //! partition never made, powering on a sidecar that is on), each a 400
 //! that changes nothing. Every plan action applies; the instance actions
@@ -31,7 +31,7 @@ use super::{
     nexus::LiveNexus,
     trace::LiveLine,
 };
-use crate::file::StepChecker;
+use racksim_scenario::file::StepChecker;
 
 mod actions;
 mod state;
@@ -327,8 +327,8 @@ impl ControlApi for ControlImpl {
         body: TypedBody<WaitRequest>,
     ) -> Result<HttpResponseOk<Convergence>, HttpError> {
         let req = body.into_inner();
-        let timeout =
-            crate::file::parse_duration(&req.timeout).map_err(|e| bad(format!("timeout: {e}")))?;
+        let timeout = racksim_scenario::file::parse_duration(&req.timeout)
+            .map_err(|e| bad(format!("timeout: {e}")))?;
         if timeout > MAX_WAIT {
             return Err(bad(format!(
                 "timeout {:?} is longer than the longest wait, {}",
