@@ -166,12 +166,12 @@ racksim_wire::enum_names!(NexusServiceNat {
 /// Whether a periodic control-plane task runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Task {
+pub enum PeriodicTask {
     Off,
     On,
 }
 
-racksim_wire::enum_names!(Task {
+racksim_wire::enum_names!(PeriodicTask {
     Off => "off",
     On => "on",
 });
@@ -185,18 +185,18 @@ pub struct Era {
     /// Nexus at start, every 30 s and on trigger (`hosts::switch_zone`).
     /// Without it (before omicron #3804) instance operations push their
     /// NAT to every dpd inline.
-    pub dpd_nat_rpw: Task,
+    pub dpd_nat_rpw: PeriodicTask,
     /// Nexus's V2P background task: pushes guest V2P mappings to sleds
     /// every 30 s and when an instance operation activates it. Without it
     /// (before omicron #5568) instance operations push V2P inline.
-    pub nexus_v2p: Task,
+    pub nexus_v2p: PeriodicTask,
     /// Nexus's instance watcher (every 30 s) and the instance-update saga
     /// it runs for a VMM it finds gone
     /// (`crate::instances::watcher`).
-    pub instance_watcher: Task,
+    pub instance_watcher: PeriodicTask,
     /// Nexus's instance reincarnation (every 60 s): restarts Failed
     /// instances under their auto-restart policy.
-    pub reincarnation: Task,
+    pub reincarnation: PeriodicTask,
     /// Which rows Nexus's NAT ensure query counts as already there: only
     /// live ones (since omicron #4610), or soft-deleted ones too (before
     /// it: bug #4589).
@@ -297,23 +297,25 @@ impl Era {
     /// [`EraChoices`].
     pub fn of(service_nat: ServiceNatEra, start: StartImpl) -> Era {
         let instances = match InstanceEra::of(start) {
-            InstanceEra::PreRpw => Task::Off,
-            InstanceEra::Current => Task::On,
+            InstanceEra::PreRpw => PeriodicTask::Off,
+            InstanceEra::Current => PeriodicTask::On,
         };
         let nexus_service_nat = match (service_nat, instances) {
             // The instance-start networking issue's time predates both dpd's NAT RPW (omicron #3804,
             // November 2023) and the tracker (#4857, January 2024).
-            (_, Task::Off) => NexusServiceNat::Off,
-            (ServiceNatEra::Legacy | ServiceNatEra::Proposal, Task::On) => {
+            (_, PeriodicTask::Off) => NexusServiceNat::Off,
+            (ServiceNatEra::Legacy | ServiceNatEra::Proposal, PeriodicTask::On) => {
                 NexusServiceNat::InventoryTracker
             }
             // #10961 removed the tracker in the PR that integrated the
             // reconcilers, so today's code runs without it even though the
             // zone-start path is still there.
-            (ServiceNatEra::Target | ServiceNatEra::Shipped, Task::On) => NexusServiceNat::Off,
+            (ServiceNatEra::Target | ServiceNatEra::Shipped, PeriodicTask::On) => {
+                NexusServiceNat::Off
+            }
         };
         let dpd_nat_rpw = match nexus_service_nat {
-            NexusServiceNat::InventoryTracker => Task::On,
+            NexusServiceNat::InventoryTracker => PeriodicTask::On,
             NexusServiceNat::Off => instances,
         };
         Era {
@@ -351,8 +353,8 @@ impl Era {
     /// each dpd's NAT RPW to pull, or inline where no dpd pulls.
     pub fn nat_propagation(&self) -> Propagation {
         match self.dpd_nat_rpw {
-            Task::On => Propagation::Background,
-            Task::Off => Propagation::Inline,
+            PeriodicTask::On => Propagation::Background,
+            PeriodicTask::Off => Propagation::Inline,
         }
     }
 
@@ -360,8 +362,8 @@ impl Era {
     /// or inline without it.
     pub fn v2p_propagation(&self) -> Propagation {
         match self.nexus_v2p {
-            Task::On => Propagation::Background,
-            Task::Off => Propagation::Inline,
+            PeriodicTask::On => Propagation::Background,
+            PeriodicTask::Off => Propagation::Inline,
         }
     }
 }

@@ -70,7 +70,7 @@ pub async fn v2p<H: NexusHost>(
     v2p_task: &Notify,
     mut stop: watch::Receiver<bool>,
 ) {
-    if host.era().nexus_v2p != crate::era::Task::On {
+    if host.era().nexus_v2p != crate::era::PeriodicTask::On {
         return;
     }
     let mut interval = every(host.rpw_period());
@@ -144,7 +144,7 @@ pub async fn instance_watcher<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch:
     };
     every_period(
         host,
-        host.era().instance_watcher == crate::era::Task::On,
+        host.era().instance_watcher == crate::era::PeriodicTask::On,
         INSTANCE_WATCHER_PERIOD,
         ("nexus instance watcher", "instance-watcher"),
         stop,
@@ -174,7 +174,7 @@ pub async fn instance_updater<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch:
     };
     every_period(
         host,
-        host.era().instance_watcher == crate::era::Task::On,
+        host.era().instance_watcher == crate::era::PeriodicTask::On,
         INSTANCE_UPDATER_PERIOD,
         ("nexus instance updater", "instance-updater"),
         stop,
@@ -204,7 +204,7 @@ pub async fn reincarnation<H: NexusHost>(host: &H, ops: &Ops<H>, stop: watch::Re
     };
     every_period(
         host,
-        host.era().reincarnation == crate::era::Task::On,
+        host.era().reincarnation == crate::era::PeriodicTask::On,
         REINCARNATION_PERIOD,
         ("nexus instance reincarnation", "instance-reincarnation"),
         stop,

@@ -220,7 +220,7 @@ impl Snapshot {
             sleds: &self.sleds,
             instances: &self.instances,
             nat_row_versions: &self.nat_row_versions,
-            reincarnation: world.params.era.reincarnation == crate::era::Task::On,
+            reincarnation: world.params.era.reincarnation == crate::era::PeriodicTask::On,
             stop_removes_nat: world.params.start == racksim_nexus::instances::StartImpl::Saga,
             host,
             sled,

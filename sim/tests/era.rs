@@ -8,7 +8,7 @@ use racksim_reconciler::discovery::SwitchSlot;
 
 use racksim_nexus::instances::StartImpl;
 use racksim_sim::{
-    era::{NexusServiceNat, Task},
+    era::{NexusServiceNat, PeriodicTask},
     run, Action, Era, InstanceSpec, Plan, RackSpec, RunConfig, RunOutcome, Strategy, Verdict,
 };
 
@@ -121,7 +121,10 @@ fn instance_run(era: impl FnOnce(Era) -> Era) -> RunOutcome {
 #[test]
 fn the_current_eras_instance_tasks_switched_off_push_inline_instead() {
     let default = instance_run(|era| {
-        assert_eq!((era.dpd_nat_rpw, era.nexus_v2p), (Task::On, Task::On));
+        assert_eq!(
+            (era.dpd_nat_rpw, era.nexus_v2p),
+            (PeriodicTask::On, PeriodicTask::On)
+        );
         era
     });
     assert!(default.verdict.converged(), "{:?}", default.verdict);
@@ -131,14 +134,14 @@ fn the_current_eras_instance_tasks_switched_off_push_inline_instead() {
     for (era, task) in [
         (
             (|era| Era {
-                dpd_nat_rpw: Task::Off,
+                dpd_nat_rpw: PeriodicTask::Off,
                 ..era
             }) as fn(Era) -> Era,
             "dpd NAT RPW",
         ),
         (
             |era| Era {
-                nexus_v2p: Task::Off,
+                nexus_v2p: PeriodicTask::Off,
                 ..era
             },
             "nexus V2P RPW",

@@ -5,7 +5,7 @@
 use racksim_reconciler::{dpd::Ipv4Nat, legacy::LegacyProgress};
 use racksim_sim::{
     check::gaps::{rack_gaps, DesiredNat, Gap, RackView, SledView, SwitchTable},
-    era::Task,
+    era::PeriodicTask,
     world::zone_nat_entry,
 };
 
@@ -191,7 +191,7 @@ impl Control {
             sleds: &sleds,
             instances: &instances,
             nat_row_versions: &nat_row_versions,
-            reincarnation: self.env.shared.era.reincarnation == Task::On,
+            reincarnation: self.env.shared.era.reincarnation == PeriodicTask::On,
             stop_removes_nat: self.env.shared.start == racksim_nexus::instances::StartImpl::Saga,
             host: &host,
             sled: &sled,

@@ -88,7 +88,7 @@ impl Hosts {
         // NAT RPW: Nexus pushed instance NAT to it. The era says whether
         // anything writes rows for dpd to pull (instance operations, or
         // the legacy era's service-zone NAT tracker).
-        if env.shared.era.dpd_nat_rpw == racksim_nexus::era::Task::On {
+        if env.shared.era.dpd_nat_rpw == racksim_nexus::era::PeriodicTask::On {
             // A started dpd's RPW is due at once, its schedule based on
             // this start (dendrite's `WorkflowServer::new`), whatever the
             // timer held from the previous incarnation.

@@ -33,7 +33,7 @@ use std::fmt;
 
 use crate::instances::{DpdNotify, NatChangeset, NatConflict, NatEnsure, StartImpl, SwitchLookup};
 
-use super::{Era, NexusServiceNat, RunReply, Task};
+use super::{Era, NexusServiceNat, PeriodicTask, RunReply};
 
 /// One table of the mechanisms a run may choose, in the order they are
 /// written: each a field of [`Era`] (and of [`EraChoices`]),
@@ -115,10 +115,10 @@ macro_rules! mechanisms {
 
 mechanisms! {
     nexus_service_nat: NexusServiceNat => "nexus-service-nat" ["off", "inventory-tracker"],
-    dpd_nat_rpw: Task => "dpd-nat-rpw" ["on", "off"],
-    nexus_v2p: Task => "nexus-v2p" ["on", "off"],
-    instance_watcher: Task => "instance-watcher" ["on", "off"],
-    reincarnation: Task => "reincarnation" ["on", "off"],
+    dpd_nat_rpw: PeriodicTask => "dpd-nat-rpw" ["on", "off"],
+    nexus_v2p: PeriodicTask => "nexus-v2p" ["on", "off"],
+    instance_watcher: PeriodicTask => "instance-watcher" ["on", "off"],
+    reincarnation: PeriodicTask => "reincarnation" ["on", "off"],
     nat_ensure: NatEnsure => "nat-ensure" ["matches-removed", "live-only"],
     dpd_notify: DpdNotify => "dpd-notify" ["fatal", "logged"],
     nat_changeset: NatChangeset => "nat-changeset" ["added-order", "version-order"],
@@ -166,14 +166,14 @@ impl EraChoices {
                 "{mechanism} is already that era in this preset: the choice changes nothing"
             ));
         }
-        if self.nat_changeset.is_some() && era.dpd_nat_rpw == Task::Off {
+        if self.nat_changeset.is_some() && era.dpd_nat_rpw == PeriodicTask::Off {
             return Err(
                 "nat-changeset is the query dpd's NAT RPW pages through: it needs dpd-nat-rpw=on"
                     .into(),
             );
         }
         if era.nexus_service_nat == NexusServiceNat::InventoryTracker
-            && era.dpd_nat_rpw == Task::Off
+            && era.dpd_nat_rpw == PeriodicTask::Off
         {
             return Err(
                 "nexus-service-nat=inventory-tracker needs dpd-nat-rpw=on: the task only writes rows for dpd to pull".into(),

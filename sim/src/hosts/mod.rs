@@ -3,9 +3,9 @@
 //! restarted switch zone comes back with an empty NAT table).
 
 pub mod control_plane;
+pub mod ntp_server;
 pub mod sled;
 pub mod switch_zone;
-pub mod upstream;
 
 use std::net::{Ipv6Addr, SocketAddr};
 

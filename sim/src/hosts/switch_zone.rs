@@ -18,7 +18,7 @@ use racksim_reconciler::{
 use super::{control_plane::NEXUS_INTERNAL_PORT, fmt_entry, spawn_server, PacketSocket};
 use crate::{
     dataplane::{Geneve, Inbound},
-    era::Task,
+    era::PeriodicTask,
     net::{TurmoilConnector, GENEVE_PORT, UPLINK_PORT},
     rack::ZoneKind,
     services::{times::Draws, Handler},
@@ -77,7 +77,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
     );
     // dendrite of the instance-start networking issue's time (the era start `inline` stands for) had
     // no NAT RPW: Nexus pushed instance NAT to it.
-    if world.params.era.dpd_nat_rpw == Task::On {
+    if world.params.era.dpd_nat_rpw == PeriodicTask::On {
         world.lock().switches.nat_rpw.insert(slot, trigger.clone());
         tokio::task::spawn_local(nat_rpw(world.clone(), slot, trigger));
     }

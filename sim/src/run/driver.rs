@@ -59,7 +59,7 @@ impl<'a> Driver<'a> {
                 .host(IpAddr::V6(addr), move || hosts::sled::run(w.clone(), index)),
             HostKind::UpstreamNtp => self
                 .sim
-                .host(IpAddr::V6(addr), move || hosts::upstream::run(w.clone())),
+                .host(IpAddr::V6(addr), move || hosts::ntp_server::run(w.clone())),
         }
         self.hosts.push(HostEntry {
             name,

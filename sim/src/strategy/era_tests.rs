@@ -2,7 +2,7 @@
 //! control plane ([`Era::of`], in racksim-nexus), against the strategies.
 
 use racksim_nexus::{
-    era::{Era, InstanceEra, NexusServiceNat, ServiceNatEra, Task},
+    era::{Era, InstanceEra, NexusServiceNat, PeriodicTask, ServiceNatEra},
     instances::StartImpl,
 };
 
@@ -24,9 +24,9 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
         // Instance networking follows the start alone, whatever the
         // service-NAT strategy.
         for (start, task) in [
-            (StartImpl::Inline, Task::Off),
-            (StartImpl::Naive, Task::On),
-            (StartImpl::Saga, Task::On),
+            (StartImpl::Inline, PeriodicTask::Off),
+            (StartImpl::Naive, PeriodicTask::On),
+            (StartImpl::Saga, PeriodicTask::On),
         ] {
             let era = Era::of(strategy.era(), start);
             assert_eq!(era.nexus_v2p, task, "{start}");
@@ -40,7 +40,7 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
                 "{start}"
             );
             // ... and service NAT the strategy, in the current era.
-            if task == Task::On {
+            if task == PeriodicTask::On {
                 assert_eq!(era.nexus_service_nat, service_nat(strategy));
             }
         }

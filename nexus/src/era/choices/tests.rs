@@ -1,7 +1,7 @@
 use crate::instances::{DpdNotify, NatChangeset, NatEnsure, StartImpl};
 
 use super::EraChoices;
-use crate::era::{Era, NexusServiceNat, ServiceNatEra, Task};
+use crate::era::{Era, NexusServiceNat, PeriodicTask, ServiceNatEra};
 
 fn today(start: StartImpl) -> Era {
     Era::of(ServiceNatEra::Target, start)
@@ -44,7 +44,7 @@ fn apply_changes_only_what_is_chosen() {
     let preset = today(StartImpl::Saga);
     let c = EraChoices::parse("nexus-v2p=off+nat-ensure=matches-removed").unwrap();
     let era = c.apply(preset);
-    assert_eq!(era.nexus_v2p, Task::Off);
+    assert_eq!(era.nexus_v2p, PeriodicTask::Off);
     assert_eq!(era.nat_ensure, NatEnsure::MatchesRemoved);
     assert_eq!(
         Era {

@@ -4,7 +4,7 @@
 
 use crate::{
     dataplane::Geneve,
-    hosts::{upstream::NTP_REPLY, PacketSocket},
+    hosts::{ntp_server::NTP_REPLY, PacketSocket},
     net::GENEVE_PORT,
     rack::ZoneKind,
     trace::Kind,
