@@ -47,7 +47,7 @@ use std::{collections::BTreeMap, net::SocketAddr, sync::Arc, time::Duration};
 use dropshot::HttpServer;
 use racksim_nexus::instances::StartImpl;
 use racksim_reconciler::dpd::Ipv4Nat;
-use racksim_sim::{rack::ZoneKind, Era, InstanceSpec, RackSpec, Strategy};
+use racksim_sim::{rack::ZoneKind, Era, InstanceSpec, RackSpec, ServiceNat};
 use tokio::sync::watch;
 
 pub use control::{
@@ -69,7 +69,7 @@ use nexus::{Inventory, LiveNexus, NexusEnv};
 /// links and discovery.
 #[derive(Clone)]
 struct Shared {
-    strategy: Strategy,
+    strategy: ServiceNat,
     /// Whether the strategy's reconcilers run, or only the fakes and the
     /// control plane (a user's own reconciler is the one under test).
     reconcilers: Reconcilers,
@@ -91,7 +91,7 @@ struct Shared {
 impl Default for LiveOptions {
     fn default() -> Self {
         LiveOptions {
-            strategy: Strategy::SCRIMLET_LOCAL,
+            strategy: ServiceNat::SCRIMLET_LOCAL,
             reconcilers: Reconcilers::Racksim,
             control: SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 0),
             period: racksim_reconciler::task::DEFAULT_PERIOD,
@@ -135,7 +135,7 @@ impl std::str::FromStr for Reconcilers {
 /// How to run the rack.
 #[derive(Clone, Debug)]
 pub struct LiveOptions {
-    pub strategy: Strategy,
+    pub strategy: ServiceNat,
     /// Whether the strategy's reconcilers run (see [`Reconcilers`]).
     pub reconcilers: Reconcilers,
     /// Where the control API listens (port 0: any).
@@ -462,9 +462,9 @@ pub fn command(
     bind: SocketAddr,
 ) -> Result<bool, String> {
     let strategy = match strategy {
-        None => Strategy::SCRIMLET_LOCAL,
+        None => ServiceNat::SCRIMLET_LOCAL,
         Some(name) => name
-            .parse::<Strategy>()
+            .parse::<ServiceNat>()
             .map_err(|e| format!("error: --strategy {name:?}: {e}"))?,
     };
     let start = match start {

@@ -15,7 +15,7 @@ use racksim_sim::{trace::fmt_duration, Era, InstanceEra};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    file::{Expectation, Preset, Scenario, Variant},
+    file::{Expectation, Preset, Scenario, Strategy},
     runner,
 };
 
@@ -49,7 +49,7 @@ pub struct RunSummary {
 /// Run `jobs` (scenario, strategy, seed) in parallel on `threads` threads.
 /// `progress` is called after each run with the number done so far.
 pub fn run_all(
-    jobs: &[(&Scenario, Variant, u64)],
+    jobs: &[(&Scenario, Strategy, u64)],
     threads: usize,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Vec<RunSummary> {
@@ -287,13 +287,13 @@ pub fn matrix(
     threads: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Cell> {
-    let mut cells: Vec<(&Scenario, Variant)> = Vec::new();
+    let mut cells: Vec<(&Scenario, Strategy)> = Vec::new();
     for s in scenarios {
         for &strategy in s.expectations.keys() {
             cells.push((s, strategy));
         }
     }
-    let jobs: Vec<(&Scenario, Variant, u64)> = cells
+    let jobs: Vec<(&Scenario, Strategy, u64)> = cells
         .iter()
         .flat_map(|&(s, st)| seeds.iter().map(move |&seed| (s, st, seed)))
         .collect();
@@ -313,7 +313,7 @@ pub fn matrix(
         .collect()
 }
 
-fn summarise(scenario: &Scenario, strategy: Variant, runs: &[RunSummary], seeds: &[u64]) -> Cell {
+fn summarise(scenario: &Scenario, strategy: Strategy, runs: &[RunSummary], seeds: &[u64]) -> Cell {
     let mut ttc: Vec<Duration> = runs.iter().filter_map(|r| r.converged_at).collect();
     ttc.sort();
     let mut settle: Vec<Duration> = runs.iter().filter_map(|r| r.settled_after).collect();

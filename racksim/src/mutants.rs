@@ -11,12 +11,12 @@
 
 use racksim_mutants::Mutant;
 use racksim_nexus::instances::StartImpl;
-use racksim_sim::Strategy;
+use racksim_sim::ServiceNat;
 use serde::Serialize;
 
 use crate::{
     catalogue,
-    file::{Scenario, Variant},
+    file::{Scenario, Strategy},
     fuzz, invocation, matrix, runner, shrink,
 };
 
@@ -24,10 +24,10 @@ use crate::{
 /// the catalogue expects to converge (with saga starts), and the saga start.
 pub fn fuzz_configs() -> Vec<fuzz::Options> {
     [
-        ("madrid", Strategy::SLED_TASK),
-        ("madrid", Strategy::SCRIMLET_LOCAL),
-        ("standard", Strategy::SLED_TASK),
-        ("standard", Strategy::SCRIMLET_LOCAL),
+        ("madrid", ServiceNat::SLED_TASK),
+        ("madrid", ServiceNat::SCRIMLET_LOCAL),
+        ("standard", ServiceNat::SLED_TASK),
+        ("standard", ServiceNat::SCRIMLET_LOCAL),
     ]
     .into_iter()
     .map(|(rack, s)| fuzz::Options::new(rack, s, StartImpl::Saga).expect("known rack"))
@@ -58,10 +58,10 @@ pub struct Row {
 enum Job<'a> {
     /// A catalogued scenario: the suite proves the real reconciler meets
     /// these expectations on every seed it runs.
-    Catalogue(&'a Scenario, Variant, u64),
+    Catalogue(&'a Scenario, Strategy, u64),
     /// A regression file at a seed (counts only where the real code meets
     /// its expectation at that seed).
-    Regression(&'a Scenario, Variant, u64),
+    Regression(&'a Scenario, Strategy, u64),
     Fuzz(&'a fuzz::Options, u64),
 }
 
@@ -202,7 +202,7 @@ fn run(job: &Job, mutant: Option<Mutant>) -> Option<Kill> {
         Job::Fuzz(c, seed) => fuzz::run_seed(c, *seed, mutant).failure.map(|f| Kill {
             by: "fuzz".into(),
             scenario: format!("fuzz {}", c.flags()),
-            strategy: c.variant().to_string(),
+            strategy: c.file_strategy().to_string(),
             seed: *seed,
             how: f.to_string(),
             replay: format!(

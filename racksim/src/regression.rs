@@ -4,7 +4,7 @@
 //! so that what reads them (the suite, the known-defects file) does not
 //! depend on shrinking.
 
-use crate::file::{self, Scenario, Variant};
+use crate::file::{self, Scenario, Strategy};
 
 /// Where regression files live (the suite runs every one of them).
 pub const REGRESSIONS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/regressions");
@@ -26,7 +26,7 @@ pub struct Regression {
     pub path: std::path::PathBuf,
     pub scenario: Scenario,
     pub seed: u64,
-    pub variant: Variant,
+    pub variant: Strategy,
 }
 
 /// Every `*.toml` in `dir`, by file name. A file that does not parse, or
@@ -53,7 +53,7 @@ pub fn regression(path: std::path::PathBuf) -> Result<Regression, String> {
         )
     })?;
     let variant = scenario
-        .variant(&strategy)
+        .strategy(&strategy)
         .map_err(|e| format!("error: {}: {e}", path.display()))?;
     Ok(Regression {
         path,

@@ -12,7 +12,7 @@ use racksim_sim::{
 };
 
 use crate::{
-    file::{Kind, Scenario, Variant},
+    file::{Kind, Scenario, Strategy},
     runner::{self, Judged},
 };
 
@@ -38,7 +38,7 @@ pub fn write_trace_json(
 pub fn render(
     scenario: &Scenario,
     scenario_arg: &str,
-    strategy: Variant,
+    strategy: Strategy,
     seed: u64,
     drawn: bool,
     judged: &Judged,

@@ -4,7 +4,7 @@
 use racksim_mutants::Mutant;
 use racksim_sim::{run::RunConfig, testbed::Sabotage, trace::fmt_duration, RunOutcome, Verdict};
 
-use crate::file::{Expectation, Outcome, Scenario, Variant};
+use crate::file::{Expectation, Outcome, Scenario, Strategy};
 use crate::invocation;
 
 /// The outcome of a run, judged.
@@ -21,7 +21,7 @@ pub struct Judged {
 impl Judged {
     /// The command that replays this run exactly ([`replay_command`], and
     /// its mutant).
-    pub fn replay_command(&self, scenario_arg: &str, strategy: Variant, seed: u64) -> String {
+    pub fn replay_command(&self, scenario_arg: &str, strategy: Strategy, seed: u64) -> String {
         let mut command = replay_command(scenario_arg, strategy, seed);
         if let Some(m) = self.mutant {
             command += &format!(" --mutant {m}");
@@ -31,16 +31,16 @@ impl Judged {
 }
 
 /// The run configuration of a scenario for one strategy and seed.
-pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunConfig> {
-    let exp = scenario.expectations.get(&variant)?;
-    let (strategy, start) = variant.parts(scenario.service_nat);
+pub fn config(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<RunConfig> {
+    let exp = scenario.expectations.get(&strategy)?;
+    let (service_nat, start) = strategy.parts(scenario.service_nat);
     Some(RunConfig {
         rack: scenario.rack.clone(),
-        strategy,
+        strategy: service_nat,
         start,
-        // The era the preset stands for, with the variant's choices of
+        // The era the preset stands for, with the strategy's choices of
         // another era for some mechanisms.
-        era: variant.control_plane(scenario.service_nat),
+        era: strategy.control_plane(scenario.service_nat),
         instances: scenario.instances.clone(),
         seed,
         plan: scenario.plan.clone(),
@@ -58,7 +58,7 @@ pub fn config(scenario: &Scenario, variant: Variant, seed: u64) -> Option<RunCon
 }
 
 /// Run and judge. `None` when the scenario has no expectation for `strategy`.
-pub fn run(scenario: &Scenario, strategy: Variant, seed: u64) -> Option<Judged> {
+pub fn run(scenario: &Scenario, strategy: Strategy, seed: u64) -> Option<Judged> {
     run_with(scenario, strategy, seed, None, None)
 }
 
@@ -68,7 +68,7 @@ pub fn run(scenario: &Scenario, strategy: Variant, seed: u64) -> Option<Judged> 
 /// in a build without mutants).
 pub fn run_with(
     scenario: &Scenario,
-    strategy: Variant,
+    strategy: Strategy,
     seed: u64,
     sabotage: Option<Sabotage>,
     mutant: Option<Mutant>,
@@ -369,7 +369,7 @@ fn judge_verdict(exp: &Expectation, verdict: &Verdict) -> Result<String, String>
 
 /// The command that replays a run exactly, as the user started racksim
 /// ([`invocation::program`]), so that it pastes into their shell.
-pub fn replay_command(scenario_arg: &str, strategy: Variant, seed: u64) -> String {
+pub fn replay_command(scenario_arg: &str, strategy: Strategy, seed: u64) -> String {
     replay_command_of(invocation::program(), scenario_arg, strategy, seed)
 }
 
@@ -379,7 +379,7 @@ pub fn replay_command(scenario_arg: &str, strategy: Variant, seed: u64) -> Strin
 pub fn replay_command_of(
     program: &str,
     scenario_arg: &str,
-    strategy: Variant,
+    strategy: Strategy,
     seed: u64,
 ) -> String {
     format!(

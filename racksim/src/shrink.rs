@@ -19,7 +19,7 @@ use racksim_mutants::Mutant;
 use racksim_sim::{Action, At, Plan, Step, Verdict};
 
 use crate::{
-    file::{self, write, Expectation, Outcome, Scenario, Variant},
+    file::{self, write, Expectation, Outcome, Scenario, Strategy},
     fuzz::{failure, Failure},
     runner,
 };
@@ -32,7 +32,7 @@ pub const MAX_RUNS: usize = 2_000;
 pub struct Shrunk {
     /// The scenario with the reduced plan.
     pub scenario: Scenario,
-    pub variant: Variant,
+    pub variant: Strategy,
     pub seed: u64,
     pub mutant: Option<Mutant>,
     pub failure: Failure,
@@ -43,7 +43,7 @@ pub struct Shrunk {
 
 struct Runner<'a> {
     base: &'a Scenario,
-    variant: Variant,
+    variant: Strategy,
     seed: u64,
     mutant: Option<Mutant>,
     runs: usize,
@@ -117,7 +117,7 @@ impl Runner<'_> {
 /// plan does not fail to begin with.
 pub fn shrink(
     scenario: &Scenario,
-    variant: Variant,
+    variant: Strategy,
     seed: u64,
     mutant: Option<Mutant>,
     progress: &dyn Fn(usize, usize),

@@ -27,23 +27,23 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use libtest_mimic::{Arguments, Failed, Trial};
 use racksim::{
     catalogue,
-    file::{Kind, Scenario, Variant},
+    file::{Kind, Scenario, Strategy},
     matrix, runner, shrink,
 };
-use racksim_sim::Strategy;
+use racksim_sim::ServiceNat;
 
 const SEEDS: u64 = 32;
 const FULL_RACK_SEEDS: u64 = 8;
 const SHIPPED_SEEDS: u64 = 8;
 
 /// The seeds of one cell.
-fn seeds(scenario: &Scenario, variant: Variant) -> u64 {
+fn seeds(scenario: &Scenario, variant: Strategy) -> u64 {
     let n = if scenario.rack_name == "full" {
         FULL_RACK_SEEDS
     } else {
         SEEDS
     };
-    if variant == Variant::nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START) {
+    if variant == Strategy::nat(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START) {
         n.min(SHIPPED_SEEDS)
     } else {
         n
@@ -54,7 +54,7 @@ fn seeds(scenario: &Scenario, variant: Variant) -> u64 {
 /// judge it: every run meets its expectation, and a race that only some
 /// timings expose (the scenario says which invariant breaks) is found by a
 /// sweep of this size.
-fn check_cell(scenario: &Scenario, variant: Variant) -> Result<(), Failed> {
+fn check_cell(scenario: &Scenario, variant: Strategy) -> Result<(), Failed> {
     let mut only = scenario.clone();
     only.expectations.retain(|v, _| *v == variant);
     let seeds: Vec<u64> = (1..=seeds(scenario, variant)).collect();
@@ -96,7 +96,7 @@ fn catalogue_has_no_holes() -> Result<(), Failed> {
             Kind::Instances => &["inline", "naive", "saga"],
         };
         for v in all {
-            let v = s.variant(v).map_err(|e| format!("{}: {e}", s.name))?;
+            let v = s.strategy(v).map_err(|e| format!("{}: {e}", s.name))?;
             if !s.expectations.contains_key(&v) {
                 return Err(format!("{} has no expectation for {v}", s.name).into());
             }

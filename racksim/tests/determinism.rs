@@ -47,7 +47,7 @@ fn different_seeds_give_different_traces() {
 fn same_seed_same_bytes_across_threads() {
     let (_, cli) = run_madrid("7", "sled-task");
     let scenario = catalogue::get("madrid-one-switch").unwrap();
-    let sled_task = scenario.variant("sled-task").unwrap();
+    let sled_task = scenario.strategy("sled-task").unwrap();
     let render = |seed: u64| {
         let judged = runner::run(&scenario, sled_task, seed).unwrap();
         report::render(

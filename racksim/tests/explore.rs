@@ -11,10 +11,10 @@ use racksim::{
 };
 use racksim_mutants::Mutant;
 use racksim_nexus::instances::StartImpl;
-use racksim_sim::Strategy;
+use racksim_sim::ServiceNat;
 
 fn scrimlet_local() -> Options {
-    Options::new("madrid", Strategy::SCRIMLET_LOCAL, StartImpl::Saga).unwrap()
+    Options::new("madrid", ServiceNat::SCRIMLET_LOCAL, StartImpl::Saga).unwrap()
 }
 
 /// The fuzzer finds a seeded bug (the per-scrimlet task without its
@@ -36,7 +36,7 @@ fn fuzz_finds_a_mutant_and_shrink_reduces_its_plan() {
         })
         .expect("a seed of 1..=200 that fails only with the mutant");
     let scenario = fuzz::scenario(&opts, seed);
-    let shrunk = shrink::shrink(&scenario, opts.variant(), seed, mutant, &|_, _| {}).unwrap();
+    let shrunk = shrink::shrink(&scenario, opts.file_strategy(), seed, mutant, &|_, _| {}).unwrap();
     assert_eq!(shrunk.failure, failure);
     assert!(
         shrunk.scenario.plan.steps.len() <= 3,
@@ -45,14 +45,14 @@ fn fuzz_finds_a_mutant_and_shrink_reduces_its_plan() {
         shrunk.scenario.plan
     );
     // Still fails the same way under the mutant; the real code meets it.
-    let exp = &shrunk.scenario.expectations[&opts.variant()];
-    let mut cfg = runner::config(&shrunk.scenario, opts.variant(), seed).unwrap();
+    let exp = &shrunk.scenario.expectations[&opts.file_strategy()];
+    let mut cfg = runner::config(&shrunk.scenario, opts.file_strategy(), seed).unwrap();
     cfg.mutant = mutant;
     assert!(failure.matches(exp, &racksim_sim::run(&cfg)));
-    let real = runner::run(&shrunk.scenario, opts.variant(), seed).unwrap();
+    let real = runner::run(&shrunk.scenario, opts.file_strategy(), seed).unwrap();
     assert!(real.judgement.is_ok(), "{:?}", real.judgement);
     // Deterministic: the same input shrinks to the same plan.
-    let again = shrink::shrink(&scenario, opts.variant(), seed, mutant, &|_, _| {}).unwrap();
+    let again = shrink::shrink(&scenario, opts.file_strategy(), seed, mutant, &|_, _| {}).unwrap();
     assert_eq!(again.scenario.plan, shrunk.scenario.plan);
     // The regression file parses back to the same plan, expecting what the
     // real reconciler does.
@@ -76,7 +76,7 @@ fn shrink_drops_and_shortens_scrimlet_reboots() {
     use racksim_sim::{Action, At, Step};
     use std::time::Duration;
     let mut s = racksim::catalogue::get("scrimlet-reboot").unwrap();
-    let v = s.variant("legacy+nexus-service-nat=off").unwrap();
+    let v = s.strategy("legacy+nexus-service-nat=off").unwrap();
     let min = |m: u64| Duration::from_secs(60 * m);
     s.plan.steps.splice(
         0..0,
@@ -116,7 +116,7 @@ fn shrink_drops_and_shortens_scrimlet_reboots() {
 #[test]
 fn shrink_refuses_a_passing_plan() {
     let s = racksim::catalogue::get("stale-entry").unwrap();
-    let v = s.variant("sled-task").unwrap();
+    let v = s.strategy("sled-task").unwrap();
     let err = shrink::shrink(&s, v, 1, None, &|_, _| {}).unwrap_err();
     assert!(err.contains("does not fail"), "{err}");
 }
@@ -149,7 +149,7 @@ fn a_fuzz_plan_file_replays_the_fuzz_run() {
         ]);
         let mut drawn = fuzz::scenario(&scrimlet_local(), seed);
         drawn.origin = arg.clone();
-        let v = drawn.variant("saga").unwrap();
+        let v = drawn.strategy("saga").unwrap();
         let judged = runner::run(&drawn, v, seed).unwrap();
         assert_eq!(
             from_file,

@@ -18,7 +18,7 @@ use racksim::{
     runner, shrink,
 };
 use racksim_nexus::instances::StartImpl;
-use racksim_sim::{rack::RackSpec, Strategy};
+use racksim_sim::{rack::RackSpec, ServiceNat};
 
 /// Seeds `1..=N` per rack preset, for the design after #9727. Chosen so
 /// the whole test binary takes well under a minute on 2 cores in the
@@ -53,13 +53,13 @@ fn committed() -> KnownDefects {
 }
 
 fn production(rack: &str) -> Options {
-    Options::new(rack, Strategy::SCRIMLET_LOCAL, StartImpl::Saga).unwrap()
+    Options::new(rack, ServiceNat::SCRIMLET_LOCAL, StartImpl::Saga).unwrap()
 }
 
 fn shipped(rack: &str) -> Options {
     Options::new(
         rack,
-        Strategy::SCRIMLET_LOCAL_WITH_ZONE_START,
+        ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START,
         StartImpl::Saga,
     )
     .unwrap()
@@ -211,7 +211,7 @@ fn naive_races(dir: &Path) -> String {
 }
 
 fn naive() -> Options {
-    Options::new("madrid", Strategy::SCRIMLET_LOCAL, StartImpl::Naive).unwrap()
+    Options::new("madrid", ServiceNat::SCRIMLET_LOCAL, StartImpl::Naive).unwrap()
 }
 
 /// The gate can fail: a failing seed that no entry explains is reported

@@ -13,19 +13,19 @@ use std::{
 use racksim::live::{LiveOptions, LiveRack, Reconcilers};
 use racksim_nexus::instances::StartImpl;
 use racksim_reconciler::{discovery::SwitchSlot, dpd::Ipv4Nat, SERVICES_VNI};
-use racksim_sim::{InstanceSpec, Strategy};
+use racksim_sim::{InstanceSpec, ServiceNat};
 use serde_json::{json, Value};
 
 use crate::common;
 
-/// A `#[tokio::test]` per line: `name => check(Strategy)` runs
-/// `check(Strategy::Strategy)`.
+/// A `#[tokio::test]` per line: `name => check(STRATEGY)` runs
+/// `check(ServiceNat::STRATEGY)`.
 macro_rules! live_tests {
     ($($name:ident => $check:ident($strategy:ident),)*) => {
         $(
             #[tokio::test]
             async fn $name() {
-                $check(Strategy::$strategy).await;
+                $check(ServiceNat::$strategy).await;
             }
         )*
     };
@@ -115,13 +115,13 @@ fn texts(live: &LiveRack) -> Vec<String> {
         .collect()
 }
 
-async fn start_live(strategy: Strategy) -> LiveRack {
+async fn start_live(strategy: ServiceNat) -> LiveRack {
     start_live_with(strategy, Reconcilers::Racksim).await
 }
 
 /// The live tests' options: any control port, a short period, the saga
 /// start and one instance, `web`.
-fn options(strategy: Strategy, reconcilers: Reconcilers) -> LiveOptions {
+fn options(strategy: ServiceNat, reconcilers: Reconcilers) -> LiveOptions {
     LiveOptions {
         strategy,
         reconcilers,
@@ -132,14 +132,14 @@ fn options(strategy: Strategy, reconcilers: Reconcilers) -> LiveOptions {
     }
 }
 
-async fn start_live_with(strategy: Strategy, reconcilers: Reconcilers) -> LiveRack {
+async fn start_live_with(strategy: ServiceNat, reconcilers: Reconcilers) -> LiveRack {
     let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
     LiveRack::start(&scenario, options(strategy, reconcilers))
         .await
         .unwrap()
 }
 
-async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
+async fn converges_and_repairs_a_dpd_restart(strategy: ServiceNat) {
     let live = start_live(strategy).await;
     until_converged(&live, "every switch holds the desired NAT entries").await;
     let want = live.state().await.desired_nat;
@@ -226,7 +226,7 @@ async fn converges_and_repairs_a_dpd_restart(strategy: Strategy) {
 /// NAT rows and triggers the dpds, which pull them (a restarted dpd from
 /// generation 0); the V2P task programs the other sleds; requests made
 /// while the control plane is down (stopped or crashed) run when it is up.
-async fn instances_through_the_live_control_plane(strategy: Strategy) {
+async fn instances_through_the_live_control_plane(strategy: ServiceNat) {
     let live = start_live(strategy).await;
     until_converged(&live, "converged at start").await;
     let state = live.state().await;
@@ -337,7 +337,7 @@ live_tests! {
 /// Crash and restart, partitions, a replaced scrimlet, a config change and
 /// a rack power cycle, each applied through the control API and repaired
 /// by the reconcilers.
-async fn repairs_what_host_and_network_actions_break(strategy: Strategy) {
+async fn repairs_what_host_and_network_actions_break(strategy: ServiceNat) {
     let live = start_live(strategy).await;
     until_converged(&live, "converged at start").await;
     let state = live.state().await;
@@ -479,7 +479,7 @@ live_tests! {
 /// Refused actions are 400s that say why and change nothing.
 #[tokio::test]
 async fn refused_actions_say_why_and_change_nothing() {
-    let live = start_live(Strategy::SCRIMLET_LOCAL).await;
+    let live = start_live(ServiceNat::SCRIMLET_LOCAL).await;
     until_converged(&live, "converged at start").await;
     let before = serde_json::to_value(live.state().await).unwrap();
     for (action, says) in [
@@ -536,7 +536,7 @@ async fn refused_actions_say_why_and_change_nothing() {
 /// refilled by them (the zone-start path never runs again), and a zone
 /// that starts while a switch is down stays in the path, waiting for it,
 /// while the reconcilers have long programmed the switch that is up.
-async fn zone_starts_live(strategy: Strategy) {
+async fn zone_starts_live(strategy: ServiceNat) {
     let live = start_live(strategy).await;
     until_converged(&live, "converged at start").await;
     until("every zone started", || async {
@@ -609,7 +609,7 @@ live_tests! {
 /// without them; both are decided when the sled starts, so nothing waits.
 #[tokio::test]
 async fn fakes_only_mode_runs_no_reconcilers_of_racksim() {
-    let strategy = Strategy::SCRIMLET_LOCAL_WITH_ZONE_START;
+    let strategy = ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START;
     let with = start_live_with(strategy, Reconcilers::Racksim).await;
     assert!(
         with.state()
@@ -820,7 +820,7 @@ fn an_unknown_reconcilers_name_is_refused() {
 /// is refused), and the control API with them.
 #[tokio::test]
 async fn a_dropped_live_rack_leaves_no_server_running() {
-    let live = start_live_with(Strategy::SCRIMLET_LOCAL, Reconcilers::Racksim).await;
+    let live = start_live_with(ServiceNat::SCRIMLET_LOCAL, Reconcilers::Racksim).await;
     let services = live.services().await;
     let mut addrs: Vec<SocketAddr> = services
         .switches
@@ -866,7 +866,7 @@ impl racksim_sim::NatStrategy for SimulationOnly {
 
 #[tokio::test]
 async fn a_strategy_live_mode_cannot_run_is_refused_unless_fakes_only() {
-    let opts = |reconcilers| options(Strategy::new(&SimulationOnly), reconcilers);
+    let opts = |reconcilers| options(ServiceNat::new(&SimulationOnly), reconcilers);
     let scenario = racksim::catalogue::get("sidecar-power-cycle").expect("catalogued");
     let err = LiveRack::start(&scenario, opts(Reconcilers::Racksim))
         .await

@@ -257,10 +257,10 @@ fn each_upstream_fix_is_told_apart_by_a_preset_s_cell() {
     ];
     for &(name, preset, choice) in FIXES {
         let scenario = racksim::catalogue::get(name).unwrap_or_else(|| panic!("{name}"));
-        let preset_v = scenario.variant(preset).unwrap();
+        let preset_v = scenario.strategy(preset).unwrap();
         let expectation = scenario.expectations[&preset_v].clone();
         let before_fix = scenario
-            .variant(&format!("{preset}+{choice}"))
+            .strategy(&format!("{preset}+{choice}"))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut judged_as_preset = scenario.clone();
         judged_as_preset

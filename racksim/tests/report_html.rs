@@ -10,7 +10,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use racksim::{
     catalogue,
-    file::{Scenario, Variant},
+    file::{Scenario, Strategy},
     html, runner,
 };
 use racksim_sim::{trace::Kind, Plan};
@@ -164,15 +164,15 @@ fn converged_label(judged: &runner::Judged) -> String {
     }
 }
 
-fn judged(scenario: &Scenario, strategy: &str, seed: u64) -> (Variant, runner::Judged) {
-    let v = scenario.variant(strategy).unwrap();
+fn judged(scenario: &Scenario, strategy: &str, seed: u64) -> (Strategy, runner::Judged) {
+    let v = scenario.strategy(strategy).unwrap();
     (
         v,
         runner::run(scenario, v, seed).expect("has an expectation"),
     )
 }
 
-fn page(scenario: &Scenario, runs: &[(Variant, runner::Judged)], seed: u64) -> String {
+fn page(scenario: &Scenario, runs: &[(Strategy, runner::Judged)], seed: u64) -> String {
     let inputs: Vec<html::RunInput> = runs
         .iter()
         .map(|(strategy, judged)| html::RunInput {
@@ -195,7 +195,11 @@ fn lanes(block: &El) -> Vec<String> {
 }
 
 /// Seed `seed` of `scenario` under `strategy`, and its page parsed.
-fn one_run_page(scenario: &Scenario, strategy: &str, seed: u64) -> ((Variant, runner::Judged), El) {
+fn one_run_page(
+    scenario: &Scenario,
+    strategy: &str,
+    seed: u64,
+) -> ((Strategy, runner::Judged), El) {
     let run = judged(scenario, strategy, seed);
     let doc = parse(&page(scenario, std::slice::from_ref(&run), seed));
     (run, doc)
@@ -427,7 +431,7 @@ fn a_long_run_of_a_large_rack_stays_small() {
     sc.plan = Plan::default();
     let two_hours = Duration::from_secs(7200);
     sc.stability = two_hours;
-    let v = sc.variant("sled-task").unwrap();
+    let v = sc.strategy("sled-task").unwrap();
     sc.expectations.get_mut(&v).unwrap().deadline = two_hours;
     let run = (v, runner::run(&sc, v, 1).unwrap());
     let html = page(&sc, std::slice::from_ref(&run), 1);

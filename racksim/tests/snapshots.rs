@@ -8,7 +8,7 @@ use racksim::{catalogue, report, runner};
 fn snapshot(name: &str, strategy: &str) {
     let scenario = catalogue::get(name).expect("catalogued");
     let strategy = scenario
-        .variant(strategy)
+        .strategy(strategy)
         .expect("a strategy of this scenario");
     let judged = runner::run(&scenario, strategy, 1).expect("has an expectation");
     let text = report::render(&scenario, name, strategy, 1, false, &judged);

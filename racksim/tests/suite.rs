@@ -20,7 +20,7 @@ use racksim::catalogue;
 #[test]
 fn crash_between_mark_as_starting_write_and_its_log_entry() {
     let scenario = catalogue::get("control-plane-crash-mid-saga").expect("catalogued");
-    let saga = scenario.variant("saga").expect("saga variant");
+    let saga = scenario.strategy("saga").expect("saga variant");
     let judged = racksim::runner::run(&scenario, saga, 4).expect("has an expectation");
     let trace: Vec<String> = judged.outcome.trace.iter().map(|l| l.to_string()).collect();
     let crash = trace
@@ -60,7 +60,7 @@ fn crash_between_mark_as_starting_write_and_its_log_entry() {
 #[test]
 fn shipped_code_programs_switch1_early_while_ntp_zone_start_waits_out_5_minutes() {
     let scenario = catalogue::get("madrid-one-switch").expect("catalogued");
-    let shipped = scenario.variant("scrimlet-local-with-zone-start").unwrap();
+    let shipped = scenario.strategy("scrimlet-local-with-zone-start").unwrap();
     let judged = racksim::runner::run(&scenario, shipped, 1).expect("has an expectation");
     let trace = &judged.outcome.trace;
     let at = |what: &dyn Fn(&racksim_sim::trace::TraceLine) -> bool, name: &str| {
@@ -113,7 +113,7 @@ fn shipped_code_programs_switch1_early_while_ntp_zone_start_waits_out_5_minutes(
     );
     assert!(judged.judgement.is_ok(), "{:?}", judged.judgement);
 
-    let target = scenario.variant("scrimlet-local").unwrap();
+    let target = scenario.strategy("scrimlet-local").unwrap();
     let judged = racksim::runner::run(&scenario, target, 1).expect("has an expectation");
     let synced = judged
         .outcome
@@ -132,7 +132,7 @@ fn shipped_code_programs_switch1_early_while_ntp_zone_start_waits_out_5_minutes(
 #[test]
 fn shipped_code_stays_down_with_complete_nat_when_a_scrimlet_is_replaced_mid_ensure() {
     let scenario = catalogue::get("switch-replaced-before-ensure").expect("catalogued");
-    let shipped = scenario.variant("scrimlet-local-with-zone-start").unwrap();
+    let shipped = scenario.strategy("scrimlet-local-with-zone-start").unwrap();
     let judged = racksim::runner::run(&scenario, shipped, 1).expect("has an expectation");
     let verdict = judged.outcome.verdict.lines().join("\n");
     assert!(!judged.outcome.verdict.converged(), "{verdict}");

@@ -22,7 +22,7 @@ fn broken_dpd() -> Sabotage {
 #[test]
 fn no_outcome_accepts_a_testbed_error() {
     let scenario = catalogue::get("madrid-one-switch").unwrap();
-    let legacy = scenario.variant("legacy").unwrap();
+    let legacy = scenario.strategy("legacy").unwrap();
     let judged = runner::run_with(&scenario, legacy, 7, Some(broken_dpd()), None).unwrap();
     assert!(judged.outcome.verdict.is_testbed_error());
     let base = judged.expectation.clone();
@@ -57,7 +57,7 @@ fn the_fuzz_summary_counts_testbed_errors_apart() {
     };
     let opts = fuzz::Options::new(
         "madrid",
-        racksim_sim::Strategy::SCRIMLET_LOCAL,
+        racksim_sim::ServiceNat::SCRIMLET_LOCAL,
         racksim_nexus::instances::StartImpl::Saga,
     )
     .unwrap();

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use racksim_nexus::instances::StartImpl;
-use racksim_sim::{Era, InstanceEra, Strategy};
+use racksim_sim::{Era, InstanceEra, ServiceNat};
 
 use crate::file::{self, Scenario};
 
@@ -141,13 +141,13 @@ pub fn eras() -> String {
         "\neras (the upstream code each strategy stands for; its runs get that era's control plane):\n",
     );
     // One column for every name, strategies and starts alike.
-    let width = Strategy::ALL
+    let width = ServiceNat::ALL
         .iter()
         .map(|s| s.name().len())
         .chain(StartImpl::ALL.iter().map(|i| i.as_str().len()))
         .max()
         .unwrap_or(0);
-    for s in Strategy::ALL {
+    for s in ServiceNat::ALL {
         let era = s.era();
         out += &format!(
             "  {:<width$}  {era}: {}\n  {:<width$}    control plane: {}\n",
@@ -160,7 +160,7 @@ pub fn eras() -> String {
     out += "instance starts (kind = \"instances\"; service NAT as the file fixes it):\n";
     for i in StartImpl::ALL {
         let era = InstanceEra::of(i);
-        let cp = Era::of(Strategy::LEGACY.era(), i);
+        let cp = Era::of(ServiceNat::LEGACY.era(), i);
         out += &format!(
             "  {:<width$}  {era}: {}\n  {:<width$}    control plane: dpd NAT RPW {}, nexus V2P task {}\n",
             i.as_str(),

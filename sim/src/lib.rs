@@ -121,5 +121,12 @@ pub use era::{Era, EraChoices, InstanceEra, RunReply, ServiceNatEra};
 pub use plan::{Action, At, Plan, Step};
 pub use rack::RackSpec;
 pub use run::{run, Engine, RunConfig, RunOutcome, Verdict, EPHEMERAL_PORTS};
-pub use strategy::{NatStrategy, SledContext, SledStrategy, Strategy};
+pub use strategy::{NatStrategy, ServiceNat, SledContext, SledStrategy};
+
+/// The service-NAT strategy's old name. "Strategy" now names what a cell
+/// runs under, a service-NAT strategy or an instance start
+/// (`racksim_scenario::file::Strategy`); code written against the strategy
+/// API under the old name still builds, with a warning.
+#[deprecated(note = "renamed `ServiceNat`: a strategy is now what a cell runs under")]
+pub type Strategy = ServiceNat;
 pub use world::InstanceSpec;

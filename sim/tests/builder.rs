@@ -6,7 +6,7 @@ use std::time::Duration;
 use racksim_reconciler::discovery::SwitchSlot;
 use racksim_sim::{
     rack::{RackBuilder, ZoneKind},
-    run, Action, Plan, RackSpec, RunConfig, Strategy, Verdict,
+    run, Action, Plan, RackSpec, RunConfig, ServiceNat, Verdict,
 };
 
 fn madrid_plan() -> Plan {
@@ -27,7 +27,7 @@ fn sled_task_converges_and_legacy_does_not() {
             .with_ntp_return_switch(SwitchSlot::Switch1)
             .with_deadline(Duration::from_secs(3600))
     };
-    let sled_task = run(&config(Strategy::SLED_TASK));
+    let sled_task = run(&config(ServiceNat::SLED_TASK));
     match sled_task.verdict {
         // The reveal by 480 s, sled-task's 30 s pass, then boundary and
         // internal NTP's backed-off polls (<= 105.3 s each) and sled-agent's
@@ -35,7 +35,7 @@ fn sled_task_converges_and_legacy_does_not() {
         Verdict::Converged { at } => assert!(at <= Duration::from_secs(730), "{at:?}"),
         other => panic!("sled-task did not converge: {other:?}"),
     }
-    let legacy = run(&config(Strategy::LEGACY));
+    let legacy = run(&config(ServiceNat::LEGACY));
     let Verdict::NotConverged { gaps, .. } = legacy.verdict else {
         panic!("legacy converged on madrid: {:?}", legacy.verdict);
     };
@@ -88,7 +88,7 @@ fn a_custom_rack_without_uplink_on_switch1_needs_no_entries_there() {
         .internal_dns_on(1)
         .build();
     let plan = Plan::new().at(Duration::ZERO, Action::HideSwitch(SwitchSlot::Switch1));
-    for strategy in [Strategy::SLED_TASK, Strategy::SCRIMLET_LOCAL] {
+    for strategy in [ServiceNat::SLED_TASK, ServiceNat::SCRIMLET_LOCAL] {
         let outcome = run(&RunConfig::new(rack.clone(), strategy, 1)
             .with_plan(plan.clone())
             .with_deadline(Duration::from_secs(1200)));
@@ -132,7 +132,7 @@ fn an_orderly_stop_finishes_the_saga_in_flight_and_a_crash_leaves_it_to_resume()
             )
             .at(Duration::from_millis(180_040), interrupt)
             .at(Duration::from_secs(300), Action::ControlPlaneUp);
-        let mut cfg = RunConfig::new(RackSpec::madrid(), Strategy::SLED_TASK, 1)
+        let mut cfg = RunConfig::new(RackSpec::madrid(), ServiceNat::SLED_TASK, 1)
             .with_plan(plan)
             .with_deadline(Duration::from_secs(600));
         cfg.instances = vec![racksim_sim::InstanceSpec {

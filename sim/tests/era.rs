@@ -9,7 +9,7 @@ use racksim_reconciler::discovery::SwitchSlot;
 use racksim_nexus::instances::StartImpl;
 use racksim_sim::{
     era::{NexusServiceNat, PeriodicTask},
-    run, Action, Era, InstanceSpec, Plan, RackSpec, RunConfig, RunOutcome, Strategy, Verdict,
+    run, Action, Era, InstanceSpec, Plan, RackSpec, RunConfig, RunOutcome, ServiceNat, Verdict,
 };
 
 fn task_lines(outcome: &RunOutcome, text: &str) -> usize {
@@ -36,7 +36,7 @@ fn gaps_without<'a>(outcome: &'a RunOutcome, task: &str, what: &str) -> &'a [Str
 /// switch1.
 #[test]
 fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
-    let cfg = RunConfig::new(RackSpec::madrid(), Strategy::LEGACY, 5)
+    let cfg = RunConfig::new(RackSpec::madrid(), ServiceNat::LEGACY, 5)
         .with_plan(Plan::new().at(
             Duration::from_secs(20 * 60),
             Action::DpdRestart(SwitchSlot::Switch1),
@@ -81,7 +81,7 @@ fn legacy_without_nexus_service_nat_leaves_a_restarted_dpd_empty() {
 
 fn instance_run(era: impl FnOnce(Era) -> Era) -> RunOutcome {
     let instance = |s: &str| s.to_string();
-    let mut cfg = RunConfig::new(RackSpec::madrid(), Strategy::SCRIMLET_LOCAL, 3)
+    let mut cfg = RunConfig::new(RackSpec::madrid(), ServiceNat::SCRIMLET_LOCAL, 3)
         .with_start(StartImpl::Saga)
         .with_plan(
             Plan::new()

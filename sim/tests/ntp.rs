@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use racksim_sim::{run, Action, Plan, RackSpec, RunConfig, Strategy, Verdict};
+use racksim_sim::{run, Action, Plan, RackSpec, RunConfig, ServiceNat, Verdict};
 
 /// When `host`'s trace first has a line containing `text`.
 fn first(trace: &[racksim_sim::trace::TraceLine], host: &str, text: &str) -> Option<Duration> {
@@ -40,7 +40,7 @@ fn nexus_waits_for_its_own_sleds_ntp_zone() {
                 oneway: false,
             },
         );
-    let config = RunConfig::new(RackSpec::madrid(), Strategy::SCRIMLET_LOCAL, 1)
+    let config = RunConfig::new(RackSpec::madrid(), ServiceNat::SCRIMLET_LOCAL, 1)
         .with_plan(plan)
         .with_deadline(Duration::from_secs(1200));
     let outcome = run(&config);

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use racksim_sim::{run, Action, InstanceSpec, Plan, RackSpec, RunConfig, Strategy};
+use racksim_sim::{run, Action, InstanceSpec, Plan, RackSpec, RunConfig, ServiceNat};
 
 /// A create sent at the instant the control plane crashes reaches a Nexus
 /// that is gone, whichever of the two steps the plan lists first. Its
@@ -28,7 +28,7 @@ fn a_request_sent_as_the_control_plane_crashes_is_refused_not_kept() {
                 .at(at, Action::ControlPlaneCrash)
         }
         .at(Duration::from_secs(180), Action::ControlPlaneUp);
-        let mut config = RunConfig::new(RackSpec::madrid(), Strategy::SLED_TASK, 1)
+        let mut config = RunConfig::new(RackSpec::madrid(), ServiceNat::SLED_TASK, 1)
             .with_plan(plan)
             .with_deadline(Duration::from_secs(600));
         config.instances = vec![InstanceSpec {

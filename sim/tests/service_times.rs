@@ -8,7 +8,7 @@ use racksim_reconciler::discovery::SwitchSlot;
 use racksim_nexus::instances::StartImpl;
 use racksim_sim::{
     run, services::ServiceTime, Action, InstanceSpec, Plan, RackSpec, RunConfig, RunOutcome,
-    RunReply, Strategy,
+    RunReply, ServiceNat,
 };
 
 /// web2 created on sled2 at 20 s on the standard rack, saga starts, RUN
@@ -21,7 +21,7 @@ fn start_with(run_time: Duration, reply: RunReply) -> RunOutcome {
             sled: "sled2".into(),
         },
     );
-    let mut config = RunConfig::new(RackSpec::standard(), Strategy::SCRIMLET_LOCAL, 1)
+    let mut config = RunConfig::new(RackSpec::standard(), ServiceNat::SCRIMLET_LOCAL, 1)
         .with_start(StartImpl::Saga)
         .with_ntp_return_switch(SwitchSlot::Switch1)
         .with_plan(plan)
@@ -112,7 +112,7 @@ fn a_held_runs_boot_finishes_after_its_caller_gave_up() {
                 oneway: false,
             },
         );
-    let mut config = RunConfig::new(RackSpec::standard(), Strategy::SCRIMLET_LOCAL, 1)
+    let mut config = RunConfig::new(RackSpec::standard(), ServiceNat::SCRIMLET_LOCAL, 1)
         .with_start(StartImpl::Saga)
         .with_ntp_return_switch(SwitchSlot::Switch1)
         .with_plan(plan)

@@ -10,8 +10,8 @@ use racksim_reconciler::{
     task::{run_reconciler_task, TaskStatus},
 };
 use racksim_sim::{
-    run, Action, NatStrategy, Plan, RackSpec, RunConfig, ServiceNatEra, SledContext, SledStrategy,
-    Strategy, Verdict,
+    run, Action, NatStrategy, Plan, RackSpec, RunConfig, ServiceNat, ServiceNatEra, SledContext,
+    SledStrategy, Verdict,
 };
 use tokio::sync::watch;
 
@@ -59,7 +59,7 @@ struct Keep(#[allow(dead_code)] watch::Sender<Vec<NatEntry>>);
 impl SledStrategy for Keep {}
 
 /// dpd restarts on switch1 at 10 minutes: its table is empty again.
-fn dpd_restart(strategy: Strategy, seed: u64) -> RunConfig {
+fn dpd_restart(strategy: ServiceNat, seed: u64) -> RunConfig {
     RunConfig::new(RackSpec::standard(), strategy, seed)
         .with_plan(Plan::new().at(
             Duration::from_secs(600),
@@ -70,7 +70,7 @@ fn dpd_restart(strategy: Strategy, seed: u64) -> RunConfig {
 
 #[test]
 fn a_strategy_that_does_nothing_fails_with_the_gaps_it_left() {
-    let out = run(&dpd_restart(Strategy::new(&NOTHING), 1));
+    let out = run(&dpd_restart(ServiceNat::new(&NOTHING), 1));
     let Verdict::NotConverged { gaps, .. } = out.verdict else {
         panic!("nothing converged: {:?}", out.verdict);
     };
@@ -82,7 +82,7 @@ fn a_strategy_that_does_nothing_fails_with_the_gaps_it_left() {
 
 #[test]
 fn a_faster_sled_task_of_a_tests_own_converges_and_replays() {
-    let mine = Strategy::new(&FAST_SLED_TASK);
+    let mine = ServiceNat::new(&FAST_SLED_TASK);
     let a = run(&dpd_restart(mine, 7));
     let Verdict::Converged { at } = a.verdict else {
         panic!("fast-sled-task did not converge: {:?}", a.verdict);
@@ -127,4 +127,15 @@ fn a_faster_sled_task_of_a_tests_own_converges_and_replays() {
             .join("\n")
     };
     assert_eq!(text(&a), text(&b), "same seed, same trace");
+}
+
+/// The handle's name before issue 41 (`Strategy`, now the word for what a
+/// cell runs under) still builds, as the same type, so a strategy written
+/// against the old name keeps working.
+#[test]
+#[allow(deprecated)]
+fn the_old_name_of_the_handle_still_builds() {
+    let old: racksim_sim::Strategy = racksim_sim::Strategy::SLED_TASK;
+    assert_eq!(old, ServiceNat::SLED_TASK);
+    assert_eq!(racksim_sim::Strategy::ALL, ServiceNat::ALL);
 }

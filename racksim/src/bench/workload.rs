@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use racksim_reconciler::discovery::SwitchSlot;
-use racksim_sim::{rack::RackBuilder, run::RunConfig, Engine, RackSpec, Strategy, Verdict};
+use racksim_sim::{rack::RackBuilder, run::RunConfig, Engine, RackSpec, ServiceNat, Verdict};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -123,7 +123,7 @@ fn one(
     engine: Engine,
     deadline: Option<Duration>,
 ) -> Result<Sample, String> {
-    let variant = scenario.variant(strategy)?;
+    let variant = scenario.strategy(strategy)?;
     let mut cfg = runner::config(scenario, variant, SEED)
         .ok_or_else(|| format!("error: {} has no strategy {strategy}", scenario.name))?;
     cfg.engine = engine;
@@ -184,7 +184,8 @@ pub fn rack_of(sleds: usize) -> RackSpec {
 fn rack(workload: &str, sleds: usize, sim_time: Duration, engine: Engine) -> Sample {
     // The stability window equals the deadline, so the run never ends
     // early as converged: it simulates exactly `sim_time`, whatever N.
-    let mut cfg = RunConfig::new(rack_of(sleds), Strategy::SLED_TASK, SEED).with_deadline(sim_time);
+    let mut cfg =
+        RunConfig::new(rack_of(sleds), ServiceNat::SLED_TASK, SEED).with_deadline(sim_time);
     cfg.stability = sim_time;
     cfg.engine = engine;
     timed(workload, &cfg)
@@ -196,7 +197,7 @@ fn sweep(
     seeds: u64,
     engine: Engine,
 ) -> Result<Sample, String> {
-    let variant = scenario.variant("sled-task")?;
+    let variant = scenario.strategy("sled-task")?;
     let configs = (1..=seeds)
         .map(|seed| {
             let mut cfg = runner::config(scenario, variant, seed)
@@ -232,10 +233,10 @@ fn sweep(
 fn fuzz_campaign(workload: &str, rack: &str, seeds: u64, engine: Engine) -> Result<Sample, String> {
     let opts = fuzz::Options::new(
         rack,
-        Strategy::SCRIMLET_LOCAL_WITH_ZONE_START,
+        ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START,
         racksim_nexus::instances::StartImpl::Saga,
     )?;
-    let variant = opts.variant();
+    let variant = opts.file_strategy();
     let started = Instant::now();
     let runs = matrix::parallel(seeds as usize, SWEEP_THREADS, &|_| {}, &|i| {
         let seed = i as u64 + 1;

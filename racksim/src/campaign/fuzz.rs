@@ -124,7 +124,7 @@ pub fn summarise(
                 plan: format!(
                     "{program} fuzz --plan {seed} {} > {file} && {program} run {file} --seed {seed} --strategy {}",
                     opts.flags(),
-                    opts.variant()
+                    opts.file_strategy()
                 ),
             })
         })

@@ -30,7 +30,7 @@ use std::{collections::BTreeMap, path::Path};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{file::Variant, fuzz::Options};
+use crate::{file::Strategy, fuzz::Options};
 
 pub use fuzz::{FailingSeed, FuzzSummary};
 pub use merge::{merge, merge_files};
@@ -69,7 +69,7 @@ pub struct Campaign {
 
 impl Campaign {
     /// A sweep of `arg` (as given on the command line) under `strategy`.
-    pub fn sweep(arg: &str, strategy: Variant, (a, b): (u64, u64)) -> Campaign {
+    pub fn sweep(arg: &str, strategy: Strategy, (a, b): (u64, u64)) -> Campaign {
         let options = [
             ("SCENARIO", arg.to_string()),
             ("--strategy", strategy.to_string()),

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{shard_seeds, Campaign};
 use crate::{
-    file::{Scenario, Variant},
+    file::{Scenario, Strategy},
     html,
     matrix::{self, RunSummary, SomeSeeds},
     runner,
@@ -261,7 +261,7 @@ pub struct Sweep<'a> {
     pub scenario: &'a Scenario,
     /// The scenario as the command line names it (in replay commands).
     pub arg: &'a str,
-    pub variant: Variant,
+    pub variant: Strategy,
     /// `A..=B`.
     pub seeds: (u64, u64),
     /// `(I, N)`: only shard I of N of the seeds.

@@ -175,7 +175,7 @@ pub fn shrink(args: ShrinkArgs) -> Result<Status, String> {
     } = args;
     let scenario = catalogue::resolve(&arg)?;
     let variant = match strategy {
-        Some(s) => scenario.expected_variant(&s, "--strategy")?,
+        Some(s) => scenario.expected_strategy(&s, "--strategy")?,
         None if scenario.expectations.len() == 1 => *scenario
             .expectations
             .keys()

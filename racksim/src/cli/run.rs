@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use clap::Args;
-use racksim::{catalogue, file::Variant, html, output, report, runner};
+use racksim::{catalogue, file::Strategy, html, output, report, runner};
 use racksim_sim::trace::fmt_duration;
 
 use super::{
@@ -93,11 +93,11 @@ pub fn run(args: RunArgs) -> Result<Status, String> {
     let strategy = strategy
         .map(|s| {
             scenario
-                .variant(&s)
+                .strategy(&s)
                 .map_err(|e| format!("error: --strategy: {e}"))
         })
         .transpose()?;
-    let strategies: Vec<Variant> = match strategy {
+    let strategies: Vec<Strategy> = match strategy {
         Some(s) if scenario.expectations.contains_key(&s) => vec![s],
         Some(s) => {
             let known: Vec<String> = scenario
@@ -213,8 +213,8 @@ pub fn compare(args: CompareArgs) -> Result<Status, String> {
     let (arg, seed) = (&args.scenario, args.seed);
     let scenario = catalogue::resolve(arg)?;
     let variants = [
-        scenario.expected_variant(&args.strategy_a, "STRATEGY_A")?,
-        scenario.expected_variant(&args.strategy_b, "STRATEGY_B")?,
+        scenario.expected_strategy(&args.strategy_a, "STRATEGY_A")?,
+        scenario.expected_strategy(&args.strategy_b, "STRATEGY_B")?,
     ];
     if let Some(path) = args.report.as_deref() {
         output::refuse_overlap(

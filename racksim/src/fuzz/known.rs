@@ -39,7 +39,7 @@ mod tests;
 use std::{collections::BTreeSet, path::PathBuf};
 
 use racksim_nexus::instances::StartImpl;
-use racksim_sim::Strategy;
+use racksim_sim::ServiceNat;
 
 use super::{Failure, Options, SeedResult};
 
@@ -75,7 +75,7 @@ pub struct Defect {
     /// The racks, service-NAT strategies and start implementations it
     /// applies to (`None`: all).
     pub racks: Option<Vec<String>>,
-    pub strategies: Option<Vec<Strategy>>,
+    pub strategies: Option<Vec<ServiceNat>>,
     pub starts: Option<Vec<StartImpl>>,
 }
 

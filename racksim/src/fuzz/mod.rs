@@ -29,9 +29,9 @@ use std::time::Duration;
 
 use racksim_mutants::Mutant;
 use racksim_nexus::instances::StartImpl;
-use racksim_sim::{rack::RackSpec, EraChoices, Strategy};
+use racksim_sim::{rack::RackSpec, EraChoices, ServiceNat};
 
-use crate::{file::Variant, matrix, runner};
+use crate::{file::Strategy, matrix, runner};
 
 pub use failure::{failure, result_of, Failure, SeedResult};
 pub use plan::{plan_text, scenario};
@@ -57,7 +57,7 @@ pub struct Options {
     /// A rack shape by name (`madrid`, `standard`).
     pub rack: String,
     /// The service-NAT strategy under test.
-    pub strategy: Strategy,
+    pub strategy: ServiceNat,
     /// How the control plane starts instances.
     pub start: StartImpl,
     /// Mechanisms in another era than the start's preset (`--start
@@ -67,7 +67,7 @@ pub struct Options {
 }
 
 impl Options {
-    pub fn new(rack: &str, strategy: Strategy, start: StartImpl) -> Result<Self, String> {
+    pub fn new(rack: &str, strategy: ServiceNat, start: StartImpl) -> Result<Self, String> {
         RackSpec::by_name(rack).ok_or_else(|| {
             format!(
                 "unknown rack {rack:?} (expected one of: {})",
@@ -107,10 +107,10 @@ impl Options {
     }
 
     /// The `--strategy` a fuzz scenario file is run with.
-    pub fn variant(&self) -> Variant {
-        Variant {
+    pub fn file_strategy(&self) -> Strategy {
+        Strategy {
             eras: self.eras,
-            ..Variant::start(self.start)
+            ..Strategy::start(self.start)
         }
     }
 }
@@ -118,7 +118,7 @@ impl Options {
 /// Run seed `seed`'s plan (with `mutant`, in test builds).
 pub fn run_seed(opts: &Options, seed: u64, mutant: Option<Mutant>) -> SeedResult {
     let scenario = scenario(opts, seed);
-    let variant = opts.variant();
+    let variant = opts.file_strategy();
     let mut cfg = runner::config(&scenario, variant, seed).expect("the plan has its expectation");
     cfg.mutant = mutant;
     let outcome = racksim_sim::run(&cfg);

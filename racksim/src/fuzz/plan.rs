@@ -62,7 +62,7 @@ pub fn plan_text(opts: &Options, seed: u64) -> String {
         ),
         format!(
             "Replay: racksim run THIS_FILE --seed {seed} --strategy {}",
-            opts.variant()
+            opts.file_strategy()
         ),
     ];
     write::scenario_toml(&scenario, &header)
@@ -460,7 +460,7 @@ fn frame(
          [expect.\"{}\"]\noutcome = \"converges\"\nwithin = \"{}\"\n",
         opts.strategy,
         opts.rack,
-        opts.variant(),
+        opts.file_strategy(),
         write::duration(within),
     );
     file::parse(&format!("fuzz:{seed}"), &frame)

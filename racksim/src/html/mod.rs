@@ -27,7 +27,7 @@ use racksim_sim::{
 };
 
 use crate::{
-    file::{Scenario, Variant},
+    file::{Scenario, Strategy},
     output::Output,
     runner::Judged,
 };
@@ -44,13 +44,13 @@ pub struct RunInput<'a> {
     pub scenario: &'a Scenario,
     /// How the user named the scenario (for the replay command).
     pub scenario_arg: &'a str,
-    pub strategy: Variant,
+    pub strategy: Strategy,
     pub seed: u64,
     pub judged: &'a Judged,
 }
 
 /// The file name `sweep --report DIR` gives a run's report.
-pub fn file_name(scenario: &Scenario, strategy: Variant, seed: u64) -> String {
+pub fn file_name(scenario: &Scenario, strategy: Strategy, seed: u64) -> String {
     let safe: String = scenario
         .name
         .chars()
@@ -79,7 +79,7 @@ pub fn write_runs(
     out: Output,
     scenario: &Scenario,
     scenario_arg: &str,
-    runs: &[(Variant, u64, &Judged)],
+    runs: &[(Strategy, u64, &Judged)],
 ) -> Result<(), String> {
     let inputs: Vec<RunInput> = runs
         .iter()

@@ -22,7 +22,7 @@ fn any(body: &str) -> Expectation {
          deadline = \"5m\"\n{body}"
     );
     let s = crate::file::parse("m.toml", &text).unwrap_or_else(|e| panic!("{e}"));
-    s.expectations[&s.variant("naive").unwrap()].clone()
+    s.expectations[&s.strategy("naive").unwrap()].clone()
 }
 
 /// Each listed invariant must be broken by some run, and only a run
@@ -77,6 +77,6 @@ fn some_seeds_fail_needs_a_run_that_failed_as_allowed() {
         "name = \"m\"\ndescription = \"d\"\nrack = \"madrid\"\nntp_return_switch = \"switch0\"\n\n\
                 [expect.sled-task]\noutcome = \"converges\"\nwithin = \"5m\"\n";
     let s = crate::file::parse("m.toml", text).unwrap();
-    let exp = &s.expectations[&s.variant("sled-task").unwrap()];
+    let exp = &s.expectations[&s.strategy("sled-task").unwrap()];
     assert!(some_seeds(exp, &runs, "x".into()).is_none());
 }

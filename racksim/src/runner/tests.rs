@@ -18,7 +18,7 @@ fn expectation(body: &str) -> Expectation {
          [expect.saga]\n{body}"
     );
     let s = file::parse("j.toml", &text).unwrap_or_else(|e| panic!("{e}"));
-    s.expectations[&s.variant("saga").unwrap()].clone()
+    s.expectations[&s.strategy("saga").unwrap()].clone()
 }
 
 fn not_converged(gaps: &[&str]) -> Verdict {
@@ -178,7 +178,7 @@ fn misses_changed(
 /// holds, and says `how`.
 fn held(scenario: &str, strategy: &str, how: &str) -> Judged {
     let scenario = catalogue::get(scenario).expect("catalogued");
-    let variant = scenario.variant(strategy).unwrap();
+    let variant = scenario.strategy(strategy).unwrap();
     let judged = run(&scenario, variant, 1).expect("has an expectation");
     assert!(
         judged.judgement.as_ref().is_ok_and(|why| why.contains(how)),

@@ -10,7 +10,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use racksim::live::{LiveOptions, LiveRack, Reconcilers};
 use racksim_nexus::instances::StartImpl;
 use racksim_reconciler::discovery::SwitchSlot;
-use racksim_sim::{InstanceSpec, Strategy};
+use racksim_sim::{InstanceSpec, ServiceNat};
 
 use super::common::http::request;
 
@@ -101,7 +101,7 @@ async fn live_http_requests() {
             // with Nexus's tracker) writes NAT rows on the wall clock,
             // racing the comparison (seen once in CI: nat_version 0 -> 3).
             // Without reconcilers nothing else writes.
-            strategy: Strategy::SCRIMLET_LOCAL,
+            strategy: ServiceNat::SCRIMLET_LOCAL,
             reconcilers: Reconcilers::None,
             control: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0),
             period: std::time::Duration::from_millis(200),

@@ -19,14 +19,14 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use racksim_sim::{check::INVARIANTS, Strategy};
+use racksim_sim::{check::INVARIANTS, ServiceNat};
 use toml::Spanned;
 
 use super::{
     error::{Locator, ScenarioError},
-    parse_variant,
+    parse_strategy,
     raw::{InvariantNames, RawScenario},
-    Kind, Variant,
+    Kind, Strategy,
 };
 
 /// What a strategy must do in a scenario.
@@ -307,13 +307,13 @@ fn texts(
 pub(super) fn expectations(
     raw: &RawScenario,
     kind: Kind,
-    service_nat: Strategy,
+    service_nat: ServiceNat,
     stability: Duration,
     loc: &Locator,
-) -> Result<BTreeMap<Variant, Expectation>, ScenarioError> {
+) -> Result<BTreeMap<Strategy, Expectation>, ScenarioError> {
     let mut expectations = BTreeMap::new();
     for (key, exp) in &raw.expect {
-        let strategy: Variant = parse_variant(kind, service_nat, key.get_ref())
+        let strategy: Strategy = parse_strategy(kind, service_nat, key.get_ref())
             .map_err(|e| loc.error(Some(key.span()), e, None))?;
         let table = Table {
             strategy,

@@ -63,7 +63,7 @@ use racksim_reconciler::discovery::SwitchSlot;
 use racksim_nexus::instances::StartImpl;
 use racksim_sim::{
     rack::RackSpec, run::DEFAULT_STABILITY, services::ServiceTimes, Era, EraChoices, InstanceSpec,
-    Plan, Strategy,
+    Plan, ServiceNat,
 };
 use toml::Spanned;
 
@@ -82,31 +82,31 @@ use raw::RawScenario;
 /// ([`EraChoices`]): `saga`, `saga+nat-ensure=matches-removed`. It is what
 /// `--strategy` names and what an `[expect."…"]` key says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Variant {
+pub struct Strategy {
     pub preset: Preset,
     /// Mechanisms in another era than the preset's (none by default).
     pub eras: EraChoices,
 }
 
-/// The part of a [`Variant`] that stands for a whole era.
+/// The part of a [`Strategy`] that stands for a whole era.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Preset {
-    Nat(Strategy),
+    Nat(ServiceNat),
     Start(StartImpl),
 }
 
-impl Variant {
+impl Strategy {
     /// The strategy `s`, its era as it is.
-    pub fn nat(s: Strategy) -> Variant {
-        Variant {
+    pub fn nat(s: ServiceNat) -> Strategy {
+        Strategy {
             preset: Preset::Nat(s),
             eras: EraChoices::default(),
         }
     }
 
     /// The start implementation `i`, its era as it is.
-    pub fn start(i: StartImpl) -> Variant {
-        Variant {
+    pub fn start(i: StartImpl) -> Strategy {
+        Strategy {
             preset: Preset::Start(i),
             eras: EraChoices::default(),
         }
@@ -114,7 +114,7 @@ impl Variant {
 
     /// The service-NAT strategy and the start implementation a run of this
     /// variant has, in a scenario whose instances run beside `service_nat`.
-    pub fn parts(self, service_nat: Strategy) -> (Strategy, StartImpl) {
+    pub fn parts(self, service_nat: ServiceNat) -> (ServiceNat, StartImpl) {
         match self.preset {
             Preset::Nat(s) => (s, StartImpl::Saga),
             Preset::Start(i) => (service_nat, i),
@@ -123,13 +123,13 @@ impl Variant {
 
     /// The control plane a run of this variant gets: the preset's era,
     /// then the choices.
-    pub fn control_plane(self, service_nat: Strategy) -> Era {
+    pub fn control_plane(self, service_nat: ServiceNat) -> Era {
         let (strategy, start) = self.parts(service_nat);
         self.eras.apply(Era::of(strategy.era(), start))
     }
 }
 
-impl fmt::Display for Variant {
+impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.preset {
             Preset::Nat(s) => write!(f, "{s}")?,
@@ -151,7 +151,7 @@ pub enum Kind {
 pub struct Scenario {
     pub kind: Kind,
     /// The service-NAT strategy of an instances scenario (fixed).
-    pub service_nat: Strategy,
+    pub service_nat: ServiceNat,
     /// Instances the plan refers to.
     pub instances: Vec<InstanceSpec>,
     pub name: String,
@@ -171,20 +171,20 @@ pub struct Scenario {
     /// their place.
     pub service_times: ServiceTimes,
     pub plan: Plan,
-    pub expectations: BTreeMap<Variant, Expectation>,
+    pub expectations: BTreeMap<Strategy, Expectation>,
 }
 
 impl Scenario {
     /// Parse a `--strategy` value for this scenario's kind.
-    pub fn variant(&self, name: &str) -> Result<Variant, String> {
-        parse_variant(self.kind, self.service_nat, name)
+    pub fn strategy(&self, name: &str) -> Result<Strategy, String> {
+        parse_strategy(self.kind, self.service_nat, name)
     }
 
     /// The strategy `name`, which must be one this scenario has an
     /// expectation for; `what` names the argument in errors.
-    pub fn expected_variant(&self, name: &str, what: &str) -> Result<Variant, String> {
+    pub fn expected_strategy(&self, name: &str, what: &str) -> Result<Strategy, String> {
         let variant = self
-            .variant(name)
+            .strategy(name)
             .map_err(|e| format!("error: {what}: {e}"))?;
         if !self.expectations.contains_key(&variant) {
             return Err(format!(
@@ -204,14 +204,14 @@ impl Scenario {
 fn first_deadline(
     raw: &RawScenario,
     kind: Kind,
-    service_nat: Strategy,
-    expectations: &BTreeMap<Variant, expect::Expectation>,
+    service_nat: ServiceNat,
+    expectations: &BTreeMap<Strategy, expect::Expectation>,
     loc: &Locator,
 ) -> Option<order::Deadline> {
     raw.expect
         .iter()
         .filter_map(|(key, exp)| {
-            let variant = parse_variant(kind, service_nat, key.get_ref()).ok()?;
+            let variant = parse_strategy(kind, service_nat, key.get_ref()).ok()?;
             let at = expectations.get(&variant)?.deadline;
             // Where the deadline comes from: written, or `within` plus the
             // stability window.
@@ -229,12 +229,12 @@ fn first_deadline(
         .min_by_key(|d| d.at)
 }
 
-fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Variant, String> {
+fn parse_strategy(kind: Kind, service_nat: ServiceNat, name: &str) -> Result<Strategy, String> {
     let (preset, eras) = EraChoices::split(name)?;
     // One word, two kinds of preset: say which kind a name is when it is
     // the other kind's, since the names are all a user sees.
     let preset = match kind {
-        Kind::ServiceNat => Preset::Nat(preset.parse::<Strategy>().map_err(|e| {
+        Kind::ServiceNat => Preset::Nat(preset.parse::<ServiceNat>().map_err(|e| {
             match preset.parse::<StartImpl>() {
                 Ok(_) => format!(
                     "{preset:?} is an instance start, a strategy of kind = \"instances\" scenarios; this scenario is kind = \"service-nat\", whose strategies are {}",
@@ -244,7 +244,7 @@ fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Varian
             }
         })?),
         Kind::Instances => Preset::Start(preset.parse::<StartImpl>().map_err(|e| {
-            match preset.parse::<Strategy>() {
+            match preset.parse::<ServiceNat>() {
                 Ok(_) => format!(
                     "{preset:?} is a service-NAT strategy, of kind = \"service-nat\" scenarios; this scenario is kind = \"instances\", whose strategies are its instance starts: {}",
                     StartImpl::ALL.map(|i| i.as_str()).join(", ")
@@ -253,7 +253,7 @@ fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Varian
             }
         })?),
     };
-    let variant = Variant { preset, eras };
+    let variant = Strategy { preset, eras };
     if !eras.is_empty() {
         let (strategy, start) = variant.parts(service_nat);
         eras.check(
@@ -268,7 +268,7 @@ fn parse_variant(kind: Kind, service_nat: Strategy, name: &str) -> Result<Varian
 
 /// The service-NAT strategies, as a user types them.
 fn strategy_names() -> String {
-    Strategy::ALL.map(|s| s.name()).join(", ")
+    ServiceNat::ALL.map(|s| s.name()).join(", ")
 }
 
 /// Parse and validate a scenario from its text. `origin` names it in errors.
@@ -317,10 +317,10 @@ pub fn parse(origin: &str, text: &str) -> Result<Scenario, ScenarioError> {
         }
     };
     let service_nat = match &raw.service_nat {
-        None => Strategy::SLED_TASK,
+        None => ServiceNat::SLED_TASK,
         Some(s) => s
             .get_ref()
-            .parse::<Strategy>()
+            .parse::<ServiceNat>()
             .map_err(|e| err(Some(s.span()), e, None))?,
     };
     if kind == Kind::ServiceNat {

@@ -51,16 +51,16 @@ fn a_good_file_parses() {
         At::Window(Duration::from_secs(300), Duration::from_secs(480))
     );
     assert_eq!(
-        s.expectations[&Variant::nat(Strategy::SLED_TASK)].outcome,
+        s.expectations[&Strategy::nat(ServiceNat::SLED_TASK)].outcome,
         Outcome::ConvergesWithin(Duration::from_secs(600))
     );
     assert_eq!(
-        s.expectations[&Variant::nat(Strategy::LEGACY)].deadline,
+        s.expectations[&Strategy::nat(ServiceNat::LEGACY)].deadline,
         Duration::from_secs(7200)
     );
     // `converges` runs until `within` plus the stability window.
     assert_eq!(
-        s.expectations[&Variant::nat(Strategy::SLED_TASK)].deadline,
+        s.expectations[&Strategy::nat(ServiceNat::SLED_TASK)].deadline,
         Duration::from_secs(660)
     );
 }
@@ -280,7 +280,7 @@ fn impossible_orders_are_rejected() {
 /// The expectation `text` gives `variant` (it must parse).
 fn expectation_of(text: &str, variant: &str) -> Expectation {
     let s = parse("t.toml", text).unwrap();
-    s.expectations[&s.variant(variant).unwrap()].clone()
+    s.expectations[&s.strategy(variant).unwrap()].clone()
 }
 
 /// `text`'s error stands at `(line, column)` and says `says`.
@@ -458,9 +458,12 @@ within = "5m"
 fn instance_scenarios_parse_with_start_implementations() {
     let s = parse("i.toml", INSTANCES).unwrap();
     assert_eq!(s.kind, Kind::Instances);
-    assert_eq!(s.variant("saga").unwrap(), Variant::start(StartImpl::Saga));
+    assert_eq!(
+        s.strategy("saga").unwrap(),
+        Strategy::start(StartImpl::Saga)
+    );
     assert!(
-        s.variant("sled-task").is_err(),
+        s.strategy("sled-task").is_err(),
         "NAT strategies are not start implementations"
     );
     assert_eq!(
@@ -801,7 +804,7 @@ fn unknown_invariant_names_are_located_and_listed() {
         )
         .unwrap();
         assert_eq!(
-            s.expectations[&s.variant("saga").unwrap()].some_seeds_violate,
+            s.expectations[&s.strategy("saga").unwrap()].some_seeds_violate,
             [inv]
         );
     }
@@ -813,7 +816,7 @@ fn unknown_invariant_names_are_located_and_listed() {
     )
     .unwrap();
     assert_eq!(
-        s.expectations[&s.variant("saga").unwrap()].some_seeds_violate,
+        s.expectations[&s.strategy("saga").unwrap()].some_seeds_violate,
         ["one-vmm", "nat-follows-vmm"]
     );
 }
@@ -1045,7 +1048,7 @@ fn zone_start_bounds_apply_only_where_zone_starts_do_work() {
         "{GOOD}\n[expect.scrimlet-local-with-zone-start]\noutcome = \"converges\"\nwithin = \"10m\"\nzone_start_at_least = \"5m\"\n"
     );
     let s = parse("t.toml", &shipped).unwrap();
-    let exp = &s.expectations[&Variant::nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)];
+    let exp = &s.expectations[&Strategy::nat(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START)];
     assert_eq!(exp.zone_start_at_least, Some(Duration::from_secs(300)));
     parse(
         "i.toml",
@@ -1066,15 +1069,15 @@ fn the_shipped_strategy_has_an_expectation_table_of_its_own() {
     );
     let s = parse("t.toml", &text).unwrap();
     assert_eq!(
-        s.variant("scrimlet-local-with-zone-start").unwrap(),
-        Variant::nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)
+        s.strategy("scrimlet-local-with-zone-start").unwrap(),
+        Strategy::nat(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START)
     );
-    let exp = &s.expectations[&Variant::nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)];
+    let exp = &s.expectations[&Strategy::nat(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START)];
     assert_eq!(exp.deadline, Duration::from_secs(3600));
     // It is a table of its own, not scrimlet-local's.
     assert!(!s
         .expectations
-        .contains_key(&Variant::nat(Strategy::SCRIMLET_LOCAL)));
+        .contains_key(&Strategy::nat(ServiceNat::SCRIMLET_LOCAL)));
     let typo = text.replace(
         "[expect.scrimlet-local-with-zone-start]",
         "[expect.scrimlet-local-with-zonestart]",
@@ -1246,7 +1249,7 @@ fn expectation_keys_name_variants_with_era_choices() {
         "{INSTANCES}\n[expect.\"saga+nat-ensure=matches-removed\"]\noutcome = \"fails\"\ndeadline = \"10m\"\n"
     );
     let s = parse("i.toml", &text).unwrap();
-    let v = s.variant("saga+nat-ensure=matches-removed").unwrap();
+    let v = s.strategy("saga+nat-ensure=matches-removed").unwrap();
     assert_eq!(v.preset, Preset::Start(StartImpl::Saga));
     assert_eq!(
         v.eras.nat_ensure,
@@ -1256,7 +1259,7 @@ fn expectation_keys_name_variants_with_era_choices() {
     assert!(s.expectations.contains_key(&v));
     assert!(s
         .expectations
-        .contains_key(&Variant::start(StartImpl::Saga)));
+        .contains_key(&Strategy::start(StartImpl::Saga)));
     assert_eq!(
         v.control_plane(s.service_nat).nat_ensure,
         racksim_nexus::instances::NatEnsure::MatchesRemoved

@@ -8,7 +8,7 @@ use racksim_reconciler::discovery::SwitchSlot;
 use racksim_nexus::instances::StartImpl;
 
 use super::engine::Engine;
-use crate::{era::Era, plan::Plan, rack::RackSpec, strategy::Strategy, world::InstanceSpec};
+use crate::{era::Era, plan::Plan, rack::RackSpec, strategy::ServiceNat, world::InstanceSpec};
 
 /// How long the rack must stay converged before a run ends as converged.
 pub const DEFAULT_STABILITY: Duration = Duration::from_secs(60);
@@ -27,7 +27,7 @@ pub const EPHEMERAL_PORTS: RangeInclusive<u16> = 32768..=60999;
 #[derive(Clone, Debug)]
 pub struct RunConfig {
     pub rack: RackSpec,
-    pub strategy: Strategy,
+    pub strategy: ServiceNat,
     pub seed: u64,
     pub plan: Plan,
     /// The run ends unconverged at this simulated time.
@@ -78,7 +78,7 @@ impl RunConfig {
     /// default stability window, NTP replies through the first switch, no
     /// instances, saga starts, the control plane of the strategy's era.
     /// Adjust the fields or use the `with_*` methods.
-    pub fn new(rack: RackSpec, strategy: Strategy, seed: u64) -> Self {
+    pub fn new(rack: RackSpec, strategy: ServiceNat, seed: u64) -> Self {
         let ntp_return_switch = rack
             .switches
             .first()

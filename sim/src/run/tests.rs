@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use racksim_reconciler::discovery::SwitchSlot;
 
-use crate::{Action, Plan, RackSpec, RunConfig, Strategy, Verdict};
+use crate::{Action, Plan, RackSpec, RunConfig, ServiceNat, Verdict};
 
 /// Madrid under `legacy` never converges (switch1 never gets the NAT
 /// entries), so the run goes on to its deadline making connections all the
@@ -17,7 +17,7 @@ use crate::{Action, Plan, RackSpec, RunConfig, Strategy, Verdict};
 #[test]
 fn twelve_hours_on_sixteen_ports_exhaust_nothing() {
     let plan = Plan::new().at(Duration::ZERO, Action::HideSwitch(SwitchSlot::Switch1));
-    let mut cfg = RunConfig::new(RackSpec::madrid(), Strategy::LEGACY, 7)
+    let mut cfg = RunConfig::new(RackSpec::madrid(), ServiceNat::LEGACY, 7)
         .with_plan(plan)
         .with_ntp_return_switch(SwitchSlot::Switch1)
         .with_deadline(Duration::from_secs(12 * 3600));

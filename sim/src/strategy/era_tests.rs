@@ -6,21 +6,21 @@ use racksim_nexus::{
     instances::StartImpl,
 };
 
-use crate::strategy::Strategy;
+use crate::strategy::ServiceNat;
 
 #[test]
 fn each_strategy_and_start_runs_its_eras_control_plane() {
     use NexusServiceNat::{InventoryTracker, Off};
-    let service_nat = |s: Strategy| Era::of(s.era(), StartImpl::Saga).nexus_service_nat;
-    for s in Strategy::ALL {
+    let service_nat = |s: ServiceNat| Era::of(s.era(), StartImpl::Saga).nexus_service_nat;
+    for s in ServiceNat::ALL {
         // The instance-start networking issue's time had no tracker, whatever ran on the sleds.
         assert_eq!(Era::of(s.era(), StartImpl::Inline).nexus_service_nat, Off);
     }
-    assert_eq!(service_nat(Strategy::LEGACY), InventoryTracker);
-    assert_eq!(service_nat(Strategy::SLED_TASK), InventoryTracker);
-    assert_eq!(service_nat(Strategy::SCRIMLET_LOCAL), Off);
-    assert_eq!(service_nat(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START), Off);
-    for strategy in Strategy::ALL {
+    assert_eq!(service_nat(ServiceNat::LEGACY), InventoryTracker);
+    assert_eq!(service_nat(ServiceNat::SLED_TASK), InventoryTracker);
+    assert_eq!(service_nat(ServiceNat::SCRIMLET_LOCAL), Off);
+    assert_eq!(service_nat(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START), Off);
+    for strategy in ServiceNat::ALL {
         // Instance networking follows the start alone, whatever the
         // service-NAT strategy.
         for (start, task) in [
@@ -46,7 +46,7 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
         }
     }
     assert_eq!(
-        Strategy::ALL.map(|s| s.era().name()),
+        ServiceNat::ALL.map(|s| s.era().name()),
         ["legacy", "proposal", "target", "shipped"]
     );
     assert_eq!(
@@ -60,19 +60,19 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
 /// era's Nexus is the target's (the tracker went in the same PR).
 #[test]
 fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
-    let paths = |s: Strategy| {
+    let paths = |s: ServiceNat| {
         let parts = s.live().expect("a shipped strategy");
         (s.blocks_zone_start(), parts.scrimlet_reconcilers)
     };
-    assert_eq!(paths(Strategy::LEGACY), (true, false));
-    assert_eq!(paths(Strategy::SLED_TASK), (false, false));
-    assert_eq!(paths(Strategy::SCRIMLET_LOCAL), (false, true));
+    assert_eq!(paths(ServiceNat::LEGACY), (true, false));
+    assert_eq!(paths(ServiceNat::SLED_TASK), (false, false));
+    assert_eq!(paths(ServiceNat::SCRIMLET_LOCAL), (false, true));
     assert_eq!(
-        paths(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START),
+        paths(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START),
         (true, true)
     );
     assert_eq!(
-        Strategy::SCRIMLET_LOCAL_WITH_ZONE_START.era(),
+        ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START.era(),
         ServiceNatEra::Shipped
     );
     assert!(ServiceNatEra::Shipped.upstream().contains("b848b6df"));
@@ -81,17 +81,17 @@ fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
         .starts_with("the design after #9727"));
     for start in StartImpl::ALL {
         assert_eq!(
-            Era::of(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START.era(), start),
-            Era::of(Strategy::SCRIMLET_LOCAL.era(), start),
+            Era::of(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START.era(), start),
+            Era::of(ServiceNat::SCRIMLET_LOCAL.era(), start),
             "{start}"
         );
     }
     assert_eq!(
-        "scrimlet-local-with-zone-start".parse::<Strategy>(),
-        Ok(Strategy::SCRIMLET_LOCAL_WITH_ZONE_START)
+        "scrimlet-local-with-zone-start".parse::<ServiceNat>(),
+        Ok(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START)
     );
     assert_eq!(
-        Strategy::ALL.map(|s| s.name()),
+        ServiceNat::ALL.map(|s| s.name()),
         [
             "legacy",
             "sled-task",
@@ -103,13 +103,13 @@ fn each_strategy_runs_its_paths_and_the_shipped_one_runs_both() {
 
 #[test]
 fn the_control_plane_reads_as_one_line_and_serialises_by_name() {
-    let legacy = Era::of(Strategy::LEGACY.era(), StartImpl::Inline);
+    let legacy = Era::of(ServiceNat::LEGACY.era(), StartImpl::Inline);
     assert_eq!(
         legacy.to_string(),
         "nexus service-NAT task off, dpd NAT RPW off, nexus V2P task off, \
          instance watcher off, reincarnation off"
     );
-    let target = Era::of(Strategy::SCRIMLET_LOCAL.era(), StartImpl::Saga);
+    let target = Era::of(ServiceNat::SCRIMLET_LOCAL.era(), StartImpl::Saga);
     assert_eq!(
         target.to_string(),
         "nexus service-NAT task off, dpd NAT RPW on, nexus V2P task on, \

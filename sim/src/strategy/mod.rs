@@ -18,13 +18,13 @@
 //! the strategy stands for ([`NatStrategy::era`], from which
 //! [`crate::Era::of`] derives Nexus's tasks).
 //!
-//! The shipped strategies are racksim's reconciler parts, one module each
+//! The built-in strategies are racksim's reconciler parts, one module each
 //! ([`sled_task`], [`scrimlet_local`]), combined with or without the
-//! zone-start path in [`shipped`]; [`Strategy::ALL`] is the one
+//! zone-start path in [`builtin`]; [`ServiceNat::ALL`] is the one
 //! registration: it names them on the CLI and in scenario files. A
 //! strategy with code of its own is a module with an implementation of
 //! [`NatStrategy`].
-//! A strategy of a test's own needs no registration: [`Strategy::new`]
+//! A strategy of a test's own needs no registration: [`ServiceNat::new`]
 //! makes a handle any [`crate::RunConfig`] takes (see
 //! `docs/strategy-api.md`).
 //!
@@ -45,8 +45,8 @@
 //!
 //! [`Connector`]: racksim_reconciler::http::Connector
 
+pub mod builtin;
 pub mod scrimlet_local;
-pub mod shipped;
 pub mod sled_task;
 
 #[cfg(test)]
@@ -228,41 +228,43 @@ impl SledContext {
     }
 }
 
-/// A handle to a strategy: cheap to copy, compared by name.
+/// A handle to a service-NAT strategy (a [`NatStrategy`]): cheap to copy,
+/// compared by name. A cell's strategy, which may be an instance start
+/// instead, is `racksim_scenario::file::Strategy`.
 #[derive(Clone, Copy)]
-pub struct Strategy(&'static dyn NatStrategy);
+pub struct ServiceNat(&'static dyn NatStrategy);
 
-impl Strategy {
+impl ServiceNat {
     /// Per-sled blocking zone-start path, bugs included
-    /// ([`shipped::LEGACY`]).
-    pub const LEGACY: Strategy = Strategy(&shipped::LEGACY);
+    /// ([`builtin::LEGACY`]).
+    pub const LEGACY: ServiceNat = ServiceNat(&builtin::LEGACY);
     /// Periodic per-sled task, the zone-start NAT issue's proposal
-    /// ([`shipped::SLED_TASK`]).
-    pub const SLED_TASK: Strategy = Strategy(&shipped::SLED_TASK);
+    /// ([`builtin::SLED_TASK`]).
+    pub const SLED_TASK: ServiceNat = ServiceNat(&builtin::SLED_TASK);
     /// Per-scrimlet reconcilers of their own switch zone, alone: the
     /// design after omicron #9727 removes the zone-start path
-    /// ([`shipped::SCRIMLET_LOCAL`]).
-    pub const SCRIMLET_LOCAL: Strategy = Strategy(&shipped::SCRIMLET_LOCAL);
+    /// ([`builtin::SCRIMLET_LOCAL`]).
+    pub const SCRIMLET_LOCAL: ServiceNat = ServiceNat(&builtin::SCRIMLET_LOCAL);
     /// What ships today (omicron #10961, at b848b6df): the per-scrimlet
     /// reconcilers *and* the legacy blocking zone-start path
-    /// ([`shipped::SCRIMLET_LOCAL_WITH_ZONE_START`]).
-    pub const SCRIMLET_LOCAL_WITH_ZONE_START: Strategy =
-        Strategy(&shipped::SCRIMLET_LOCAL_WITH_ZONE_START);
+    /// ([`builtin::SCRIMLET_LOCAL_WITH_ZONE_START`]).
+    pub const SCRIMLET_LOCAL_WITH_ZONE_START: ServiceNat =
+        ServiceNat(&builtin::SCRIMLET_LOCAL_WITH_ZONE_START);
 
     /// The registered strategies: the names the CLI and scenario files
     /// accept, in the order reports list them. Adding a strategy to the
     /// catalogue's matrix is one line here (and its module).
-    pub const ALL: [Strategy; 4] = [
-        Strategy::LEGACY,
-        Strategy::SLED_TASK,
-        Strategy::SCRIMLET_LOCAL,
-        Strategy::SCRIMLET_LOCAL_WITH_ZONE_START,
+    pub const ALL: [ServiceNat; 4] = [
+        ServiceNat::LEGACY,
+        ServiceNat::SLED_TASK,
+        ServiceNat::SCRIMLET_LOCAL,
+        ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START,
     ];
 
     /// A handle to any strategy, registered or not: a test's own strategy
     /// runs through a [`crate::RunConfig`] without being in [`Self::ALL`].
-    pub const fn new(strategy: &'static dyn NatStrategy) -> Strategy {
-        Strategy(strategy)
+    pub const fn new(strategy: &'static dyn NatStrategy) -> ServiceNat {
+        ServiceNat(strategy)
     }
 
     pub fn name(self) -> &'static str {
@@ -291,55 +293,55 @@ impl Strategy {
 
     /// Where it stands in [`Self::ALL`]; unregistered ones come after.
     fn rank(self) -> usize {
-        Strategy::ALL
+        ServiceNat::ALL
             .iter()
             .position(|s| s.name() == self.name())
-            .unwrap_or(Strategy::ALL.len())
+            .unwrap_or(ServiceNat::ALL.len())
     }
 }
 
-impl PartialEq for Strategy {
+impl PartialEq for ServiceNat {
     fn eq(&self, other: &Self) -> bool {
         self.name() == other.name()
     }
 }
 
-impl Eq for Strategy {}
+impl Eq for ServiceNat {}
 
-impl hash::Hash for Strategy {
+impl hash::Hash for ServiceNat {
     fn hash<H: hash::Hasher>(&self, state: &mut H) {
         self.name().hash(state)
     }
 }
 
-impl Ord for Strategy {
+impl Ord for ServiceNat {
     fn cmp(&self, other: &Self) -> Ordering {
         (self.rank(), self.name()).cmp(&(other.rank(), other.name()))
     }
 }
 
-impl PartialOrd for Strategy {
+impl PartialOrd for ServiceNat {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl fmt::Debug for Strategy {
+impl fmt::Debug for ServiceNat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Strategy({})", self.name())
+        write!(f, "ServiceNat({})", self.name())
     }
 }
 
-display_by_name!(Strategy);
+display_by_name!(ServiceNat);
 
-impl FromStr for Strategy {
+impl FromStr for ServiceNat {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Strategy::ALL
+        ServiceNat::ALL
             .into_iter()
             .find(|st| st.name() == s)
             .ok_or_else(|| {
-                let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+                let names: Vec<&str> = ServiceNat::ALL.iter().map(|s| s.name()).collect();
                 format!(
                     "unknown strategy {s:?} (expected one of: {})",
                     names.join(", ")

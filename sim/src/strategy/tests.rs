@@ -1,6 +1,6 @@
 use racksim_reconciler::nat::NatEntry;
 
-use super::{NatStrategy, Parts, SledContext, SledStrategy, Strategy};
+use super::{NatStrategy, Parts, ServiceNat, SledContext, SledStrategy};
 use crate::era::ServiceNatEra;
 
 /// A strategy that is not registered: a test's own.
@@ -20,7 +20,7 @@ impl NatStrategy for Unregistered {
 
 #[test]
 fn the_registered_strategies_parse_by_name_and_keep_their_order() {
-    let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+    let names: Vec<&str> = ServiceNat::ALL.iter().map(|s| s.name()).collect();
     assert_eq!(
         names,
         [
@@ -30,42 +30,42 @@ fn the_registered_strategies_parse_by_name_and_keep_their_order() {
             "scrimlet-local-with-zone-start"
         ]
     );
-    for s in Strategy::ALL {
-        assert_eq!(s.name().parse::<Strategy>(), Ok(s));
+    for s in ServiceNat::ALL {
+        assert_eq!(s.name().parse::<ServiceNat>(), Ok(s));
         assert_eq!(s.to_string(), s.name());
     }
-    let mut sorted = Strategy::ALL;
+    let mut sorted = ServiceNat::ALL;
     sorted.reverse();
     sorted.sort();
     assert_eq!(
         sorted,
-        Strategy::ALL,
+        ServiceNat::ALL,
         "reports list them in registration order"
     );
 }
 
 #[test]
 fn an_unregistered_strategy_is_a_handle_but_not_a_name() {
-    let mine = Strategy::new(&Unregistered);
-    assert_eq!(mine, Strategy::new(&Unregistered), "compared by name");
-    assert_ne!(mine, Strategy::SCRIMLET_LOCAL);
+    let mine = ServiceNat::new(&Unregistered);
+    assert_eq!(mine, ServiceNat::new(&Unregistered), "compared by name");
+    assert_ne!(mine, ServiceNat::SCRIMLET_LOCAL);
     assert!(
-        Strategy::ALL.iter().all(|s| *s < mine),
+        ServiceNat::ALL.iter().all(|s| *s < mine),
         "it sorts after them"
     );
-    let err = "a-test-strategy".parse::<Strategy>().unwrap_err();
+    let err = "a-test-strategy".parse::<ServiceNat>().unwrap_err();
     assert!(
         err.contains("unknown strategy") && err.contains("scrimlet-local-with-zone-start"),
         "{err}"
     );
     assert_eq!(mine.live(), None, "live mode does not know how to run it");
     assert!(!mine.blocks_zone_start(), "the default");
-    assert_eq!(format!("{mine:?}"), "Strategy(a-test-strategy)");
+    assert_eq!(format!("{mine:?}"), "ServiceNat(a-test-strategy)");
 }
 
 #[test]
 fn each_shipped_strategy_says_its_era_and_its_live_parts() {
-    let table = Strategy::ALL.map(|s| {
+    let table = ServiceNat::ALL.map(|s| {
         let p = s.live().expect("a shipped strategy runs live");
         (
             s.era(),

@@ -7,10 +7,10 @@ use std::time::Duration;
 use racksim_reconciler::{discovery::SwitchSlot, DPD_PORT};
 
 use super::Sabotage;
-use crate::{trace::Kind, Action, Plan, RackSpec, RunConfig, RunOutcome, Strategy, Verdict};
+use crate::{trace::Kind, Action, Plan, RackSpec, RunConfig, RunOutcome, ServiceNat, Verdict};
 
 /// Madrid's plan: switch1 hidden at boot, revealed between 5m30s and 8m.
-fn madrid(strategy: Strategy, sabotage: Option<Sabotage>) -> RunConfig {
+fn madrid(strategy: ServiceNat, sabotage: Option<Sabotage>) -> RunConfig {
     let plan = Plan::new()
         .at(Duration::ZERO, Action::HideSwitch(SwitchSlot::Switch1))
         .between(
@@ -29,7 +29,7 @@ fn madrid(strategy: Strategy, sabotage: Option<Sabotage>) -> RunConfig {
 /// A madrid run under `strategy` broken by `sabotage`: it must end in a
 /// testbed error at the sabotage's instant, on its host. Returns the run
 /// and the error.
-fn broken_run(strategy: Strategy, sabotage: Sabotage) -> (RunOutcome, String) {
+fn broken_run(strategy: ServiceNat, sabotage: Sabotage) -> (RunOutcome, String) {
     let expected = (sabotage.at(), sabotage.target().0.to_string());
     let outcome = crate::run(&madrid(strategy, Some(sabotage)));
     let error = match &outcome.verdict {
@@ -46,7 +46,7 @@ fn broken_run(strategy: Strategy, sabotage: Sabotage) -> (RunOutcome, String) {
 fn a_fake_server_that_stops_is_a_testbed_error() {
     // Without sabotage, legacy fails on madrid by not converging: the
     // verdict that a broken fake must not be able to imitate.
-    let honest = crate::run(&madrid(Strategy::LEGACY, None));
+    let honest = crate::run(&madrid(ServiceNat::LEGACY, None));
     assert!(
         matches!(honest.verdict, Verdict::NotConverged { .. }),
         "{:?}",
@@ -55,7 +55,7 @@ fn a_fake_server_that_stops_is_a_testbed_error() {
 
     let at = Duration::from_secs(120);
     let (broken, error) = broken_run(
-        Strategy::LEGACY,
+        ServiceNat::LEGACY,
         Sabotage::stop_server("switch0", DPD_PORT, at),
     );
     assert!(
@@ -83,7 +83,7 @@ fn a_fake_server_that_stops_is_a_testbed_error() {
 fn a_panicking_host_task_is_a_testbed_error_naming_its_host() {
     let at = Duration::from_secs(90);
     let (_, error) = broken_run(
-        Strategy::SLED_TASK,
+        ServiceNat::SLED_TASK,
         Sabotage::panic("switch1", DPD_PORT, at),
     );
     assert!(error.starts_with("panicked: sabotaged"), "{error}");

@@ -10,13 +10,13 @@ use racksim_reconciler::discovery::SwitchSlot;
 
 use racksim_nexus::instances::StartImpl;
 
-use crate::{era::Era, rack::RackSpec, strategy::Strategy};
+use crate::{era::Era, rack::RackSpec, strategy::ServiceNat};
 
 /// Everything fixed for one run.
 #[derive(Clone, Debug)]
 pub struct RunParams {
     pub rack: Arc<RackSpec>,
-    pub strategy: Strategy,
+    pub strategy: ServiceNat,
     /// How the control plane starts instances.
     pub start: StartImpl,
     /// Which control-plane tasks run (the hosts read this, never the

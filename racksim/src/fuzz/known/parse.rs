@@ -6,7 +6,7 @@
 use std::{ops::Range, path::Path};
 
 use racksim_nexus::instances::StartImpl;
-use racksim_sim::{check::INVARIANTS, rack::RackSpec, Strategy};
+use racksim_sim::{check::INVARIANTS, rack::RackSpec, ServiceNat};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -302,7 +302,7 @@ pub fn parse(origin: &str, text: &str, base: &Path) -> Result<KnownDefects, Scen
         })?;
         let strategies = each(&d.strategies, |s| {
             s.get_ref()
-                .parse::<Strategy>()
+                .parse::<ServiceNat>()
                 .map_err(|e| err(Some(s.span()), e.to_string(), None))
         })?;
         let starts = each(&d.starts, |s| {

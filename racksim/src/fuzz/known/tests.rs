@@ -28,7 +28,7 @@ fn vmm_entry(extra: &str) -> String {
 }
 
 fn opts(start: StartImpl) -> Options {
-    Options::new("madrid", Strategy::SCRIMLET_LOCAL, start).unwrap()
+    Options::new("madrid", ServiceNat::SCRIMLET_LOCAL, start).unwrap()
 }
 
 fn not_converged(gaps: &[&str]) -> SeedResult {
@@ -265,12 +265,12 @@ fn entries_apply_only_where_they_say() {
         k.classify(&opts(StartImpl::Saga), &r),
         Some(Listing::Unlisted(_))
     ));
-    let standard = Options::new("standard", Strategy::SCRIMLET_LOCAL, StartImpl::Saga).unwrap();
+    let standard = Options::new("standard", ServiceNat::SCRIMLET_LOCAL, StartImpl::Saga).unwrap();
     assert!(matches!(
         k.classify(&standard, &r),
         Some(Listing::Listed(_))
     ));
-    let naive = Options::new("standard", Strategy::SCRIMLET_LOCAL, StartImpl::Naive).unwrap();
+    let naive = Options::new("standard", ServiceNat::SCRIMLET_LOCAL, StartImpl::Naive).unwrap();
     assert!(matches!(k.classify(&naive, &r), Some(Listing::Unlisted(_))));
 }
 

@@ -1,10 +1,10 @@
 use racksim_nexus::instances::StartImpl;
-use racksim_sim::Strategy;
+use racksim_sim::ServiceNat;
 
 use super::*;
 use crate::file::Outcome;
 
-fn opts(rack: &str, strategy: Strategy) -> Options {
+fn opts(rack: &str, strategy: ServiceNat) -> Options {
     Options::new(rack, strategy, StartImpl::Saga).unwrap()
 }
 
@@ -14,11 +14,11 @@ fn opts(rack: &str, strategy: Strategy) -> Options {
 #[test]
 fn drawn_plans_are_valid_scenarios_and_round_trip() {
     for rack in ["madrid", "standard"] {
-        let o = opts(rack, Strategy::SCRIMLET_LOCAL);
+        let o = opts(rack, ServiceNat::SCRIMLET_LOCAL);
         for seed in 0..300 {
             let text = plan_text(&o, seed);
             let s = scenario(&o, seed);
-            let exp = &s.expectations[&o.variant()];
+            let exp = &s.expectations[&o.file_strategy()];
             let Outcome::ConvergesWithin(within) = exp.outcome else {
                 panic!("seed {seed}: fuzz plans expect convergence");
             };
@@ -41,7 +41,7 @@ fn drawn_plans_are_valid_scenarios_and_round_trip() {
 /// Swarm: seeds differ in which kinds of fault they enable at all.
 #[test]
 fn seeds_enable_different_kinds() {
-    let o = opts("madrid", Strategy::SLED_TASK);
+    let o = opts("madrid", ServiceNat::SLED_TASK);
     let kinds: std::collections::BTreeSet<String> =
         (0..40).map(|seed| scenario(&o, seed).description).collect();
     assert!(kinds.len() > 30, "{kinds:?}");
@@ -56,7 +56,7 @@ fn replacement_only_of_bare_scrimlets() {
     let madrid = RackSpec::madrid();
     assert!(!scrimlet_is_bare(&madrid, SwitchSlot::Switch0));
     assert!(scrimlet_is_bare(&RackSpec::standard(), SwitchSlot::Switch1));
-    let o = opts("madrid", Strategy::SLED_TASK);
+    let o = opts("madrid", ServiceNat::SLED_TASK);
     for seed in 0..200 {
         let s = scenario(&o, seed);
         assert!(
@@ -94,7 +94,7 @@ fn reboots(plan: &Plan) -> Vec<(SwitchSlot, Duration, Duration)> {
 /// a replay runs) has both steps, and each reboot ends within the chaos.
 #[test]
 fn some_seeds_draw_scrimlet_reboots_and_their_plan_text_shows_them() {
-    let o = opts("madrid", Strategy::SLED_TASK);
+    let o = opts("madrid", ServiceNat::SLED_TASK);
     let mut drawn = 0;
     for seed in 1..=100 {
         let s = scenario(&o, seed);
@@ -120,7 +120,8 @@ fn some_seeds_draw_scrimlet_reboots_and_their_plan_text_shows_them() {
                 text.contains(&step("scrimlet-back", to)),
                 "seed {seed}:\n{text}"
             );
-            let Outcome::ConvergesWithin(within) = s.expectations[&o.variant()].outcome else {
+            let Outcome::ConvergesWithin(within) = s.expectations[&o.file_strategy()].outcome
+            else {
                 panic!("seed {seed}: fuzz plans expect convergence");
             };
             assert!(from < to && to + LIVENESS <= within, "seed {seed}");
@@ -202,7 +203,7 @@ fn scrimlet_reboots_overlap_no_other_fault_on_their_scrimlet() {
     assert_eq!(reboot_overlaps(&overlapping, &madrid).len(), 1);
     let mut seen = 0;
     for rack in ["madrid", "standard"] {
-        let o = opts(rack, Strategy::SCRIMLET_LOCAL);
+        let o = opts(rack, ServiceNat::SCRIMLET_LOCAL);
         let spec = RackSpec::by_name(rack).unwrap();
         for seed in 0..300 {
             let plan = scenario(&o, seed).plan;
@@ -220,7 +221,7 @@ fn scrimlet_reboots_overlap_no_other_fault_on_their_scrimlet() {
 #[test]
 fn later_kinds_only_add_their_own_steps() {
     for rack in ["madrid", "standard", "full"] {
-        let o = opts(rack, Strategy::SLED_TASK);
+        let o = opts(rack, ServiceNat::SLED_TASK);
         for seed in 0..200 {
             let with = draw(&o, seed);
             let without = draw_with(&o, seed, false);

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use racksim_sim::Strategy;
+use racksim_sim::ServiceNat;
 
 use super::{
     invariant_list, invariants_hint, known_invariant, texts, Expectation, Outcome, OutcomeName,
@@ -10,7 +10,7 @@ use super::{
 use crate::file::{
     error::{Locator, ScenarioError},
     raw::RawExpect,
-    Kind, Variant,
+    Kind, Strategy,
 };
 
 /// The outcome a table names.
@@ -35,11 +35,11 @@ pub(super) fn outcome_name(exp: &RawExpect, loc: &Locator) -> Result<OutcomeName
 /// order they are written here, so a table with two mistakes is told of
 /// the same one every time.
 pub(super) struct Table<'a> {
-    pub(super) strategy: Variant,
+    pub(super) strategy: Strategy,
     pub(super) outcome: OutcomeName,
     pub(super) exp: &'a RawExpect,
     pub(super) kind: Kind,
-    pub(super) service_nat: Strategy,
+    pub(super) service_nat: ServiceNat,
     pub(super) loc: &'a Locator<'a>,
 }
 

@@ -1,4 +1,5 @@
-//! The strategies racksim ships: each is racksim's reconciler parts
+//! The built-in service-NAT strategies (the four `racksim list` names, not
+//! the era `shipped`, which is one of them): each is racksim's reconciler parts
 //! ([`Parts`]: the per-scrimlet reconcilers, the per-sled task) plus,
 //! where the era has it, sled-agent's legacy zone-start path. One
 //! implementation of [`NatStrategy`] serves all four; what each stands for
@@ -11,17 +12,17 @@ use crate::era::ServiceNatEra;
 
 /// A strategy made of racksim's reconciler parts and, optionally, the
 /// legacy zone-start path.
-pub struct Shipped {
+pub struct Builtin {
     name: &'static str,
     era: ServiceNatEra,
     zone_start: bool,
     parts: Parts,
 }
 
-impl Shipped {
+impl Builtin {
     /// No parts, no zone-start path.
-    const fn new(name: &'static str, era: ServiceNatEra) -> Shipped {
-        Shipped {
+    const fn new(name: &'static str, era: ServiceNatEra) -> Builtin {
+        Builtin {
             name,
             era,
             zone_start: false,
@@ -30,17 +31,17 @@ impl Shipped {
     }
 
     /// sled-agent blocks each zone's start on the legacy path.
-    const fn zone_start(mut self) -> Shipped {
+    const fn zone_start(mut self) -> Builtin {
         self.zone_start = true;
         self
     }
 
-    const fn scrimlet_reconcilers(mut self) -> Shipped {
+    const fn scrimlet_reconcilers(mut self) -> Builtin {
         self.parts.scrimlet_reconcilers = true;
         self
     }
 
-    const fn sled_task(mut self) -> Shipped {
+    const fn sled_task(mut self) -> Builtin {
         self.parts.sled_task = true;
         self
     }
@@ -51,32 +52,32 @@ impl Shipped {
 /// before the zone runs (`legacy::ensure_zone_nat`, with the bugs the
 /// zone-start NAT issue describes), and the legacy era's Nexus runs its
 /// service-zone NAT task beside it.
-pub static LEGACY: Shipped = Shipped::new("legacy", ServiceNatEra::Legacy).zone_start();
+pub static LEGACY: Builtin = Builtin::new("legacy", ServiceNatEra::Legacy).zone_start();
 
 /// The zone-start NAT issue's proposal: each sled runs one periodic task
 /// that owns its own zones' entries on every switch it discovers; zones
 /// start at once. It never shipped; it runs on the legacy era's control
 /// plane (Nexus's service-zone NAT task beside it).
-pub static SLED_TASK: Shipped = Shipped::new("sled-task", ServiceNatEra::Proposal).sled_task();
+pub static SLED_TASK: Builtin = Builtin::new("sled-task", ServiceNatEra::Proposal).sled_task();
 
 /// The scrimlet-reconcilers PR's design alone, as after omicron #9727
 /// removes the zone-start path: each scrimlet reconciles its own switch
 /// zone from the rack-wide config the bootstore carries; an ordinary sled
 /// runs nothing; zones start at once.
-pub static SCRIMLET_LOCAL: Shipped =
-    Shipped::new("scrimlet-local", ServiceNatEra::Target).scrimlet_reconcilers();
+pub static SCRIMLET_LOCAL: Builtin =
+    Builtin::new("scrimlet-local", ServiceNatEra::Target).scrimlet_reconcilers();
 
 /// What ships at omicron b848b6df: #10961 runs the per-scrimlet
 /// reconcilers in sled-agent, but sled-agent still sets up each zone's NAT
 /// in its zone-start path (`ServiceManager::opte_ports_needed`) for update
 /// safety, until #9727 removes it: two writers of the same switches'
 /// tables.
-pub static SCRIMLET_LOCAL_WITH_ZONE_START: Shipped =
-    Shipped::new("scrimlet-local-with-zone-start", ServiceNatEra::Shipped)
+pub static SCRIMLET_LOCAL_WITH_ZONE_START: Builtin =
+    Builtin::new("scrimlet-local-with-zone-start", ServiceNatEra::Shipped)
         .scrimlet_reconcilers()
         .zone_start();
 
-impl NatStrategy for Shipped {
+impl NatStrategy for Builtin {
     fn name(&self) -> &'static str {
         self.name
     }
