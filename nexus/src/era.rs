@@ -56,17 +56,14 @@ pub enum ServiceNatEra {
     Shipped,
 }
 
-impl ServiceNatEra {
-    /// The era `strategy` stands for.
-    pub fn name(self) -> &'static str {
-        match self {
-            ServiceNatEra::Legacy => "legacy",
-            ServiceNatEra::Proposal => "proposal",
-            ServiceNatEra::Target => "target",
-            ServiceNatEra::Shipped => "shipped",
-        }
-    }
+racksim_wire::enum_names!(ServiceNatEra {
+    Legacy => "legacy",
+    Proposal => "proposal",
+    Target => "target",
+    Shipped => "shipped",
+});
 
+impl ServiceNatEra {
     /// Which upstream code it is, in a phrase.
     pub fn upstream(self) -> &'static str {
         match self {
@@ -86,12 +83,6 @@ impl ServiceNatEra {
     }
 }
 
-impl fmt::Display for ServiceNatEra {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// The era of upstream's instance networking an instance start
 /// implementation stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -108,19 +99,17 @@ pub enum InstanceEra {
     Current,
 }
 
+racksim_wire::enum_names!(InstanceEra {
+    PreRpw => "pre-rpw",
+    Current => "current",
+});
+
 impl InstanceEra {
     /// The era `start` stands for.
     pub fn of(start: StartImpl) -> InstanceEra {
         match start {
             StartImpl::Inline => InstanceEra::PreRpw,
             StartImpl::Naive | StartImpl::Saga => InstanceEra::Current,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            InstanceEra::PreRpw => "pre-rpw",
-            InstanceEra::Current => "current",
         }
     }
 
@@ -134,12 +123,6 @@ impl InstanceEra {
                 "omicron and dendrite today, dpd pulls instance NAT and Nexus's V2P task pushes V2P"
             }
         }
-    }
-}
-
-impl fmt::Display for InstanceEra {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

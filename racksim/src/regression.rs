@@ -26,7 +26,7 @@ pub struct Regression {
     pub path: std::path::PathBuf,
     pub scenario: Scenario,
     pub seed: u64,
-    pub variant: Strategy,
+    pub strategy: Strategy,
 }
 
 /// Every `*.toml` in `dir`, by file name. A file that does not parse, or
@@ -52,14 +52,14 @@ pub fn regression(path: std::path::PathBuf) -> Result<Regression, String> {
             path.display()
         )
     })?;
-    let variant = scenario
+    let strategy = scenario
         .strategy(&strategy)
         .map_err(|e| format!("error: {}: {e}", path.display()))?;
     Ok(Regression {
         path,
         scenario,
         seed,
-        variant,
+        strategy,
     })
 }
 

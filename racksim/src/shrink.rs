@@ -32,7 +32,7 @@ pub const MAX_RUNS: usize = 2_000;
 pub struct Shrunk {
     /// The scenario with the reduced plan.
     pub scenario: Scenario,
-    pub variant: Strategy,
+    pub strategy: Strategy,
     pub seed: u64,
     pub mutant: Option<Mutant>,
     pub failure: Failure,
@@ -43,7 +43,7 @@ pub struct Shrunk {
 
 struct Runner<'a> {
     base: &'a Scenario,
-    variant: Strategy,
+    strategy: Strategy,
     seed: u64,
     mutant: Option<Mutant>,
     runs: usize,
@@ -94,7 +94,7 @@ impl Runner<'_> {
 
     fn outcome(&mut self, s: &Scenario) -> racksim_sim::RunOutcome {
         self.runs += 1;
-        let mut cfg = runner::config(s, self.variant, self.seed).expect("has the expectation");
+        let mut cfg = runner::config(s, self.strategy, self.seed).expect("has the expectation");
         cfg.mutant = self.mutant;
         racksim_sim::run(&cfg)
     }
@@ -106,29 +106,29 @@ impl Runner<'_> {
         let Some(s) = self.candidate(plan) else {
             return false;
         };
-        let exp = &self.base.expectations[&self.variant];
+        let exp = &self.base.expectations[&self.strategy];
         let outcome = self.outcome(&s);
         want.matches(exp, &outcome)
     }
 }
 
-/// Shrink `scenario`'s plan under `variant` and `seed` (and `mutant`).
+/// Shrink `scenario`'s plan under `strategy` and `seed` (and `mutant`).
 /// `progress(runs, steps)` after every accepted reduction. `Err` when the
 /// plan does not fail to begin with.
 pub fn shrink(
     scenario: &Scenario,
-    variant: Strategy,
+    strategy: Strategy,
     seed: u64,
     mutant: Option<Mutant>,
     progress: &dyn Fn(usize, usize),
 ) -> Result<Shrunk, String> {
     let exp: &Expectation = scenario
         .expectations
-        .get(&variant)
-        .ok_or_else(|| format!("error: {} has no expectation for {variant}", scenario.name))?;
+        .get(&strategy)
+        .ok_or_else(|| format!("error: {} has no expectation for {strategy}", scenario.name))?;
     let mut r = Runner {
         base: scenario,
-        variant,
+        strategy,
         seed,
         mutant,
         runs: 0,
@@ -136,14 +136,14 @@ pub fn shrink(
     let first = r.outcome(scenario);
     if let Verdict::TestbedError { host, error, .. } = &first.verdict {
         return Err(format!(
-            "error: {} --strategy {variant} --seed {seed} ended in a testbed error on {host} \
+            "error: {} --strategy {strategy} --seed {seed} ended in a testbed error on {host} \
              ({error}): that is a bug of racksim itself, not a finding to keep as a regression",
             scenario.name
         ));
     }
     let Some(want) = failure(exp, &first) else {
         return Err(format!(
-            "error: {} --strategy {variant} --seed {seed} does not fail (it meets its expectation or converged): nothing to shrink",
+            "error: {} --strategy {strategy} --seed {seed} does not fail (it meets its expectation or converged): nothing to shrink",
             scenario.name
         ));
     };
@@ -171,7 +171,7 @@ pub fn shrink(
     });
     Ok(Shrunk {
         scenario: reduced,
-        variant,
+        strategy,
         seed,
         mutant,
         failure: want,
@@ -409,7 +409,7 @@ pub fn regression_toml(
     s.description = format!("shrunk regression: {}", shrunk.failure);
     let exp = s
         .expectations
-        .get(&shrunk.variant)
+        .get(&shrunk.strategy)
         .cloned()
         .expect("has the expectation");
     // Only what the recorded outcome takes (the parser refuses the rest):
@@ -443,7 +443,7 @@ pub fn regression_toml(
             ..bare
         },
     };
-    s.expectations = [(shrunk.variant, recorded)].into_iter().collect();
+    s.expectations = [(shrunk.strategy, recorded)].into_iter().collect();
     let mutant = shrunk
         .mutant
         .map(|m| format!(" --mutant {m}"))
@@ -451,7 +451,7 @@ pub fn regression_toml(
     let mut header = vec![
         format!(
             "Regression: shrunk by `racksim shrink {source_arg} --seed {} --strategy {}{mutant}`",
-            shrunk.seed, shrunk.variant
+            shrunk.seed, shrunk.strategy
         ),
         format!(
             "from {} ({} steps -> {} steps). It failed: {}.",
@@ -474,7 +474,7 @@ pub fn regression_toml(
         runner::replay_command_of(
             crate::invocation::INSTALLED,
             path,
-            shrunk.variant,
+            shrunk.strategy,
             shrunk.seed
         )
     ));

@@ -37,13 +37,13 @@ const FULL_RACK_SEEDS: u64 = 8;
 const SHIPPED_SEEDS: u64 = 8;
 
 /// The seeds of one cell.
-fn seeds(scenario: &Scenario, variant: Strategy) -> u64 {
+fn seeds(scenario: &Scenario, strategy: Strategy) -> u64 {
     let n = if scenario.rack_name == "full" {
         FULL_RACK_SEEDS
     } else {
         SEEDS
     };
-    if variant == Strategy::nat(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START) {
+    if strategy == Strategy::nat(ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START) {
         n.min(SHIPPED_SEEDS)
     } else {
         n
@@ -54,10 +54,10 @@ fn seeds(scenario: &Scenario, variant: Strategy) -> u64 {
 /// judge it: every run meets its expectation, and a race that only some
 /// timings expose (the scenario says which invariant breaks) is found by a
 /// sweep of this size.
-fn check_cell(scenario: &Scenario, variant: Strategy) -> Result<(), Failed> {
+fn check_cell(scenario: &Scenario, strategy: Strategy) -> Result<(), Failed> {
     let mut only = scenario.clone();
-    only.expectations.retain(|v, _| *v == variant);
-    let seeds: Vec<u64> = (1..=seeds(scenario, variant)).collect();
+    only.expectations.retain(|v, _| *v == strategy);
+    let seeds: Vec<u64> = (1..=seeds(scenario, strategy)).collect();
     let cells = matrix::matrix(std::slice::from_ref(&only), &seeds, 1, &|_, _| {});
     let [cell] = &cells[..] else {
         return Err(format!("{} cells for one expectation", cells.len()).into());
@@ -174,11 +174,11 @@ fn main() {
         catalogue_has_no_holes,
     )];
     for scenario in catalogue::all() {
-        for &variant in scenario.expectations.keys() {
+        for &strategy in scenario.expectations.keys() {
             let s = scenario.clone();
             trials.push(Trial::test(
-                format!("{}::{variant}", scenario.name),
-                move || check_cell(&s, variant),
+                format!("{}::{strategy}", scenario.name),
+                move || check_cell(&s, strategy),
             ));
         }
     }
@@ -196,8 +196,9 @@ fn main() {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         trials.push(Trial::test(format!("regression::{name}"), move || {
-            let judged = runner::run(&r.scenario, r.variant, r.seed)
-                .ok_or_else(|| format!("{}: no expectation for {}", r.path.display(), r.variant))?;
+            let judged = runner::run(&r.scenario, r.strategy, r.seed).ok_or_else(|| {
+                format!("{}: no expectation for {}", r.path.display(), r.strategy)
+            })?;
             if judged.judgement.is_ok() {
                 Ok(())
             } else {
@@ -205,7 +206,7 @@ fn main() {
                     "racksim run {} --seed {} --strategy {}: {:?}\n{}",
                     r.path.display(),
                     r.seed,
-                    r.variant,
+                    r.strategy,
                     judged.judgement,
                     judged.outcome.verdict.lines().join("\n")
                 )

@@ -240,7 +240,7 @@ fn failures_name_the_invariant_or_the_missing_item() {
 /// `saga+nat-ensure=matches-removed` (the ensure before omicron #4610)
 /// seeds 1..40 of madrid lose instances' NAT, unlisted, while today's
 /// `saga` passes every one of them; a failing seed's plan file replays
-/// under the same variant. A choice no run could tell apart is refused.
+/// under the same strategy. A choice no run could tell apart is refused.
 #[test]
 fn fuzzing_an_era_before_a_fix_finds_its_bug() {
     let before = fuzz_json(&[

@@ -152,15 +152,15 @@ fn every_rack_preset_is_gated() {
 /// it stands for and its result.
 fn regression_run(d: &known::Defect) -> (Options, SeedResult) {
     let r = shrink::regression(d.regression.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let Preset::Start(start) = r.variant.preset else {
+    let Preset::Start(start) = r.strategy.preset else {
         panic!(
             "{}: a known defect's regression is an instances scenario",
             r.path.display()
         );
     };
     let opts = Options::new(&r.scenario.rack_name, r.scenario.service_nat, start).unwrap();
-    let judged = runner::run(&r.scenario, r.variant, r.seed).expect("its expectation");
-    let exp = &r.scenario.expectations[&r.variant];
+    let judged = runner::run(&r.scenario, r.strategy, r.seed).expect("its expectation");
+    let exp = &r.scenario.expectations[&r.strategy];
     (opts, fuzz::result_of(r.seed, exp, &judged.outcome))
 }
 

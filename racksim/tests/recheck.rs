@@ -70,10 +70,10 @@ fn judging_after_every_event_changes_nothing() {
         } else {
             SEEDS
         };
-        for &variant in scenario.expectations.keys() {
+        for &strategy in scenario.expectations.keys() {
             for &seed in seeds {
-                let cfg = runner::config(&scenario, variant, seed).expect("has an expectation");
-                jobs.push((format!("{} / {variant} / seed {seed}", scenario.name), cfg));
+                let cfg = runner::config(&scenario, strategy, seed).expect("has an expectation");
+                jobs.push((format!("{} / {strategy} / seed {seed}", scenario.name), cfg));
             }
         }
     }

@@ -37,8 +37,8 @@ fn nat_row_missed_only_with_the_stall_and_deterministically() {
             .count()
     };
     assert_eq!(stalls(&r.scenario), 1);
-    let a = runner::run(&r.scenario, r.variant, r.seed).expect("has saga");
-    let b = runner::run(&r.scenario, r.variant, r.seed).expect("has saga");
+    let a = runner::run(&r.scenario, r.strategy, r.seed).expect("has saga");
+    let b = runner::run(&r.scenario, r.strategy, r.seed).expect("has saga");
     assert_eq!(
         a.outcome.trace, b.outcome.trace,
         "same seed, different trace"
@@ -70,7 +70,7 @@ fn nat_row_missed_only_with_the_stall_and_deterministically() {
         .steps
         .retain(|st| !matches!(st.action, racksim_sim::Action::DbStall { .. }));
     assert_eq!(stalls(&none), 0);
-    let c = runner::run(&none, r.variant, r.seed).expect("has saga");
+    let c = runner::run(&none, r.strategy, r.seed).expect("has saga");
     assert!(
         matches!(
             c.outcome.verdict,

@@ -20,7 +20,7 @@ use racksim::catalogue;
 #[test]
 fn crash_between_mark_as_starting_write_and_its_log_entry() {
     let scenario = catalogue::get("control-plane-crash-mid-saga").expect("catalogued");
-    let saga = scenario.strategy("saga").expect("saga variant");
+    let saga = scenario.strategy("saga").expect("saga strategy");
     let judged = racksim::runner::run(&scenario, saga, 4).expect("has an expectation");
     let trace: Vec<String> = judged.outcome.trace.iter().map(|l| l.to_string()).collect();
     let crash = trace

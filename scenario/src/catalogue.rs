@@ -170,7 +170,7 @@ pub fn eras() -> String {
             cp.nexus_v2p
         );
     }
-    out += "mechanisms a variant may set to another era (PRESET+MECHANISM=ERA, e.g. \
+    out += "mechanisms a strategy may set to another era (PRESET+MECHANISM=ERA, e.g. \
             saga+nat-ensure=matches-removed; docs/upstream-bugs.md):\n";
     out += &format!("  {}\n", racksim_nexus::era::MECHANISMS.join(", "));
     out

@@ -87,18 +87,6 @@ compile_error!(
      RUSTFLAGS=\"--cfg tokio_unstable -D warnings\" (see docs/determinism.md)."
 );
 
-/// `Display` as the type's `name()`: the one spelling scenario files,
-/// traces and the CLI use for a strategy, era, task or zone kind.
-macro_rules! display_by_name {
-    ($($t:ty),+ $(,)?) => {$(
-        impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-    )+};
-}
-
 pub mod check;
 pub mod dataplane;
 /// The era of upstream a run stands for: `racksim-nexus` owns it, since Nexus

@@ -190,12 +190,9 @@ impl FromStr for ZoneRef {
                 ),
             ),
         };
-        let kind = ZONE_KINDS
-            .into_iter()
-            .find(|k| k.name() == kind)
-            .ok_or_else(|| {
-                format!("unknown zone kind {kind:?} (expected boundary-ntp, nexus or external-dns)")
-            })?;
+        let kind = ZoneKind::from_name(kind).ok_or_else(|| {
+            format!("unknown zone kind {kind:?} (expected boundary-ntp, nexus or external-dns)")
+        })?;
         Ok(ZoneRef { kind, ordinal })
     }
 }

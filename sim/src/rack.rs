@@ -28,17 +28,11 @@ pub enum ZoneKind {
     ExternalDns,
 }
 
-impl ZoneKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ZoneKind::BoundaryNtp => "boundary-ntp",
-            ZoneKind::Nexus => "nexus",
-            ZoneKind::ExternalDns => "external-dns",
-        }
-    }
-}
-
-display_by_name!(ZoneKind);
+racksim_wire::enum_names!(ZoneKind {
+    BoundaryNtp => "boundary-ntp",
+    Nexus => "nexus",
+    ExternalDns => "external-dns",
+});
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SledSpec {

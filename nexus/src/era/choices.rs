@@ -47,7 +47,7 @@ macro_rules! mechanisms {
 
         /// The mechanisms set to an era other than the preset's: `None`
         /// keeps the preset's. Ordered and hashed as a whole, so that a
-        /// variant with choices is a key of its own.
+        /// strategy with choices is a key of its own.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct EraChoices {
             $(pub $field: Option<$ty>,)+
@@ -96,7 +96,7 @@ macro_rules! mechanisms {
         }
 
         /// `+mechanism=era` for each choice, in [`MECHANISMS`]' order
-        /// (empty for none), so `preset` followed by this is the variant's
+        /// (empty for none), so `preset` followed by this is the strategy's
         /// name.
         impl fmt::Display for EraChoices {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -134,7 +134,7 @@ impl EraChoices {
         *self == EraChoices::default()
     }
 
-    /// A variant's name split into its preset and its choices:
+    /// A strategy's name split into its preset and its choices:
     /// `saga+nat-ensure=matches-removed` is `("saga", nat-ensure=…)`.
     pub fn split(name: &str) -> Result<(&str, EraChoices), String> {
         match name.split_once('+') {
@@ -144,7 +144,7 @@ impl EraChoices {
     }
 
     /// Parse `MECHANISM=ERA` choices separated by `+` (the part of a
-    /// variant's name after its preset).
+    /// strategy's name after its preset).
     pub fn parse(text: &str) -> Result<EraChoices, String> {
         let mut choices = EraChoices::default();
         for part in text.split('+') {

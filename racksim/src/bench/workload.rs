@@ -123,8 +123,8 @@ fn one(
     engine: Engine,
     deadline: Option<Duration>,
 ) -> Result<Sample, String> {
-    let variant = scenario.strategy(strategy)?;
-    let mut cfg = runner::config(scenario, variant, SEED)
+    let strategy = scenario.strategy(strategy)?;
+    let mut cfg = runner::config(scenario, strategy, SEED)
         .ok_or_else(|| format!("error: {} has no strategy {strategy}", scenario.name))?;
     cfg.engine = engine;
     if let Some(d) = deadline {
@@ -197,10 +197,10 @@ fn sweep(
     seeds: u64,
     engine: Engine,
 ) -> Result<Sample, String> {
-    let variant = scenario.strategy("sled-task")?;
+    let strategy = scenario.strategy("sled-task")?;
     let configs = (1..=seeds)
         .map(|seed| {
-            let mut cfg = runner::config(scenario, variant, seed)
+            let mut cfg = runner::config(scenario, strategy, seed)
                 .ok_or_else(|| format!("error: {} has no strategy sled-task", scenario.name))?;
             cfg.engine = engine;
             Ok(cfg)
@@ -236,16 +236,16 @@ fn fuzz_campaign(workload: &str, rack: &str, seeds: u64, engine: Engine) -> Resu
         ServiceNat::SCRIMLET_LOCAL_WITH_ZONE_START,
         racksim_nexus::instances::StartImpl::Saga,
     )?;
-    let variant = opts.file_strategy();
+    let strategy = opts.file_strategy();
     let started = Instant::now();
     let runs = matrix::parallel(seeds as usize, SWEEP_THREADS, &|_| {}, &|i| {
         let seed = i as u64 + 1;
         let scenario = fuzz::scenario(&opts, seed);
         let mut cfg =
-            runner::config(&scenario, variant, seed).expect("the plan has its expectation");
+            runner::config(&scenario, strategy, seed).expect("the plan has its expectation");
         cfg.engine = engine;
         let out = racksim_sim::run(&cfg);
-        let failed = fuzz::result_of(seed, &scenario.expectations[&variant], &out)
+        let failed = fuzz::result_of(seed, &scenario.expectations[&strategy], &out)
             .failure
             .is_some();
         (failed, out.sim_time, out.events, hosts(&cfg.rack))

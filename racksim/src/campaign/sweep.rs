@@ -79,7 +79,7 @@ impl SweepSummary {
         let Sweep {
             scenario,
             arg,
-            variant,
+            strategy,
             seeds: range,
             shard,
         } = *sweep;
@@ -97,7 +97,7 @@ impl SweepSummary {
                     (Ok(()), Some(inv)) => format!("broke {inv}"),
                     (Ok(()), None) => return None,
                 };
-                Some((r.seed, why, runner::replay_command(arg, variant, r.seed)))
+                Some((r.seed, why, runner::replay_command(arg, strategy, r.seed)))
             })
             .collect();
         let ms = |d: Duration| d.as_millis() as u64;
@@ -110,9 +110,9 @@ impl SweepSummary {
             })
             .collect();
         let mut s = SweepSummary {
-            campaign: Campaign::sweep(arg, variant, range),
+            campaign: Campaign::sweep(arg, strategy, range),
             scenario: scenario.name.clone(),
-            strategy: variant.to_string(),
+            strategy: strategy.to_string(),
             seeds: range,
             shard: shard.unwrap_or((0, 1)),
             runs: runs.len(),
@@ -127,7 +127,7 @@ impl SweepSummary {
             repair_p99_ms: None,
             repair_max_ms: None,
             some_seeds_violate: matrix::some_seeds(
-                &scenario.expectations[&variant],
+                &scenario.expectations[&strategy],
                 runs,
                 seeds_desc(range, shard),
             ),
@@ -261,7 +261,7 @@ pub struct Sweep<'a> {
     pub scenario: &'a Scenario,
     /// The scenario as the command line names it (in replay commands).
     pub arg: &'a str,
-    pub variant: Strategy,
+    pub strategy: Strategy,
     /// `A..=B`.
     pub seeds: (u64, u64),
     /// `(I, N)`: only shard I of N of the seeds.
@@ -279,7 +279,7 @@ impl Sweep<'_> {
     ) -> (SweepSummary, Vec<RunSummary>) {
         let jobs: Vec<_> = shard_seeds(self.seeds, self.shard.unwrap_or((0, 1)))
             .into_iter()
-            .map(|seed| (self.scenario, self.variant, seed))
+            .map(|seed| (self.scenario, self.strategy, seed))
             .collect();
         let total = jobs.len();
         progress(0, total);
@@ -292,20 +292,20 @@ impl Sweep<'_> {
     /// how many it wrote. Runs are deterministic: the notable seeds run
     /// again for their traces rather than the sweep keeping every trace.
     pub fn write_reports(&self, dir: &Path, runs: &[RunSummary]) -> Result<usize, String> {
-        let (scenario, variant) = (self.scenario, self.variant);
+        let (scenario, strategy) = (self.scenario, self.strategy);
         let mut written = 0;
         for r in runs
             .iter()
             .filter(|r| r.converged_at.is_none() || r.judgement.is_err())
         {
             let judged =
-                runner::run(scenario, variant, r.seed).expect("strategy has an expectation");
-            let path = dir.join(html::file_name(scenario, variant, r.seed));
+                runner::run(scenario, strategy, r.seed).expect("strategy has an expectation");
+            let path = dir.join(html::file_name(scenario, strategy, r.seed));
             html::write_runs(
                 html::create(&path)?,
                 scenario,
                 self.arg,
-                &[(variant, r.seed, &judged)],
+                &[(strategy, r.seed, &judged)],
             )?;
             written += 1;
         }

@@ -174,7 +174,7 @@ pub fn shrink(args: ShrinkArgs) -> Result<Status, String> {
         mutant,
     } = args;
     let scenario = catalogue::resolve(&arg)?;
-    let variant = match strategy {
+    let strategy = match strategy {
         Some(s) => scenario.expected_strategy(&s, "--strategy")?,
         None if scenario.expectations.len() == 1 => *scenario
             .expectations
@@ -196,7 +196,7 @@ pub fn shrink(args: ShrinkArgs) -> Result<Status, String> {
     let path = shrink::regression_path(&out, &name);
     shrink::check_target(&path, &arg, force)?;
     let started = Instant::now();
-    let shrunk = shrink::shrink(&scenario, variant, seed, mutant, &|tries, steps| {
+    let shrunk = shrink::shrink(&scenario, strategy, seed, mutant, &|tries, steps| {
         eprint!("\rshrinking: {tries} runs, {steps} steps   ");
     })?;
     eprintln!();
@@ -212,7 +212,7 @@ pub fn shrink(args: ShrinkArgs) -> Result<Status, String> {
     println!("wrote {}", path.display());
     println!(
         "replay: {}",
-        runner::replay_command(&path.display().to_string(), variant, seed)
+        runner::replay_command(&path.display().to_string(), strategy, seed)
     );
     Ok(Status::Passed)
 }

@@ -106,7 +106,7 @@ pub fn sweep(args: SweepArgs) -> Result<Status, String> {
     let sweep = Sweep {
         scenario: &scenario,
         arg: &args.scenario,
-        variant: scenario.expected_strategy(&args.strategy, "--strategy")?,
+        strategy: scenario.expected_strategy(&args.strategy, "--strategy")?,
         seeds: args.seeds,
         shard: args.campaign.shard,
     };

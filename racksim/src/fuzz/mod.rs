@@ -118,11 +118,11 @@ impl Options {
 /// Run seed `seed`'s plan (with `mutant`, in test builds).
 pub fn run_seed(opts: &Options, seed: u64, mutant: Option<Mutant>) -> SeedResult {
     let scenario = scenario(opts, seed);
-    let variant = opts.file_strategy();
-    let mut cfg = runner::config(&scenario, variant, seed).expect("the plan has its expectation");
+    let strategy = opts.file_strategy();
+    let mut cfg = runner::config(&scenario, strategy, seed).expect("the plan has its expectation");
     cfg.mutant = mutant;
     let outcome = racksim_sim::run(&cfg);
-    result_of(seed, &scenario.expectations[&variant], &outcome)
+    result_of(seed, &scenario.expectations[&strategy], &outcome)
 }
 
 /// Fuzz `seeds` on `threads` threads; results in seed order whatever the

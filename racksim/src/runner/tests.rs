@@ -178,8 +178,8 @@ fn misses_changed(
 /// holds, and says `how`.
 fn held(scenario: &str, strategy: &str, how: &str) -> Judged {
     let scenario = catalogue::get(scenario).expect("catalogued");
-    let variant = scenario.strategy(strategy).unwrap();
-    let judged = run(&scenario, variant, 1).expect("has an expectation");
+    let strategy = scenario.strategy(strategy).unwrap();
+    let judged = run(&scenario, strategy, 1).expect("has an expectation");
     assert!(
         judged.judgement.as_ref().is_ok_and(|why| why.contains(how)),
         "{:?}",

@@ -113,7 +113,7 @@ impl Strategy {
     }
 
     /// The service-NAT strategy and the start implementation a run of this
-    /// variant has, in a scenario whose instances run beside `service_nat`.
+    /// strategy has, in a scenario whose instances run beside `service_nat`.
     pub fn parts(self, service_nat: ServiceNat) -> (ServiceNat, StartImpl) {
         match self.preset {
             Preset::Nat(s) => (s, StartImpl::Saga),
@@ -121,7 +121,7 @@ impl Strategy {
         }
     }
 
-    /// The control plane a run of this variant gets: the preset's era,
+    /// The control plane a run of this strategy gets: the preset's era,
     /// then the choices.
     pub fn control_plane(self, service_nat: ServiceNat) -> Era {
         let (strategy, start) = self.parts(service_nat);
@@ -183,16 +183,16 @@ impl Scenario {
     /// The strategy `name`, which must be one this scenario has an
     /// expectation for; `what` names the argument in errors.
     pub fn expected_strategy(&self, name: &str, what: &str) -> Result<Strategy, String> {
-        let variant = self
+        let strategy = self
             .strategy(name)
             .map_err(|e| format!("error: {what}: {e}"))?;
-        if !self.expectations.contains_key(&variant) {
+        if !self.expectations.contains_key(&strategy) {
             return Err(format!(
-                "error: scenario {} has no expectation for strategy {variant}",
+                "error: scenario {} has no expectation for strategy {strategy}",
                 self.name
             ));
         }
-        Ok(variant)
+        Ok(strategy)
     }
 }
 
@@ -211,8 +211,8 @@ fn first_deadline(
     raw.expect
         .iter()
         .filter_map(|(key, exp)| {
-            let variant = parse_strategy(kind, service_nat, key.get_ref()).ok()?;
-            let at = expectations.get(&variant)?.deadline;
+            let strategy = parse_strategy(kind, service_nat, key.get_ref()).ok()?;
+            let at = expectations.get(&strategy)?.deadline;
             // Where the deadline comes from: written, or `within` plus the
             // stability window.
             let (span, how) = match (&exp.deadline, &exp.within) {
@@ -223,7 +223,7 @@ fn first_deadline(
             let line = loc.error(Some(span), String::new(), None).line;
             Some(order::Deadline {
                 at,
-                what: format!("expect.{variant}'s deadline ({how}, line {line})"),
+                what: format!("expect.{strategy}'s deadline ({how}, line {line})"),
             })
         })
         .min_by_key(|d| d.at)
@@ -253,9 +253,9 @@ fn parse_strategy(kind: Kind, service_nat: ServiceNat, name: &str) -> Result<Str
             }
         })?),
     };
-    let variant = Strategy { preset, eras };
+    let strategy = Strategy { preset, eras };
     if !eras.is_empty() {
-        let (strategy, start) = variant.parts(service_nat);
+        let (strategy, start) = strategy.parts(service_nat);
         eras.check(
             Era::of(strategy.era(), start),
             start,
@@ -263,7 +263,7 @@ fn parse_strategy(kind: Kind, service_nat: ServiceNat, name: &str) -> Result<Str
         )
         .map_err(|e| format!("{name}: {e}"))?;
     }
-    Ok(variant)
+    Ok(strategy)
 }
 
 /// The service-NAT strategies, as a user types them.

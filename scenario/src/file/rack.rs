@@ -247,7 +247,7 @@ pub(super) fn rack(raw: &Spanned<RawRack>, loc: &Locator) -> Result<RackSpec, Sc
             ZoneKind::ExternalDns,
         ]
         .into_iter()
-        .find(|k| k.name() == z.kind.get_ref())
+        .find(|k| k.as_str() == z.kind.get_ref())
         .ok_or_else(|| {
             err(
                 z.kind.span(),

@@ -537,7 +537,7 @@ impl Step<'_> {
                     ZoneKind::Nexus,
                     ZoneKind::ExternalDns,
                 ];
-                let Some(kind) = kinds.into_iter().find(|k| k.name() == z.get_ref()) else {
+                let Some(kind) = kinds.into_iter().find(|k| k.as_str() == z.get_ref()) else {
                     return Err((
                         z.span(),
                         format!("unknown zone {:?}", z.get_ref()),
@@ -694,13 +694,13 @@ fn config_change(
     let kinds = || {
         ZONE_KINDS
             .iter()
-            .map(|k| k.name())
+            .map(|k| k.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     };
     let (change, sled_index) = match *change {
         "add-zone" => {
-            let Some(kind) = ZONE_KINDS.into_iter().find(|k| k.name() == z.get_ref()) else {
+            let Some(kind) = ZoneKind::from_name(z.get_ref()) else {
                 return Err((
                     z.span(),
                     format!("unknown zone kind {:?}", z.get_ref()),

@@ -277,10 +277,10 @@ fn impossible_orders_are_rejected() {
     }
 }
 
-/// The expectation `text` gives `variant` (it must parse).
-fn expectation_of(text: &str, variant: &str) -> Expectation {
+/// The expectation `text` gives `strategy` (it must parse).
+fn expectation_of(text: &str, strategy: &str) -> Expectation {
     let s = parse("t.toml", text).unwrap();
-    s.expectations[&s.strategy(variant).unwrap()].clone()
+    s.expectations[&s.strategy(strategy).unwrap()].clone()
 }
 
 /// `text`'s error stands at `(line, column)` and says `says`.

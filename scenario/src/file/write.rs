@@ -72,10 +72,10 @@ pub fn scenario_toml(s: &Scenario, header: &[String]) -> String {
             let _ = writeln!(out, "{field} = {value}");
         }
     }
-    for (variant, exp) in &s.expectations {
-        // A variant with era choices has `+` and `=`, which a bare TOML key
+    for (strategy, exp) in &s.expectations {
+        // A strategy with era choices has `+` and `=`, which a bare TOML key
         // may not.
-        let key = variant.to_string();
+        let key = strategy.to_string();
         let key = if key
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
@@ -277,7 +277,7 @@ fn rack_table(out: &mut String, rack: &RackSpec) {
         let _ = write!(
             out,
             "\n[[rack.zone]]\nkind = {}\nsled = {}\nexternal_ip = {}\nfirst_port = {}\nlast_port = {}\n",
-            quote(z.kind.name()),
+            quote(z.kind.as_str()),
             sled(z.sled),
             quote(&z.external_ip.to_string()),
             z.first_port,

@@ -46,11 +46,11 @@ fn each_strategy_and_start_runs_its_eras_control_plane() {
         }
     }
     assert_eq!(
-        ServiceNat::ALL.map(|s| s.era().name()),
+        ServiceNat::ALL.map(|s| s.era().as_str()),
         ["legacy", "proposal", "target", "shipped"]
     );
     assert_eq!(
-        StartImpl::ALL.map(|s| InstanceEra::of(s).name()),
+        StartImpl::ALL.map(|s| InstanceEra::of(s).as_str()),
         ["pre-rpw", "current", "current"]
     );
 }

@@ -332,7 +332,12 @@ impl fmt::Debug for ServiceNat {
     }
 }
 
-display_by_name!(ServiceNat);
+impl fmt::Display for ServiceNat {
+    /// The strategy's name, as the CLI, scenario files and traces spell it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 impl FromStr for ServiceNat {
     type Err = String;

@@ -196,16 +196,10 @@ pub enum NtpZone {
     Internal,
 }
 
-impl NtpZone {
-    pub fn name(self) -> &'static str {
-        match self {
-            NtpZone::Boundary => "boundary-ntp",
-            NtpZone::Internal => "internal-ntp",
-        }
-    }
-}
-
-display_by_name!(NtpZone);
+racksim_wire::enum_names!(NtpZone {
+    Boundary => "boundary-ntp",
+    Internal => "internal-ntp",
+});
 
 impl SledsState {
     /// Whether sled `index`'s NTP zone has synchronised its time.

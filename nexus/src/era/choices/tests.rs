@@ -13,7 +13,7 @@ fn choices_parse_and_print_in_one_order() {
     assert_eq!(c.nat_ensure, Some(NatEnsure::MatchesRemoved));
     assert_eq!(c.dpd_notify, Some(DpdNotify::Fatal));
     // Printed in the table's order, whatever order they were written in,
-    // so one variant has one name.
+    // so one strategy has one name.
     assert_eq!(
         c.to_string(),
         "+nat-ensure=matches-removed+dpd-notify=fatal"
