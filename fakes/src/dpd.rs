@@ -26,7 +26,7 @@
 //!
 //! IPv4 and IPv6 have a table each and the same operations, written once
 //! over the address [`Family`]. dpd's NAT RPW — how it applies Nexus's
-//! changesets and when it runs — is [`rpw`]'s.
+//! changesets and when it runs — is `rpw`'s.
 
 use std::{
     collections::BTreeMap,

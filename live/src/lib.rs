@@ -8,9 +8,9 @@
 //! returns the trace so far; the trace is also streamed, stamped with the
 //! wall clock, as the reconcilers converge.
 //!
-//! The modules follow the data path: [`hosts`] (the switch zones and sleds
-//! and their lives), [`nexus`] (the control plane), [`net`] (addresses,
-//! discovery, links), [`control`] (the control API) and [`trace`].
+//! The modules follow the data path: `hosts` (the switch zones and sleds
+//! and their lives), `nexus` (the control plane), `net` (addresses,
+//! discovery, links), `control` (the control API) and `trace`.
 //!
 //! What live mode simplifies, against the simulation and a real rack:
 //!
@@ -25,11 +25,11 @@
 //!   `upstream-ntp` is no host here. Under the strategies that block zone
 //!   start (`legacy`, and `scrimlet-local-with-zone-start`, what ships)
 //!   each zone starts through the zone-start NAT path on live sockets
-//!   ([`hosts`]), but the zones serve nothing: a blocked start shows in
+//!   (`hosts`), but the zones serve nothing: a blocked start shows in
 //!   the trace and the state dump, not in what the rack can do.
-//! * **One Nexus** stands for the rack's Nexus zones (see [`nexus`]).
+//! * **One Nexus** stands for the rack's Nexus zones (see `nexus`).
 //! * **Links** are enforced where the reconcilers connect, not per packet
-//!   (see [`net`]).
+//!   (see `net`).
 
 /// The scenarios a live rack starts from (`racksim-scenario`): a user of
 /// live mode reaches the catalogue and the file parser through this crate

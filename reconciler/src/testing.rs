@@ -107,7 +107,7 @@ pub fn complete(
 /// thread with no subscriber answers "never" — the event is then dropped
 /// on every thread, the capturing one included, and a test that counts log
 /// lines fails now and then under load. So one global subscriber
-/// ([`Router`]) answers "sometimes" for every callsite and routes events to
+/// (`Router`) answers "sometimes" for every callsite and routes events to
 /// the capture installed on the emitting thread, if any.
 #[derive(Clone)]
 pub struct Captured {

@@ -35,15 +35,15 @@
 //! verdict_mentions_any = ["a", "b"] # and one of these (optional)
 //! ```
 //!
-//! What each outcome accepts and which fields it takes is in [`expect`]'s
+//! What each outcome accepts and which fields it takes is in `expect`'s
 //! table; a field that would not be judged is refused.
 //!
-//! The data path inside this module: [`raw`] is the file's TOML shape (with
-//! spans); [`expect`] turns `[expect.*]` tables into [`Expectation`]s;
-//! [`steps`] turns each `[[step]]` into a plan [`Action`](racksim_sim::Action)
-//! against what the plan has done so far; [`order`] checks that steps on one
+//! The data path inside this module: `raw` is the file's TOML shape (with
+//! spans); `expect` turns `[expect.*]` tables into [`Expectation`]s;
+//! `steps` turns each `[[step]]` into a plan [`Action`](racksim_sim::Action)
+//! against what the plan has done so far; `order` checks that steps on one
 //! piece of state happen in the same order in every draw of their windows;
-//! [`error`] locates every rejection at its line and column.
+//! `error` locates every rejection at its line and column.
 
 mod error;
 mod expect;

@@ -7,11 +7,11 @@
 //!   sled ([`crate::strategy::NatStrategy::start_on_sled`]: the per-sled
 //!   task, the scrimlet's reconcilers of its own switch zone, or nothing),
 //!   and then its zones;
-//! * [`zones`] — zone start and stop: under a strategy that [blocks zone
+//! * `zones` — zone start and stop: under a strategy that [blocks zone
 //!   start](crate::strategy::NatStrategy::blocks_zone_start) each zone's
 //!   start waits on `legacy::ensure_zone_nat`, otherwise zones start at once;
-//! * [`opte`] — delivery of Geneve traffic to the zone it is for;
-//! * [`ntp`] — the sled's NTP zone: boundary NTP (a zone of the zone set)
+//! * `opte` — delivery of Geneve traffic to the zone it is for;
+//! * `ntp` — the sled's NTP zone: boundary NTP (a zone of the zone set)
 //!   or, on every other sled, internal NTP (started with sled-agent).
 //!
 //! The sled runs the zones the rack's current config puts on it
