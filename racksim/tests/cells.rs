@@ -13,6 +13,9 @@
 //! `scrimlet-local-with-zone-start`, whose halves are `scrimlet-local`'s
 //! reconcilers and `legacy`'s zone-start path, both sampled at 32 (its
 //! expectations were measured over seeds 1..32 with `racksim sweep`).
+//! A cell run at 32 seeds also checks its row of the matrix committed in
+//! `docs/catalogue.md` (`racksim matrix --seeds 32`), measured columns
+//! included: the runs are the table's, so they are not made twice.
 //!
 //! A regression file runs at the seed and strategy its `# Replay:` comment
 //! names and must meet its expectation: a regression guarded against stays
@@ -79,7 +82,48 @@ fn check_cell(scenario: &Scenario, strategy: Strategy) -> Result<(), Failed> {
         )
         .into());
     }
+    if seeds.len() as u64 == COMMITTED_SEEDS {
+        let today = matrix::markdown(&cells);
+        let row = today
+            .lines()
+            .nth(2)
+            .ok_or("the matrix printed no row for the cell")?;
+        let committed = committed_row(&scenario.name, &strategy.to_string())?;
+        if row != committed {
+            return Err(format!(
+                "the committed matrix (docs/catalogue.md) has, for this cell over seeds 1..=32,\n  \
+                 {committed}\nwhere the runs give\n  {row}\nregenerate the table: \
+                 cargo run -p racksim -- matrix --seeds 32 --jobs 2 --markdown"
+            )
+            .into());
+        }
+    }
     Ok(())
+}
+
+/// The seeds of the matrix committed in `docs/catalogue.md` (`racksim
+/// matrix --seeds 32`). A cell this suite runs at as many seeds is that
+/// table's row, measured columns included, so its row is checked here
+/// rather than measured a second time: every cell but the 8-seed ones
+/// (whose rows `docs.rs` checks without the measured columns).
+const COMMITTED_SEEDS: u64 = 32;
+
+/// The committed matrix's row for `scenario` under `strategy`.
+fn committed_row(scenario: &str, strategy: &str) -> Result<String, Failed> {
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/catalogue.md"))
+            .map_err(|e| format!("docs/catalogue.md: {e}"))?;
+    let table = page
+        .split_once("<!-- matrix: begin -->\n")
+        .and_then(|(_, rest)| rest.split_once("<!-- matrix: end -->"))
+        .map(|(table, _)| table)
+        .ok_or("docs/catalogue.md has no <!-- matrix: begin/end --> markers")?;
+    let prefix = format!("| {scenario} | {strategy} | ");
+    table
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .map(str::to_string)
+        .ok_or_else(|| format!("docs/catalogue.md's matrix has no row {prefix}…").into())
 }
 
 /// Every scenario has an expectation for every strategy of its kind, so
