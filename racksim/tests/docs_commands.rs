@@ -80,7 +80,7 @@ const CLAIMS: &[(&str, &str)] = &[
     // ...and seed 53's plan, shrunk as the page says.
     ("shrink naive-53.toml", "30 steps -> 4 steps in 104 runs"),
     (
-        "run scenarios/regressions/my-finding.toml",
+        "run my-finding.toml",
         "invariant no-state-after-delete violated",
     ),
     // docs/upstream-bugs.md: the report names the mechanism's era.
