@@ -25,45 +25,22 @@ pub(crate) use switch_zone::SwitchHost;
 use std::{
     collections::{BTreeMap, BTreeSet},
     net::{Ipv4Addr, Ipv6Addr, SocketAddr},
-    sync::Arc,
     time::Duration,
 };
 
-use dropshot::HttpServer;
-use racksim_fakes::{
-    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, MgsContext, SledAgentContext},
-    dpd::{DpdState, NatChange},
-    mgs::MgsState,
-    sled_agent::{SledAgentChange, SledAgentState},
-};
-use racksim_nexus::instances::SLED_AGENT_PORT;
 use racksim_reconciler::{
-    discovery::SwitchSlot,
-    legacy::{self, LegacyProgress},
-    nat::NatEntry,
-    scrimlet_local::ServiceZoneNat,
-    scrimlet_local::{scrimlet_reconcilers, SwitchZoneServices, SystemNetworkingConfig},
-    sled_task::SledNatReconciler,
-    task::{run_reconciler_task, ScrimletStatus, TaskStatus},
-    DPD_PORT, MGS_PORT,
+    discovery::SwitchSlot, scrimlet_local::ServiceZoneNat, scrimlet_local::SystemNetworkingConfig,
+    task::ScrimletStatus,
 };
 use racksim_sim::{
     plan::ConfigChange,
     rack::{sled_address, switch_zone_address},
-    strategy::sled_task::follow_entries,
-    world::{zone_nat_entry, ZoneId, ZoneSet},
+    world::ZoneSet,
     RackSpec,
 };
-use rand::{rngs::SmallRng, SeedableRng};
 use tokio::{sync::watch, task::JoinHandle};
-use tracing::Instrument;
 
-use super::{
-    net::LinkConnector,
-    nexus::{dpd_nat_rpw, Inventory},
-    trace::{nat_line, sled_agent_line},
-    Shared,
-};
+use super::{nexus::Inventory, Shared};
 
 /// How long a restart waits for the previous incarnation's servers to let
 /// go of their ports.

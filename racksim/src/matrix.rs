@@ -470,6 +470,19 @@ pub fn table(cells: &[Cell]) -> String {
     out
 }
 
+/// The table `docs/catalogue.md` commits: [`markdown`]'s output for
+/// `racksim matrix --seeds 32 --jobs 2 --markdown`, pasted between these
+/// markers, by which the suite finds it.
+pub const COMMITTED_MARKERS: (&str, &str) = ("<!-- matrix: begin -->\n", "<!-- matrix: end -->");
+
+/// The committed table in `page` (the text between
+/// [`COMMITTED_MARKERS`]), if the page has both markers.
+pub fn committed_table(page: &str) -> Option<&str> {
+    let (begin, end) = COMMITTED_MARKERS;
+    let (_, rest) = page.split_once(begin)?;
+    rest.split_once(end).map(|(table, _)| table)
+}
+
 /// The same table as Markdown (`racksim matrix --markdown`), for the
 /// documentation: the rows as a table, then the notes as a list.
 /// `racksim/tests/docs.rs` checks the committed one against it.

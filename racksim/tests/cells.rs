@@ -113,10 +113,7 @@ fn committed_row(scenario: &str, strategy: &str) -> Result<String, Failed> {
     let page =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/catalogue.md"))
             .map_err(|e| format!("docs/catalogue.md: {e}"))?;
-    let table = page
-        .split_once("<!-- matrix: begin -->\n")
-        .and_then(|(_, rest)| rest.split_once("<!-- matrix: end -->"))
-        .map(|(table, _)| table)
+    let table = matrix::committed_table(&page)
         .ok_or("docs/catalogue.md has no <!-- matrix: begin/end --> markers")?;
     let prefix = format!("| {scenario} | {strategy} | ");
     table

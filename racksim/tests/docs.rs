@@ -24,7 +24,7 @@ use std::{
 use racksim::{catalogue, matrix};
 
 /// The workspace root (this package is `racksim/`).
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the package has a parent directory")
@@ -36,7 +36,7 @@ fn read(path: &Path) -> String {
 }
 
 /// Every `.md` file under `dir`, sorted.
-fn markdown_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn markdown_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -241,13 +241,9 @@ fn every_page_the_code_names_exists() {
 /// `docs/catalogue.md`.
 fn committed_matrix() -> String {
     let page = read(&root().join("docs/catalogue.md"));
-    let (_, rest) = page
-        .split_once("<!-- matrix: begin -->\n")
-        .expect("docs/catalogue.md has <!-- matrix: begin -->");
-    let (table, _) = rest
-        .split_once("<!-- matrix: end -->")
-        .expect("docs/catalogue.md has <!-- matrix: end -->");
-    table.to_string()
+    matrix::committed_table(&page)
+        .expect("docs/catalogue.md has the matrix's <!-- matrix: begin/end --> markers")
+        .to_string()
 }
 
 /// A Markdown table row's cells.

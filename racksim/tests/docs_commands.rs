@@ -28,13 +28,7 @@ use std::{
     process::Command,
 };
 
-/// The workspace root (this package is `racksim/`).
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the package has a parent directory")
-        .to_path_buf()
-}
+use crate::docs::{markdown_files, root};
 
 /// Shown commands too large for the suite: (the text as shown, what runs
 /// instead). Each is a seed range or count, or a selection, cut down.
@@ -147,22 +141,8 @@ fn shown_blocks(path: &Path) -> Vec<Vec<Shown>> {
 
 /// Every page with shown commands: the README, then `docs/` in order.
 fn pages() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                out.push(path);
-            }
-        }
-    }
     let mut pages = vec![root().join("README.md")];
-    walk(&root().join("docs"), &mut pages);
+    pages.extend(markdown_files(&root().join("docs")));
     pages
 }
 

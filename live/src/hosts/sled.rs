@@ -2,7 +2,36 @@
 //! loopback, the strategy's reconcilers and, on a scrimlet, the scrimlet
 //! reconcilers; its zones' starts through the zone-start NAT path.
 
-use super::*;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::{Ipv6Addr, SocketAddr},
+    sync::Arc,
+};
+
+use dropshot::HttpServer;
+use racksim_fakes::{
+    api::{serve_sled_agent, SledAgentContext},
+    sled_agent::{SledAgentChange, SledAgentState},
+};
+use racksim_nexus::instances::SLED_AGENT_PORT;
+use racksim_reconciler::{
+    discovery::SwitchSlot,
+    legacy::{self, LegacyProgress},
+    nat::NatEntry,
+    scrimlet_local::{scrimlet_reconcilers, SwitchZoneServices},
+    sled_task::SledNatReconciler,
+    task::{run_reconciler_task, ScrimletStatus, TaskStatus},
+};
+use racksim_sim::{
+    strategy::sled_task::follow_entries,
+    world::{zone_nat_entry, ZoneId},
+};
+use rand::{rngs::SmallRng, SeedableRng};
+use tokio::{sync::watch, task::JoinHandle};
+use tracing::Instrument;
+
+use super::{closed, loopback, Env, Hosts};
+use crate::{net::LinkConnector, trace::sled_agent_line};
 
 /// A sled: its sled-agent and the strategy's reconcilers.
 pub(crate) struct SledHost {

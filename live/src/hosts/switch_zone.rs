@@ -1,7 +1,22 @@
 //! A switch zone of the live rack: its dpd and MGS, served by dropshot on
 //! loopback, and its dpd's NAT RPW; started and stopped with the zone.
 
-use super::*;
+use std::{
+    net::{Ipv6Addr, SocketAddr},
+    sync::Arc,
+};
+
+use dropshot::HttpServer;
+use racksim_fakes::{
+    api::{serve_dpd, serve_mgs, DpdContext, MgsContext},
+    dpd::{DpdState, NatChange},
+    mgs::MgsState,
+};
+use racksim_reconciler::{discovery::SwitchSlot, DPD_PORT, MGS_PORT};
+use tokio::task::JoinHandle;
+
+use super::{closed, loopback, Env, Hosts};
+use crate::{net::LinkConnector, nexus::dpd_nat_rpw, trace::nat_line};
 
 /// A switch zone: its dpd and MGS.
 pub(crate) struct SwitchHost {
