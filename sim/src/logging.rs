@@ -76,17 +76,26 @@ pub fn install(world: &World) -> tracing::subscriber::DefaultGuard {
         }
         traced(meta.target(), meta.level())
     }));
-    // Debugging aid only: stderr, and only when asked for.
-    let stderr = std::env::var_os("RUST_LOG").map(|_| {
-        tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            // Wall-clock stamps would mislead: the run is in simulated time.
-            .without_time()
-            .with_filter(EnvFilter::from_default_env())
-    });
-    let subscriber = tracing_subscriber::registry().with(trace).with(stderr);
-    tracing::subscriber::set_default(subscriber)
+    // Debugging aid only: stderr, and only when asked for. Without it the
+    // subscriber is the trace layer alone: an absent (`None`) layer in the
+    // stack would declare an interest in every callsite, so every span
+    // (turmoil's per-host `node` span, once per host turn) and every
+    // `DEBUG` event would be built and offered to the filters only to be
+    // dropped, which measured about 6% of a fuzz run.
+    match std::env::var_os("RUST_LOG") {
+        None => tracing::subscriber::set_default(tracing_subscriber::registry().with(trace)),
+        Some(_) => {
+            let stderr = tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                // Wall-clock stamps would mislead: the run is in simulated time.
+                .without_time()
+                .with_filter(EnvFilter::from_default_env());
+            tracing::subscriber::set_default(
+                tracing_subscriber::registry().with(trace).with(stderr),
+            )
+        }
+    }
 }
 
 /// Fields of a span this layer cares about (`zone`'s `zone`), kept in the
