@@ -183,6 +183,39 @@ fn work_due_now_runs_now_and_nothing_runs_early() {
     );
 }
 
+/// A timer on tokio's millisecond grid fires at its millisecond even when
+/// the next delivery lies past it and the clock starts off the grid: the
+/// step from 4.9 ms to a delivery at 5.8 ms stops at 5 ms for the timer.
+#[test]
+fn a_timer_between_two_deliveries_fires_at_its_own_instant() {
+    let (mut sim, log) = logged_sim(1);
+    echo_server(&mut sim);
+    logged_host(&mut sim, "sleeper", &log, |l| async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        record(&l, "woke");
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+    logged_host(&mut sim, "client", &log, |l| async move {
+        tokio::time::sleep(Duration::from_millis(4)).await;
+        let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).await?;
+        sock.send_to(b"ping", ("server", 9000)).await?;
+        sock.recv_from(&mut [0u8; 16]).await?;
+        record(&l, "echoed");
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+    sim.set_link_latency("client", "server", Duration::from_micros(900));
+    run_until_logged(&mut sim, Duration::from_secs(1), &log, 2);
+    assert_eq!(
+        *log.borrow(),
+        [
+            (Duration::from_millis(5), "woke".to_string()),
+            (Duration::from_micros(5_800), "echoed".to_string()),
+        ]
+    );
+}
+
 #[test]
 fn a_step_never_runs_past_its_limit() {
     let mut sim = sim(1);

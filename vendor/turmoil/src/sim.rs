@@ -3,6 +3,8 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::net::IpAddr;
 use std::ops::DerefMut;
+use std::pin::pin;
+use std::task::{Context, Waker};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
@@ -608,11 +610,24 @@ impl Sim<'_> {
         }
         let rts = &self.rts;
         let any_pending = || rts.values().any(|rt| rt.is_pending());
-        tokio.block_on(advance(target, origin, &ring, any_pending));
-
         let now = {
             let _guard = tokio.enter();
-            tokio::time::Instant::now()
+            let now = tokio::time::Instant::now();
+            if now < target && target < next_millisecond(origin, now) && !any_pending() {
+                // The next event comes before tokio's next millisecond, when
+                // no timer can fall due (tokio fires timers on whole
+                // milliseconds, and this one's were fired when the clock
+                // reached it): move the clock without turning the drivers.
+                // `tokio::time::advance` moves the paused clock when first
+                // polled, then yields (which, outside a scheduler, is all).
+                move_clock(target - now);
+                tokio::time::Instant::now()
+            } else {
+                drop(_guard);
+                tokio.block_on(advance(target, origin, &ring, any_pending));
+                let _guard = tokio.enter();
+                tokio::time::Instant::now()
+            }
         };
         self.world.borrow_mut().topology.set_clock(now);
         self.elapsed = now - origin;
@@ -687,6 +702,22 @@ fn end_crash(world: &RefCell<World>, h: IpAddr, linux: bool, up: bool) {
 /// `target`; the remainder (a message due between two milliseconds) is
 /// again an exact advance. Timers thus fire when tokio would fire them, and
 /// deliveries land at their exact instant.
+/// Move tokio's paused clock by `by` without turning its drivers: no timer
+/// fires until they next turn. `tokio::time::advance` moves the clock when
+/// first polled and then yields, so one poll is the move alone.
+fn move_clock(by: Duration) {
+    let moved = pin!(tokio::time::advance(by));
+    let _ = moved.poll(&mut Context::from_waker(Waker::noop()));
+}
+
+/// The first whole millisecond of tokio's timer grid (counted from the
+/// runtime's start) after `now`.
+fn next_millisecond(origin: tokio::time::Instant, now: tokio::time::Instant) -> tokio::time::Instant {
+    const MS: u128 = 1_000_000;
+    let since = (now - origin).as_nanos();
+    origin + Duration::from_nanos(((since / MS + 1) * MS) as u64)
+}
+
 async fn advance(
     target: tokio::time::Instant,
     origin: tokio::time::Instant,
@@ -707,7 +738,16 @@ async fn advance(
             return;
         }
         if since % MS != 0 {
-            tokio::time::advance(next - now).await;
+            if target > next + Duration::from_millis(1) {
+                // To the grid without turning the drivers: the park of the
+                // next turn (the `select!` below) fires what falls due
+                // there, or moves on to the next timer.
+                move_clock(next - now);
+            } else {
+                // The next turn moves the clock again, past the grid: the
+                // drivers must fire what falls due on the grid first.
+                tokio::time::advance(next - now).await;
+            }
             continue;
         }
         let last = boundary((target - origin).as_nanos() / MS);
