@@ -303,7 +303,28 @@ pub fn observe(world: &World) -> Snapshot {
     }
 }
 
-/// The first broken safety invariant, if any. Checked after every step.
+/// The next instant after `now` at which a time-based invariant can break
+/// with the world as `o` saw it: the end of a running instance's
+/// [`RUNNING_GRACE`] (`nat-follows-vmm`). Between two changes of the world
+/// nothing else that [`invariant_violation`] reads moves, so checking at
+/// these instants and at every change is checking at every instant. None
+/// when no grace is running.
+pub fn next_time_based_check(
+    o: &Snapshot,
+    now: std::time::Duration,
+) -> Option<std::time::Duration> {
+    use racksim_nexus::instances::InstanceState;
+    o.instances
+        .iter()
+        .filter(|inst| inst.state == InstanceState::Running && inst.sled.is_some())
+        .filter_map(|inst| o.running_since.get(&inst.id))
+        .map(|since| (*since).max(o.paths_since) + RUNNING_GRACE)
+        .filter(|&due| due > now)
+        .min()
+}
+
+/// The first broken safety invariant, if any. Checked after every change
+/// of the world, and at each instant [`next_time_based_check`] names.
 pub fn invariant_violation(
     world: &World,
     o: &Snapshot,

@@ -53,7 +53,7 @@ pub use self::{
     verdict::{RunOutcome, Verdict, TESTBED_ERROR_EXIT},
 };
 use crate::{
-    check::{convergence_gaps, invariant_violation, observe},
+    check::{convergence_gaps, invariant_violation, next_time_based_check, observe},
     rack::{UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME},
     trace::{fmt_time, Kind, TraceLine},
     world::{HostKind, RunParams, World},
@@ -66,9 +66,6 @@ use crate::{
 /// a link's latency outright.
 pub const MIN_LATENCY: Duration = Duration::from_micros(50);
 pub const MAX_LATENCY: Duration = Duration::from_millis(1);
-/// How often the time-based safety invariants are checked when nothing
-/// else happens.
-const TIMED_CHECK_PERIOD: Duration = Duration::from_secs(1);
 
 /// The fixed epoch of every run: wall-clock time never enters a simulation.
 fn epoch() -> SystemTime {
@@ -167,17 +164,29 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             };
         }
         // The gaps change only when the world does; safety is checked then
-        // too, and at least once a simulated second for the time-based
-        // invariant. One snapshot of the world serves both.
+        // too, and at the instant a time-based invariant's grace runs out
+        // (nothing else it reads moves in between). One snapshot of the
+        // world serves both.
         let version = world.lock().version;
         let changed = version != checked_version;
         if cfg.recheck_every_event && !changed {
-            let fresh = convergence_gaps(&world, &observe(&world));
+            let snapshot = observe(&world);
+            let fresh = convergence_gaps(&world, &snapshot);
             if fresh != gaps {
                 uncounted_changes.push(format!(
                     "{} (version {version}): judged gaps {gaps:?}, actual {fresh:?}",
                     fmt_time(drained)
                 ));
+            }
+            if now < next_timed_check {
+                if let Some(v) = invariant_violation(&world, &snapshot, now) {
+                    uncounted_changes.push(format!(
+                        "{} (version {version}): {} broken between checks: {}",
+                        fmt_time(now),
+                        v.invariant,
+                        v.message
+                    ));
+                }
             }
         }
         if changed || now >= next_timed_check {
@@ -187,7 +196,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                 gaps = convergence_gaps(&world, &snapshot);
                 timeline.sample(drained, gaps.is_empty());
             }
-            next_timed_check = now + TIMED_CHECK_PERIOD;
+            next_timed_check = next_time_based_check(&snapshot, now).unwrap_or(Duration::MAX);
             if let Some(v) = invariant_violation(&world, &snapshot, now) {
                 let event = {
                     let st = world.lock();
@@ -267,7 +276,13 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             break e;
         }
     };
-    let sim_time = driver.sim.elapsed();
+    // A broken invariant ends the run where it broke: a change is judged
+    // once the step that made it has moved the clock on to the next event,
+    // where no host has run yet, so the clock's instant is not the run's.
+    let sim_time = match &verdict {
+        Verdict::InvariantViolated { at, .. } => *at,
+        _ => driver.sim.elapsed(),
+    };
     drop(driver);
     for line in verdict.lines() {
         world.trace_at(sim_time, "verdict", Kind::Verdict, line);

@@ -2,8 +2,8 @@
 //! start of the run, and how long each fault took to repair, counted from
 //! the moment the fault ended (or the change was made).
 //!
-//! The driver samples the convergence gaps whenever the world changes and
-//! at least once a simulated second; [`Timeline`] keeps the instants where
+//! The driver samples the convergence gaps whenever the world changes
+//! (nothing they read moves otherwise); [`Timeline`] keeps the instants where
 //! "converged" flipped. A verdict says whether the rack converged in the
 //! end; the timing says how fast each strategy repairs each fault, which is
 //! where strategies differ (seconds for a scrimlet-local repair, a 30 s

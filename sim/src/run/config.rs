@@ -52,7 +52,10 @@ pub struct RunConfig {
     /// the world's version moved, and record in
     /// [`RunOutcome::uncounted_changes`](super::RunOutcome::uncounted_changes) each step at which they differ
     /// from the last gaps judged: a change of what the checks read that no
-    /// `version` bump counted. The run itself goes on exactly as without
+    /// `version` bump counted; and check the safety invariants at every
+    /// step too, recording each broken one that the scheduled checks (at
+    /// every change, and when a time-based invariant's grace runs out)
+    /// would have missed. The run itself goes on exactly as without
     /// the knob (the extra look changes nothing it decides), so the two
     /// runs must agree byte for byte; `racksim/tests/recheck.rs` runs the
     /// catalogue both ways.

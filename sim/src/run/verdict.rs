@@ -106,7 +106,8 @@ pub struct RunOutcome {
     pub steps: Vec<ResolvedStep>,
     pub trace: Vec<TraceLine>,
     pub verdict: Verdict,
-    /// Simulated time at the end of the run.
+    /// Simulated time at the end of the run: where the clock stopped, or,
+    /// for a broken invariant, the instant it broke (no host ran after it).
     pub sim_time: Duration,
     /// Simulation steps the driver took (the unit of simulation cost).
     pub events: u64,
@@ -116,8 +117,9 @@ pub struct RunOutcome {
     pub timing: Timing,
     /// With [`RunConfig::recheck_every_event`](super::RunConfig::recheck_every_event): each instant at which the
     /// gaps had changed though the world's version had not, with the gaps
-    /// the driver held and those it would have found. Empty otherwise, and
-    /// empty in a sound world.
+    /// the driver held and those it would have found, and each instant
+    /// between two checks at which a safety invariant was broken. Empty
+    /// otherwise, and empty in a sound world.
     pub uncounted_changes: Vec<String>,
 }
 
