@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::ops::DerefMut;
 use std::pin::pin;
 use std::task::{Context, Waker};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
@@ -46,7 +47,7 @@ pub struct Sim<'a> {
 
 struct Shared {
     rt: std::rc::Rc<tokio::runtime::Runtime>,
-    ring: Arc<tokio::sync::Notify>,
+    ring: Arc<rt::Ring>,
     origin: tokio::time::Instant,
 }
 
@@ -68,7 +69,7 @@ impl<'a> Sim<'a> {
             let rt = rt::shared_runtime(SmallRng::from_seed(world.rng.random()));
             let shared = Shared {
                 rt,
-                ring: Arc::new(tokio::sync::Notify::new()),
+                ring: Arc::new(rt::Ring::default()),
                 origin: tokio::time::Instant::now(),
             };
             let origin = shared.now();
@@ -571,12 +572,17 @@ impl Sim<'_> {
 
         loop {
             self.deliver_due();
-            let mut ready: Vec<IpAddr> = self
-                .rts
-                .iter()
-                .filter(|(_, rt)| rt.is_software_running() && rt.take_pending())
-                .map(|(addr, _)| *addr)
-                .collect();
+            // Only a wake marks a host pending, and every wake says so on
+            // the ring: with none since the last look, no host is pending.
+            let mut ready: Vec<IpAddr> = if ring.woken.swap(false, Ordering::SeqCst) {
+                self.rts
+                    .iter()
+                    .filter(|(_, rt)| rt.is_software_running() && rt.take_pending())
+                    .map(|(addr, _)| *addr)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             if ready.is_empty() {
                 break;
             }
@@ -609,7 +615,8 @@ impl Sim<'_> {
             target = target.min(at);
         }
         let rts = &self.rts;
-        let any_pending = || rts.values().any(|rt| rt.is_pending());
+        let any_pending =
+            || ring.woken.load(Ordering::SeqCst) && rts.values().any(|rt| rt.is_pending());
         let now = {
             let _guard = tokio.enter();
             let now = tokio::time::Instant::now();
@@ -721,7 +728,7 @@ fn next_millisecond(origin: tokio::time::Instant, now: tokio::time::Instant) -> 
 async fn advance(
     target: tokio::time::Instant,
     origin: tokio::time::Instant,
-    ring: &tokio::sync::Notify,
+    ring: &rt::Ring,
     any_pending: impl Fn() -> bool,
 ) {
     const MS: u128 = 1_000_000;
@@ -754,7 +761,7 @@ async fn advance(
         tokio::select! {
             biased;
             // A stale permit only costs one more turn of the loop.
-            () = ring.notified() => {}
+            () = ring.notify.notified() => {}
             () = tokio::time::sleep_until(last) => {}
         }
     }
