@@ -233,7 +233,8 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             };
         }
         // Stop at the next instant the driver must act on: a plan step, the
-        // end of the stability window, a timed check, the deadline.
+        // end of the stability window, a grace running out (the timed
+        // check), the deadline.
         let mut limit = cfg.deadline.min(next_timed_check);
         if let Some(since) = converged_since {
             limit = limit.min(since + cfg.stability);
