@@ -60,7 +60,7 @@ pub(crate) struct HostWaker {
 /// What every host's waker signals (event-driven mode): the simulation's
 /// ring, which ends a wait for time to pass, and whether any host was
 /// marked pending since the simulation last looked, so that a step need
-/// not look at every host (on a rack of 70 hosts, the looks were a tenth
+/// not look at every host (on the 35-host full rack, the looks were a tenth
 /// of a run).
 #[derive(Default)]
 pub(crate) struct Ring {
