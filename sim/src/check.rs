@@ -332,6 +332,9 @@ pub fn invariant_violation(
 ) -> Option<Violation> {
     use racksim_nexus::instances::InstanceState;
     let vmms = gaps::VmmIndex::new(&o.sleds);
+    // Whether each switch can reach a Nexus: the same for every instance,
+    // so asked once per table, and only once some instance needs it.
+    let mut reachable: Vec<Option<bool>> = vec![None; o.tables.len()];
     for inst in &o.instances {
         let name = &inst.name;
         // From the moment the delete operation reported success; while it
@@ -386,12 +389,14 @@ pub fn invariant_violation(
             // a dpd learns of a move only by pulling from Nexus.
             if now.saturating_sub((*since).max(o.paths_since)) >= RUNNING_GRACE {
                 let sled_addr = world.sled(sled as usize).address;
-                for SwitchTable { slot, entries, .. } in &o.tables {
+                for (t, SwitchTable { slot, entries, .. }) in o.tables.iter().enumerate() {
                     // A switch cut off from every Nexus cannot learn of the
                     // move (no design can); what it holds then is a gap to
                     // close once the partition heals, not a violation.
-                    let zone = slot.to_string();
-                    let reachable = o.nexus_hosts.iter().any(|n| o.net.connected(&zone, n));
+                    let reachable = *reachable[t].get_or_insert_with(|| {
+                        let zone = slot.to_string();
+                        o.nexus_hosts.iter().any(|n| o.net.connected(&zone, n))
+                    });
                     if !reachable {
                         continue;
                     }

@@ -23,6 +23,7 @@ use racksim_reconciler::{
     nat::NatEntry,
     SERVICES_VNI,
 };
+use racksim_wire::sled_agent::VirtualNetworkInterfaceHost;
 use schemars::JsonSchema;
 
 use crate::rack::ZoneKind;
@@ -385,11 +386,13 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                 }
                 for s in view.sleds.iter().filter(|s| s.index != sled as usize) {
                     for nic in &inst.nics {
-                        let ok = s.agent.v2p.iter().any(|m| {
-                            m.virtual_ip == nic.virtual_ip
-                                && m.vni == nic.vni
-                                && m.virtual_mac == nic.mac
-                                && m.physical_host_ip == target_address
+                        // The mapping, every field of it: a look-up in the
+                        // sled's ordered set, not a scan of it.
+                        let ok = s.agent.v2p.contains(&VirtualNetworkInterfaceHost {
+                            virtual_ip: nic.virtual_ip,
+                            virtual_mac: nic.mac,
+                            physical_host_ip: target_address,
+                            vni: nic.vni,
                         });
                         if !ok {
                             gaps.push(Gap {
