@@ -303,6 +303,23 @@ pub fn observe(world: &World) -> Snapshot {
     }
 }
 
+/// Where instance `inst` runs, since when, and when its `nat-follows-vmm`
+/// grace ends: [`RUNNING_GRACE`] after it began running or after a path to
+/// Nexus last came back, whichever is later (a dpd learns of a move only
+/// by pulling from Nexus). None unless it is running on a sled.
+fn running_grace(
+    o: &Snapshot,
+    inst: &racksim_nexus::instances::InstanceRecord,
+) -> Option<(u32, std::time::Duration, std::time::Duration)> {
+    use racksim_nexus::instances::InstanceState;
+    match (inst.state, inst.sled, o.running_since.get(&inst.id)) {
+        (InstanceState::Running, Some(sled), Some(&since)) => {
+            Some((sled, since, since.max(o.paths_since) + RUNNING_GRACE))
+        }
+        _ => None,
+    }
+}
+
 /// The next instant after `now` at which a time-based invariant can break
 /// with the world as `o` saw it: the end of a running instance's
 /// [`RUNNING_GRACE`] (`nat-follows-vmm`). Between two changes of the world
@@ -313,13 +330,11 @@ pub fn next_time_based_check(
     o: &Snapshot,
     now: std::time::Duration,
 ) -> Option<std::time::Duration> {
-    use racksim_nexus::instances::InstanceState;
     o.instances
         .iter()
-        .filter(|inst| inst.state == InstanceState::Running && inst.sled.is_some())
-        .filter_map(|inst| o.running_since.get(&inst.id))
-        .map(|since| (*since).max(o.paths_since) + RUNNING_GRACE)
-        .filter(|&due| due > now)
+        .filter_map(|inst| running_grace(o, inst))
+        .map(|(_, _, ends)| ends)
+        .filter(|&ends| ends > now)
         .min()
 }
 
@@ -330,7 +345,6 @@ pub fn invariant_violation(
     o: &Snapshot,
     now: std::time::Duration,
 ) -> Option<Violation> {
-    use racksim_nexus::instances::InstanceState;
     let vmms = gaps::VmmIndex::new(&o.sleds);
     // Whether each switch can reach a Nexus: the same for every instance,
     // so asked once per table, and only once some instance needs it.
@@ -381,13 +395,8 @@ pub fn invariant_violation(
                 message,
             });
         }
-        if let (InstanceState::Running, Some(sled), Some(since)) =
-            (inst.state, inst.sled, o.running_since.get(&inst.id))
-        {
-            // The grace runs from when the instance began running, or
-            // from when a path to Nexus last came back, whichever is later:
-            // a dpd learns of a move only by pulling from Nexus.
-            if now.saturating_sub((*since).max(o.paths_since)) >= RUNNING_GRACE {
+        if let Some((sled, since, grace_ends)) = running_grace(o, inst) {
+            if now >= grace_ends {
                 let sled_addr = world.sled(sled as usize).address;
                 for (t, SwitchTable { slot, entries, .. }) in o.tables.iter().enumerate() {
                     // A switch cut off from every Nexus cannot learn of the
@@ -411,7 +420,7 @@ pub fn invariant_violation(
                                 message: format!(
                                     "instance {name} has run on {} since {}, but {slot}'s NAT entry points elsewhere: {}",
                                     world.sled(sled as usize).name,
-                                    crate::trace::fmt_time(*since),
+                                    crate::trace::fmt_time(since),
                                     fmt_entry(world, &NatEntry::from_dpd(e))
                                 ),
                             });

@@ -617,24 +617,25 @@ impl Sim<'_> {
         let rts = &self.rts;
         let any_pending =
             || ring.woken.load(Ordering::SeqCst) && rts.values().any(|rt| rt.is_pending());
-        let now = {
+        let moved = {
             let _guard = tokio.enter();
             let now = tokio::time::Instant::now();
-            if now < target && target < next_millisecond(origin, now) && !any_pending() {
-                // The next event comes before tokio's next millisecond, when
-                // no timer can fall due (tokio fires timers on whole
-                // milliseconds, and this one's were fired when the clock
-                // reached it): move the clock without turning the drivers.
-                // `tokio::time::advance` moves the paused clock when first
-                // polled, then yields (which, outside a scheduler, is all).
+            // The next event comes before tokio's next millisecond, when no
+            // timer can fall due (tokio fires timers on whole milliseconds,
+            // and this one's were fired when the clock reached it): move
+            // the clock without turning the drivers.
+            let within = now < target && target < next_millisecond(origin, now) && !any_pending();
+            if within {
                 move_clock(target - now);
-                tokio::time::Instant::now()
-            } else {
-                drop(_guard);
-                tokio.block_on(advance(target, origin, &ring, any_pending));
-                let _guard = tokio.enter();
-                tokio::time::Instant::now()
             }
+            within
+        };
+        if !moved {
+            tokio.block_on(advance(target, origin, &ring, any_pending));
+        }
+        let now = {
+            let _guard = tokio.enter();
+            tokio::time::Instant::now()
         };
         self.world.borrow_mut().topology.set_clock(now);
         self.elapsed = now - origin;
@@ -698,6 +699,33 @@ fn end_crash(world: &RefCell<World>, h: IpAddr, linux: bool, up: bool) {
     host.up = up;
 }
 
+/// Move tokio's paused clock by `by` without turning its drivers: no timer
+/// fires until they next turn. `tokio::time::advance` moves the clock when
+/// first polled and then yields, so one poll is the move alone.
+fn move_clock(by: Duration) {
+    let moved = pin!(tokio::time::advance(by));
+    let _ = moved.poll(&mut Context::from_waker(Waker::noop()));
+}
+
+/// Nanoseconds in a millisecond, the step of tokio's timer grid.
+const MS: u128 = 1_000_000;
+
+/// Whole milliseconds of tokio's timer grid (counted from the runtime's
+/// start, `origin`) up to `t`, rounded down.
+fn grid_ms(origin: tokio::time::Instant, t: tokio::time::Instant) -> u128 {
+    (t - origin).as_nanos() / MS
+}
+
+/// Millisecond `ms` of tokio's timer grid.
+fn grid(origin: tokio::time::Instant, ms: u128) -> tokio::time::Instant {
+    origin + Duration::from_nanos((ms * MS) as u64)
+}
+
+/// The first millisecond of tokio's timer grid after `now`.
+fn next_millisecond(origin: tokio::time::Instant, now: tokio::time::Instant) -> tokio::time::Instant {
+    grid(origin, grid_ms(origin, now) + 1)
+}
+
 /// Move the shared clock to `target`, stopping early at the first instant at
 /// which a host's timer fires.
 ///
@@ -709,42 +737,23 @@ fn end_crash(world: &RefCell<World>, h: IpAddr, linux: bool, up: bool) {
 /// `target`; the remainder (a message due between two milliseconds) is
 /// again an exact advance. Timers thus fire when tokio would fire them, and
 /// deliveries land at their exact instant.
-/// Move tokio's paused clock by `by` without turning its drivers: no timer
-/// fires until they next turn. `tokio::time::advance` moves the clock when
-/// first polled and then yields, so one poll is the move alone.
-fn move_clock(by: Duration) {
-    let moved = pin!(tokio::time::advance(by));
-    let _ = moved.poll(&mut Context::from_waker(Waker::noop()));
-}
-
-/// The first whole millisecond of tokio's timer grid (counted from the
-/// runtime's start) after `now`.
-fn next_millisecond(origin: tokio::time::Instant, now: tokio::time::Instant) -> tokio::time::Instant {
-    const MS: u128 = 1_000_000;
-    let since = (now - origin).as_nanos();
-    origin + Duration::from_nanos(((since / MS + 1) * MS) as u64)
-}
-
 async fn advance(
     target: tokio::time::Instant,
     origin: tokio::time::Instant,
     ring: &rt::Ring,
     any_pending: impl Fn() -> bool,
 ) {
-    const MS: u128 = 1_000_000;
-    let boundary = |ms: u128| origin + Duration::from_nanos((ms * MS) as u64);
     loop {
         let now = tokio::time::Instant::now();
         if any_pending() || now >= target {
             return;
         }
-        let since = (now - origin).as_nanos();
-        let next = boundary(since / MS + 1);
+        let next = next_millisecond(origin, now);
         if target <= next {
             tokio::time::advance(target - now).await;
             return;
         }
-        if since % MS != 0 {
+        if now != grid(origin, grid_ms(origin, now)) {
             if target > next + Duration::from_millis(1) {
                 // To the grid without turning the drivers: the park of the
                 // next turn (the `select!` below) fires what falls due
@@ -757,7 +766,7 @@ async fn advance(
             }
             continue;
         }
-        let last = boundary((target - origin).as_nanos() / MS);
+        let last = grid(origin, grid_ms(origin, target));
         tokio::select! {
             biased;
             // A stale permit only costs one more turn of the loop.
