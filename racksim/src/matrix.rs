@@ -53,9 +53,22 @@ pub fn run_all(
     threads: usize,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Vec<RunSummary> {
+    run_all_observed(jobs, threads, progress, &|_, _| {})
+}
+
+/// [`run_all`], showing each judged run to `observe` (with its job) before
+/// it is summarised: for a caller that wants more of a run than its
+/// summary without making the run a second time.
+pub fn run_all_observed(
+    jobs: &[(&Scenario, Strategy, u64)],
+    threads: usize,
+    progress: &(dyn Fn(usize) + Sync),
+    observe: &(dyn Fn((&Scenario, Strategy, u64), &runner::Judged) + Sync),
+) -> Vec<RunSummary> {
     parallel(jobs.len(), threads, progress, &|i| {
         let (scenario, strategy, seed) = jobs[i];
         let judged = runner::run(scenario, strategy, seed).expect("strategy has an expectation");
+        observe(jobs[i], &judged);
         let converged_at = match judged.outcome.verdict {
             racksim_sim::Verdict::Converged { at } => Some(at),
             _ => None,
@@ -287,6 +300,17 @@ pub fn matrix(
     threads: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Cell> {
+    matrix_observed(scenarios, seeds, threads, progress, &|_, _| {})
+}
+
+/// [`matrix`], showing each judged run to `observe` ([`run_all_observed`]).
+pub fn matrix_observed(
+    scenarios: &[Scenario],
+    seeds: &[u64],
+    threads: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    observe: &(dyn Fn((&Scenario, Strategy, u64), &runner::Judged) + Sync),
+) -> Vec<Cell> {
     let mut cells: Vec<(&Scenario, Strategy)> = Vec::new();
     for s in scenarios {
         for &strategy in s.expectations.keys() {
@@ -298,7 +322,7 @@ pub fn matrix(
         .flat_map(|&(s, st)| seeds.iter().map(move |&seed| (s, st, seed)))
         .collect();
     let total = jobs.len();
-    let results = run_all(&jobs, threads, &|done| progress(done, total));
+    let results = run_all_observed(&jobs, threads, &|done| progress(done, total), observe);
     // With no seeds every cell is there, with no runs: the columns that do
     // not depend on runs (scenario, strategy, era, expected) are still
     // filled in (`racksim/tests/docs.rs` checks those of the committed

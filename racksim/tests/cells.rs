@@ -17,6 +17,11 @@
 //! `docs/catalogue.md` (`racksim matrix --seeds 32`), measured columns
 //! included: the runs are the table's, so they are not made twice.
 //!
+//! A cell's first seeds (two; one on the `full` rack) are also run again
+//! with the gaps and invariants judged after every event, and must come out
+//! byte for byte the same (`cells/recheck.rs`): the checker cannot miss a
+//! change.
+//!
 //! A regression file runs at the seed and strategy its `# Replay:` comment
 //! names and must meet its expectation: a regression guarded against stays
 //! guarded, and a defect a file records (until it is fixed) is still
@@ -34,6 +39,9 @@ use racksim::{
     matrix, runner, shrink,
 };
 use racksim_sim::ServiceNat;
+
+#[path = "cells/recheck.rs"]
+mod recheck;
 
 const SEEDS: u64 = 32;
 const FULL_RACK_SEEDS: u64 = 8;
@@ -61,10 +69,37 @@ fn check_cell(scenario: &Scenario, strategy: Strategy) -> Result<(), Failed> {
     let mut only = scenario.clone();
     only.expectations.retain(|v, _| *v == strategy);
     let seeds: Vec<u64> = (1..=seeds(scenario, strategy)).collect();
-    let cells = matrix::matrix(std::slice::from_ref(&only), &seeds, 1, &|_, _| {});
+    // The cell's first runs are made again, judged after every event
+    // (`recheck`), beside the cell's own runs rather than in a test of
+    // their own that would make those runs twice.
+    let rechecked = std::sync::Mutex::new(Vec::new());
+    let cells = matrix::matrix_observed(
+        std::slice::from_ref(&only),
+        &seeds,
+        1,
+        &|_, _| {},
+        &|(_, _, seed), normal| {
+            if recheck::rechecks(scenario, seed) {
+                let found = recheck::recheck(scenario, strategy, seed, normal);
+                rechecked.lock().expect("no run panics").push(found);
+            }
+        },
+    );
     let [cell] = &cells[..] else {
         return Err(format!("{} cells for one expectation", cells.len()).into());
     };
+    let rechecked = rechecked.into_inner().expect("no run panics");
+    if rechecked.is_empty() {
+        return Err("no run of the cell was judged again after every event".into());
+    }
+    let differ: Vec<String> = rechecked.into_iter().flatten().collect();
+    if !differ.is_empty() {
+        return Err(format!(
+            "the runs differ when judged after every event (a change the world did not count):\n{}",
+            differ.join("\n")
+        )
+        .into());
+    }
     if let Some(why) = cell.some_seeds_violate.as_ref().and_then(|s| s.failure()) {
         return Err(why.into());
     }

@@ -24,7 +24,6 @@ mod merge;
 mod mutants;
 mod openapi_control;
 mod parser_fuzz;
-mod recheck;
 mod regressions;
 mod report_html;
 mod snapshots;

@@ -57,8 +57,8 @@ pub struct RunConfig {
     /// every change, and when a time-based invariant's grace runs out)
     /// would have missed. The run itself goes on exactly as without
     /// the knob (the extra look changes nothing it decides), so the two
-    /// runs must agree byte for byte; `racksim/tests/recheck.rs` runs the
-    /// catalogue both ways.
+    /// runs must agree byte for byte; each cell of the scenario suite
+    /// (`racksim/tests/cells.rs`) runs its first seeds both ways.
     pub recheck_every_event: bool,
     /// The external-IP pool ([`RunParams::ip_pool`](crate::world::RunParams::ip_pool));
     /// none by default.
