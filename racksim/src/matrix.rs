@@ -48,7 +48,7 @@ pub struct RunSummary {
 
 /// What [`run_all_observed`] shows each judged run to, with its job
 /// (scenario, strategy, seed).
-pub type Observer = dyn Fn((&Scenario, Strategy, u64), &runner::Judged) + Sync;
+pub type Observer<'a> = dyn Fn((&Scenario, Strategy, u64), &runner::Judged) + Sync + 'a;
 
 /// Run `jobs` (scenario, strategy, seed) in parallel on `threads` threads.
 /// `progress` is called after each run with the number done so far.
@@ -67,7 +67,7 @@ pub fn run_all_observed(
     jobs: &[(&Scenario, Strategy, u64)],
     threads: usize,
     progress: &(dyn Fn(usize) + Sync),
-    observe: &Observer,
+    observe: &Observer<'_>,
 ) -> Vec<RunSummary> {
     parallel(jobs.len(), threads, progress, &|i| {
         let (scenario, strategy, seed) = jobs[i];
@@ -313,7 +313,7 @@ pub fn matrix_observed(
     seeds: &[u64],
     threads: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
-    observe: &Observer,
+    observe: &Observer<'_>,
 ) -> Vec<Cell> {
     let mut cells: Vec<(&Scenario, Strategy)> = Vec::new();
     for s in scenarios {
