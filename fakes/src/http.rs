@@ -206,20 +206,6 @@ impl ApiError {
     }
 }
 
-impl From<ApiError> for dropshot::HttpError {
-    fn from(e: ApiError) -> Self {
-        let status_code = dropshot::ErrorStatusCode::from_u16(e.status.as_u16())
-            .unwrap_or(dropshot::ErrorStatusCode::INTERNAL_SERVER_ERROR);
-        dropshot::HttpError {
-            status_code,
-            error_code: e.error_code,
-            internal_message: e.message.clone(),
-            external_message: e.message,
-            headers: None,
-        }
-    }
-}
-
 /// Decodes `%XX` escapes (and leaves a malformed one as it is).
 pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();

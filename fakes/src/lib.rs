@@ -59,9 +59,9 @@
 //! request leaves the state as it was. Where the fakes simplify, their
 //! module docs say so.
 
-pub mod api;
 pub mod dns;
 pub mod dpd;
+pub mod fault;
 pub mod http;
 pub mod memnet;
 pub mod mgs;

@@ -124,7 +124,7 @@ const METHODS: [(&str, Method); 5] = [
 ];
 
 /// Every operation of an OpenAPI document, sorted by path then method.
-fn operations_of(doc: &Value) -> Vec<Operation> {
+pub fn operations_of(doc: &Value) -> Vec<Operation> {
     let mut ops = Vec::new();
     let paths = doc["paths"].as_object().expect("documents have paths");
     for (path, item) in paths {

@@ -19,9 +19,9 @@ use std::{net::SocketAddr, sync::Arc};
 use dropshot::{
     HttpError, HttpResponseOk, HttpResponseUpdatedNoContent, HttpServer, RequestContext, TypedBody,
 };
-use racksim_fakes::api::quiet_server;
 use racksim_nexus::instances::{VirtualNetworkInterfaceHost, VmmInfo};
 use racksim_reconciler::dpd::{Ipv4Nat, Ipv6Nat};
+use racksim_servers::quiet_server;
 use racksim_sim::{check::gaps::Gap, rack::UPSTREAM_NTP_NAME, Action};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -29,13 +29,13 @@ use std::{
 };
 
 use dropshot::HttpServer;
-use racksim_fakes::api::DpdContext;
 use racksim_nexus::instances::{InstanceRecord, NatEntryView, OpError, SledRef};
 use racksim_nexus::{
-    api::ChannelRequests, internal_api, Db, Event, InstanceRequest, NexusHost, NexusStore, Write,
+    api::ChannelRequests, Db, Event, InstanceRequest, NexusHost, NexusStore, Write,
     NEXUS_INTERNAL_PORT,
 };
 use racksim_reconciler::{discovery::SwitchSlot, http::HttpClient, scrimlet_local::ServiceZoneNat};
+use racksim_servers::DpdContext;
 use racksim_sim::hosts::switch_zone::NAT_CHANGESET_LIMIT;
 use tokio::{
     sync::{mpsc, watch},
@@ -340,7 +340,7 @@ impl LiveNexus {
             return Ok(());
         }
         let links = &self.host.env.shared.links;
-        let server = internal_api::server(
+        let server = racksim_servers::nexus::server(
             NexusStore::new(self.host.clone()),
             SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 0),
         )?;

@@ -58,21 +58,3 @@ fn the_endpoints_page_lists_what_the_fakes_serve() {
         "docs/upstream-endpoints.md is out of date; its tables must be:\n{want}"
     );
 }
-
-/// The served operations come from the committed documents; they are those
-/// of the documents the API traits generate (tests/openapi.rs compares the
-/// whole documents byte for byte).
-#[test]
-fn served_operations_are_those_the_api_traits_generate() {
-    for (service, generated) in [
-        (Service::Dpd, crate::api::dpd_openapi()),
-        (Service::Mgs, crate::api::mgs_openapi()),
-        (Service::SledAgent, crate::api::sled_agent_openapi()),
-    ] {
-        assert_eq!(
-            served_operations(service),
-            operations_of(&generated),
-            "{service:?}"
-        );
-    }
-}

@@ -2,7 +2,7 @@
 //! instance request the control API's `POST /actions` accepts, done to the
 //! live hosts, the Nexus and the trace.
 
-use racksim_fakes::api::Fault;
+use racksim_fakes::fault::Fault;
 use racksim_nexus::InstanceRequest;
 use racksim_sim::{world::zone_nat_entry, Action};
 

@@ -9,10 +9,7 @@ use std::{
 };
 
 use dropshot::HttpServer;
-use racksim_fakes::{
-    api::{serve_sled_agent, SledAgentContext},
-    sled_agent::{SledAgentChange, SledAgentState},
-};
+use racksim_fakes::sled_agent::{SledAgentChange, SledAgentState};
 use racksim_nexus::instances::SLED_AGENT_PORT;
 use racksim_reconciler::{
     discovery::SwitchSlot,
@@ -22,6 +19,7 @@ use racksim_reconciler::{
     sled_task::SledNatReconciler,
     task::{run_reconciler_task, ScrimletStatus, TaskStatus},
 };
+use racksim_servers::{serve_sled_agent, SledAgentContext};
 use racksim_sim::{
     strategy::sled_task::follow_entries,
     world::{zone_nat_entry, ZoneId},

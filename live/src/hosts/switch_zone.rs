@@ -8,11 +8,11 @@ use std::{
 
 use dropshot::HttpServer;
 use racksim_fakes::{
-    api::{serve_dpd, serve_mgs, DpdContext, MgsContext},
     dpd::{DpdState, NatChange},
     mgs::MgsState,
 };
 use racksim_reconciler::{discovery::SwitchSlot, DPD_PORT, MGS_PORT};
+use racksim_servers::{serve_dpd, serve_mgs, DpdContext, MgsContext};
 use tokio::task::JoinHandle;
 
 use super::{closed, loopback, Env, Hosts};

@@ -103,6 +103,3 @@ impl<C: Connector> SledAgentClient<C> {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

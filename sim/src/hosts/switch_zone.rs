@@ -5,8 +5,8 @@ use std::{future::Future, net::SocketAddr, rc::Rc, sync::Arc, time::Duration};
 
 use http::Method;
 use racksim_fakes::{
-    api::Fault,
     dpd::{DpdState, NatChange, NatRpwTimer},
+    fault::Fault,
     http::{ApiError, ApiRequest, ApiResponse},
     mgs::MgsState,
 };

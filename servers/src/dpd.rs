@@ -3,7 +3,7 @@
 //! operation ids, parameters and versions), [`DpdImpl`] over the
 //! [`DpdState`] state machine, its OpenAPI document and its server.
 //!
-//! Each handler meets the server's fault first (see [`super::Fault`]),
+//! Each handler meets the server's fault first (see [`racksim_fakes::fault::Fault`]),
 //! then locks the state machine, calls it and reports the change it made
 //! to the server's observer.
 
@@ -17,11 +17,11 @@ use racksim_wire::dpd::{self, Ipv4Nat, Ipv6Nat, NatTarget, SwitchIdentifiers};
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use super::{
+use crate::{
     context::Shared,
     server::{document, start, ServeError},
 };
-use crate::{
+use racksim_fakes::{
     dpd::{page_items, DpdState, Family, NatChange, NatError},
     upstream::Service,
 };
@@ -226,7 +226,7 @@ pub trait DpdApi {
     }]
     async fn switch_identifiers_v1(
         rqctx: RequestContext<Self::Context>,
-    ) -> Result<HttpResponseOk<crate::dpd::SwitchIdentifiersV1>, HttpError> {
+    ) -> Result<HttpResponseOk<racksim_fakes::dpd::SwitchIdentifiersV1>, HttpError> {
         let identifiers = Self::switch_identifiers(rqctx).await?.0;
         Ok(HttpResponseOk(identifiers.into()))
     }

@@ -4,16 +4,14 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use racksim_fakes::{
-    api::{serve_sled_agent, SledAgentContext},
-    sled_agent::SledAgentState,
-};
+use racksim_fakes::sled_agent::SledAgentState;
 use racksim_reconciler::{
     dpd::MacAddr,
     http::{HttpClient, TokioConnector},
 };
+use racksim_servers::{serve_sled_agent, SledAgentContext};
 
-use crate::instances::{
+use racksim_nexus::instances::{
     SledAgentClient, VirtualNetworkInterfaceHost, VmmState, SLED_AGENT_API_VERSION,
 };
 

@@ -1,7 +1,7 @@
 //! What every fake's dropshot server shares: [`start`] serves an API
 //! description with the `api-version` policy of Oxide's internal services
 //! and registers, unpublished, the 501 of every upstream operation the
-//! fake does not serve ([`crate::upstream`]); [`document`] generates an
+//! fake does not serve ([`racksim_fakes::upstream`]); [`document`] generates an
 //! API's OpenAPI document as the published ones are written.
 
 use std::net::SocketAddr;
@@ -14,7 +14,9 @@ use http::HeaderName;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::{http::API_VERSION_HEADER, upstream::Service};
+use racksim_fakes::{http::API_VERSION_HEADER, upstream::Service};
+
+use crate::http_error;
 
 pub(super) fn document(
     api: dropshot::ApiDescription<dropshot::StubContext>,
@@ -49,18 +51,18 @@ struct UnservedVariable {
 }
 
 /// Registers, unpublished, every operation of upstream's document that the
-/// fake does not serve: each answers the 501 of [`crate::upstream`], so a
+/// fake does not serve: each answers the 501 of [`racksim_fakes::upstream`], so a
 /// client generated from upstream's document learns the fake does not serve
 /// it instead of taking a 404 for "no such resource".
 fn register_unserved<C: dropshot::ServerContext>(
     api: &mut dropshot::ApiDescription<C>,
     service: Service,
 ) -> Result<(), ServeError> {
-    for op in crate::upstream::unserved_operations(service) {
-        let error = crate::upstream::unserved_error(service, op);
+    for op in racksim_fakes::upstream::unserved_operations(service) {
+        let error = racksim_fakes::upstream::unserved_error(service, op);
         let handler = move |_rqctx: RequestContext<C>| {
             let error = error.clone();
-            async move { Err::<HttpResponseOk<()>, HttpError>(error.into()) }
+            async move { Err::<HttpResponseOk<()>, HttpError>(http_error(error)) }
         };
         let mut endpoint = dropshot::ApiEndpoint::new(
             op.operation_id.clone(),

@@ -11,38 +11,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use dropshot::HttpError;
 
-use crate::http::ApiError;
+use racksim_fakes::{fault::Fault, http::ApiError};
+
+use crate::http_error;
 
 /// Something told of every change a server makes to its state.
 pub type Observer<C> = Arc<dyn Fn(&C) + Send + Sync>;
-
-/// A fault a server can be made to show, as the simulation's plan actions
-/// `dpd-errors` and `dpd-hang` do. The simulation (on simulated time) and
-/// [`Shared`] (on tokio time) decide when a fault applies; what the faulted
-/// server answers is decided here, once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
-    /// Every request is answered with a 500.
-    Errors,
-    /// Every request is held until the window ends, then answered with a
-    /// 503 (a client with a shorter timeout sees a timeout).
-    Hang,
-}
-
-impl Fault {
-    /// The answer of `service` showing this fault (after the hold, for a
-    /// hang).
-    pub fn error(self, service: &str) -> ApiError {
-        match self {
-            Fault::Errors => ApiError::new(
-                http::StatusCode::INTERNAL_SERVER_ERROR,
-                Some("Internal"),
-                format!("injected fault: {service} is answering errors"),
-            ),
-            Fault::Hang => ApiError::unavailable(format!("injected fault: {service} was hung")),
-        }
-    }
-}
 
 /// A fake's state shared between its server and whoever else looks at it
 /// (a control API, a test), the observer of its changes, and the fault it
@@ -53,7 +27,7 @@ pub struct Shared<S, C> {
     fault: Arc<Mutex<Option<(Fault, tokio::time::Instant)>>>,
     /// The service's background task's timer (dpd: its NAT RPW's, which
     /// `POST /rpw/nat/trigger` makes due).
-    trigger: Arc<crate::dpd::NatRpwTimer>,
+    trigger: Arc<racksim_fakes::dpd::NatRpwTimer>,
     /// Whether the service is down: a fault then holds no request (those
     /// it holds end), so that the service's server can close.
     down: Arc<tokio::sync::watch::Sender<bool>>,
@@ -95,8 +69,8 @@ impl<S, C> Shared<S, C> {
     }
 
     /// The NAT RPW's timer, which `POST /rpw/nat/trigger` makes due (see
-    /// [`crate::dpd::NatRpwTimer`] for dendrite's schedule).
-    pub fn trigger(&self) -> Arc<crate::dpd::NatRpwTimer> {
+    /// [`racksim_fakes::dpd::NatRpwTimer`] for dendrite's schedule).
+    pub fn trigger(&self) -> Arc<racksim_fakes::dpd::NatRpwTimer> {
         self.trigger.clone()
     }
 
@@ -121,7 +95,7 @@ impl<S, C> Shared<S, C> {
                         () = until_down(&mut down) => {}
                     }
                 }
-                Err(fault.error(service).into())
+                Err(http_error(fault.error(service)))
             }
             _ => Ok(()),
         }
@@ -156,7 +130,7 @@ impl<S, C> Shared<S, C> {
         f: impl FnOnce(&mut S) -> Result<Option<C>, ApiError>,
     ) -> Result<(), HttpError> {
         // The state is unlocked before the observer hears of the change.
-        let change = f(&mut self.lock())?;
+        let change = f(&mut self.lock()).map_err(http_error)?;
         if let (Some(change), Some(observer)) = (change, &self.observer) {
             observer(&change);
         }
@@ -172,7 +146,7 @@ impl<S, C> Shared<S, C> {
         f: impl FnOnce(&S) -> Result<T, ApiError>,
     ) -> Result<T, HttpError> {
         self.meet_fault(service).await?;
-        Ok(f(&self.lock())?)
+        f(&self.lock()).map_err(http_error)
     }
 
     /// An updating request to `service`, whole: it meets the fault, then

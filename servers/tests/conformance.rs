@@ -9,7 +9,7 @@
 
 use std::{collections::BTreeSet, path::PathBuf};
 
-use racksim_fakes::api::{dpd_openapi, mgs_openapi, sled_agent_openapi};
+use racksim_servers::{dpd_openapi, mgs_openapi, sled_agent_openapi};
 use serde_json::Value;
 
 /// `(document, location, reason)`: a difference at `location` (or below

@@ -12,11 +12,12 @@ use racksim_wire::mgs::{self, SpIdentifier};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{
+use crate::{
     context::Shared,
+    http_error,
     server::{document, start, ServeError},
 };
-use crate::{mgs::MgsState, upstream::Service};
+use racksim_fakes::{mgs::MgsState, upstream::Service};
 
 /// The management gateway's `/local/switch-id` (MGS 3.0.0).
 #[dropshot::api_description]
@@ -73,16 +74,17 @@ impl MgsApi for MgsImpl {
         let SpPath { typ, slot } = path.into_inner();
         match typ {
             mgs::SpType::Sled => {
-                let state = ctx.lock().sled_power_state(slot)?;
+                let state = ctx.lock().sled_power_state(slot).map_err(http_error)?;
                 Ok(HttpResponseOk(state))
             }
-            // The fake knows only its rack's sleds (see `crate::mgs`).
-            mgs::SpType::Switch | mgs::SpType::Power => Err(crate::http::ApiError::new(
-                http::StatusCode::NOT_FOUND,
-                Some("SpDoesNotExist"),
-                format!("the fake MGS reports power only for sleds, not {typ:?} {slot}"),
-            )
-            .into()),
+            // The fake knows only its rack's sleds (see `racksim_fakes::mgs`).
+            mgs::SpType::Switch | mgs::SpType::Power => {
+                Err(http_error(racksim_fakes::http::ApiError::new(
+                    http::StatusCode::NOT_FOUND,
+                    Some("SpDoesNotExist"),
+                    format!("the fake MGS reports power only for sleds, not {typ:?} {slot}"),
+                )))
+            }
         }
     }
 }

@@ -1,22 +1,19 @@
-//! This crate's clients against the fakes' dropshot servers on real
+//! The reconciler's clients against the fakes' dropshot servers on real
 //! loopback sockets (live mode's servers); Nexus's sled-agent client is
-//! tried the same way in `racksim-nexus` (`instances/sled_agent/tests.rs`): the unit tests run the same
-//! clients against the same state machines on an in-memory network, and
-//! `racksim-fakes`' own tests speak raw HTTP to these servers.
+//! tried the same way in `sled_agent_client.rs`. The reconciler's unit
+//! tests run the same clients against the same state machines on an
+//! in-memory network, and `dropshot_live.rs` speaks raw HTTP to these
+//! servers.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use racksim_fakes::{
-    api::{serve_dpd, serve_mgs, DpdContext, Shared},
-    dpd::DpdState,
-    memnet::service_target,
-    mgs::MgsState,
-};
+use racksim_fakes::{dpd::DpdState, memnet::service_target, mgs::MgsState};
 use racksim_reconciler::{
     dpd::{DpdClient, Ipv4Nat},
     http::{HttpClient, TokioConnector},
     mgs::{MgsClient, SpIdentifier},
 };
+use racksim_servers::{serve_dpd, serve_mgs, DpdContext, Shared};
 
 fn loopback() -> SocketAddr {
     SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)

@@ -4,12 +4,12 @@
 //! wire change; regenerate with
 //!
 //! ```text
-//! RACKSIM_UPDATE_OPENAPI=1 cargo test -p racksim-fakes --test integration -- openapi::
+//! RACKSIM_UPDATE_OPENAPI=1 cargo test -p racksim-servers --test integration -- openapi::
 //! ```
 
 use std::path::PathBuf;
 
-use racksim_fakes::api::{dpd_openapi, mgs_openapi, sled_agent_openapi};
+use racksim_servers::{dpd_openapi, mgs_openapi, sled_agent_openapi};
 
 const UPDATE_VAR: &str = "RACKSIM_UPDATE_OPENAPI";
 
@@ -30,7 +30,7 @@ fn check(name: &str, generated: serde_json::Value) {
     assert!(
         committed == text,
         "openapi/{name} is not the document generated from the code: the API or a wire type \
-         changed. Regenerate it with `{UPDATE_VAR}=1 cargo test -p racksim-fakes --test integration -- openapi::` \
+         changed. Regenerate it with `{UPDATE_VAR}=1 cargo test -p racksim-servers --test integration -- openapi::` \
          and commit the difference."
     );
 }

@@ -1,7 +1,7 @@
 //! The dropshot servers of the fakes on real loopback sockets: the wire
 //! details as a client other than racksim's sees them (raw HTTP/1.1 here).
-//! racksim's own clients are run against them by the reconciler crate's
-//! `tests/dropshot_fakes.rs` (this crate does not depend on the reconciler).
+//! racksim's own clients are run against them in `reconciler_clients.rs`
+//! and `sled_agent_client.rs`.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -9,11 +9,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use racksim_fakes::{
-    api::{serve_dpd, serve_mgs, serve_sled_agent, DpdContext, Fault, Shared, SledAgentContext},
-    dpd::DpdState,
-    memnet::service_target,
-    mgs::MgsState,
-    sled_agent::SledAgentState,
+    dpd::DpdState, memnet::service_target, mgs::MgsState, sled_agent::SledAgentState,
+};
+use racksim_servers::{
+    serve_dpd, serve_mgs, serve_sled_agent, DpdContext, Fault, Shared, SledAgentContext,
 };
 use racksim_wire::dpd::API_VERSION;
 use serde_json::{json, Value};

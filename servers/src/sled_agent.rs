@@ -16,11 +16,11 @@ use racksim_wire::sled_agent::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{
+use crate::{
     context::Shared,
     server::{document, start, ServeError},
 };
-use crate::{
+use racksim_fakes::{
     sled_agent::{SledAgentChange, SledAgentState},
     upstream::Service,
 };

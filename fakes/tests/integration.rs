@@ -1,8 +1,0 @@
-//! The integration tests of the fakes, in one binary (issue 40): each file
-//! of this directory is a module of it, so the suite links the crate and
-//! its dependencies once instead of once per file. Select a module's
-//! tests by their path, e.g. `cargo test -p racksim-fakes --test integration -- conformance::`.
-
-mod conformance;
-mod dropshot_live;
-mod openapi;
