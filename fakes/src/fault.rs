@@ -6,7 +6,7 @@ use crate::http::ApiError;
 
 /// A fault a server can be made to show, as the simulation's plan actions
 /// `dpd-errors` and `dpd-hang` do. The simulation (on simulated time) and
-/// [`Shared`] (on tokio time) decide when a fault applies; what the faulted
+/// `racksim_servers::Shared` (on tokio time) decide when a fault applies; what the faulted
 /// server answers is decided here, once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {

@@ -2,7 +2,7 @@
 //!
 //! Each fake's state machine has a `handle(&ApiRequest) -> ApiResponse`
 //! router used by the servers that are not dropshot (the simulation's hyper
-//! server on turmoil sockets, and [`crate::memnet`]); [`crate::api`] serves the
+//! server on turmoil sockets, and [`crate::memnet`]); `racksim-servers` serves the
 //! same state machines with dropshot. Both answer alike: errors use dropshot's
 //! body (`request_id`, optional `error_code`, `message`), query strings and
 //! path segments are percent-decoded, and a request without the
@@ -138,7 +138,7 @@ impl ApiResponse {
 }
 
 /// An error in dropshot's terms: a status, an optional machine-readable
-/// code and a message. [`crate::api`] turns it into a `dropshot::HttpError`
+/// code and a message. `racksim_servers::http_error` turns it into a `dropshot::HttpError`
 /// with the same fields, so both servers send the same body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiError {

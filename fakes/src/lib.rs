@@ -5,15 +5,16 @@
 //! (MGS: which switch a switch zone manages), sled-agent (V2P mappings and
 //! VMMs) and internal DNS (where the dendrites are). This crate holds each
 //! fake exactly once, as a state machine — plain data, no I/O, no clock —
-//! and three ways to serve it:
+//! and three ways to serve it (the third in its own crate, so that the
+//! simulation does not link dropshot):
 //!
 //! ```text
 //!                     dpd::DpdState   mgs::MgsState   sled_agent::SledAgentState   dns::InternalDns
 //!                            \               |                 |                       /
 //!                             `--------- handle(&ApiRequest) -> ApiResponse ----------'
 //!                              /                    |                                \
-//!   racksim-sim: hyper on turmoil sockets   memnet: hyper on duplex streams   api: dropshot on
-//!   (the deterministic simulation)          (the reconciler's unit tests)      real sockets (live mode)
+//!   racksim-sim: hyper on turmoil sockets   memnet: hyper on duplex streams   racksim-servers: dropshot
+//!   (the deterministic simulation)          (the reconciler's unit tests)      on real sockets (live mode)
 //! ```
 //!
 //! * [`dpd`], [`mgs`], [`sled_agent`], [`dns`] — the state machines, each
@@ -23,10 +24,13 @@
 //!   record it (the simulation's trace, live mode's log).
 //! * [`http`] — the framework-neutral request, response and error, with
 //!   dropshot's error body and its `api-version` rule.
-//! * [`api`] — the dropshot API traits of dpd, MGS and sled-agent, their
-//!   implementations over the state machines, the OpenAPI documents
-//!   generated from them (committed in `openapi/`, checked for drift and
-//!   against the published documents in `openapi/reference/`) and servers.
+//! * [`fault`] — the faults a server can be made to show, and what a
+//!   faulted request is answered, for every server alike.
+//! * `racksim-servers` (a crate of its own) — the dropshot API traits of
+//!   dpd, MGS and sled-agent, their implementations over these state
+//!   machines, the OpenAPI documents generated from them (committed in
+//!   `openapi/`, checked for drift and against the published documents in
+//!   `openapi/reference/`) and servers.
 //! * [`memnet`] — an in-memory network of fakes with a request log and
 //!   injectable failures, for unit tests that run on paused tokio time.
 //!
@@ -35,7 +39,7 @@
 //! The fakes speak the wire types of `racksim-wire` (`NatTarget`,
 //! `Ipv4Nat`, `SpIdentifier`, `VirtualNetworkInterfaceHost`, …), the crate
 //! the reconciler's clients use too. With its `schemars` feature (enabled
-//! here) it derives the JSON schemas dropshot needs, named and shaped as
+//! by `racksim-servers`) it derives the JSON schemas dropshot needs, named and shaped as
 //! the published documents have them (`Vni`, dpd's `MacAddr` object,
 //! sled-agent's `MacAddr` string). So the conformance test checks the
 //! clients' types against the real services' documents too, and the

@@ -39,7 +39,8 @@
 //!   latest collection into the versioned NAT table (it never reads dpd).
 //! * [`internal_api`] — the part of Nexus's internal API dpd pulls:
 //!   `GET /nat/ipv4/changeset/{from_gen}`, as a framework-neutral router
-//!   (the simulation's server) and as a dropshot API (live mode's).
+//!   (the simulation's server); `racksim-servers` serves the same store
+//!   call with dropshot (live mode's).
 //!
 //! What stays with the host is the lifecycle: when Nexus comes up (the
 //! simulation waits for time synchronisation; live mode starts at once),

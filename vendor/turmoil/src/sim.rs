@@ -624,18 +624,18 @@ impl Sim<'_> {
             // timer can fall due (tokio fires timers on whole milliseconds,
             // and this one's were fired when the clock reached it): move
             // the clock without turning the drivers.
-            let within = now < target && target < next_millisecond(origin, now) && !any_pending();
-            if within {
+            (now < target && target < next_millisecond(origin, now) && !any_pending()).then(|| {
                 move_clock(target - now);
-            }
-            within
+                tokio::time::Instant::now()
+            })
         };
-        if !moved {
-            tokio.block_on(advance(target, origin, &ring, any_pending));
-        }
-        let now = {
-            let _guard = tokio.enter();
-            tokio::time::Instant::now()
+        let now = match moved {
+            Some(now) => now,
+            None => {
+                tokio.block_on(advance(target, origin, &ring, any_pending));
+                let _guard = tokio.enter();
+                tokio::time::Instant::now()
+            }
         };
         self.world.borrow_mut().topology.set_clock(now);
         self.elapsed = now - origin;
