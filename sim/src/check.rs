@@ -284,14 +284,12 @@ pub fn observe(world: &World) -> Snapshot {
             .into_iter()
             .map(|(id, e, v)| ((id, e.external_ip, e.first_port, e.last_port), v))
             .collect(),
-        nat_rows: st
-            .control_plane
-            .db
-            .instances
-            .keys()
-            .map(|&id| (id, st.control_plane.db.nat.live_of(id)))
-            .filter(|(_, rows)| !rows.is_empty())
-            .collect(),
+        nat_rows: {
+            let db = &st.control_plane.db;
+            let mut rows = db.nat.live_by_instance();
+            rows.retain(|id, _| db.instances.contains_key(id));
+            rows
+        },
         stuck_sagas: st
             .control_plane
             .db
@@ -346,6 +344,7 @@ pub fn invariant_violation(
     now: std::time::Duration,
 ) -> Option<Violation> {
     let vmms = gaps::VmmIndex::new(&o.sleds);
+    debug_assert!(o.tables.iter().all(SwitchTable::is_in_key_order));
     // Whether each switch can reach a Nexus: the same for every instance,
     // so asked once per table, and only once some instance needs it.
     let mut reachable: Vec<Option<bool>> = vec![None; o.tables.len()];
@@ -371,7 +370,7 @@ pub fn invariant_violation(
                     ),
                 });
             }
-            if let Some((sled, v)) = vmms.of(inst.id).first() {
+            if let Some((sled, v)) = vmms.of(inst.id).next() {
                 let what = if v.state == VmmState::Starting {
                     "holds its registered, never-started"
                 } else {
@@ -398,7 +397,8 @@ pub fn invariant_violation(
         if let Some((sled, since, grace_ends)) = running_grace(o, inst) {
             if now >= grace_ends {
                 let sled_addr = world.sled(sled as usize).address;
-                for (t, SwitchTable { slot, entries, .. }) in o.tables.iter().enumerate() {
+                for (t, table) in o.tables.iter().enumerate() {
+                    let slot = &table.slot;
                     // A switch cut off from every Nexus cannot learn of the
                     // move (no design can); what it holds then is a gap to
                     // close once the partition heals, not a violation.
@@ -410,9 +410,10 @@ pub fn invariant_violation(
                         continue;
                     }
                     for ip in &inst.external_ips {
-                        if let Some(e) = entries
+                        if let Some(e) = table
+                            .entries_of(ip.ip)
                             .iter()
-                            .find(|e| e.external == ip.ip && e.target.internal_ip != sled_addr)
+                            .find(|e| e.target.internal_ip != sled_addr)
                         {
                             return Some(Violation {
                                 invariant: NAT_FOLLOWS_VMM,

@@ -4,6 +4,8 @@
 //! Split from `store.rs` (the store trait and the saga log) because
 //! the table is a concept of its own (and most of the old file).
 
+use std::collections::BTreeMap;
+
 use super::{NatChangeset, NatConflict, NatEnsure, StoreError};
 use racksim_reconciler::nat::NatEntry;
 
@@ -376,6 +378,23 @@ impl NatTable {
     /// The live entries of one instance, sorted.
     pub fn live_of(&self, instance: u32) -> Vec<NatEntry> {
         self.live_where(|owner| owner == Some(instance))
+    }
+
+    /// The live entries of every instance that has any, each instance's
+    /// sorted: [`NatTable::live_of`] for all of them in one pass over the
+    /// rows (a check looks at every instance's rows on every change of
+    /// the world, and the table keeps every removed row).
+    pub fn live_by_instance(&self) -> BTreeMap<u32, Vec<NatEntry>> {
+        let mut by: BTreeMap<u32, Vec<NatEntry>> = BTreeMap::new();
+        for r in self.rows.iter().filter(|r| r.version_removed.is_none()) {
+            if let Some(i) = r.instance {
+                by.entry(i).or_default().push(r.entry);
+            }
+        }
+        for entries in by.values_mut() {
+            entries.sort();
+        }
+        by
     }
 
     /// Every live instance entry, sorted (service zones' rows are

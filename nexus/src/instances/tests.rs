@@ -2746,3 +2746,26 @@ async fn since_4694_the_start_saga_takes_a_leftover_rows_address_over() {
     assert_eq!(store.lock().nat.live_of(ID), vec![nat_entry(2)]);
     assert_networking_settles(&net, &store, Some(2)).await;
 }
+
+/// `live_by_instance` is `live_of` for every instance at once: the same
+/// entries, sorted, with removed rows, pending rows and service rows left
+/// out, and no instance without a live row.
+#[test]
+fn live_by_instance_is_live_of_every_instance() {
+    let mut table = NatTable::default();
+    assert!(table.set_instance(1, &[nat_at(12, 1), nat_at(11, 1)]));
+    assert!(table.set_instance(2, &[nat_at(13, 2)]));
+    assert!(table.set_instance(3, &[nat_at(14, 3)]));
+    // Instance 3's row removed, instance 2's moved, a service row beside.
+    assert!(table.set_instance(3, &[]));
+    assert!(table.set_instance(2, &[nat_at(13, 3)]));
+    table.sync_service_zones(&[service_at(20, 1)]);
+    // A row begun but not committed is not live yet.
+    table.begin_set_instance(4, &[nat_at(15, 1)]).unwrap();
+    let by = table.live_by_instance();
+    assert_eq!(by.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+    for (id, entries) in &by {
+        assert_eq!(entries, &table.live_of(*id), "instance {id}");
+    }
+    assert_eq!(by[&1], vec![nat_at(11, 1), nat_at(12, 1)]);
+}

@@ -57,6 +57,9 @@ pub struct DesiredNat {
 pub struct SwitchTable {
     pub slot: SwitchSlot,
     pub uplinked: bool,
+    /// The IPv4 table in dpd's key order, by external address and first
+    /// port, as `DpdState::ipv4_entries` lists it: the checks find an
+    /// address's entries by binary search ([`SwitchTable::entries_of`]).
     pub entries: Vec<Ipv4Nat>,
     /// The IPv6 table. racksim's services and instances have IPv4
     /// external addresses only, so every entry here is one nothing asked
@@ -65,6 +68,24 @@ pub struct SwitchTable {
     /// The NAT generation this switch's dpd has pulled to (its RPW's), if
     /// known.
     pub pulled_to: Option<i64>,
+}
+
+impl SwitchTable {
+    /// The IPv4 entries of external address `ip`, by first port. A look
+    /// at the rack asks this for every instance's every address, so it is
+    /// a binary search in the ordered table, not a scan of it (a rack of a
+    /// hundred instances spent its checks scanning).
+    pub fn entries_of(&self, ip: Ipv4Addr) -> &[Ipv4Nat] {
+        let start = self.entries.partition_point(|e| e.external < ip);
+        let len = self.entries[start..].partition_point(|e| e.external == ip);
+        &self.entries[start..start + len]
+    }
+
+    /// Whether `entries` is in the order [`SwitchTable::entries_of`]
+    /// needs (checked once per look in debug builds).
+    pub fn is_in_key_order(&self) -> bool {
+        self.entries.is_sorted_by_key(|e| (e.external, e.low))
+    }
 }
 
 /// `version_added` of each live instance NAT row in the database, by
@@ -124,25 +145,33 @@ impl RackView<'_> {
 /// id). Built once per look at the rack, so that asking for every
 /// instance's VMMs costs one pass over the sleds, not one per instance (a
 /// rack of a hundred instances spent most of its checks here).
-pub struct VmmIndex<'a>(BTreeMap<u32, Vec<(&'a str, &'a VmmInfo)>>);
+pub struct VmmIndex<'a>(Vec<(u32, &'a str, &'a VmmInfo)>);
 
 impl<'a> VmmIndex<'a> {
     pub fn new(sleds: &'a [SledView]) -> Self {
-        let mut by_instance: BTreeMap<u32, Vec<(&str, &VmmInfo)>> = BTreeMap::new();
-        for s in sleds {
-            for v in s.agent.vmms.values() {
-                by_instance
-                    .entry(v.instance_id)
-                    .or_default()
-                    .push((s.name.as_str(), v));
-            }
-        }
-        VmmIndex(by_instance)
+        let mut all: Vec<(u32, &str, &VmmInfo)> = sleds
+            .iter()
+            .flat_map(|s| {
+                s.agent
+                    .vmms
+                    .values()
+                    .map(move |v| (v.instance_id, s.name.as_str(), v))
+            })
+            .collect();
+        // One allocation per look, not one per instance: sorted by
+        // instance, stably, so each instance's VMMs stay in sled order and
+        // by propolis id on a sled.
+        all.sort_by_key(|&(id, _, _)| id);
+        VmmIndex(all)
     }
 
-    /// The VMMs of instance `id`.
-    pub fn of(&self, id: u32) -> &[(&'a str, &'a VmmInfo)] {
-        self.0.get(&id).map_or(&[], Vec::as_slice)
+    /// The VMMs of instance `id`, each with its sled's name.
+    pub fn of(&self, id: u32) -> impl Iterator<Item = (&'a str, &'a VmmInfo)> + '_ {
+        let start = self.0.partition_point(|&(i, _, _)| i < id);
+        self.0[start..]
+            .iter()
+            .take_while(move |&&(i, _, _)| i == id)
+            .map(|&(_, sled, v)| (sled, v))
     }
 
     /// The `one-vmm` breach of instance `name` (`id`), if any: it has more
@@ -151,11 +180,7 @@ impl<'a> VmmIndex<'a> {
     /// Propolis zone yet (upstream's sled-agent creates it on the first
     /// request to run), so it cannot be a second copy of the guest.
     pub fn second_guest(&self, id: u32, name: &str) -> Option<String> {
-        let guests = || {
-            self.of(id)
-                .iter()
-                .filter(|(_, v)| v.state != VmmState::Starting)
-        };
+        let guests = || self.of(id).filter(|(_, v)| v.state != VmmState::Starting);
         // Counted first: the message is written only for a breach, not on
         // every look at every instance.
         let count = guests().count();
@@ -328,6 +353,7 @@ pub fn service_nat_gaps(view: &RackView) -> Vec<Gap> {
 pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
     use racksim_nexus::instances::{AutoRestartPolicy, InstanceState};
     let vmms = VmmIndex::new(view.sleds);
+    debug_assert!(view.switches.iter().all(SwitchTable::is_in_key_order));
     let mut gaps = Vec::new();
     for inst in view.instances {
         let name = &inst.name;
@@ -343,7 +369,7 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                         .vmms
                         .get(&vmm)
                         .is_some_and(|v| v.instance_id == inst.id),
-                    None => vmms.of(inst.id).iter().any(|(n, _)| *n == s.name),
+                    None => vmms.of(inst.id).any(|(n, _)| n == s.name),
                 };
                 if !view
                     .sleds
@@ -361,9 +387,8 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                 for table in view.switches.iter().filter(|t| t.uplinked) {
                     let slot = table.slot;
                     for ip in &inst.external_ips {
-                        let ok = table.entries.iter().any(|e| {
-                            e.external == ip.ip
-                                && e.low == ip.first_port
+                        let ok = table.entries_of(ip.ip).iter().any(|e| {
+                            e.low == ip.first_port
                                 && e.high == ip.last_port
                                 && e.target.internal_ip == target_address
                                 && nic.is_none_or(|n| {
@@ -431,9 +456,9 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                         let slot = table.slot;
                         for ip in &inst.external_ips {
                             if let Some(e) = table
-                                .entries
+                                .entries_of(ip.ip)
                                 .iter()
-                                .find(|e| e.external == ip.ip && e.low == ip.first_port)
+                                .find(|e| e.low == ip.first_port)
                             {
                                 gaps.push(Gap {
                                     at: slot.to_string(),
@@ -463,7 +488,7 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                     for table in view.switches {
                         let slot = table.slot;
                         for ip in inst.external_ips.iter().filter(|ip| !reused(&ip.ip)) {
-                            if let Some(e) = table.entries.iter().find(|e| e.external == ip.ip) {
+                            if let Some(e) = table.entries_of(ip.ip).first() {
                                 gaps.push(Gap {
                                     at: slot.to_string(),
                                     message: format!(
@@ -492,7 +517,7 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
                         }
                     }
                 }
-                for &(sled_name, v) in vmms.of(inst.id) {
+                for (sled_name, v) in vmms.of(inst.id) {
                     // Upstream's sled-agent creates the Propolis zone (and
                     // so a guest) only on the first request to run; a VMM
                     // only registered is an idle runner, leaked all the

@@ -311,8 +311,7 @@ fn a_second_guest_on_the_same_sled_or_another_breaches_one_vmm() {
     assert_eq!(
         VmmIndex::new(&sleds)
             .of(1)
-            .iter()
-            .map(|(s, v)| (*s, v.vmm_id))
+            .map(|(s, v)| (s, v.vmm_id))
             .collect::<Vec<_>>(),
         [("sled0", 10), ("sled0", 11)]
     );
@@ -436,11 +435,12 @@ fn state_nothing_explains_is_a_gap() {
         slot: SwitchSlot::Switch0,
         // Not uplinked: unexplained state is a gap wherever it is.
         uplinked: false,
+        // In dpd's key order, as a switch lists them.
         entries: vec![
-            entry([203, 0, 113, 1], SLED0, 1007).to_dpd(),
-            entry([203, 0, 113, 8], SLED0, 1007).to_dpd(),
             // A service entry is service NAT's to judge.
             entry([198, 51, 100, 9], SLED0, SERVICES_VNI).to_dpd(),
+            entry([203, 0, 113, 1], SLED0, 1007).to_dpd(),
+            entry([203, 0, 113, 8], SLED0, 1007).to_dpd(),
         ],
         entries_v6: vec![v6],
         pulled_to: None,
@@ -474,4 +474,43 @@ fn state_nothing_explains_is_a_gap() {
     );
     // And `rack_gaps` counts them: a rack holding them has not converged.
     assert!(rack_gaps(&view).len() >= messages.len());
+}
+
+/// `entries_of` finds an address's entries, in port order, by binary
+/// search in a table in dpd's key order, and nothing for an address the
+/// table lacks (before, between or after the others).
+#[test]
+fn entries_of_finds_an_address_in_the_ordered_table() {
+    let nat = |ip: [u8; 4], low: u16| Ipv4Nat {
+        external: ip.into(),
+        low,
+        high: low + 16383,
+        target: entry([0, 0, 0, 1], SLED0, 1007).target,
+    };
+    let table = SwitchTable {
+        slot: SwitchSlot::Switch0,
+        uplinked: true,
+        entries: vec![
+            nat([198, 51, 100, 9], 0),
+            nat([203, 0, 113, 1], 0),
+            nat([203, 0, 113, 1], 16384),
+            nat([203, 0, 113, 8], 0),
+        ],
+        entries_v6: vec![],
+        pulled_to: None,
+    };
+    assert!(table.is_in_key_order());
+    let lows =
+        |ip: [u8; 4]| -> Vec<u16> { table.entries_of(ip.into()).iter().map(|e| e.low).collect() };
+    assert_eq!(lows([203, 0, 113, 1]), [0, 16384]);
+    assert_eq!(lows([198, 51, 100, 9]), [0]);
+    assert_eq!(lows([203, 0, 113, 8]), [0]);
+    for absent in [[10, 0, 0, 1], [203, 0, 113, 5], [255, 0, 0, 1]] {
+        assert_eq!(lows(absent), Vec::<u16>::new(), "{absent:?}");
+    }
+    let unordered = SwitchTable {
+        entries: table.entries.iter().rev().copied().collect(),
+        ..table.clone()
+    };
+    assert!(!unordered.is_in_key_order());
 }
