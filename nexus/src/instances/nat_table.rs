@@ -386,7 +386,7 @@ impl NatTable {
     /// the world, and the table keeps every removed row).
     pub fn live_by_instance(&self) -> BTreeMap<u32, Vec<NatEntry>> {
         let mut by: BTreeMap<u32, Vec<NatEntry>> = BTreeMap::new();
-        for r in self.rows.iter().filter(|r| r.version_removed.is_none()) {
+        for r in self.live_rows() {
             if let Some(i) = r.instance {
                 by.entry(i).or_default().push(r.entry);
             }
@@ -407,9 +407,7 @@ impl NatTable {
     /// row order: what a check needs to tell a row a dpd has not pulled
     /// yet from one it pulled past.
     pub fn live_instance_versions(&self) -> Vec<(u32, NatEntry, i64)> {
-        self.rows
-            .iter()
-            .filter(|r| r.version_removed.is_none())
+        self.live_rows()
             .filter_map(|r| r.instance.map(|i| (i, r.entry, r.version_added)))
             .collect()
     }
@@ -418,13 +416,18 @@ impl NatTable {
     /// zone) `keep` accepts, sorted.
     fn live_where(&self, keep: impl Fn(Option<u32>) -> bool) -> Vec<NatEntry> {
         let mut v: Vec<NatEntry> = self
-            .rows
-            .iter()
-            .filter(|r| keep(r.instance) && r.version_removed.is_none())
+            .live_rows()
+            .filter(|r| keep(r.instance))
             .map(|r| r.entry)
             .collect();
         v.sort();
         v
+    }
+
+    /// The rows not removed, in row order: what every `live` reading
+    /// of the table starts from.
+    fn live_rows(&self) -> impl Iterator<Item = &NatRow> {
+        self.rows.iter().filter(|r| r.version_removed.is_none())
     }
 
     /// The changes after version `from_gen`, ordered by version, at most
