@@ -1,10 +1,28 @@
 //! A small HTTP/1.1 JSON client on hyper, generic over how sockets are made.
 //!
-//! One connection per request: the peers (switch zones) come and go, get
-//! replaced with new addresses, and restart; a pool would only hide that.
-//! The connection future is driven *alongside* the request future in the same
-//! task (no `spawn`), so the client works on any runtime flavour and never
-//! outlives the caller's cancellation.
+//! ## Connections are kept, as reqwest keeps them
+//!
+//! Upstream's clients are progenitor clients on reqwest, and a reqwest
+//! client is a handle to a pool of connections: a connection that has
+//! answered goes back to the pool and carries the next request to the same
+//! server, unless it has been idle longer than the pool's idle timeout or
+//! the server closed it meanwhile. reqwest's pool is hyper-util's legacy
+//! client, and so is this one's, built with reqwest's settings: an idle
+//! timeout of [`DEFAULT_POOL_IDLE_TIMEOUT`] (the scrimlet reconcilers set
+//! 10 s, [`HttpClient::with_pool_idle_timeout`]), no limit on idle
+//! connections, the pool's sweep on tokio's clock, and hyper-util's retry
+//! of a request whose kept connection closed before the request was
+//! written. So what a kept connection does after a fault (an RST from a
+//! peer that rebooted, a server's close racing a request,
+//! hyper#2136) is the library's own behaviour, not a model of it.
+//!
+//! Clones of a client share its pool, as clones of a reqwest client do. A
+//! client made for one call and dropped after it (Nexus makes its
+//! sled-agent and dpd clients so) keeps its connections for that call only.
+//!
+//! A kept connection must notice its peer's close while nobody uses it, so
+//! each connection is a task of its own. The [`Connector`] says how tasks
+//! are spawned ([`Connector::spawn`]): this crate never picks a runtime.
 //!
 //! ## Why not an off-the-shelf client
 //!
@@ -20,11 +38,11 @@
 //! Two, as reqwest's client has them, each set as upstream sets it for the
 //! client in question (`docs/fidelity.md` cites each):
 //!
-//! * the **connect timeout** bounds making the connection (the TCP
+//! * the **connect timeout** bounds making a new connection (the TCP
 //!   handshake, with the SYN retransmissions of the kernel);
-//! * the **request timeout** bounds the whole request — connecting,
-//!   sending, and reading the whole body — under one
-//!   [`tokio::time::timeout`].
+//! * the **request timeout** bounds the whole request — connecting or
+//!   taking a kept connection, sending, and reading the whole body — under
+//!   one [`tokio::time::timeout`].
 //!
 //! [`HttpClient::new`] has progenitor's: a generated `Client::new` builds
 //! its reqwest client with a 15 s connect timeout and a 15 s timeout
@@ -36,12 +54,27 @@
 //! gone, which the connector's sockets are responsible for, as reqwest's
 //! are).
 
-use std::{future::Future, io, net::SocketAddr, time::Duration};
+use std::{
+    error::Error as _,
+    fmt,
+    future::Future,
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    task::{Context, Poll},
+    time::Duration,
+};
 
 use bytes::Bytes;
 use http::{header, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use hyper_util::{
+    client::legacy::{
+        self,
+        connect::{Connected, Connection},
+    },
+    rt::{TokioIo, TokioTimer},
+};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -61,14 +94,32 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// `connect_timeout(15 s)` (the same line).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Makes byte streams to a socket address.
+/// How long an idle connection is kept for the next request: reqwest's
+/// default `pool_idle_timeout` (reqwest 0.12.23 and 0.13.5,
+/// `ClientBuilder::new`: `pool_idle_timeout: Some(Duration::from_secs(90))`),
+/// which progenitor's `Client::new` keeps.
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A task a client runs in the background: one connection, or its pool's
+/// sweep of idle connections.
+pub type BackgroundTask = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Makes byte streams to a socket address, and runs the tasks that keep
+/// them.
 ///
 /// Production uses [`TokioConnector`]; a simulation supplies its own sockets.
-/// Implementations must be cheap to clone: a client clones its connector for
-/// every request.
+/// Implementations must be cheap to clone: a client keeps one per pool.
 pub trait Connector: Clone + Send + Sync + 'static {
     type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
     fn connect(&self, addr: SocketAddr) -> impl Future<Output = io::Result<Self::Io>> + Send;
+
+    /// Runs a connection (or the pool's sweep) until it ends. By default
+    /// on the current tokio runtime; a runtime whose tasks must stay where
+    /// they were made (a simulated host's) spawns them there, so that they
+    /// end with it.
+    fn spawn(&self, task: BackgroundTask) {
+        tokio::spawn(task);
+    }
 }
 
 /// Production connector: real tokio TCP sockets.
@@ -155,17 +206,38 @@ struct DropshotError {
     message: String,
 }
 
-/// A client of one HTTP server.
-#[derive(Clone, Debug)]
+/// A client of one HTTP server, with its pool of kept connections.
+#[derive(Clone)]
 pub struct HttpClient<C> {
+    /// hyper-util's pooling client, as reqwest builds it; rebuilt (with a
+    /// new, empty pool) when a setting below changes.
+    pool: legacy::Client<Dial<C>, Full<Bytes>>,
     connector: C,
     addr: SocketAddr,
-    /// Bounds making the connection; `None`: as long as TCP tries.
+    /// Bounds making a connection; `None`: as long as TCP tries.
     connect_timeout: Option<Duration>,
     /// Bounds the whole request; `None`: as long as the peer takes.
     timeout: Option<Duration>,
+    /// How long an idle connection is kept; `None`: until the server
+    /// closes it.
+    pool_idle_timeout: Option<Duration>,
+    /// Whether a connection is kept at all after its request.
+    keep_connections: bool,
     /// Sent as [`API_VERSION_HEADER`] when set.
     api_version: Option<&'static str>,
+}
+
+impl<C> fmt::Debug for HttpClient<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("addr", &self.addr)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("timeout", &self.timeout)
+            .field("pool_idle_timeout", &self.pool_idle_timeout)
+            .field("keep_connections", &self.keep_connections)
+            .field("api_version", &self.api_version)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a completed exchange produced, before interpretation.
@@ -174,14 +246,133 @@ struct RawResponse {
     body: Bytes,
 }
 
+/// Makes the pool's connections: the connector's socket to the client's
+/// one server, under the connect timeout (reqwest puts its
+/// `connect_timeout` around its connector the same way).
+#[derive(Clone)]
+struct Dial<C> {
+    connector: C,
+    addr: SocketAddr,
+    timeout: Option<Duration>,
+}
+
+/// Why [`Dial`] made no connection; found again in the pool's error.
+#[derive(Debug, thiserror::Error)]
+enum DialError {
+    #[error("connect timed out after {0:?}")]
+    TimedOut(Duration),
+    #[error(transparent)]
+    Io(io::Error),
+}
+
+impl<C: Connector> tower_service::Service<Uri> for Dial<C> {
+    type Response = Socket<C::Io>;
+    type Error = DialError;
+    type Future = Pin<Box<dyn Future<Output = Result<Socket<C::Io>, DialError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), DialError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _uri: Uri) -> Self::Future {
+        // The client has one server; the URI names the same address.
+        let Dial {
+            connector,
+            addr,
+            timeout,
+        } = self.clone();
+        Box::pin(async move {
+            let connect = connector.connect(addr);
+            let io = match timeout {
+                Some(after) => tokio::time::timeout(after, connect)
+                    .await
+                    .map_err(|_elapsed| DialError::TimedOut(after))?,
+                None => connect.await,
+            }
+            .map_err(DialError::Io)?;
+            Ok(Socket(TokioIo::new(io)))
+        })
+    }
+}
+
+/// A connector's byte stream as hyper's pool takes it.
+struct Socket<I>(TokioIo<I>);
+
+impl<I: AsyncRead + AsyncWrite + Unpin> hyper::rt::Read for Socket<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> hyper::rt::Write for Socket<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
+
+impl<I> Connection for Socket<I> {
+    fn connected(&self) -> Connected {
+        Connected::new()
+    }
+}
+
+/// Runs the pool's tasks where the connector says.
+#[derive(Clone)]
+struct SpawnWith<C>(C);
+
+impl<C: Connector> hyper::rt::Executor<BackgroundTask> for SpawnWith<C> {
+    fn execute(&self, task: BackgroundTask) {
+        self.0.spawn(task);
+    }
+}
+
 impl<C: Connector> HttpClient<C> {
     pub fn new(connector: C, addr: SocketAddr) -> Self {
         HttpClient {
+            pool: pool(
+                &connector,
+                addr,
+                Some(DEFAULT_CONNECT_TIMEOUT),
+                Some(DEFAULT_POOL_IDLE_TIMEOUT),
+                true,
+            ),
             connector,
             addr,
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
             timeout: Some(DEFAULT_REQUEST_TIMEOUT),
+            pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
+            keep_connections: true,
             api_version: None,
+        }
+    }
+
+    /// The same client with a new, empty pool built from its settings.
+    fn repooled(self) -> Self {
+        HttpClient {
+            pool: pool(
+                &self.connector,
+                self.addr,
+                self.connect_timeout,
+                self.pool_idle_timeout,
+                self.keep_connections,
+            ),
+            ..self
         }
     }
 
@@ -215,6 +406,30 @@ impl<C: Connector> HttpClient<C> {
             timeout: request,
             ..self
         }
+        .repooled()
+    }
+
+    /// How long an idle connection is kept for the next request, as
+    /// reqwest's `pool_idle_timeout` sets it; `None` keeps it until the
+    /// server closes it.
+    pub fn with_pool_idle_timeout(self, idle: Option<Duration>) -> Self {
+        HttpClient {
+            pool_idle_timeout: idle,
+            ..self
+        }
+        .repooled()
+    }
+
+    /// Keeps no connection: every request makes its own and closes it
+    /// after the answer (reqwest's `pool_max_idle_per_host(0)`). For a
+    /// query that upstream sends as a datagram (internal DNS), where a kept
+    /// connection would add a state that the real query does not have.
+    pub fn without_kept_connections(self) -> Self {
+        HttpClient {
+            keep_connections: false,
+            ..self
+        }
+        .repooled()
     }
 
     /// No timeout at all: a reqwest client built with
@@ -300,7 +515,7 @@ impl<C: Connector> HttpClient<C> {
         }
     }
 
-    /// One request on a fresh connection, under the timeout; non-2xx answers
+    /// One request, under the timeout; non-2xx answers
     /// become [`ClientError::Status`].
     async fn send(
         &self,
@@ -332,25 +547,22 @@ impl<C: Connector> HttpClient<C> {
         }
     }
 
-    /// Connect, send, and read the whole response. No timeout here: the
-    /// caller wraps the whole exchange.
+    /// Send on a kept connection or a new one, and read the whole
+    /// response. No timeout here: the caller wraps the whole exchange.
     async fn exchange(
         &self,
         method: Method,
         path: &str,
         body: Option<Bytes>,
     ) -> Result<RawResponse, ClientError> {
-        let uri: Uri = path
+        let uri: Uri = format!("http://{}{path}", self.addr)
             .parse()
             .map_err(|e| self.protocol_error(&method, path, format!("invalid path: {e}")))?;
         let mut builder = Request::builder()
             .method(method.clone())
             .uri(uri)
             .header(header::HOST, self.addr.to_string())
-            .header(header::ACCEPT, "application/json")
-            // One connection per request: tell the server so that it closes
-            // its side too instead of keeping an idle connection around.
-            .header(header::CONNECTION, "close");
+            .header(header::ACCEPT, "application/json");
         if body.is_some() {
             builder = builder.header(header::CONTENT_TYPE, "application/json");
         }
@@ -361,49 +573,91 @@ impl<C: Connector> HttpClient<C> {
             .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| self.protocol_error(&method, path, format!("building request: {e}")))?;
 
-        let connect = self.connector.connect(self.addr);
-        let connected = match self.connect_timeout {
-            Some(timeout) => tokio::time::timeout(timeout, connect)
-                .await
-                .map_err(|_elapsed| self.timed_out(timeout))?,
-            None => connect.await,
-        };
-        let io = connected.map_err(|e| ClientError::Connect {
-            addr: self.addr.to_string(),
-            message: e.to_string(),
-        })?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(io))
-                .await
-                .map_err(|e| ClientError::Connect {
-                    addr: self.addr.to_string(),
-                    message: format!("HTTP handshake: {e}"),
-                })?;
+        // Dropping this future (a timeout, a cancelled reconciler) drops
+        // the request; hyper then closes the connection it was on, which
+        // can carry nothing else until its answer has been read.
+        let response = self
+            .pool
+            .request(request)
+            .await
+            .map_err(|e| self.request_failed(&method, path, &e))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| self.protocol_error(&method, path, describe(&e)))?
+            .to_bytes();
+        Ok(RawResponse { status, body })
+    }
 
-        // The request future owns `sender`; when it finishes, `sender` is
-        // dropped, which lets the connection future finish too. Both are
-        // polled by this one task, so dropping this future (a timeout, a
-        // cancelled reconciler) tears the socket down with it.
-        let request_future = async move {
-            sender.ready().await?;
-            let response = sender.send_request(request).await?;
-            let status = response.status();
-            let body = response.into_body().collect().await?.to_bytes();
-            Ok::<_, hyper::Error>(RawResponse { status, body })
-        };
-        let (response, connection_result) = tokio::join!(request_future, connection);
-        match response {
-            Ok(raw) => Ok(raw),
-            Err(e) => {
-                // The connection's error (if any) usually says more than the
-                // request's "connection closed before message completed".
-                let message = match connection_result {
-                    Err(conn_err) => format!("{e} (connection: {conn_err})"),
-                    Ok(()) => e.to_string(),
+    /// What a request that got no answer reports: a connect that failed or
+    /// timed out as such, anything else (a reset, a close before the
+    /// answer) as a protocol error naming the request.
+    fn request_failed(&self, method: &Method, path: &str, e: &legacy::Error) -> ClientError {
+        let mut source = e.source();
+        while let Some(cause) = source {
+            if let Some(dial) = cause.downcast_ref::<DialError>() {
+                return match dial {
+                    DialError::TimedOut(after) => self.timed_out(*after),
+                    DialError::Io(io) => ClientError::Connect {
+                        addr: self.addr.to_string(),
+                        message: io.to_string(),
+                    },
                 };
-                Err(self.protocol_error(&method, path, message))
             }
+            source = cause.source();
         }
+        if e.is_connect() {
+            return ClientError::Connect {
+                addr: self.addr.to_string(),
+                message: describe(e),
+            };
+        }
+        self.protocol_error(method, path, describe(e))
+    }
+}
+
+/// hyper-util's pooling client as reqwest's `ClientBuilder` builds it
+/// (reqwest 0.13.5 `async_impl/client.rs`: both timers on tokio's clock,
+/// `pool_idle_timeout`, `pool_max_idle_per_host`), on `connector`'s
+/// sockets to `addr`.
+fn pool<C: Connector>(
+    connector: &C,
+    addr: SocketAddr,
+    connect_timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    keep_connections: bool,
+) -> legacy::Client<Dial<C>, Full<Bytes>> {
+    legacy::Client::builder(SpawnWith(connector.clone()))
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(idle_timeout)
+        .pool_max_idle_per_host(if keep_connections { usize::MAX } else { 0 })
+        .build(Dial {
+            connector: connector.clone(),
+            addr,
+            timeout: connect_timeout,
+        })
+}
+
+/// An error and its causes, without hyper-util's own wrapper ("client
+/// error (SendRequest)"), which says nothing the causes do not: for
+/// example "connection closed before message completed", or
+/// "connection error: connection reset".
+fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut current = Some(e);
+    while let Some(err) = current {
+        if err.downcast_ref::<legacy::Error>().is_none() {
+            parts.push(err.to_string());
+        }
+        current = err.source();
+    }
+    if parts.is_empty() {
+        e.to_string()
+    } else {
+        parts.join(": ")
     }
 }
 
@@ -427,7 +681,13 @@ fn error_message(status: StatusCode, body: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::{
+        net::{Ipv4Addr, Ipv6Addr},
+        sync::{
+            atomic::{AtomicUsize, Ordering},
+            Arc,
+        },
+    };
 
     use http_body_util::BodyExt;
     use hyper::{body::Incoming, service::service_fn, Response};
@@ -436,9 +696,17 @@ mod tests {
     use super::*;
     use crate::testing::{FakeNet, FakeResponse};
 
-    /// Serves `handler` on a real loopback socket for one connection per
-    /// accepted stream; returns the address.
+    /// Serves `handler` on a real loopback socket, a task per accepted
+    /// stream; returns the address.
     async fn loopback_server<F>(handler: F) -> SocketAddr
+    where
+        F: Fn(http::request::Parts, Bytes) -> Response<Full<Bytes>> + Clone + Send + Sync + 'static,
+    {
+        counting_loopback_server(handler).await.0
+    }
+
+    /// [`loopback_server`], and the number of connections it accepted.
+    async fn counting_loopback_server<F>(handler: F) -> (SocketAddr, Arc<AtomicUsize>)
     where
         F: Fn(http::request::Parts, Bytes) -> Response<Full<Bytes>> + Clone + Send + Sync + 'static,
     {
@@ -446,11 +714,14 @@ mod tests {
             .await
             .unwrap();
         let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
+                count.fetch_add(1, Ordering::SeqCst);
                 let handler = handler.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |req: Request<Incoming>| {
@@ -467,7 +738,29 @@ mod tests {
                 });
             }
         });
-        addr
+        (addr, accepted)
+    }
+
+    /// Requests to one server share a kept connection, as a reqwest
+    /// client's do; a client that keeps none connects for each.
+    #[tokio::test]
+    async fn a_client_keeps_its_connection_between_requests() {
+        let (addr, accepted) =
+            counting_loopback_server(|_parts, _body| json_response(200, json!(1))).await;
+        let client = HttpClient::new(TokioConnector, addr);
+        for _ in 0..3 {
+            let one: u32 = client.get("/").await.unwrap();
+            assert_eq!(one, 1);
+        }
+        // A clone shares the pool.
+        let _: u32 = client.clone().get("/").await.unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+
+        let fresh = HttpClient::new(TokioConnector, addr).without_kept_connections();
+        for _ in 0..3 {
+            let _: u32 = fresh.get("/").await.unwrap();
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 4);
     }
 
     fn json_response(status: u16, body: serde_json::Value) -> Response<Full<Bytes>> {

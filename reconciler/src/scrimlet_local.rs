@@ -87,6 +87,14 @@ use crate::{
 /// (reqwest's 15 s, 15 s, 3 probes) finds it gone.
 pub const RECONCILER_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
+/// How long the scrimlet reconcilers' clients keep an idle connection:
+/// upstream's `pool_idle_timeout(10 s)` (the same function), "long enough
+/// to reuse a connection for all the requests made during one
+/// reconciliation pass", and short of dropshot's 30 s, after which the
+/// server closes it (hyper#2136). So one pass's requests share a
+/// connection, and the next pass, 30 s on, makes a new one.
+pub const RECONCILER_POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub const MGS_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The kinds of service zone with external connectivity: the zones whose
@@ -476,7 +484,8 @@ pub fn scrimlet_reconcilers<C: Connector>(
         announcer.set(initial, false);
         let mgs = MgsClient::new(
             HttpClient::new(connector.clone(), services.mgs())
-                .with_timeouts(Some(RECONCILER_CONNECT_TIMEOUT), None),
+                .with_timeouts(Some(RECONCILER_CONNECT_TIMEOUT), None)
+                .with_pool_idle_timeout(Some(RECONCILER_POOL_IDLE_TIMEOUT)),
         );
         let mut scrimlet = scrimlet;
         let mut config = config;
@@ -492,7 +501,8 @@ pub fn scrimlet_reconcilers<C: Connector>(
         announcer.set(HandleStatus::Running { switch }, false);
         let dpd = DpdClient::new(
             HttpClient::new(connector, services.dpd())
-                .with_timeouts(Some(RECONCILER_CONNECT_TIMEOUT), None),
+                .with_timeouts(Some(RECONCILER_CONNECT_TIMEOUT), None)
+                .with_pool_idle_timeout(Some(RECONCILER_POOL_IDLE_TIMEOUT)),
         );
         run_reconciler_task(
             ScrimletNatReconciler::new(dpd, switch),

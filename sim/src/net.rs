@@ -53,6 +53,14 @@ impl Connector for TurmoilConnector {
         stream.set_keepalive(REQWEST_KEEPALIVE)?;
         Ok(stream)
     }
+
+    /// On the host that made the client: a host's tasks run on its own
+    /// `LocalSet` (every host shares one tokio runtime in event-driven
+    /// mode), so a kept connection ends when its host crashes, and its
+    /// sockets are used in its host's context.
+    fn spawn(&self, task: racksim_reconciler::http::BackgroundTask) {
+        tokio::task::spawn_local(task);
+    }
 }
 
 /// How long one internal DNS query waits for an answer: hickory-resolver's
@@ -101,6 +109,9 @@ impl InternalDnsResolver {
                         SocketAddr::new(dns.into(), INTERNAL_DNS_PORT),
                     )
                     .with_timeouts(Some(DNS_QUERY_TIMEOUT), Some(DNS_QUERY_TIMEOUT))
+                    // A real query is a UDP datagram: nothing is kept
+                    // between two of them.
+                    .without_kept_connections()
                 })
                 .collect(),
         }

@@ -6,6 +6,7 @@
 mod builder;
 mod clock;
 mod era;
+mod kept_connections;
 mod ntp;
 mod requests;
 mod service_times;

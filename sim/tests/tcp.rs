@@ -453,7 +453,8 @@ impl racksim_sim::services::Handler for Answer {
     }
 }
 
-/// Whole HTTP exchanges (one connection each, `Connection: close`) over
+/// Whole HTTP exchanges (one connection each: a client that keeps none;
+/// then on one kept connection) over
 /// links whose latency varies segment by segment, as the simulation's do:
 /// the handshake's ACK overtaken by the request, the FINs crossing, the
 /// server gone before its client's ACK arrives — every exchange succeeds.
@@ -475,17 +476,24 @@ fn http_exchanges_over_jittery_links_all_succeed() {
     let l = log.clone();
     sim.client("client", async move {
         let addr = (turmoil::lookup("server"), PORT).into();
-        let client =
+        let fresh =
+            racksim_reconciler::http::HttpClient::new(racksim_sim::net::TurmoilConnector, addr)
+                .without_kept_connections();
+        // And as many on one kept connection: its segments arrive in order
+        // however their latencies are drawn.
+        let kept =
             racksim_reconciler::http::HttpClient::new(racksim_sim::net::TurmoilConnector, addr);
-        for _ in 0..300 {
-            let r = client.get::<serde_json::Value>("/answer").await;
-            record(&l, format!("{r:?}"));
+        for client in [fresh, kept] {
+            for _ in 0..300 {
+                let r = client.get::<serde_json::Value>("/answer").await;
+                record(&l, format!("{r:?}"));
+            }
         }
         Ok(())
     });
     run(sim);
     let got = lines(&log);
-    assert_eq!(got.len(), 300);
+    assert_eq!(got.len(), 600);
     let failed: Vec<_> = got.iter().filter(|(_, w)| !w.starts_with("Ok(")).collect();
     assert!(failed.is_empty(), "{failed:?}");
 }

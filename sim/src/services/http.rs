@@ -18,7 +18,7 @@ use std::{
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use racksim_fakes::http::{ApiError, ApiRequest, ApiResponse, API_VERSION_HEADER};
 
 /// Something that answers requests. Async so a fake can hang or delay.
@@ -46,7 +46,15 @@ pub async fn serve<H: Handler>(port: u16, handler: H) -> std::io::Result<()> {
             });
             // A peer that goes away mid-request is normal in a faulty rack;
             // the error is the client's to report.
+            //
+            // dropshot (0.16.7, `server.rs`) serves with a tokio timer, and
+            // with a timer hyper enforces its default `header_read_timeout`
+            // of 30 s, counted from when the connection starts waiting for
+            // a request: a kept connection idle for 30 s is closed by the
+            // server. The clients' pools see that close (omicron's scrimlet
+            // reconcilers keep theirs 10 s to stay clear of it).
             let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
