@@ -130,6 +130,10 @@ pub const NAT_RPW_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct NatRpwTimer {
     next: std::sync::Mutex<tokio::time::Instant>,
     restarted: std::sync::atomic::AtomicBool,
+    /// How many times dpd restarted, and the signal of each restart: the
+    /// pull in flight dies with its process.
+    restarts: std::sync::atomic::AtomicU64,
+    restart_signal: tokio::sync::Notify,
 }
 
 impl Default for NatRpwTimer {
@@ -144,6 +148,8 @@ impl NatRpwTimer {
         NatRpwTimer {
             next: std::sync::Mutex::new(tokio::time::Instant::now()),
             restarted: std::sync::atomic::AtomicBool::new(false),
+            restarts: std::sync::atomic::AtomicU64::new(0),
+            restart_signal: tokio::sync::Notify::new(),
         }
     }
 
@@ -163,6 +169,28 @@ impl NatRpwTimer {
     pub fn restart(&self) {
         self.restarted
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.restarts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.restart_signal.notify_waiters();
+    }
+
+    fn restart_count(&self) -> u64 {
+        self.restarts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Returns once dpd has restarted since it had restarted `seen` times.
+    /// Cancel-safe: it holds nothing but a wait for the signal, which is
+    /// registered before the count is looked at, so no restart is missed.
+    async fn restarted_since(&self, seen: u64) {
+        loop {
+            let signal = self.restart_signal.notified();
+            tokio::pin!(signal);
+            signal.as_mut().enable();
+            if self.restart_count() != seen {
+                return;
+            }
+            signal.await;
+        }
     }
 
     /// When the RPW is next due (for tests and traces).
@@ -220,7 +248,19 @@ pub async fn run_nat_rpw<F: std::future::Future<Output = Result<(), String>>>(
     let mut last_failure: Option<String> = None;
     loop {
         timer.wait().await;
-        let failure = pull().await.err();
+        // A dpd restart ends the pull in flight with its process (and its
+        // connections: a pull held by a dead peer is not inherited), and
+        // the new process's RPW pulls at once, from the timer `restart`
+        // made due.
+        let process = timer.restart_count();
+        let failure = tokio::select! {
+            biased;
+            // Cancel-safe: see `restarted_since`.
+            () = timer.restarted_since(process) => continue,
+            // Dropping a pull mid-way leaves what it applied, as killing
+            // dpd would.
+            result = pull() => result.err(),
+        };
         if failure != last_failure {
             if let Some(e) = &failure {
                 failed(e);

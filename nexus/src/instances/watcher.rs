@@ -68,7 +68,7 @@ use serde::{Deserialize, Serialize};
 use super::store::{InstanceStore, StoreError};
 use super::{
     ops::{InstanceOps, OpError},
-    InstanceRecord, InstanceState, RuntimeUpdate, SledRef,
+    InstanceRecord, InstanceState, RuntimeUpdate, SledAgentClient, SledRef,
 };
 use racksim_reconciler::{
     http::{ClientError, Connector, HttpClient},
@@ -186,6 +186,12 @@ pub async fn instance_watcher<C: Connector, S: InstanceStore>(
     let store = ops.store();
     let sleds = store.sleds().await?;
     let mut out = Vec::new();
+    // The sled-agent client of the sled last asked, kept while the next
+    // VMM is on the same sled, as upstream's watcher keeps `curr_client`
+    // (omicron b848b6df `instance_watcher.rs`: "a `reqwest` client is a
+    // reference-counted handle to a connection pool"), so those checks
+    // share its connection.
+    let mut agent: Option<(u32, SledAgentClient<C>)> = None;
     for record in store.instances().await? {
         // Running and Stopping: the records whose VMM upstream's watcher
         // polls (its VMM rows not `Creating`, `SagaUnwound` or
@@ -198,7 +204,17 @@ pub async fn instance_watcher<C: Connector, S: InstanceStore>(
             continue;
         };
         let check = match sleds.iter().find(|s| s.id == sled) {
-            Some(sled_ref) => check_vmm(connector, sled_ref, record.id, vmm, mgs).await,
+            Some(sled_ref) => {
+                let client = match &agent {
+                    Some((id, client)) if *id == sled_ref.id => client.clone(),
+                    _ => {
+                        let client = super::ops::sled_agent_client(connector, sled_ref);
+                        agent = Some((sled_ref.id, client.clone()));
+                        client
+                    }
+                };
+                check_vmm(&client, connector, sled_ref, record.id, vmm, mgs).await
+            }
             // Not among the in-service sleds: expunged.
             None => VmmCheck::SledExpunged,
         };
@@ -219,13 +235,13 @@ pub async fn instance_watcher<C: Connector, S: InstanceStore>(
 }
 
 async fn check_vmm<C: Connector>(
+    agent: &SledAgentClient<C>,
     connector: &C,
     sled: &SledRef,
     instance: u32,
     vmm: u64,
     mgs: &[SocketAddr],
 ) -> VmmCheck {
-    let agent = super::ops::sled_agent_client(connector, sled);
     // By the VMM's propolis id, as upstream's `check_instance` asks
     // (`vmm_get_state`): another VMM of the instance on the sled is not
     // this one.

@@ -167,10 +167,11 @@ impl Handler for DpdHandler {
 /// generation from Nexus and apply them. It runs as long as the switch zone
 /// does (turmoil drops its tasks when the zone goes down).
 async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<NatRpwTimer>) {
+    let nexus = NexusClients::default();
     racksim_fakes::dpd::run_nat_rpw(
         trigger,
         NAT_RPW_PERIOD,
-        || pull_nat(&world, slot),
+        || pull_nat(&world, &nexus, slot),
         |e| {
             world.record(
                 world
@@ -189,7 +190,7 @@ async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<NatRpwTimer>) {
 /// One pull: fetch changesets from this dpd's generation until one is
 /// empty, applying each and advancing the generation to the last change
 /// applied. Fails if no Nexus answers.
-async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
+async fn pull_nat(world: &World, nexus: &NexusClients, slot: SwitchSlot) -> Result<(), String> {
     loop {
         let (from_gen, process) = {
             let st = world.lock();
@@ -198,7 +199,7 @@ async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
             };
             (from_gen, st.switches.dpd_restarts.get(&slot).copied())
         };
-        let changes = fetch_changeset(world, from_gen).await?;
+        let changes = fetch_changeset(world, nexus, process, from_gen).await?;
         let Some(last) = changes.last().map(|c| c.gen) else {
             return Ok(());
         };
@@ -250,10 +251,53 @@ async fn pull_nat(world: &World, slot: SwitchSlot) -> Result<(), String> {
     }
 }
 
+/// dpd's Nexus clients, kept as dendrite keeps its one: built once per dpd
+/// process (dendrite 2df9101e `dpd/src/rpw/mod.rs`: `run` builds it with
+/// `nexus_client_with_resolver` before the RPW's loop), so a pull takes the
+/// connection the last one left, for reqwest's 90 s, unless Nexus's
+/// dropshot closed it after 30 s idle. A restarted dpd starts with none.
+/// Simplified: dendrite's one client finds Nexus through DNS and pools by
+/// its service name; here there is a client per Nexus zone, tried in order.
+#[derive(Default)]
+struct NexusClients {
+    /// The dpd process (its restart count) the clients belong to.
+    process: std::cell::Cell<Option<u64>>,
+    clients:
+        std::cell::RefCell<std::collections::BTreeMap<SocketAddr, HttpClient<TurmoilConnector>>>,
+}
+
+impl NexusClients {
+    /// The client of the Nexus at `addr` for dpd process `process` (a
+    /// clone: it shares the pool).
+    fn client(&self, process: Option<u64>, addr: SocketAddr) -> HttpClient<TurmoilConnector> {
+        let mut clients = self.clients.borrow_mut();
+        if self.process.get() != process {
+            // The old process's connections die with it.
+            clients.clear();
+            self.process.set(process);
+        }
+        clients
+            .entry(addr)
+            // dpd's Nexus client has no timeout: dendrite builds it with
+            // `reqwest::ClientBuilder::new()` and a DNS resolver, nothing
+            // else (`nexus_client_with_resolver`; reqwest 0.12.23's
+            // defaults: no connect timeout, no timeout, keepalive 15 s,
+            // idle connections kept 90 s). A Nexus that is down holds a
+            // pull for as long as TCP tries to connect (127 s).
+            .or_insert_with(|| HttpClient::new(TurmoilConnector, addr).without_timeouts())
+            .clone()
+    }
+}
+
 /// `GET /nat/ipv4/changeset/{from_gen}` from the first Nexus that answers,
 /// trying the rack's Nexus zones in order. Real dpd finds Nexus through
 /// internal DNS; the simulation takes the rack's zone list instead.
-async fn fetch_changeset(world: &World, from_gen: i64) -> Result<Vec<NatEntryView>, String> {
+async fn fetch_changeset(
+    world: &World,
+    nexus: &NexusClients,
+    process: Option<u64>,
+    from_gen: i64,
+) -> Result<Vec<NatEntryView>, String> {
     // The Nexus zones of the current config (a config change may move one).
     let nexus_sleds: Vec<usize> = world
         .zones()
@@ -265,14 +309,8 @@ async fn fetch_changeset(world: &World, from_gen: i64) -> Result<Vec<NatEntryVie
     let mut errors = Vec::new();
     for sled in nexus_sleds {
         let addr = SocketAddr::new(world.sled(sled).address.into(), NEXUS_INTERNAL_PORT);
-        // dpd's Nexus client has no timeout: dendrite builds it with
-        // `reqwest::ClientBuilder::new()` and a DNS resolver, nothing else
-        // (dendrite 2df9101e `dpd/src/rpw/mod.rs`,
-        // `nexus_client_with_resolver`; reqwest 0.12.23's defaults: no
-        // connect timeout, no timeout, keepalive 15 s). A Nexus that is
-        // down holds a pull for as long as TCP tries to connect (127 s).
-        let nexus = HttpClient::new(TurmoilConnector, addr).without_timeouts();
         match nexus
+            .client(process, addr)
             .get::<Vec<NatEntryView>>(&format!(
                 "/nat/ipv4/changeset/{from_gen}?limit={NAT_CHANGESET_LIMIT}"
             ))
