@@ -21,6 +21,8 @@ use racksim_reconciler::{
 };
 use racksim_sim::net::TurmoilConnector;
 
+use crate::tcp::Answer;
+
 const PORT: u16 = 9000;
 
 /// The simulation's connector, counting the connections it makes.
@@ -37,18 +39,6 @@ impl Connector for Counting {
 
     fn spawn(&self, task: BackgroundTask) {
         TurmoilConnector.spawn(task);
-    }
-}
-
-/// A fake's answer, served as the simulation serves its fakes.
-struct Answer;
-
-impl racksim_sim::services::Handler for Answer {
-    async fn call(
-        &self,
-        _req: racksim_fakes::http::ApiRequest,
-    ) -> racksim_fakes::http::ApiResponse {
-        racksim_fakes::http::ApiResponse::json(&serde_json::json!({"answer": 42}))
     }
 }
 

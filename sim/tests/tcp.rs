@@ -441,8 +441,9 @@ fn a_connection_that_cannot_get_through_is_aborted_after_tcp_retries2() {
     }
 }
 
-/// A fake's answer, served as the simulation serves its fakes.
-struct Answer;
+/// A fake's answer, served as the simulation serves its fakes (the
+/// kept-connection tests serve it too).
+pub(crate) struct Answer;
 
 impl racksim_sim::services::Handler for Answer {
     async fn call(
