@@ -59,8 +59,10 @@ use std::{
     fmt,
     future::Future,
     io,
+    marker::PhantomData,
     net::SocketAddr,
     pin::Pin,
+    sync::Arc,
     task::{Context, Poll},
     time::Duration,
 };
@@ -207,12 +209,24 @@ struct DropshotError {
 }
 
 /// A client of one HTTP server, with its pool of kept connections.
+///
+/// Generic over its connector only at the surface: the pool and the
+/// request path ([`Client`]) take the connector with its types erased, so
+/// that hyper's client is compiled once, in this crate, and not again for
+/// every connector type in every crate that makes a client.
 #[derive(Clone)]
 pub struct HttpClient<C> {
+    inner: Client,
+    _connector: PhantomData<fn() -> C>,
+}
+
+/// The client's settings and its pool, whatever the connector.
+#[derive(Clone)]
+struct Client {
     /// hyper-util's pooling client, as reqwest builds it; rebuilt (with a
     /// new, empty pool) when a setting below changes.
-    pool: legacy::Client<Dial<C>, Full<Bytes>>,
-    connector: C,
+    pool: legacy::Client<Dial, Full<Bytes>>,
+    connector: Arc<dyn ErasedConnector>,
     addr: SocketAddr,
     /// Bounds making a connection; `None`: as long as TCP tries.
     connect_timeout: Option<Duration>,
@@ -229,14 +243,42 @@ pub struct HttpClient<C> {
 
 impl<C> fmt::Debug for HttpClient<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.inner;
         f.debug_struct("HttpClient")
-            .field("addr", &self.addr)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("timeout", &self.timeout)
-            .field("pool_idle_timeout", &self.pool_idle_timeout)
-            .field("keep_connections", &self.keep_connections)
-            .field("api_version", &self.api_version)
+            .field("addr", &c.addr)
+            .field("connect_timeout", &c.connect_timeout)
+            .field("timeout", &c.timeout)
+            .field("pool_idle_timeout", &c.pool_idle_timeout)
+            .field("keep_connections", &c.keep_connections)
+            .field("api_version", &c.api_version)
             .finish_non_exhaustive()
+    }
+}
+
+/// A byte stream of any connector's.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// A connect of an [`ErasedConnector`].
+type Connecting<'a> = Pin<Box<dyn Future<Output = io::Result<Box<dyn Stream>>> + Send + 'a>>;
+
+/// A [`Connector`] with its types erased.
+trait ErasedConnector: Send + Sync {
+    fn connect(&self, addr: SocketAddr) -> Connecting<'_>;
+    fn spawn(&self, task: BackgroundTask);
+}
+
+impl<C: Connector> ErasedConnector for C {
+    fn connect(&self, addr: SocketAddr) -> Connecting<'_> {
+        Box::pin(async move {
+            let io = Connector::connect(self, addr).await?;
+            Ok(Box::new(io) as Box<dyn Stream>)
+        })
+    }
+
+    fn spawn(&self, task: BackgroundTask) {
+        Connector::spawn(self, task);
     }
 }
 
@@ -250,8 +292,8 @@ struct RawResponse {
 /// one server, under the connect timeout (reqwest puts its
 /// `connect_timeout` around its connector the same way).
 #[derive(Clone)]
-struct Dial<C> {
-    connector: C,
+struct Dial {
+    connector: Arc<dyn ErasedConnector>,
     addr: SocketAddr,
     timeout: Option<Duration>,
 }
@@ -265,10 +307,10 @@ enum DialError {
     Io(io::Error),
 }
 
-impl<C: Connector> tower_service::Service<Uri> for Dial<C> {
-    type Response = Socket<C::Io>;
+impl tower_service::Service<Uri> for Dial {
+    type Response = Socket<Box<dyn Stream>>;
     type Error = DialError;
-    type Future = Pin<Box<dyn Future<Output = Result<Socket<C::Io>, DialError>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Socket<Box<dyn Stream>>, DialError>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), DialError>> {
         Poll::Ready(Ok(()))
@@ -334,9 +376,9 @@ impl<I> Connection for Socket<I> {
 
 /// Runs the pool's tasks where the connector says.
 #[derive(Clone)]
-struct SpawnWith<C>(C);
+struct SpawnWith(Arc<dyn ErasedConnector>);
 
-impl<C: Connector> hyper::rt::Executor<BackgroundTask> for SpawnWith<C> {
+impl hyper::rt::Executor<BackgroundTask> for SpawnWith {
     fn execute(&self, task: BackgroundTask) {
         self.0.spawn(task);
     }
@@ -344,80 +386,75 @@ impl<C: Connector> hyper::rt::Executor<BackgroundTask> for SpawnWith<C> {
 
 impl<C: Connector> HttpClient<C> {
     pub fn new(connector: C, addr: SocketAddr) -> Self {
+        let connector: Arc<dyn ErasedConnector> = Arc::new(connector);
         HttpClient {
-            pool: pool(
-                &connector,
+            inner: Client {
+                pool: pool(
+                    &connector,
+                    addr,
+                    Some(DEFAULT_CONNECT_TIMEOUT),
+                    Some(DEFAULT_POOL_IDLE_TIMEOUT),
+                    true,
+                ),
+                connector,
                 addr,
-                Some(DEFAULT_CONNECT_TIMEOUT),
-                Some(DEFAULT_POOL_IDLE_TIMEOUT),
-                true,
-            ),
-            connector,
-            addr,
-            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
-            timeout: Some(DEFAULT_REQUEST_TIMEOUT),
-            pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
-            keep_connections: true,
-            api_version: None,
+                connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+                timeout: Some(DEFAULT_REQUEST_TIMEOUT),
+                pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
+                keep_connections: true,
+                api_version: None,
+            },
+            _connector: PhantomData,
         }
     }
 
-    /// The same client with a new, empty pool built from its settings.
-    fn repooled(self) -> Self {
-        HttpClient {
-            pool: pool(
-                &self.connector,
-                self.addr,
-                self.connect_timeout,
-                self.pool_idle_timeout,
-                self.keep_connections,
-            ),
-            ..self
+    /// The same client with its settings changed by `change` and, if
+    /// `repool`, a new, empty pool built from them.
+    fn with(mut self, repool: bool, change: impl FnOnce(&mut Client)) -> Self {
+        change(&mut self.inner);
+        if repool {
+            let c = &self.inner;
+            self.inner.pool = pool(
+                &c.connector,
+                c.addr,
+                c.connect_timeout,
+                c.pool_idle_timeout,
+                c.keep_connections,
+            );
         }
+        self
     }
 
     /// Sends `api-version: <version>` with every request: the version of
     /// the server's API the caller's types are written against.
     pub fn with_api_version(self, version: &'static str) -> Self {
-        HttpClient {
-            api_version: Some(version),
-            ..self
-        }
+        self.with(false, |c| c.api_version = Some(version))
     }
 
     /// The API version this client announces, if any.
     pub fn api_version(&self) -> Option<&'static str> {
-        self.api_version
+        self.inner.api_version
     }
 
     /// The whole request's timeout (the connect timeout is unchanged).
     pub fn with_timeout(self, timeout: Duration) -> Self {
-        HttpClient {
-            timeout: Some(timeout),
-            ..self
-        }
+        self.with(false, |c| c.timeout = Some(timeout))
     }
 
     /// Both timeouts, as a reqwest builder's `connect_timeout` and
     /// `timeout` set them; `None` leaves one unbounded.
     pub fn with_timeouts(self, connect: Option<Duration>, request: Option<Duration>) -> Self {
-        HttpClient {
-            connect_timeout: connect,
-            timeout: request,
-            ..self
-        }
-        .repooled()
+        self.with(true, |c| {
+            c.connect_timeout = connect;
+            c.timeout = request;
+        })
     }
 
     /// How long an idle connection is kept for the next request, as
     /// reqwest's `pool_idle_timeout` sets it; `None` keeps it until the
     /// server closes it.
     pub fn with_pool_idle_timeout(self, idle: Option<Duration>) -> Self {
-        HttpClient {
-            pool_idle_timeout: idle,
-            ..self
-        }
-        .repooled()
+        self.with(true, |c| c.pool_idle_timeout = idle)
     }
 
     /// Keeps no connection: every request makes its own and closes it
@@ -425,11 +462,7 @@ impl<C: Connector> HttpClient<C> {
     /// query that upstream sends as a datagram (internal DNS), where a kept
     /// connection would add a state that the real query does not have.
     pub fn without_kept_connections(self) -> Self {
-        HttpClient {
-            keep_connections: false,
-            ..self
-        }
-        .repooled()
+        self.with(true, |c| c.keep_connections = false)
     }
 
     /// No timeout at all: a reqwest client built with
@@ -439,22 +472,22 @@ impl<C: Connector> HttpClient<C> {
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.inner.addr
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> Result<T, ClientError> {
-        let raw = self.send(Method::GET, path_and_query, None).await?;
+        let raw = self.inner.send(Method::GET, path_and_query, None).await?;
         self.decode(&Method::GET, path_and_query, &raw.body)
     }
 
     pub async fn put<B: Serialize>(&self, path: &str, body: &B) -> Result<(), ClientError> {
         let body = self.encode(&Method::PUT, path, body)?;
-        self.send(Method::PUT, path, Some(body)).await?;
+        self.inner.send(Method::PUT, path, Some(body)).await?;
         Ok(())
     }
 
     pub async fn delete(&self, path: &str) -> Result<(), ClientError> {
-        self.send(Method::DELETE, path, None).await?;
+        self.inner.send(Method::DELETE, path, None).await?;
         Ok(())
     }
 
@@ -469,7 +502,7 @@ impl<C: Connector> HttpClient<C> {
         body: &B,
     ) -> Result<(), ClientError> {
         let body = self.encode(&Method::DELETE, path, body)?;
-        self.send(Method::DELETE, path, Some(body)).await?;
+        self.inner.send(Method::DELETE, path, Some(body)).await?;
         Ok(())
     }
 
@@ -479,13 +512,14 @@ impl<C: Connector> HttpClient<C> {
         path: &str,
         body: &B,
     ) -> Result<Bytes, ClientError> {
-        serde_json::to_vec(body)
-            .map(Bytes::from)
-            .map_err(|e| self.protocol_error(method, path, format!("encoding request body: {e}")))
+        serde_json::to_vec(body).map(Bytes::from).map_err(|e| {
+            self.inner
+                .protocol_error(method, path, format!("encoding request body: {e}"))
+        })
     }
 
     pub async fn post<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
-        let raw = self.send(Method::POST, path, None).await?;
+        let raw = self.inner.send(Method::POST, path, None).await?;
         self.decode(&Method::POST, path, &raw.body)
     }
 
@@ -495,10 +529,14 @@ impl<C: Connector> HttpClient<C> {
         path: &str,
         body: &[u8],
     ) -> Result<T, ClientError> {
-        serde_json::from_slice(body)
-            .map_err(|e| self.protocol_error(method, path, format!("decoding response body: {e}")))
+        serde_json::from_slice(body).map_err(|e| {
+            self.inner
+                .protocol_error(method, path, format!("decoding response body: {e}"))
+        })
     }
+}
 
+impl Client {
     fn timed_out(&self, after: Duration) -> ClientError {
         ClientError::Timeout {
             addr: self.addr.to_string(),
@@ -622,13 +660,13 @@ impl<C: Connector> HttpClient<C> {
 /// (reqwest 0.13.5 `async_impl/client.rs`: both timers on tokio's clock,
 /// `pool_idle_timeout`, `pool_max_idle_per_host`), on `connector`'s
 /// sockets to `addr`.
-fn pool<C: Connector>(
-    connector: &C,
+fn pool(
+    connector: &Arc<dyn ErasedConnector>,
     addr: SocketAddr,
     connect_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
     keep_connections: bool,
-) -> legacy::Client<Dial<C>, Full<Bytes>> {
+) -> legacy::Client<Dial, Full<Bytes>> {
     legacy::Client::builder(SpawnWith(connector.clone()))
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
