@@ -174,7 +174,9 @@ impl NatRpwTimer {
         self.restart_signal.notify_waiters();
     }
 
-    fn restart_count(&self) -> u64 {
+    /// How many times dpd restarted: which process the RPW's pull (and
+    /// its clients) belong to.
+    pub fn restart_count(&self) -> u64 {
         self.restarts.load(std::sync::atomic::Ordering::SeqCst)
     }
 

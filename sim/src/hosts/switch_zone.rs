@@ -167,7 +167,7 @@ impl Handler for DpdHandler {
 /// generation from Nexus and apply them. It runs as long as the switch zone
 /// does (turmoil drops its tasks when the zone goes down).
 async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<NatRpwTimer>) {
-    let nexus = NexusClients::default();
+    let nexus = NexusClients::new(trigger.clone());
     racksim_fakes::dpd::run_nat_rpw(
         trigger,
         NAT_RPW_PERIOD,
@@ -192,26 +192,23 @@ async fn nat_rpw(world: World, slot: SwitchSlot, trigger: Arc<NatRpwTimer>) {
 /// applied. Fails if no Nexus answers.
 async fn pull_nat(world: &World, nexus: &NexusClients, slot: SwitchSlot) -> Result<(), String> {
     loop {
-        let (from_gen, process) = {
+        let from_gen = {
             let st = world.lock();
             let Some(from_gen) = st.switches.dpd.get(&slot).map(DpdState::generation) else {
                 return Ok(());
             };
-            (from_gen, st.switches.dpd_restarts.get(&slot).copied())
+            from_gen
         };
-        let changes = fetch_changeset(world, nexus, process, from_gen).await?;
+        // A dpd restart cannot land between here and the table: the RPW
+        // drops a pull the moment its dpd restarts (`run_nat_rpw`), so an
+        // answer is only ever applied to the process that asked.
+        let changes = fetch_changeset(world, nexus, from_gen).await?;
         let Some(last) = changes.last().map(|c| c.gen) else {
             return Ok(());
         };
         let mut lines = Vec::new();
         {
             let mut st = world.lock();
-            // dpd restarted while the request was out: the answer was the
-            // old process's (its RPW died with it), and the new one pulls
-            // from its own generation 0.
-            if st.switches.dpd_restarts.get(&slot).copied() != process {
-                return Ok(());
-            }
             // The zone went down while the request was out.
             let Some(dpd) = st.switches.dpd.get_mut(&slot) else {
                 return Ok(());
@@ -258,19 +255,29 @@ async fn pull_nat(world: &World, nexus: &NexusClients, slot: SwitchSlot) -> Resu
 /// dropshot closed it after 30 s idle. A restarted dpd starts with none.
 /// Simplified: dendrite's one client finds Nexus through DNS and pools by
 /// its service name; here there is a client per Nexus zone, tried in order.
-#[derive(Default)]
 struct NexusClients {
+    /// The RPW's timer, which counts dpd's restarts.
+    timer: Arc<NatRpwTimer>,
     /// The dpd process (its restart count) the clients belong to.
-    process: std::cell::Cell<Option<u64>>,
+    process: std::cell::Cell<u64>,
     clients:
         std::cell::RefCell<std::collections::BTreeMap<SocketAddr, HttpClient<TurmoilConnector>>>,
 }
 
 impl NexusClients {
-    /// The client of the Nexus at `addr` for dpd process `process` (a
+    fn new(timer: Arc<NatRpwTimer>) -> Self {
+        NexusClients {
+            process: std::cell::Cell::new(timer.restart_count()),
+            timer,
+            clients: Default::default(),
+        }
+    }
+
+    /// The client of the Nexus at `addr` for the running dpd process (a
     /// clone: it shares the pool).
-    fn client(&self, process: Option<u64>, addr: SocketAddr) -> HttpClient<TurmoilConnector> {
+    fn client(&self, addr: SocketAddr) -> HttpClient<TurmoilConnector> {
         let mut clients = self.clients.borrow_mut();
+        let process = self.timer.restart_count();
         if self.process.get() != process {
             // The old process's connections die with it.
             clients.clear();
@@ -295,7 +302,6 @@ impl NexusClients {
 async fn fetch_changeset(
     world: &World,
     nexus: &NexusClients,
-    process: Option<u64>,
     from_gen: i64,
 ) -> Result<Vec<NatEntryView>, String> {
     // The Nexus zones of the current config (a config change may move one).
@@ -310,7 +316,7 @@ async fn fetch_changeset(
     for sled in nexus_sleds {
         let addr = SocketAddr::new(world.sled(sled).address.into(), NEXUS_INTERNAL_PORT);
         match nexus
-            .client(process, addr)
+            .client(addr)
             .get::<Vec<NatEntryView>>(&format!(
                 "/nat/ipv4/changeset/{from_gen}?limit={NAT_CHANGESET_LIMIT}"
             ))

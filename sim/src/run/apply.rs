@@ -48,7 +48,6 @@ impl Driver<'_> {
                 let mut st = world.lock();
                 if st.switches.dpd.contains_key(slot) {
                     st.switches.dpd.insert(*slot, DpdState::new(slot.index()));
-                    *st.switches.dpd_restarts.entry(*slot).or_default() += 1;
                     if let Some(rpw) = st.switches.nat_rpw.get(slot) {
                         rpw.restart();
                     }

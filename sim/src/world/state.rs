@@ -122,11 +122,6 @@ pub struct SwitchesState {
     /// What wakes each running dpd's instance NAT RPW (a trigger, or a
     /// restart of dpd: a dpd pulls as soon as it starts).
     pub nat_rpw: BTreeMap<SwitchSlot, Arc<NatRpwTimer>>,
-    /// How often each switch's dpd has restarted on its own
-    /// ([`crate::plan::Action::DpdRestart`]): a pull the dpd that was
-    /// there before sent is the old process's, and its answer is not
-    /// applied to the new one's table.
-    pub dpd_restarts: BTreeMap<SwitchSlot, u64>,
 }
 
 /// What the sleds own: which exist and run, each sled-agent's state
