@@ -558,6 +558,36 @@ fn keepalive_finds_a_crashed_peer() {
     );
 }
 
+/// A kept connection, idle, whose peer crashes (at 5 s): the first probe
+/// (15 s) goes unanswered, then the client writes a request (at 20 s),
+/// as a pooled client does with the connection its last request left.
+/// Linux's keepalive neither probes nor aborts while that data waits for
+/// retransmission, so the probes before it do not end the connection at
+/// 60 s: the retransmission timer does, `tcp_retries2` after the write
+/// (20 + 924.6 s).
+#[test]
+fn data_written_after_an_unanswered_probe_waits_for_the_retransmission_abort() {
+    let (mut sim, log) = served(Tcp::Linux, Duration::from_secs(24 * 3600));
+    let l = log.clone();
+    sim.client("client", async move {
+        let mut s = TcpStream::connect(("server", PORT)).await?;
+        s.set_keepalive(KEEPALIVE)?;
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        s.write_all(b"ping").await?;
+        let r = read_within(&mut s, Duration::from_secs(2 * 3600)).await;
+        record(&l, format!("read: {r}"));
+        Ok(())
+    });
+    run_to(&mut sim, Duration::from_secs(5));
+    sim.crash("server");
+    run(sim);
+    let got = lines(&log);
+    let read = got.iter().find(|(_, w)| w.starts_with("read")).unwrap();
+    assert_eq!(read.1, "read: Ok(Err(ConnectionReset))");
+    let abort = 20.0 + turmoil::LinuxTcp::default().abort_after().as_secs_f64();
+    assert!((read.0 - abort).abs() < 0.01, "ended at {} s, not {abort} s", read.0);
+}
+
 /// A peer that is up but slow to answer (a hung service) answers the
 /// probes, so keepalive never ends the wait; a cut does not end it early
 /// either while a segment waits for retransmission.

@@ -530,8 +530,10 @@ impl WriteHalf {
 /// [`TcpStream::set_keepalive`]): looks at the connection every second
 /// (or `idle`, if shorter); once nothing has been heard for `idle` and
 /// nothing waits for retransmission, probes every `interval`; an answer
-/// (anything heard) ends the probing, `retries` unanswered probes abort
-/// the connection. Ends when the connection does.
+/// (anything heard) ends the probing, and so does data waiting for
+/// retransmission (the retransmission timer alone ends such a connection,
+/// as on Linux); `retries` unanswered probes abort the connection. Ends
+/// when the connection does.
 async fn keepalive_task(
     pair: SocketPair,
     host: std::net::IpAddr,
@@ -586,6 +588,17 @@ async fn keepalive_task(
                 None => return,
                 Some((heard, _)) if heard != seen => {
                     seen = heard;
+                    answered = true;
+                    break;
+                }
+                // Data written since the last probe waits for
+                // retransmission: Linux's keepalive timer neither probes
+                // nor aborts while segments are out ("It is alive without
+                // keepalive", `tcp_keepalive_timer` in
+                // net/ipv4/tcp_timer.c); the retransmission timer alone
+                // decides, up to `tcp_retries2`. The unanswered probes
+                // before it do not count towards that abort.
+                Some((_, true)) => {
                     answered = true;
                     break;
                 }
