@@ -571,9 +571,10 @@ async fn keepalive_task(
                 if world.current_host().tcp.heard(pair, conn).is_none() {
                     return false;
                 }
-                tracing::trace!(target: TRACING_TARGET, src = ?pair.local, dst = ?pair.remote, protocol = %"TCP keepalive probe", "Send");
                 let probe = Protocol::Tcp(Segment::Probe);
                 if is_same(pair.local, pair.remote) {
+                    // The network's send traces the other probes.
+                    tracing::trace!(target: TRACING_TARGET, src = ?pair.local, dst = ?pair.remote, protocol = %"TCP keepalive probe", "Send");
                     send_loopback(world, pair.local, pair.remote, probe);
                 } else {
                     let _ = world.send_message(pair.local, pair.remote, probe);
