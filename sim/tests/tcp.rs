@@ -585,7 +585,11 @@ fn data_written_after_an_unanswered_probe_waits_for_the_retransmission_abort() {
     let read = got.iter().find(|(_, w)| w.starts_with("read")).unwrap();
     assert_eq!(read.1, "read: Ok(Err(ConnectionReset))");
     let abort = 20.0 + turmoil::LinuxTcp::default().abort_after().as_secs_f64();
-    assert!((read.0 - abort).abs() < 0.01, "ended at {} s, not {abort} s", read.0);
+    assert!(
+        (read.0 - abort).abs() < 0.01,
+        "ended at {} s, not {abort} s",
+        read.0
+    );
 }
 
 /// A peer that is up but slow to answer (a hung service) answers the
