@@ -380,9 +380,43 @@ fn rust_log_never_changes_stdout() {
         )
     };
     let (quiet, _) = run(None);
-    let (logged, stderr) = run(Some("racksim_reconciler=debug"));
+    let (logged, stderr) = run(Some("racksim_reconciler=debug,turmoil=trace"));
     assert_eq!(quiet, logged);
     assert!(stderr.contains("NAT plan computed"), "{stderr}");
+    // Every log line is stamped with the run's simulated time, as trace
+    // lines are, the network's (delivered between host turns) included,
+    // and the stamps never go back.
+    let mut last = String::new();
+    let mut network_after_boot = false;
+    for line in stderr.lines() {
+        let Some((stamp, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        if !["TRACE", "DEBUG", "INFO", "WARN", "ERROR"]
+            .iter()
+            .any(|l| rest.trim_start().starts_with(l))
+        {
+            continue;
+        }
+        let shape = stamp.len() == 15
+            && stamp.chars().enumerate().all(|(i, c)| {
+                if [2, 5].contains(&i) {
+                    c == ':'
+                } else if i == 8 {
+                    c == '.'
+                } else {
+                    c.is_ascii_digit()
+                }
+            });
+        assert!(shape, "not stamped with simulated time: {line}");
+        assert!(stamp >= last.as_str(), "{stamp} after {last}: {line}");
+        network_after_boot |= rest.contains("Delivered") && stamp > "00:00:01.000000";
+        last = stamp.to_string();
+    }
+    assert!(
+        network_after_boot,
+        "no delivery stamped after the first second"
+    );
 }
 
 #[test]

@@ -88,12 +88,29 @@ pub fn install(world: &World) -> tracing::subscriber::DefaultGuard {
             let stderr = tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                // Wall-clock stamps would mislead: the run is in simulated time.
-                .without_time()
+                // Wall-clock stamps would mislead: the run is in simulated
+                // time, so each line is stamped with it, as trace lines are.
+                .with_timer(SimulatedTime)
                 .with_filter(EnvFilter::from_default_env());
             tracing::subscriber::set_default(
                 tracing_subscriber::registry().with(trace).with(stderr),
             )
+        }
+    }
+}
+
+/// The stderr log's stamp: the simulated time of the run this thread
+/// steps (`turmoil::log_clock`), written as trace lines write theirs, so
+/// `RUST_LOG=turmoil=trace` lines of the network (deliveries, drops,
+/// retransmissions), which run between host turns, are stamped too. Only
+/// stderr reads it; a trace line's time is its host's.
+struct SimulatedTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimulatedTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> fmt::Result {
+        match turmoil::log_clock() {
+            Some(at) => write!(w, "{}", crate::trace::fmt_time(at)),
+            None => write!(w, "--:--:--.------"),
         }
     }
 }

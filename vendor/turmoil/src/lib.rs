@@ -269,6 +269,22 @@ pub fn current_host() -> Option<IpAddr> {
     World::try_current(|world| world.current).ok().flatten()
 }
 
+thread_local! {
+    /// racksim patch: the simulated time of the simulation this thread
+    /// stepped last (see [`log_clock`]).
+    pub(crate) static LOG_CLOCK: std::cell::Cell<Option<Duration>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The simulated time of the simulation this thread stepped last, for log
+/// lines only (racksim patch): unlike [`sim_elapsed`] it has an answer
+/// outside a host's software too, where the network delivers and drops
+/// segments between host turns. Nothing in a run may read it: it is the
+/// thread's, not the simulation's, and it outlives the simulation.
+pub fn log_clock() -> Option<Duration> {
+    LOG_CLOCK.with(|c| c.get())
+}
+
 /// Returns how long the simulation has been executing for in virtual time.
 ///
 /// Will return None if the duration is not available, typically because

@@ -78,6 +78,7 @@ impl<'a> Sim<'a> {
             Shared { origin, ..shared }
         });
 
+        crate::LOG_CLOCK.with(|c| c.set(Some(Duration::ZERO)));
         Self {
             config,
             world: RefCell::new(world),
@@ -530,6 +531,7 @@ impl<'a> Sim<'a> {
         }
 
         self.elapsed += tick;
+        crate::LOG_CLOCK.with(|c| c.set(Some(self.elapsed)));
         self.steps += 1;
 
         if self.elapsed > self.config.duration && !is_finished {
@@ -639,6 +641,7 @@ impl Sim<'_> {
         };
         self.world.borrow_mut().topology.set_clock(now);
         self.elapsed = now - origin;
+        crate::LOG_CLOCK.with(|c| c.set(Some(self.elapsed)));
         self.steps += 1;
 
         if self.elapsed > self.config.duration && !is_finished {
