@@ -509,13 +509,17 @@ const KEEPALIVE: turmoil::Keepalive = turmoil::Keepalive {
 
 /// A client that waits for an answer with no timeout of its own (as
 /// upstream's scrimlet reconcilers' clients do) on a server that never
-/// answers, which crashes at 5 s (and, if `reboot`, is back at 10 s).
-fn waiting_on_a_crashed_server(tcp: Tcp, reboot: bool) -> (f64, String) {
+/// answers, which crashes at 5 s (and, if `reboot`, is back at 10 s). The
+/// client writes its request at once, or `write_at` after connecting.
+fn waiting_on_a_crashed_server(tcp: Tcp, reboot: bool, write_at: Duration) -> (f64, String) {
     let (mut sim, log) = served(tcp, Duration::from_secs(24 * 3600));
     let l = log.clone();
     sim.client("client", async move {
         let mut s = TcpStream::connect(("server", PORT)).await?;
         s.set_keepalive(KEEPALIVE)?;
+        if !write_at.is_zero() {
+            tokio::time::sleep(write_at).await;
+        }
         s.write_all(b"ping").await?;
         let r = read_within(&mut s, Duration::from_secs(2 * 3600)).await;
         record(&l, format!("read: {r}"));
@@ -542,18 +546,18 @@ fn waiting_on_a_crashed_server(tcp: Tcp, reboot: bool) -> (f64, String) {
 #[test]
 fn keepalive_finds_a_crashed_peer() {
     assert_eq!(
-        waiting_on_a_crashed_server(Tcp::Linux, true),
+        waiting_on_a_crashed_server(Tcp::Linux, true, Duration::ZERO),
         // tokio's timers round up to the millisecond: the probe at 15.001 s,
         // the RST back one round trip later.
         (15.0012, "read: Ok(Err(ConnectionReset))".into())
     );
     assert_eq!(
-        waiting_on_a_crashed_server(Tcp::Linux, false),
+        waiting_on_a_crashed_server(Tcp::Linux, false, Duration::ZERO),
         (60.001, "read: Ok(Err(ConnectionReset))".into())
     );
     // turmoil 0.7.2: the crashed host's sockets send FIN at the crash.
     assert_eq!(
-        waiting_on_a_crashed_server(Tcp::Published, false),
+        waiting_on_a_crashed_server(Tcp::Published, false, Duration::ZERO),
         (5.0001, "read: Ok(Ok(0))".into())
     );
 }
@@ -567,29 +571,10 @@ fn keepalive_finds_a_crashed_peer() {
 /// (20 + 924.6 s).
 #[test]
 fn data_written_after_an_unanswered_probe_waits_for_the_retransmission_abort() {
-    let (mut sim, log) = served(Tcp::Linux, Duration::from_secs(24 * 3600));
-    let l = log.clone();
-    sim.client("client", async move {
-        let mut s = TcpStream::connect(("server", PORT)).await?;
-        s.set_keepalive(KEEPALIVE)?;
-        tokio::time::sleep(Duration::from_secs(20)).await;
-        s.write_all(b"ping").await?;
-        let r = read_within(&mut s, Duration::from_secs(2 * 3600)).await;
-        record(&l, format!("read: {r}"));
-        Ok(())
-    });
-    run_to(&mut sim, Duration::from_secs(5));
-    sim.crash("server");
-    run(sim);
-    let got = lines(&log);
-    let read = got.iter().find(|(_, w)| w.starts_with("read")).unwrap();
-    assert_eq!(read.1, "read: Ok(Err(ConnectionReset))");
+    let (at, read) = waiting_on_a_crashed_server(Tcp::Linux, false, Duration::from_secs(20));
+    assert_eq!(read, "read: Ok(Err(ConnectionReset))");
     let abort = 20.0 + turmoil::LinuxTcp::default().abort_after().as_secs_f64();
-    assert!(
-        (read.0 - abort).abs() < 0.01,
-        "ended at {} s, not {abort} s",
-        read.0
-    );
+    assert!((at - abort).abs() < 0.01, "ended at {at} s, not {abort} s");
 }
 
 /// A peer that is up but slow to answer (a hung service) answers the
