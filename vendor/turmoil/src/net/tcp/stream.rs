@@ -565,7 +565,10 @@ async fn keepalive_task(
         if now < quiet_since + keepalive.idle {
             continue;
         }
-        let mut answered = false;
+        // Whether probing ends with the connection alive: the peer answered,
+        // or data now waits for retransmission (Linux: "alive without
+        // keepalive").
+        let mut alive = false;
         for _ in 0..keepalive.retries {
             let sent = World::current(|world| {
                 if world.current_host().tcp.heard(pair, conn).is_none() {
@@ -589,7 +592,7 @@ async fn keepalive_task(
                 None => return,
                 Some((heard, _)) if heard != seen => {
                     seen = heard;
-                    answered = true;
+                    alive = true;
                     break;
                 }
                 // Data written since the last probe waits for
@@ -600,13 +603,13 @@ async fn keepalive_task(
                 // decides, up to `tcp_retries2`. The unanswered probes
                 // before it do not count towards that abort.
                 Some((_, true)) => {
-                    answered = true;
+                    alive = true;
                     break;
                 }
                 Some(_) => {}
             }
         }
-        if !answered {
+        if !alive {
             World::current(|world| world.current_host_mut().tcp.abort(pair, conn));
             return;
         }
