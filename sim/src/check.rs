@@ -124,7 +124,7 @@ fn blocked_start(world: &World, progress: &racksim_reconciler::legacy::LegacyPro
 /// record still Starting) stays until someone intervenes — and even where
 /// the rest of the checks find nothing amiss, a rack with a stuck saga is
 /// not one an operator would call converged. `None` unless `saga` is stuck.
-fn stuck_saga_gap(
+pub fn stuck_saga_gap(
     saga: &racksim_nexus::instances::SagaRecord,
     instance: &str,
     sled: &str,
@@ -433,6 +433,3 @@ pub fn invariant_violation(
     }
     None
 }
-
-#[cfg(test)]
-mod tests;

@@ -36,9 +36,6 @@ mod engine;
 pub mod operations;
 mod verdict;
 
-#[cfg(test)]
-mod tests;
-
 use std::{
     sync::Arc,
     time::{Duration, SystemTime},

@@ -155,6 +155,3 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         "a panic without a message".to_string()
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -272,6 +272,3 @@ impl Timeline {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -148,6 +148,3 @@ pub fn fmt_duration(d: Duration) -> String {
     }
     out
 }
-
-#[cfg(test)]
-mod tests;

@@ -548,9 +548,6 @@ pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
     gaps
 }
 
-#[cfg(test)]
-mod tests;
-
 /// Why a switch that lacks an instance's entry will not get it from its
 /// pulls: the row's version is at or below the generation its dpd has
 /// pulled to, so no changeset from there returns it (a version that

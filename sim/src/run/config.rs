@@ -19,7 +19,7 @@ pub const DEFAULT_STABILITY: Duration = Duration::from_secs(60);
 /// (`tcp_smallest_anon_port`, `tcp_largest_anon_port`); the TCP model's
 /// timers are Linux's (docs/fidelity.md), and so is its range. A port is
 /// free again as soon as its connection ends (no TIME-WAIT), so a long
-/// run never exhausts it; `sim/tests/tcp.rs` and `sim/src/run/tests.rs`
+/// run never exhausts it; `sim/tests/tcp.rs` and `sim/tests/run_ports.rs`
 /// check that.
 pub const EPHEMERAL_PORTS: RangeInclusive<u16> = 32768..=60999;
 

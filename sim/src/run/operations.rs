@@ -133,6 +133,3 @@ pub fn operations(steps: &[ResolvedStep], trace: &[TraceLine]) -> Vec<Operation>
         })
         .collect()
 }
-
-#[cfg(test)]
-mod tests;

@@ -49,11 +49,6 @@ pub mod builtin;
 pub mod scrimlet_local;
 pub mod sled_task;
 
-#[cfg(test)]
-mod era_tests;
-#[cfg(test)]
-mod tests;
-
 use std::{cmp::Ordering, fmt, future::Future, hash, net::Ipv6Addr, str::FromStr};
 
 use racksim_reconciler::{

@@ -26,9 +26,6 @@ use crate::{
     rack::{RackSpec, ZoneKind, ZoneSpec},
 };
 
-#[cfg(test)]
-mod tests;
-
 /// A service zone's identity: its kind and its ordinal among the zones of
 /// that kind the rack has ever had (declared ones first, in rack order,
 /// then added ones). Shown as `nexus.0`; never reused, so a removed zone's

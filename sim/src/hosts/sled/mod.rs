@@ -20,7 +20,7 @@
 //! the NAT ensure), and when one is removed or moved away it stops. Zones
 //! start one after another, as sled-agent's zone starts did.
 
-mod ntp;
+pub mod ntp;
 mod opte;
 mod zones;
 

@@ -153,7 +153,6 @@ impl Source {
     }
 
     /// Good samples so far.
-    #[cfg(test)]
     pub fn samples(&self) -> u32 {
         self.samples
     }
@@ -175,6 +174,3 @@ impl Source {
         self.poll = (self.poll + adj).clamp(MIN_POLL, MAX_POLL);
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -19,7 +19,7 @@
 //! Nexus's zone waits for it (omicron's `requires_timesync`). The state
 //! is per sled, in [`crate::world::NtpClock`].
 
-mod chrony;
+pub mod chrony;
 
 use std::{
     collections::BTreeMap,

@@ -1,7 +1,10 @@
+//! A run's operations: each API request paired with its answer from the
+//! trace.
+
 use std::time::Duration;
 
-use super::{operations, Answer};
-use crate::{
+use racksim_sim::run::operations::{operations, Answer};
+use racksim_sim::{
     plan::{Action, ResolvedStep},
     trace::{Kind, TraceLine},
 };

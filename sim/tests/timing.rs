@@ -1,6 +1,10 @@
-use super::*;
-use crate::plan::ResolvedStep;
+//! Convergence timing: when the rack first converged, and how long each
+//! plan step took to repair, from sampled timelines.
+
+use std::time::Duration;
+
 use racksim_reconciler::discovery::SwitchSlot;
+use racksim_sim::{plan::ResolvedStep, timing::*, Action};
 
 fn s(secs: u64) -> Duration {
     Duration::from_secs(secs)

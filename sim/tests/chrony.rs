@@ -1,6 +1,8 @@
+//! The chrony model's polling, on its own: pure arithmetic over time.
+
 use std::time::Duration;
 
-use super::*;
+use racksim_sim::hosts::sled::ntp::chrony::{Sample, Source, SYNC_SAMPLES};
 
 /// Poll `source` against a server that answers (well, or not at all)
 /// from `answers_from` on, with replies arriving at once; returns when

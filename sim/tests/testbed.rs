@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use racksim_reconciler::{discovery::SwitchSlot, DPD_PORT};
 
-use super::Sabotage;
-use crate::{trace::Kind, Action, Plan, RackSpec, RunConfig, RunOutcome, ServiceNat, Verdict};
+use racksim_sim::testbed::Sabotage;
+use racksim_sim::{
+    trace::Kind, Action, Plan, RackSpec, RunConfig, RunOutcome, ServiceNat, Verdict,
+};
 
 /// Madrid's plan: switch1 hidden at boot, revealed between 5m30s and 8m.
 fn madrid(strategy: ServiceNat, sabotage: Option<Sabotage>) -> RunConfig {
@@ -31,7 +33,7 @@ fn madrid(strategy: ServiceNat, sabotage: Option<Sabotage>) -> RunConfig {
 /// and the error.
 fn broken_run(strategy: ServiceNat, sabotage: Sabotage) -> (RunOutcome, String) {
     let expected = (sabotage.at(), sabotage.target().0.to_string());
-    let outcome = crate::run(&madrid(strategy, Some(sabotage)));
+    let outcome = racksim_sim::run(&madrid(strategy, Some(sabotage)));
     let error = match &outcome.verdict {
         Verdict::TestbedError { at, host, error } => {
             assert_eq!((*at, host.clone()), expected);
@@ -46,7 +48,7 @@ fn broken_run(strategy: ServiceNat, sabotage: Sabotage) -> (RunOutcome, String) 
 fn a_fake_server_that_stops_is_a_testbed_error() {
     // Without sabotage, legacy fails on madrid by not converging: the
     // verdict that a broken fake must not be able to imitate.
-    let honest = crate::run(&madrid(ServiceNat::LEGACY, None));
+    let honest = racksim_sim::run(&madrid(ServiceNat::LEGACY, None));
     assert!(
         matches!(honest.verdict, Verdict::NotConverged { .. }),
         "{:?}",

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use racksim_reconciler::discovery::SwitchSlot;
 
-use crate::{Action, Plan, RackSpec, RunConfig, ServiceNat, Verdict};
+use racksim_sim::{Action, Plan, RackSpec, RunConfig, ServiceNat, Verdict};
 
 /// Madrid under `legacy` never converges (switch1 never gets the NAT
 /// entries), so the run goes on to its deadline making connections all the
@@ -22,7 +22,7 @@ fn twelve_hours_on_sixteen_ports_exhaust_nothing() {
         .with_ntp_return_switch(SwitchSlot::Switch1)
         .with_deadline(Duration::from_secs(12 * 3600));
     cfg.ephemeral_ports = 49152..=49167;
-    let outcome = crate::run(&cfg);
+    let outcome = racksim_sim::run(&cfg);
     match &outcome.verdict {
         Verdict::NotConverged { .. } => {}
         other => panic!("madrid under legacy runs to its deadline unconverged: {other:?}"),

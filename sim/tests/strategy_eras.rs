@@ -6,7 +6,7 @@ use racksim_nexus::{
     instances::StartImpl,
 };
 
-use crate::strategy::ServiceNat;
+use racksim_sim::strategy::ServiceNat;
 
 #[test]
 fn each_strategy_and_start_runs_its_eras_control_plane() {

@@ -1,5 +1,10 @@
-use super::*;
-use racksim_nexus::instances::{NodeFailure, SagaNode, SagaRecord};
+//! The checker: what a stuck saga reports, and that every invariant it
+//! can report is listed.
+
+use std::collections::BTreeSet;
+
+use racksim_nexus::instances::{NodeFailure, SagaNode, SagaRecord, SagaState};
+use racksim_sim::check::*;
 
 /// A stuck saga is a gap naming the saga, its instance and sled, the
 /// undo that failed and the failure that started the unwind; no other
@@ -64,11 +69,7 @@ fn reported_name(code: &str, value: &str) -> Option<String> {
 /// scenario file that names it.
 #[test]
 fn every_reported_invariant_is_listed_and_every_listed_one_reported() {
-    let source = include_str!("../check.rs");
-    let code = source
-        .split("#[cfg(test)]")
-        .next()
-        .expect("the module's code");
+    let code = include_str!("../src/check.rs");
     let mut reported = BTreeSet::new();
     for line in code.lines().map(str::trim) {
         if line.starts_with("//") {

@@ -1,10 +1,19 @@
-use std::net::{IpAddr, Ipv4Addr};
+//! The gaps between what the rack should hold and what it holds, from
+//! hand-made views of a rack (no simulation).
 
-use racksim_nexus::instances::VirtualNetworkInterfaceHost;
-use racksim_nexus::instances::{ExternalIp, InstanceState, Nic, VmmState};
-use racksim_reconciler::dpd::{MacAddr, NatTarget};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::*;
+use racksim_fakes::sled_agent::SledAgentState;
+use racksim_nexus::instances::{
+    ExternalIp, InstanceRecord, InstanceState, Nic, VirtualNetworkInterfaceHost, VmmInfo, VmmState,
+};
+use racksim_reconciler::{
+    discovery::SwitchSlot,
+    dpd::{Ipv4Nat, Ipv6Nat, MacAddr, NatTarget},
+    nat::NatEntry,
+    SERVICES_VNI,
+};
+use racksim_sim::{check::gaps::*, rack::ZoneKind};
 
 const SLED0: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x101, 0, 0, 0, 1);
 const SLED1: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x1122, 0x3344, 0x102, 0, 0, 0, 1);

@@ -1,5 +1,12 @@
-use super::*;
-use crate::rack::sled_address;
+//! The rack's zone set under config changes.
+
+use std::net::Ipv4Addr;
+
+use racksim_sim::{
+    plan::{ConfigChange, ZoneRef},
+    rack::{sled_address, RackSpec, ZoneKind},
+    world::ZoneSet,
+};
 
 fn add(kind: ZoneKind, ip: Option<Ipv4Addr>) -> ConfigChange {
     ConfigChange::AddZone {

@@ -1,4 +1,8 @@
-use super::*;
+//! The trace's time stamps and durations.
+
+use std::time::Duration;
+
+use racksim_sim::trace::{fmt_duration, fmt_time};
 
 #[test]
 fn time_stamps_are_fixed_width() {

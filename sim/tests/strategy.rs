@@ -1,7 +1,10 @@
+//! The strategy registry: names, handles, and what each shipped strategy
+//! says of its era and parts.
+
 use racksim_reconciler::nat::NatEntry;
 
-use super::{NatStrategy, Parts, ServiceNat, SledContext, SledStrategy};
-use crate::era::ServiceNatEra;
+use racksim_sim::era::ServiceNatEra;
+use racksim_sim::strategy::{NatStrategy, Parts, ServiceNat, SledContext, SledStrategy};
 
 /// A strategy that is not registered: a test's own.
 struct Unregistered;
