@@ -555,7 +555,26 @@ impl Client {
 
     /// One request, under the timeout; non-2xx answers
     /// become [`ClientError::Status`].
-    async fn send(
+    ///
+    /// Boxed, and made here, by a function generic over nothing: the
+    /// future's code (hyper-util's pool, hyper's HTTP/1 and HTTP/2 client,
+    /// which hyper-util compiles in either way) is then compiled once, in
+    /// this crate, and every crate that calls [`HttpClient`]'s generic
+    /// methods links it. An `async fn` here would be compiled in each of
+    /// those crates instead, wherever it is first awaited: an async
+    /// function's body is compiled where its future is polled (about a
+    /// tenth of the code of `racksim-sim` and of Nexus's unit tests was a
+    /// copy of it; docs/performance.md). One allocation per request.
+    fn send<'a>(
+        &'a self,
+        method: Method,
+        path: &'a str,
+        body: Option<Bytes>,
+    ) -> Pin<Box<dyn Future<Output = Result<RawResponse, ClientError>> + Send + 'a>> {
+        Box::pin(self.send_unboxed(method, path, body))
+    }
+
+    async fn send_unboxed(
         &self,
         method: Method,
         path: &str,
