@@ -100,6 +100,7 @@ pub mod rack;
 pub mod run;
 pub mod services;
 pub mod strategy;
+mod task;
 pub mod testbed;
 pub mod timing;
 pub mod trace;

@@ -59,7 +59,7 @@ impl Connector for TurmoilConnector {
     /// mode), so a kept connection ends when its host crashes, and its
     /// sockets are used in its host's context.
     fn spawn(&self, task: racksim_reconciler::http::BackgroundTask) {
-        tokio::task::spawn_local(task);
+        crate::task::spawn(task);
     }
 }
 

@@ -394,7 +394,7 @@ impl NexusHost for SimNexus {
 
     fn spawn(&self, set: &mut JoinSet<()>, op: impl Future<Output = ()> + Send + 'static) {
         // The Nexus zone's host runs on turmoil's local set.
-        set.spawn_local(op);
+        crate::task::spawn_into(set, op);
     }
 
     fn op_done(&self, req: &InstanceRequest, outcome: &Result<InstanceRecord, OpError>) {

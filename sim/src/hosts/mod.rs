@@ -27,7 +27,7 @@ pub(crate) fn spawn_server<H: Handler>(world: &World, host: &str, port: u16, han
         .sabotage
         .clone()
         .filter(|s| s.target() == (host.as_str(), port));
-    tokio::task::spawn_local(async move {
+    crate::task::spawn(async move {
         let served = match sabotage {
             None => serve(port, handler).await,
             Some(sabotage) => {

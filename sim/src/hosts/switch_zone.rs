@@ -79,7 +79,7 @@ pub async fn run(world: World, slot: SwitchSlot) -> turmoil::Result {
     // no NAT RPW: Nexus pushed instance NAT to it.
     if world.params.era.dpd_nat_rpw == PeriodicTask::On {
         world.lock().switches.nat_rpw.insert(slot, trigger.clone());
-        tokio::task::spawn_local(nat_rpw(world.clone(), slot, trigger));
+        crate::task::spawn(nat_rpw(world.clone(), slot, trigger));
     }
     spawn_server(
         &world,

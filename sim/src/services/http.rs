@@ -37,7 +37,7 @@ pub async fn serve<H: Handler>(port: u16, handler: H) -> std::io::Result<()> {
         let (stream, _peer): (_, SocketAddr) = listener.accept().await?;
         let handler = handler.clone();
         let next_id = next_id.clone();
-        tokio::task::spawn_local(async move {
+        crate::task::spawn(async move {
             let service = service_fn(move |req: hyper::Request<Incoming>| {
                 let handler = handler.clone();
                 let id = next_id.get();

@@ -113,7 +113,7 @@ impl Handler for SledAgentApi {
             if op == Operation::Run && params.era.run_reply == RunReply::AtOnce {
                 let reply = api.answer_now(&req);
                 if reply.status.is_success() {
-                    tokio::task::spawn_local(async move {
+                    crate::task::spawn(async move {
                         tokio::time::sleep(time).await;
                         api.handle(&req);
                     });
@@ -125,7 +125,7 @@ impl Handler for SledAgentApi {
             // timeout closes the connection, and hyper drops this future)
             // does not cancel it; the reply then goes nowhere.
             let (tx, rx) = tokio::sync::oneshot::channel();
-            tokio::task::spawn_local(async move {
+            crate::task::spawn(async move {
                 tokio::time::sleep(time).await;
                 let _ = tx.send(api.handle(&req));
             });

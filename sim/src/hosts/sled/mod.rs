@@ -81,11 +81,15 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
                 .field("took_us", 0),
         );
     }
-    tokio::task::spawn_local(opte::opte(world.clone(), index));
+    let opte_world = world.clone();
+    crate::task::spawn(async move {
+        // Nothing waits on OPTE: a socket error ends it, unreported.
+        let _ = opte::opte(opte_world, index).await;
+    });
     // Every sled runs one NTP zone: a sled the zone set gives no boundary
     // NTP zone runs internal NTP, which needs no NAT.
     if !zones.iter().any(|z| z.spec.kind == ZoneKind::BoundaryNtp) {
-        tokio::task::spawn_local(ntp::internal_ntp(world.clone(), index, name.clone()));
+        crate::task::spawn(ntp::internal_ntp(world.clone(), index, name.clone()));
     }
 
     let resolver = InternalDnsResolver::new(rack.internal_dns_addresses());

@@ -93,7 +93,7 @@ pub(super) async fn start_zone(
         // the task ends with the path (its sender dropped).
         let mut steps = progress.subscribe();
         let counted = world.clone();
-        tokio::task::spawn_local(async move {
+        crate::task::spawn(async move {
             while steps.changed().await.is_ok() {
                 counted.lock().version += 1;
             }
@@ -134,13 +134,13 @@ pub(super) async fn start_zone(
             .field("took_us", took.as_micros()),
     );
     match kind {
-        ZoneKind::BoundaryNtp => Some(tokio::task::spawn_local(boundary_ntp(
+        ZoneKind::BoundaryNtp => Some(crate::task::spawn(boundary_ntp(
             world.clone(),
             index,
             name.to_string(),
             zone.clone(),
         ))),
-        ZoneKind::Nexus => Some(tokio::task::spawn_local(control_plane::run(
+        ZoneKind::Nexus => Some(crate::task::spawn(control_plane::run(
             world.clone(),
             index,
             resolver.clone(),
