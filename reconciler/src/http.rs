@@ -562,9 +562,9 @@ impl Client {
     /// this crate, and every crate that calls [`HttpClient`]'s generic
     /// methods links it. An `async fn` here would be compiled in each of
     /// those crates instead, wherever it is first awaited: an async
-    /// function's body is compiled where its future is polled (about a
-    /// tenth of the code of `racksim-sim` and of Nexus's unit tests was a
-    /// copy of it; docs/performance.md). One allocation per request.
+    /// function's body is compiled where its future is polled (a tenth of
+    /// the LLVM IR of `racksim-sim`, and a fifth of Nexus's unit tests', was
+    /// a copy of it; docs/performance.md). One allocation per request.
     fn send<'a>(
         &'a self,
         method: Method,

@@ -126,6 +126,32 @@ fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
     );
 }
 
+/// An instance record at generation 1 with no VMM, its external IP
+/// 203.0.113.`id` over all ports.
+fn record(
+    id: u32,
+    name: &str,
+    state: InstanceState,
+    sled: Option<u32>,
+    nics: Vec<Nic>,
+) -> InstanceRecord {
+    InstanceRecord {
+        id,
+        name: name.into(),
+        state,
+        generation: 1,
+        sled,
+        vmm: None,
+        external_ips: vec![ExternalIp {
+            ip: Ipv4Addr::new(203, 0, 113, id as u8),
+            first_port: 0,
+            last_port: 65535,
+        }],
+        nics,
+        auto_restart: Default::default(),
+    }
+}
+
 /// The NIC the instance tests give `web`.
 fn web_nic() -> Nic {
     Nic {
@@ -141,21 +167,7 @@ fn web_nic() -> Nic {
 #[test]
 fn instance_gaps_say_where_each_piece_is_missing() {
     let nic = web_nic();
-    let record = |id: u32, name: &str, state, sled| InstanceRecord {
-        id,
-        name: name.into(),
-        state,
-        generation: 1,
-        sled,
-        vmm: None,
-        external_ips: vec![ExternalIp {
-            ip: Ipv4Addr::new(203, 0, 113, id as u8),
-            first_port: 0,
-            last_port: 65535,
-        }],
-        nics: vec![nic],
-        auto_restart: Default::default(),
-    };
+    let record = |id, name, state, sled| record(id, name, state, sled, vec![nic]);
     let instances = [
         record(1, "web", InstanceState::Running, Some(1)),
         record(2, "db", InstanceState::Stopped, None),
@@ -228,21 +240,7 @@ fn instance_gaps_say_where_each_piece_is_missing() {
 /// whose stop keeps it by design, it is not.
 #[test]
 fn a_stopped_instance_s_entry_is_a_gap_where_the_stop_removes_it() {
-    let stopped = InstanceRecord {
-        id: 3,
-        name: "web".into(),
-        state: InstanceState::Stopped,
-        generation: 1,
-        sled: None,
-        vmm: None,
-        external_ips: vec![ExternalIp {
-            ip: Ipv4Addr::new(203, 0, 113, 3),
-            first_port: 0,
-            last_port: 65535,
-        }],
-        nics: vec![],
-        auto_restart: Default::default(),
-    };
+    let stopped = record(3, "web", InstanceState::Stopped, None, vec![]);
     let left = Ipv4Nat {
         external: Ipv4Addr::new(203, 0, 113, 3),
         low: 0,
@@ -396,21 +394,7 @@ fn a_running_instance_needs_its_own_vmm_on_its_sled() {
 #[test]
 fn state_nothing_explains_is_a_gap() {
     let nic = web_nic();
-    let known = InstanceRecord {
-        id: 1,
-        name: "web".into(),
-        state: InstanceState::Stopped,
-        generation: 1,
-        sled: None,
-        vmm: None,
-        external_ips: vec![ExternalIp {
-            ip: Ipv4Addr::new(203, 0, 113, 1),
-            first_port: 0,
-            last_port: 65535,
-        }],
-        nics: vec![nic],
-        auto_restart: Default::default(),
-    };
+    let known = record(1, "web", InstanceState::Stopped, None, vec![nic]);
     let mut sled0 = sled_view(0, SLED0);
     for (vmm_id, instance_id) in [(10, 1), (99, 42)] {
         sled0.agent.vmms.insert(
