@@ -76,10 +76,7 @@ impl CannedResponse {
     fn from_api(r: ApiResponse) -> Self {
         CannedResponse {
             status: r.status.as_u16(),
-            body: r
-                .body
-                .map(|b| Bytes::from(b.to_string()))
-                .unwrap_or_default(),
+            body: r.body.map(|b| b.to_bytes("")).unwrap_or_default(),
         }
     }
 }

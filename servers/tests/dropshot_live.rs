@@ -287,7 +287,7 @@ async fn both_servers_route_by_version_and_refuse_unserved_operations_alike() {
             S::Mgs => MgsState::new(1).handle(&req),
             S::Agent => SledAgentState::default().handle(&req).0,
         };
-        let routed = comparable(r.status.as_u16(), r.body.unwrap_or(Value::Null));
+        let routed = comparable(r.status.as_u16(), r.json_value().unwrap_or(Value::Null));
         assert_eq!(
             live.0, want,
             "{service:?} {method} {path} @{version}: {live:?}"

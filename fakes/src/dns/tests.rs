@@ -18,7 +18,7 @@ fn answers_a_services_addresses_in_order_and_404_for_others() {
     let r = dns.handle(&ApiRequest::new(Method::GET, "/srv/dendrite", ""));
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
-        r.body.unwrap(),
+        r.json_value().unwrap(),
         serde_json::json!({"addresses": ["fd00:1122:3344:102::2", "fd00:1122:3344:101::2"]})
     );
     let r = dns.handle(&ApiRequest::new(Method::GET, "/srv/nexus", ""));

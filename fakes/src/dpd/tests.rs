@@ -64,7 +64,10 @@ fn get_finds_the_covering_entry_and_delete_of_an_absent_one_is_204() {
     let mut dpd = dpd_with_entry(0, "/nat/ipv4/198.51.100.1/100/199");
     let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv4/198.51.100.1/150", ""));
     assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.body.unwrap(), serde_json::to_value(target(1)).unwrap());
+    assert_eq!(
+        r.json_value().unwrap(),
+        serde_json::to_value(target(1)).unwrap()
+    );
     let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv4/198.51.100.1/200", ""));
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     assert_eq!(r.error_code(), Some("no mapping"));
@@ -78,7 +81,7 @@ fn get_finds_the_covering_entry_and_delete_of_an_absent_one_is_204() {
 }
 
 fn lows(r: &ApiResponse) -> (Vec<u16>, Option<String>) {
-    let page: ResultsPage<Ipv4Nat> = serde_json::from_value(r.body.clone().unwrap()).unwrap();
+    let page: ResultsPage<Ipv4Nat> = serde_json::from_value(r.json_value().unwrap()).unwrap();
     (page.items.iter().map(|e| e.low).collect(), page.next_page)
 }
 
@@ -131,7 +134,7 @@ fn ipv6_tokens_are_percent_decoded() {
         put(&mut dpd, &format!("/nat/ipv6/{a}/0/65535"), target(1));
     }
     let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv6?limit=2", ""));
-    let page: ResultsPage<Ipv6Addr> = serde_json::from_value(r.body.unwrap()).unwrap();
+    let page: ResultsPage<Ipv6Addr> = serde_json::from_value(r.json_value().unwrap()).unwrap();
     assert_eq!(page.items, addrs[..2]);
     let token = page.next_page.unwrap();
     assert_eq!(token, "fd00::2");
@@ -141,11 +144,11 @@ fn ipv6_tokens_are_percent_decoded() {
         "/nat/ipv6?limit=2&page_token=fd00%3A%3A2",
         "",
     ));
-    let page: ResultsPage<Ipv6Addr> = serde_json::from_value(r.body.unwrap()).unwrap();
+    let page: ResultsPage<Ipv6Addr> = serde_json::from_value(r.json_value().unwrap()).unwrap();
     assert_eq!(page.items, addrs[2..]);
     // And a percent-encoded address in the path.
     let (r, _) = dpd.handle(&req(Method::GET, "/nat/ipv6/fd00%3A%3A3", ""));
-    let page: ResultsPage<Ipv6Nat> = serde_json::from_value(r.body.unwrap()).unwrap();
+    let page: ResultsPage<Ipv6Nat> = serde_json::from_value(r.json_value().unwrap()).unwrap();
     assert_eq!(page.items.len(), 1);
     assert_eq!(dpd.get(addrs[0], 80).map(|e| e.low), Some(0));
 }
@@ -249,7 +252,7 @@ fn reset_empties_the_table_and_identifiers_name_the_slot() {
     assert_eq!(change, Some(NatChange::Reset { removed: 1 }));
     assert!(dpd.ipv4_entries().is_empty());
     let (r, _) = dpd.handle(&req(Method::GET, "/switch/identifiers", ""));
-    let ids = r.body.unwrap();
+    let ids = r.json_value().unwrap();
     assert_eq!(ids["slot"], 1);
     // dendrite sends the ASIC's manufacturing identifiers, null when it has
     // none: the keys are there.
@@ -258,10 +261,10 @@ fn reset_empties_the_table_and_identifiers_name_the_slot() {
     }
     dpd.set_generation(7);
     let (r, _) = dpd.handle(&req(Method::GET, "/rpw/nat/gen", ""));
-    assert_eq!(r.body.unwrap(), serde_json::json!(7));
+    assert_eq!(r.json_value().unwrap(), serde_json::json!(7));
     let (r, _) = dpd.handle(&req(Method::POST, "/rpw/nat/trigger", ""));
     assert_eq!(
-        (r.status, r.body),
+        (r.status, r.json_value()),
         (StatusCode::OK, Some(serde_json::Value::Null))
     );
 }

@@ -21,13 +21,13 @@ fn query_and_path_are_percent_decoded() {
 fn errors_have_dropshots_body() {
     let r = ApiError::with_status(StatusCode::CONFLICT, "conflicting mapping").into_response();
     assert_eq!(
-        r.body.unwrap(),
+        r.json_value().unwrap(),
         serde_json::json!({"request_id": "", "error_code": "conflicting mapping", "message": "Conflict"})
     );
     // No code: no `error_code` key, as dropshot skips it.
     let r = ApiError::bad_request("bad").into_response();
     assert_eq!(
-        r.body.unwrap(),
+        r.json_value().unwrap(),
         serde_json::json!({"request_id": "", "message": "bad"})
     );
 }

@@ -9,7 +9,7 @@ fn names_its_switch_to_a_versioned_request_only() {
     let r = mgs.handle(&req.clone().versioned(API_VERSION));
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
-        r.body.unwrap(),
+        r.json_value().unwrap(),
         serde_json::json!({"type": "switch", "slot": 1})
     );
     let r = mgs.handle(&req);

@@ -36,7 +36,7 @@ fn a_put_replaces_the_mapping_of_its_virtual_nic_and_a_delete_removes_it() {
     agent.handle(&req(Method::PUT, "/v2p", moved.clone()));
     assert_eq!(agent.v2p_list(), vec![mapping(0x103)]);
     let (r, _) = agent.handle(&req(Method::GET, "/v2p", json!(null)));
-    assert_eq!(r.body.unwrap(), json!([moved]));
+    assert_eq!(r.json_value().unwrap(), json!([moved]));
     // A delete names the NIC; the host it names does not matter.
     let (r, change) = agent.handle(&req(
         Method::DELETE,
@@ -123,7 +123,7 @@ fn vmms_register_once_change_state_and_are_destroyed_by_stopping() {
     );
     let (r, _) = agent.handle(&req(Method::GET, "/vmms/70/state", json!(null)));
     assert_eq!(
-        r.body.unwrap(),
+        r.json_value().unwrap(),
         json!({"instance_id": 7, "vmm_id": 70, "state": "running"})
     );
     // A VMM the sled does not have: 404 NO_SUCH_INSTANCE, to a state
@@ -175,7 +175,7 @@ fn a_second_vmm_of_an_instance_is_registered_beside_the_first_and_both_are_liste
     assert_eq!(r.status, StatusCode::OK);
     // By propolis id.
     assert_eq!(
-        r.body.unwrap(),
+        r.json_value().unwrap(),
         json!([
             {"instance_id": 3, "vmm_id": 9, "state": "starting"},
             {"instance_id": 7, "vmm_id": 70, "state": "starting"},
@@ -208,7 +208,7 @@ fn unregister_terminates_a_vmm_and_is_success_for_one_the_sled_does_not_have() {
     let (r, change) = agent.handle(&req(Method::DELETE, "/vmms/71", json!(null)));
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
-        r.body.unwrap(),
+        r.json_value().unwrap(),
         json!({"updated_runtime": {"instance_id": 7, "vmm_id": 71, "state": "stopped"}})
     );
     assert_eq!(
@@ -225,7 +225,11 @@ fn unregister_terminates_a_vmm_and_is_success_for_one_the_sled_does_not_have() {
     for path in ["/vmms/71", "/vmms/5"] {
         let (r, change) = agent.handle(&req(Method::DELETE, path, json!(null)));
         assert_eq!(r.status, StatusCode::OK, "{path}");
-        assert_eq!(r.body.unwrap(), json!({"updated_runtime": null}), "{path}");
+        assert_eq!(
+            r.json_value().unwrap(),
+            json!({"updated_runtime": null}),
+            "{path}"
+        );
         assert_eq!(change, None, "{path}");
     }
     assert_eq!(agent.vmm_list().len(), 1);

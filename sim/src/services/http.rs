@@ -87,14 +87,9 @@ async fn dispatch<H: Handler>(
     };
     let mut builder = hyper::Response::builder().status(response.status);
     let body = match response.body {
-        Some(mut value) => {
-            if let Some(obj) = value.as_object_mut() {
-                if obj.contains_key("request_id") && obj.contains_key("message") {
-                    obj.insert("request_id".into(), request_id.to_string().into());
-                }
-            }
+        Some(body) => {
             builder = builder.header(http::header::CONTENT_TYPE, "application/json");
-            Bytes::from(serde_json::to_vec(&value).expect("JSON value serializes"))
+            body.to_bytes(&request_id.to_string())
         }
         None => Bytes::new(),
     };
