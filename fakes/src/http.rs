@@ -117,7 +117,7 @@ pub enum Body {
     /// A handler's value, serialized once as dropshot serializes it: its
     /// fields in declaration order. (Through a `serde_json::Value` first,
     /// every object's keys came out sorted, and every response was
-    /// serialized twice: a tenth of a hundred-instance run.)
+    /// serialized twice.)
     Json(Bytes),
     /// dropshot's error body (`HttpErrorResponseBody`), whose
     /// `request_id` the server that sends it fills in.
@@ -137,8 +137,9 @@ struct ErrorBody<'a> {
 }
 
 impl Body {
-    /// The bytes sent, with `request_id` in an error body.
-    pub fn to_bytes(&self, request_id: &str) -> Bytes {
+    /// The bytes sent, with `request_id` in an error body (formatted only
+    /// there: a success body, most of a run's, is sent as it is).
+    pub fn to_bytes(&self, request_id: impl std::fmt::Display) -> Bytes {
         match self {
             Body::Json(bytes) => bytes.clone(),
             Body::Error {
@@ -146,7 +147,7 @@ impl Body {
                 message,
             } => Bytes::from(
                 serde_json::to_vec(&ErrorBody {
-                    request_id,
+                    request_id: &request_id.to_string(),
                     error_code: error_code.as_deref(),
                     message,
                 })

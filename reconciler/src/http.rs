@@ -396,6 +396,8 @@ impl hyper::rt::Executor<BackgroundTask> for SpawnWith {
 impl<C: Connector> HttpClient<C> {
     pub fn new(connector: C, addr: SocketAddr) -> Self {
         let connector: Arc<dyn ErasedConnector> = Arc::new(connector);
+        let authority =
+            Authority::try_from(addr.to_string()).expect("a socket address is a URI authority");
         HttpClient {
             inner: Client {
                 pool: pool(
@@ -407,10 +409,9 @@ impl<C: Connector> HttpClient<C> {
                 ),
                 connector,
                 addr,
-                authority: Authority::try_from(addr.to_string())
-                    .expect("a socket address is a URI authority"),
-                host: HeaderValue::try_from(addr.to_string())
-                    .expect("a socket address is a header value"),
+                authority: authority.clone(),
+                host: HeaderValue::from_str(authority.as_str())
+                    .expect("an authority is a header value"),
                 connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
                 timeout: Some(DEFAULT_REQUEST_TIMEOUT),
                 pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),

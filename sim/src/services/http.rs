@@ -89,7 +89,7 @@ async fn dispatch<H: Handler>(
     let body = match response.body {
         Some(body) => {
             builder = builder.header(http::header::CONTENT_TYPE, "application/json");
-            body.to_bytes(&request_id.to_string())
+            body.to_bytes(request_id)
         }
         None => Bytes::new(),
     };
