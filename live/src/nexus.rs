@@ -313,12 +313,17 @@ impl LiveNexus {
     }
 
     pub fn instances(&self) -> Vec<InstanceRecord> {
-        self.host.db(|db| db.instances.values().cloned().collect())
+        self.host.db(|db| {
+            db.instances
+                .values()
+                .map(|r| InstanceRecord::clone(r))
+                .collect()
+        })
     }
 
     /// The instances someone has asked for: every record but the declared
     /// ones no request has named yet.
-    pub fn instances_asked_for(&self) -> Vec<InstanceRecord> {
+    pub fn instances_asked_for(&self) -> Vec<std::sync::Arc<InstanceRecord>> {
         self.host.db(|db| {
             db.instances
                 .values()

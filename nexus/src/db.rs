@@ -23,7 +23,10 @@ use crate::instances::{
 /// crash loses Nexus's memory, never this.
 #[derive(Clone, Debug, Default)]
 pub struct Db {
-    pub instances: BTreeMap<u32, InstanceRecord>,
+    /// The instance records, each shared with whoever read it last (a
+    /// simulated run's checks look at every record after every change of
+    /// the rack) and copied only when it changes while shared.
+    pub instances: BTreeMap<u32, std::sync::Arc<InstanceRecord>>,
     /// The NAT table (versioned; dpd pulls its changes): instance rows,
     /// and in the legacy era the service zones' rows (VNI 100).
     pub nat: NatTable,
@@ -151,7 +154,7 @@ impl Db {
         if self.ip_pool.is_some() {
             record.external_ips.clear();
         }
-        self.instances.insert(id, record);
+        self.instances.insert(id, std::sync::Arc::new(record));
     }
 
     /// [`InstanceStore::allocate_external_ips`]'s transaction: instance
@@ -210,13 +213,16 @@ impl Db {
     pub fn fetch(&self, id: u32) -> Result<InstanceRecord, StoreError> {
         self.instances
             .get(&id)
-            .cloned()
+            .map(|r| InstanceRecord::clone(r))
             .ok_or(StoreError::NotFound(id))
     }
 
     /// The record of instance `id`, to change.
     fn record_mut(&mut self, id: u32) -> Result<&mut InstanceRecord, StoreError> {
-        self.instances.get_mut(&id).ok_or(StoreError::NotFound(id))
+        self.instances
+            .get_mut(&id)
+            .map(std::sync::Arc::make_mut)
+            .ok_or(StoreError::NotFound(id))
     }
 
     /// [`InstanceStore::update_if`]'s transaction: applies `update` only if

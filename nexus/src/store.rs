@@ -232,7 +232,12 @@ impl<H: NexusHost> InstanceStore for NexusStore<H> {
 
     async fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
         self.host.round_trip().await?;
-        Ok(self.host.db(|db| db.instances.values().cloned().collect()))
+        Ok(self.host.db(|db| {
+            db.instances
+                .values()
+                .map(|r| InstanceRecord::clone(r))
+                .collect()
+        }))
     }
 
     async fn saga_create(&self, saga: &SagaRecord) -> Result<(), StoreError> {

@@ -20,10 +20,20 @@ pub mod gaps;
 
 use gaps::{DesiredNat, RackView, SledView, SwitchTable};
 
-/// Everything between the world and convergence, in a fixed order: the
-/// rack's gaps ([`gaps::service_nat_gaps`]), boundary NTP, the control
-/// plane, the instances ([`gaps::instance_gaps`]) and stuck sagas.
-pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
+/// One gap of a simulated rack, as a run keeps it between looks: an
+/// instance's as data ([`gaps::InstanceGap`]: a rack of a hundred
+/// instances has that many at a look, and a run looks after every change),
+/// the few others in words. Written out by [`render_gaps`] when a verdict
+/// or a report reads them; equal gaps read the same.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimGap {
+    Said(String),
+    Instance(gaps::InstanceGap),
+}
+
+/// The rack as the shared checks read it, `snap` and the world's config
+/// of the moment: `f` gets the view.
+fn with_view<R>(world: &World, snap: &Snapshot, f: impl FnOnce(&RackView) -> R) -> R {
     // The config as it is now: a run can add, move and remove zones.
     let zones = world.zones();
     let sleds = world.lock().sleds.specs.clone();
@@ -41,11 +51,35 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
         .collect();
     let host = |a| world.name_of(a);
     let sled = |i: usize| (sleds[i].name.clone(), sleds[i].address);
-    let view = snap.view(&desired, world, &host, &sled);
-    let mut gaps: Vec<String> = gaps::service_nat_gaps(&view)
-        .into_iter()
-        .map(|g| g.message)
-        .collect();
+    f(&snap.view(&desired, world, &host, &sled))
+}
+
+/// `gaps` in words, named as the rack `snap` saw them: the snapshot the
+/// gaps were found in.
+pub fn render_gaps(world: &World, snap: &Snapshot, gaps: &[SimGap]) -> Vec<String> {
+    with_view(world, snap, |view| {
+        gaps.iter()
+            .map(|g| match g {
+                SimGap::Said(text) => text.clone(),
+                SimGap::Instance(g) => g.render(view).message,
+            })
+            .collect()
+    })
+}
+
+/// Everything between the world and convergence, in a fixed order: the
+/// rack's gaps ([`gaps::service_nat_gaps`]), boundary NTP, the control
+/// plane, the instances ([`gaps::InstanceGap::find_all`]) and stuck sagas.
+pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
+    let zones = world.zones();
+    let (mut gaps, instances) = with_view(world, snap, |view| {
+        let service: Vec<SimGap> = gaps::service_nat_gaps(view)
+            .into_iter()
+            .map(|g| SimGap::Said(g.message))
+            .collect();
+        (service, gaps::InstanceGap::find_all(view))
+    });
+    let sled_name = |i: usize| world.sled(i).name;
     // Every running boundary NTP zone must have heard from upstream: each
     // gets its replies through its own source-NAT port range, so this
     // checks the data path of every range, shared IP or not.
@@ -55,18 +89,20 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
         .filter(|z| z.id.kind == ZoneKind::BoundaryNtp)
     {
         if snap.sleds_up.contains(&z.spec.sled) && !snap.ntp_synced.contains(&z.spec.sled) {
-            let sled = &sleds[z.spec.sled].name;
-            gaps.push(match snap.blocked_starts.get(&(z.spec.sled, z.id)) {
-                Some(progress) => format!(
-                    "NTP unsynchronised: boundary NTP on {sled} has not started: {}",
-                    blocked_start(world, progress)
-                ),
-                None => {
-                    format!(
+            let sled = sled_name(z.spec.sled);
+            gaps.push(SimGap::Said(
+                match snap.blocked_starts.get(&(z.spec.sled, z.id)) {
+                    Some(progress) => format!(
+                        "NTP unsynchronised: boundary NTP on {sled} has not started: {}",
+                        blocked_start(world, progress)
+                    ),
+                    None => {
+                        format!(
                         "NTP unsynchronised: boundary NTP on {sled} has had no reply from upstream"
                     )
-                }
-            });
+                    }
+                },
+            ));
         }
     }
     // An operator who took the control plane down meant it; the rack must
@@ -79,21 +115,21 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<String> {
             .blocked_starts
             .iter()
             .find(|((_, zone), _)| zone.kind == ZoneKind::Nexus);
-        gaps.push(match blocked {
+        gaps.push(SimGap::Said(match blocked {
             Some(((sled, _), progress)) => format!(
                 "control plane down: Nexus on {} has not started: {}",
-                sleds[*sled].name,
+                sled_name(*sled),
                 blocked_start(world, progress)
             ),
             None => "control plane down: Nexus has not started (it waits for time to synchronise)"
                 .to_string(),
-        });
+        }));
     }
-    gaps.extend(gaps::instance_gaps(&view).into_iter().map(|g| g.message));
+    gaps.extend(instances.into_iter().map(SimGap::Instance));
     for saga in &snap.stuck_sagas {
         let instance = world.instance_name(saga.instance);
         let sled = world.sled(saga.sled as usize).name;
-        gaps.extend(stuck_saga_gap(saga, &instance, &sled));
+        gaps.extend(stuck_saga_gap(saga, &instance, &sled).map(SimGap::Said));
     }
     gaps
 }
@@ -175,7 +211,8 @@ pub struct Violation {
 /// checks then format their findings without the lock (naming addresses
 /// takes it again).
 pub struct Snapshot {
-    instances: Vec<racksim_nexus::instances::InstanceRecord>,
+    /// The database's records, shared with it.
+    instances: Vec<std::sync::Arc<racksim_nexus::instances::InstanceRecord>>,
     /// Every live switch's IPv4 entries, and whether it is uplinked.
     tables: Vec<SwitchTable>,
     ntp_synced: BTreeSet<usize>,
@@ -193,7 +230,8 @@ pub struct Snapshot {
     deletes_completed: std::collections::BTreeMap<u32, std::time::Duration>,
     /// The database's live instance NAT rows' versions.
     nat_row_versions: gaps::NatRowVersions,
-    /// The database's live instance NAT rows, by instance.
+    /// The database's live instance NAT rows of each instance whose delete
+    /// has completed (the only ones `no-state-after-delete` reads).
     nat_rows: std::collections::BTreeMap<u32, Vec<NatEntry>>,
     /// Stuck sagas, by id.
     stuck_sagas: Vec<racksim_nexus::instances::SagaRecord>,
@@ -286,9 +324,15 @@ pub fn observe(world: &World) -> Snapshot {
             .collect(),
         nat_rows: {
             let db = &st.control_plane.db;
-            let mut rows = db.nat.live_by_instance();
-            rows.retain(|id, _| db.instances.contains_key(id));
-            rows
+            let deleted = &st.control_plane.deletes_completed;
+            if deleted.is_empty() {
+                // Nothing to read them for: no pass over the table's rows.
+                Default::default()
+            } else {
+                let mut rows = db.nat.live_by_instance();
+                rows.retain(|id, _| db.instances.contains_key(id) && deleted.contains_key(id));
+                rows
+            }
         },
         stuck_sagas: st
             .control_plane
@@ -380,8 +424,8 @@ pub fn invariant_violation(
                     invariant: NO_STATE_AFTER_DELETE,
                     cause: None,
                     message: format!(
-                        "the delete of instance {name} completed, but {sled} still {what} VMM {}",
-                        v.vmm_id
+                        "the delete of instance {name} completed, but {} still {what} VMM {}",
+                        sled.name, v.vmm_id
                     ),
                 });
             }

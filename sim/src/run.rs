@@ -50,7 +50,10 @@ pub use self::{
     verdict::{RunOutcome, Verdict, TESTBED_ERROR_EXIT},
 };
 use crate::{
-    check::{convergence_gaps, invariant_violation, next_time_based_check, observe},
+    check::{
+        convergence_gaps, invariant_violation, next_time_based_check, observe, render_gaps, SimGap,
+        Snapshot,
+    },
     rack::{UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME},
     trace::{fmt_time, Kind, TraceLine},
     world::{HostKind, RunParams, World},
@@ -137,7 +140,10 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let last_step = steps.last().map(|s| s.at).unwrap_or_default();
     let mut pending = steps.iter().peekable();
     let mut converged_since: Option<Duration> = None;
-    let mut gaps: Vec<String> = Vec::new();
+    // The gaps judged at the last change of the world, and the snapshot
+    // they were found in: they are written out in its words when read.
+    let mut gaps: Vec<SimGap> = Vec::new();
+    let mut judged: Option<Snapshot> = None;
     let mut checked_version = u64::MAX;
     let mut next_timed_check = Duration::ZERO;
     let mut events = 0u64;
@@ -170,9 +176,14 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
             let snapshot = observe(&world);
             let fresh = convergence_gaps(&world, &snapshot);
             if fresh != gaps {
+                let said = judged
+                    .as_ref()
+                    .map(|j| render_gaps(&world, j, &gaps))
+                    .unwrap_or_default();
                 uncounted_changes.push(format!(
-                    "{} (version {version}): judged gaps {gaps:?}, actual {fresh:?}",
-                    fmt_time(drained)
+                    "{} (version {version}): judged gaps {said:?}, actual {:?}",
+                    fmt_time(drained),
+                    render_gaps(&world, &snapshot, &fresh)
                 ));
             }
             if now < next_timed_check {
@@ -194,7 +205,11 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                 timeline.sample(drained, gaps.is_empty());
             }
             next_timed_check = next_time_based_check(&snapshot, now).unwrap_or(Duration::MAX);
-            if let Some(v) = invariant_violation(&world, &snapshot, now) {
+            let violation = invariant_violation(&world, &snapshot, now);
+            if changed {
+                judged = Some(snapshot);
+            }
+            if let Some(v) = violation {
                 let event = {
                     let st = world.lock();
                     let found = v.cause.as_ref().and_then(|(host, text)| {
@@ -226,7 +241,10 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         if now >= cfg.deadline {
             break Verdict::NotConverged {
                 deadline: cfg.deadline,
-                gaps,
+                gaps: judged
+                    .as_ref()
+                    .map(|j| render_gaps(&world, j, &gaps))
+                    .unwrap_or_default(),
             };
         }
         // Stop at the next instant the driver must act on: a plan step, the

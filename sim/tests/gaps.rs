@@ -3,7 +3,6 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use racksim_fakes::sled_agent::SledAgentState;
 use racksim_nexus::instances::{
     ExternalIp, InstanceRecord, InstanceState, Nic, VirtualNetworkInterfaceHost, VmmInfo, VmmState,
 };
@@ -37,7 +36,7 @@ fn sled_view(index: usize, address: Ipv6Addr) -> SledView {
         index,
         name: format!("sled{index}"),
         address,
-        agent: SledAgentState::default(),
+        agent: Default::default(),
     }
 }
 
@@ -173,7 +172,7 @@ fn instance_gaps_say_where_each_piece_is_missing() {
         record(2, "db", InstanceState::Stopped, None),
     ];
     let mut sled0 = sled_view(0, SLED0);
-    sled0.agent.vmms.insert(
+    std::sync::Arc::make_mut(&mut sled0.agent).vmms.insert(
         20,
         VmmInfo {
             instance_id: 2,
@@ -183,12 +182,14 @@ fn instance_gaps_say_where_each_piece_is_missing() {
     );
     // sled2 has web's mapping; sled0 has none.
     let mut sled2 = sled_view(2, SLED2);
-    sled2.agent.v2p.insert(VirtualNetworkInterfaceHost {
-        virtual_ip: nic.virtual_ip,
-        virtual_mac: nic.mac,
-        physical_host_ip: SLED1,
-        vni: nic.vni,
-    });
+    std::sync::Arc::make_mut(&mut sled2.agent)
+        .v2p
+        .insert(VirtualNetworkInterfaceHost {
+            virtual_ip: nic.virtual_ip,
+            virtual_mac: nic.mac,
+            physical_host_ip: SLED1,
+            vni: nic.vni,
+        });
     let switches = [SwitchTable {
         slot: SwitchSlot::Switch1,
         uplinked: true,
@@ -200,7 +201,7 @@ fn instance_gaps_say_where_each_piece_is_missing() {
         desired: &[],
         switches: &switches,
         sleds: &[sled0, sled_view(1, SLED1), sled2],
-        instances: &instances,
+        instances: &instances.map(std::sync::Arc::new),
         nat_row_versions: &Default::default(),
         reincarnation: true,
         stop_removes_nat: true,
@@ -264,7 +265,7 @@ fn a_stopped_instance_s_entry_is_a_gap_where_the_stop_removes_it() {
             desired: &[],
             switches: &switches,
             sleds: &[],
-            instances: &instances,
+            instances: &instances.clone().map(std::sync::Arc::new),
             nat_row_versions: &Default::default(),
             reincarnation: true,
             stop_removes_nat,
@@ -305,7 +306,7 @@ fn vmm(instance_id: u32, vmm_id: u64, state: VmmState) -> (u64, VmmInfo) {
 fn a_second_guest_on_the_same_sled_or_another_breaches_one_vmm() {
     use VmmState::{Running, Starting};
     let mut sled0 = sled_view(0, SLED0);
-    sled0.agent.vmms.extend([
+    std::sync::Arc::make_mut(&mut sled0.agent).vmms.extend([
         vmm(1, 10, Running),
         vmm(1, 11, Starting),
         vmm(2, 12, Running),
@@ -318,19 +319,27 @@ fn a_second_guest_on_the_same_sled_or_another_breaches_one_vmm() {
     assert_eq!(
         VmmIndex::new(&sleds)
             .of(1)
-            .map(|(s, v)| (s, v.vmm_id))
+            .map(|(s, v)| (s.name.as_str(), v.vmm_id))
             .collect::<Vec<_>>(),
         [("sled0", 10), ("sled0", 11)]
     );
     // The registered one runs: two guests on sled0.
-    sleds[0].agent.vmms.get_mut(&11).unwrap().state = Running;
+    std::sync::Arc::make_mut(&mut sleds[0].agent)
+        .vmms
+        .get_mut(&11)
+        .unwrap()
+        .state = Running;
     assert_eq!(
         second_guest(&sleds, 1, "web").as_deref(),
         Some("instance web has 2 VMMs: VMM 10 on sled0, VMM 11 on sled0")
     );
     // Across sleds, as before.
-    sleds[0].agent.vmms.remove(&11);
-    sleds[1].agent.vmms.extend([vmm(1, 13, Running)]);
+    std::sync::Arc::make_mut(&mut sleds[0].agent)
+        .vmms
+        .remove(&11);
+    std::sync::Arc::make_mut(&mut sleds[1].agent)
+        .vmms
+        .extend([vmm(1, 13, Running)]);
     assert_eq!(
         second_guest(&sleds, 1, "web").as_deref(),
         Some("instance web has 2 VMMs: VMM 10 on sled0, VMM 13 on sled1")
@@ -359,7 +368,9 @@ fn a_running_instance_needs_its_own_vmm_on_its_sled() {
         auto_restart: Default::default(),
     };
     let mut sled0 = sled_view(0, SLED0);
-    sled0.agent.vmms.extend([vmm(1, 11, VmmState::Running)]);
+    std::sync::Arc::make_mut(&mut sled0.agent)
+        .vmms
+        .extend([vmm(1, 11, VmmState::Running)]);
     let sleds = [sled0];
     let gaps_of = |web: &InstanceRecord| {
         let instances = [web.clone()];
@@ -367,7 +378,7 @@ fn a_running_instance_needs_its_own_vmm_on_its_sled() {
             desired: &[],
             switches: &[],
             sleds: &sleds,
-            instances: &instances,
+            instances: &instances.map(std::sync::Arc::new),
             nat_row_versions: &Default::default(),
             reincarnation: false,
             stop_removes_nat: true,
@@ -397,7 +408,7 @@ fn state_nothing_explains_is_a_gap() {
     let known = record(1, "web", InstanceState::Stopped, None, vec![nic]);
     let mut sled0 = sled_view(0, SLED0);
     for (vmm_id, instance_id) in [(10, 1), (99, 42)] {
-        sled0.agent.vmms.insert(
+        std::sync::Arc::make_mut(&mut sled0.agent).vmms.insert(
             vmm_id,
             VmmInfo {
                 instance_id,
@@ -411,12 +422,14 @@ fn state_nothing_explains_is_a_gap() {
         ([172, 30, 0, 9], 1007),
         ([172, 30, 0, 5], 2000),
     ] {
-        sled0.agent.v2p.insert(VirtualNetworkInterfaceHost {
-            virtual_ip: IpAddr::V4(Ipv4Addr::from(ip)),
-            virtual_mac: nic.mac,
-            physical_host_ip: SLED1,
-            vni,
-        });
+        std::sync::Arc::make_mut(&mut sled0.agent)
+            .v2p
+            .insert(VirtualNetworkInterfaceHost {
+                virtual_ip: IpAddr::V4(Ipv4Addr::from(ip)),
+                virtual_mac: nic.mac,
+                physical_host_ip: SLED1,
+                vni,
+            });
     }
     let v6 = Ipv6Nat {
         external: "2001:db8::7".parse().unwrap(),
@@ -442,7 +455,7 @@ fn state_nothing_explains_is_a_gap() {
         desired: &[],
         switches: &switches,
         sleds: &[sled0],
-        instances: &[known],
+        instances: &[known.into()],
         nat_row_versions: &Default::default(),
         reincarnation: true,
         stop_removes_nat: false,

@@ -161,7 +161,7 @@ impl Control {
                 index,
                 name: s.name.clone(),
                 address: s.address,
-                agent: s.agent.lock().clone(),
+                agent: std::sync::Arc::new(s.agent.lock().clone()),
             })
             .collect();
         let names: std::collections::BTreeMap<std::net::Ipv6Addr, String> = hosts

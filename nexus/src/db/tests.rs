@@ -68,7 +68,7 @@ fn the_pool_hands_out_its_lowest_free_address_and_a_released_one_again() {
     assert_eq!(allocated(&mut db, 2), ip(21));
     // Instance 1's delete gives .20 back: the lowest free is .20 again,
     // not .22.
-    db.instances.get_mut(&1).unwrap().state = InstanceState::Deleted;
+    std::sync::Arc::make_mut(db.instances.get_mut(&1).unwrap()).state = InstanceState::Deleted;
     assert_eq!(db.release_external_ips(1).unwrap(), vec![ip(20)]);
     assert!(
         db.release_external_ips(1).unwrap().is_empty(),

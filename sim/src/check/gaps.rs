@@ -12,11 +12,11 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    net::{Ipv4Addr, Ipv6Addr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
 };
 
 use racksim_fakes::sled_agent::SledAgentState;
-use racksim_nexus::instances::{InstanceRecord, VmmInfo, VmmState};
+use racksim_nexus::instances::{ExternalIp, InstanceRecord, InstanceState, VmmInfo, VmmState};
 use racksim_reconciler::{
     discovery::SwitchSlot,
     dpd::{Ipv4Nat, Ipv6Nat},
@@ -99,7 +99,9 @@ pub struct SledView {
     pub index: usize,
     pub name: String,
     pub address: Ipv6Addr,
-    pub agent: SledAgentState,
+    /// Shared with the world it was read from (a snapshot copies no
+    /// sled-agent's tables).
+    pub agent: std::sync::Arc<SledAgentState>,
 }
 
 /// A rack as the checks read it. Switch zones that are down and sleds that
@@ -109,8 +111,9 @@ pub struct RackView<'a> {
     pub desired: &'a [DesiredNat],
     pub switches: &'a [SwitchTable],
     pub sleds: &'a [SledView],
-    /// The database's instance records.
-    pub instances: &'a [InstanceRecord],
+    /// The database's instance records (shared: a simulated run's
+    /// snapshot copies none).
+    pub instances: &'a [std::sync::Arc<InstanceRecord>],
     /// The versions of the database's live instance NAT rows (empty where
     /// they are not known): a switch that lacks an entry whose row's
     /// version it has pulled past missed it for good.
@@ -145,18 +148,13 @@ impl RackView<'_> {
 /// id). Built once per look at the rack, so that asking for every
 /// instance's VMMs costs one pass over the sleds, not one per instance (a
 /// rack of a hundred instances spent most of its checks here).
-pub struct VmmIndex<'a>(Vec<(u32, &'a str, &'a VmmInfo)>);
+pub struct VmmIndex<'a>(Vec<(u32, &'a SledView, &'a VmmInfo)>);
 
 impl<'a> VmmIndex<'a> {
     pub fn new(sleds: &'a [SledView]) -> Self {
-        let mut all: Vec<(u32, &str, &VmmInfo)> = sleds
+        let mut all: Vec<(u32, &SledView, &VmmInfo)> = sleds
             .iter()
-            .flat_map(|s| {
-                s.agent
-                    .vmms
-                    .values()
-                    .map(move |v| (v.instance_id, s.name.as_str(), v))
-            })
+            .flat_map(|s| s.agent.vmms.values().map(move |v| (v.instance_id, s, v)))
             .collect();
         // One allocation per look, not one per instance: sorted by
         // instance, stably, so each instance's VMMs stay in sled order and
@@ -165,8 +163,8 @@ impl<'a> VmmIndex<'a> {
         VmmIndex(all)
     }
 
-    /// The VMMs of instance `id`, each with its sled's name.
-    pub fn of(&self, id: u32) -> impl Iterator<Item = (&'a str, &'a VmmInfo)> + '_ {
+    /// The VMMs of instance `id`, each with its sled.
+    pub fn of(&self, id: u32) -> impl Iterator<Item = (&'a SledView, &'a VmmInfo)> + '_ {
         let start = self.0.partition_point(|&(i, _, _)| i < id);
         self.0[start..]
             .iter()
@@ -186,7 +184,7 @@ impl<'a> VmmIndex<'a> {
         let count = guests().count();
         (count > 1).then(|| {
             let vmms: Vec<String> = guests()
-                .map(|(sled, v)| format!("VMM {} on {sled}", v.vmm_id))
+                .map(|(sled, v)| format!("VMM {} on {}", v.vmm_id, sled.name))
                 .collect();
             format!("instance {name} has {count} VMMs: {}", vmms.join(", "))
         })
@@ -350,227 +348,367 @@ pub fn service_nat_gaps(view: &RackView) -> Vec<Gap> {
 /// VMM, its NAT entry on every live uplinked switch and its V2P mapping on
 /// every other live sled; a stopped one has no VMM; a failed one that its
 /// auto-restart policy restarts has been restarted; none is stuck midway.
+/// Each gap written out ([`InstanceGap::render`]).
 pub fn instance_gaps(view: &RackView) -> Vec<Gap> {
-    use racksim_nexus::instances::{AutoRestartPolicy, InstanceState};
-    let vmms = VmmIndex::new(view.sleds);
-    debug_assert!(view.switches.iter().all(SwitchTable::is_in_key_order));
-    let mut gaps = Vec::new();
-    for inst in view.instances {
-        let name = &inst.name;
-        let of_instance = || format!("instance {name}");
-        match (inst.state, inst.sled) {
-            (InstanceState::Running, Some(sled)) => {
-                let (target_name, target_address) = (view.sled)(sled as usize);
-                // The record's VMM, by its propolis id: another VMM of the
-                // instance on the sled is not the one the record says runs.
-                let has_its_vmm = |s: &SledView| match inst.vmm {
-                    Some(vmm) => s
-                        .agent
-                        .vmms
-                        .get(&vmm)
-                        .is_some_and(|v| v.instance_id == inst.id),
-                    None => vmms.of(inst.id).any(|(n, _)| n == s.name),
-                };
-                if !view
-                    .sleds
-                    .iter()
-                    .any(|s| s.index == sled as usize && has_its_vmm(s))
-                {
-                    gaps.push(Gap {
-                        at: target_name.clone(),
-                        message: format!(
-                            "instance {name} is running on {target_name}, which has no VMM for it"
-                        ),
-                    });
-                }
-                let nic = inst.nics.first();
-                for table in view.switches.iter().filter(|t| t.uplinked) {
-                    let slot = table.slot;
-                    for ip in &inst.external_ips {
-                        let ok = table.entries_of(ip.ip).iter().any(|e| {
-                            e.low == ip.first_port
-                                && e.high == ip.last_port
-                                && e.target.internal_ip == target_address
-                                && nic.is_none_or(|n| {
-                                    e.target.inner_mac == n.mac && e.target.vni == n.vni
-                                })
-                        });
-                        if !ok {
-                            gaps.push(Gap {
-                                at: slot.to_string(),
-                                message: format!(
-                                    "{slot} lacks the NAT entry of instance {name}: {}/{}-{} -> {target_name}{}",
-                                    ip.ip,
-                                    ip.first_port,
-                                    ip.last_port,
-                                    pulled_past(view, table, inst.id, ip)
-                                ),
-                            });
-                        }
+    InstanceGap::find_all(view)
+        .iter()
+        .map(|g| g.render(view))
+        .collect()
+}
+
+/// One instance's gap as data: what [`instance_gaps`] writes out, before
+/// it is written. A simulated run looks at the rack after every change of
+/// it and needs only to know whether gaps remain and whether they changed;
+/// writing a hundred instances' sentences at every look was most of the
+/// checks' cost (issue 40), so the run keeps these and writes them out
+/// when a verdict or a report needs the words. Equal gaps read the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InstanceGap {
+    /// The instance, by id.
+    pub instance: u32,
+    pub kind: InstanceGapKind,
+}
+
+/// What is amiss with an instance. Sleds are named by their index in
+/// the rack, switches by slot; the words come from the view they are
+/// rendered with ([`InstanceGap::render`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceGapKind {
+    /// Running on `sled`, which has no VMM for it (not the one its
+    /// record names).
+    NoVmm { sled: usize },
+    /// A live uplinked switch lacks its entry for `ip` to `sled`;
+    /// `pulled_past` is `(version, generation)` when the row's version is
+    /// at or below the generation the switch's dpd has pulled to.
+    LacksNat {
+        switch: SwitchSlot,
+        ip: ExternalIp,
+        sled: usize,
+        pulled_past: Option<(i64, i64)>,
+    },
+    /// Sled `at` lacks the mapping of NIC `virtual_ip` to `sled`.
+    LacksV2p {
+        at: usize,
+        virtual_ip: IpAddr,
+        sled: usize,
+    },
+    /// Failed, and its auto-restart policy (best-effort) restarts it.
+    NotRestarted,
+    /// Stopped or failed (`state`), with `entry` still on a switch.
+    HoldsNat {
+        switch: SwitchSlot,
+        state: InstanceState,
+        entry: Ipv4Nat,
+    },
+    /// Deleted, with `entry` still on a switch.
+    DeletedHoldsNat { switch: SwitchSlot, entry: Ipv4Nat },
+    /// Deleted, with the mapping of NIC `virtual_ip` still on sled `at`.
+    DeletedHoldsV2p { at: usize, virtual_ip: IpAddr },
+    /// Stopped, failed or deleted (`state`), with a VMM still on sled
+    /// `at` (`registered_only`: never started).
+    LeftoverVmm {
+        at: usize,
+        state: InstanceState,
+        registered_only: bool,
+    },
+    /// Stuck midway, in `state`.
+    Stuck { state: InstanceState },
+}
+
+impl InstanceGap {
+    /// Every instance's gaps, in a fixed order: by instance as the view
+    /// lists them, then as [`instance_gaps`] has always listed them.
+    pub fn find_all(view: &RackView) -> Vec<InstanceGap> {
+        use racksim_nexus::instances::AutoRestartPolicy;
+        let vmms = VmmIndex::new(view.sleds);
+        debug_assert!(view.switches.iter().all(SwitchTable::is_in_key_order));
+        let mut gaps = Vec::new();
+        for inst in view.instances {
+            let mut gap = |kind| {
+                gaps.push(InstanceGap {
+                    instance: inst.id,
+                    kind,
+                })
+            };
+            match (inst.state, inst.sled) {
+                (InstanceState::Running, Some(sled)) => {
+                    let sled = sled as usize;
+                    // Its sled's address: from the view's sleds while it is
+                    // up (no name to copy), else from the rack's.
+                    let target_address = view
+                        .sleds
+                        .iter()
+                        .find(|s| s.index == sled)
+                        .map_or_else(|| (view.sled)(sled).1, |s| s.address);
+                    // The record's VMM, by its propolis id: another VMM of the
+                    // instance on the sled is not the one the record says runs.
+                    let has_its_vmm = |s: &SledView| match inst.vmm {
+                        Some(vmm) => s
+                            .agent
+                            .vmms
+                            .get(&vmm)
+                            .is_some_and(|v| v.instance_id == inst.id),
+                        None => vmms.of(inst.id).any(|(on, _)| on.index == s.index),
+                    };
+                    if !view.sleds.iter().any(|s| s.index == sled && has_its_vmm(s)) {
+                        gap(InstanceGapKind::NoVmm { sled });
                     }
-                }
-                for s in view.sleds.iter().filter(|s| s.index != sled as usize) {
-                    for nic in &inst.nics {
-                        // The mapping, every field of it: a look-up in the
-                        // sled's ordered set, not a scan of it.
-                        let ok = s.agent.v2p.contains(&VirtualNetworkInterfaceHost {
-                            virtual_ip: nic.virtual_ip,
-                            virtual_mac: nic.mac,
-                            physical_host_ip: target_address,
-                            vni: nic.vni,
-                        });
-                        if !ok {
-                            gaps.push(Gap {
-                                at: s.name.clone(),
-                                message: format!(
-                                    "{} lacks the V2P mapping of instance {name}: {} -> {target_name}",
-                                    s.name, nic.virtual_ip
-                                ),
-                            });
-                        }
-                    }
-                }
-            }
-            (InstanceState::Stopped | InstanceState::Failed | InstanceState::Deleted, _) => {
-                // A failed instance whose policy restarts it has not settled
-                // until reincarnation has (upstream's intent: BestEffort
-                // instances come back on their own); under `Never`, or with
-                // no reincarnation in the era, Failed is where it rests.
-                if inst.state == InstanceState::Failed
-                    && inst.auto_restart.policy == AutoRestartPolicy::BestEffort
-                    && view.reincarnation
-                {
-                    gaps.push(Gap {
-                        at: of_instance(),
-                        message: format!(
-                            "instance {name} is failed and not yet restarted (auto-restart policy best-effort)"
-                        ),
-                    });
-                }
-                if inst.state != InstanceState::Deleted && view.stop_removes_nat {
-                    // What the stop (or the update saga) removed must be
-                    // gone from every switch once each dpd has pulled: an
-                    // entry left routes the instance's external IP to a
-                    // sled with no VMM for it, and holds the IP's key.
-                    for table in view.switches {
-                        let slot = table.slot;
+                    let nic = inst.nics.first();
+                    for table in view.switches.iter().filter(|t| t.uplinked) {
                         for ip in &inst.external_ips {
-                            if let Some(e) = table
-                                .entries_of(ip.ip)
-                                .iter()
-                                .find(|e| e.low == ip.first_port)
-                            {
-                                gaps.push(Gap {
-                                    at: slot.to_string(),
-                                    message: format!(
-                                        "{slot} still holds the NAT entry of {} instance {name}: {}",
-                                        format!("{:?}", inst.state).to_lowercase(),
-                                        view.entry(&NatEntry::from_dpd(e))
-                                    ),
+                            let ok = table.entries_of(ip.ip).iter().any(|e| {
+                                e.low == ip.first_port
+                                    && e.high == ip.last_port
+                                    && e.target.internal_ip == target_address
+                                    && nic.is_none_or(|n| {
+                                        e.target.inner_mac == n.mac && e.target.vni == n.vni
+                                    })
+                            });
+                            if !ok {
+                                gap(InstanceGapKind::LacksNat {
+                                    switch: table.slot,
+                                    ip: *ip,
+                                    sled,
+                                    pulled_past: pulled_past(view, table, inst.id, ip),
                                 });
                             }
                         }
                     }
-                }
-                if inst.state == InstanceState::Deleted {
-                    // Nothing of a deleted instance may remain once the
-                    // repairs have run (each dpd's pull, the V2P task).
-                    // An address the pool has handed to another instance
-                    // since is that instance's to judge: its entry there
-                    // is not this one's leftover.
-                    let reused = |ip: &std::net::Ipv4Addr| {
-                        view.instances.iter().any(|o| {
-                            o.id != inst.id
-                                && o.state != InstanceState::Deleted
-                                && o.external_ips.iter().any(|x| x.ip == *ip)
-                        })
-                    };
-                    for table in view.switches {
-                        let slot = table.slot;
-                        for ip in inst.external_ips.iter().filter(|ip| !reused(&ip.ip)) {
-                            if let Some(e) = table.entries_of(ip.ip).first() {
-                                gaps.push(Gap {
-                                    at: slot.to_string(),
-                                    message: format!(
-                                        "{slot} still holds the NAT entry of deleted instance {name}: {}",
-                                        view.entry(&NatEntry::from_dpd(e))
-                                    ),
-                                });
-                            }
-                        }
-                    }
-                    for s in view.sleds {
+                    for s in view.sleds.iter().filter(|s| s.index != sled) {
                         for nic in &inst.nics {
-                            if s.agent
-                                .v2p
-                                .iter()
-                                .any(|m| m.virtual_ip == nic.virtual_ip && m.vni == nic.vni)
-                            {
-                                gaps.push(Gap {
-                                    at: s.name.clone(),
-                                    message: format!(
-                                        "{} still holds the V2P mapping of deleted instance {name}: {}",
-                                        s.name, nic.virtual_ip
-                                    ),
+                            // The mapping, every field of it: a look-up in the
+                            // sled's ordered set, not a scan of it.
+                            let ok = s.agent.v2p.contains(&VirtualNetworkInterfaceHost {
+                                virtual_ip: nic.virtual_ip,
+                                virtual_mac: nic.mac,
+                                physical_host_ip: target_address,
+                                vni: nic.vni,
+                            });
+                            if !ok {
+                                gap(InstanceGapKind::LacksV2p {
+                                    at: s.index,
+                                    virtual_ip: nic.virtual_ip,
+                                    sled,
                                 });
                             }
                         }
                     }
                 }
-                for (sled_name, v) in vmms.of(inst.id) {
-                    // Upstream's sled-agent creates the Propolis zone (and
-                    // so a guest) only on the first request to run; a VMM
-                    // only registered is an idle runner, leaked all the
-                    // same (omicron b848b6df `sled-agent/src/instance.rs`).
-                    let what = if v.state == VmmState::Starting {
-                        "holds a registered, never-started VMM"
-                    } else {
-                        "runs a VMM"
-                    };
-                    gaps.push(Gap {
-                        at: sled_name.to_string(),
-                        message: format!(
-                            "instance {name} is {:?} but {sled_name} still {what} for it",
-                            inst.state
-                        )
-                        .to_lowercase(),
-                    });
+                (InstanceState::Stopped | InstanceState::Failed | InstanceState::Deleted, _) => {
+                    // A failed instance whose policy restarts it has not settled
+                    // until reincarnation has (upstream's intent: BestEffort
+                    // instances come back on their own); under `Never`, or with
+                    // no reincarnation in the era, Failed is where it rests.
+                    if inst.state == InstanceState::Failed
+                        && inst.auto_restart.policy == AutoRestartPolicy::BestEffort
+                        && view.reincarnation
+                    {
+                        gap(InstanceGapKind::NotRestarted);
+                    }
+                    if inst.state != InstanceState::Deleted && view.stop_removes_nat {
+                        // What the stop (or the update saga) removed must be
+                        // gone from every switch once each dpd has pulled: an
+                        // entry left routes the instance's external IP to a
+                        // sled with no VMM for it, and holds the IP's key.
+                        for table in view.switches {
+                            for ip in &inst.external_ips {
+                                if let Some(e) = table
+                                    .entries_of(ip.ip)
+                                    .iter()
+                                    .find(|e| e.low == ip.first_port)
+                                {
+                                    gap(InstanceGapKind::HoldsNat {
+                                        switch: table.slot,
+                                        state: inst.state,
+                                        entry: *e,
+                                    });
+                                }
+                            }
+                        }
+                    }
+                    if inst.state == InstanceState::Deleted {
+                        // Nothing of a deleted instance may remain once the
+                        // repairs have run (each dpd's pull, the V2P task).
+                        // An address the pool has handed to another instance
+                        // since is that instance's to judge: its entry there
+                        // is not this one's leftover.
+                        let reused = |ip: &std::net::Ipv4Addr| {
+                            view.instances.iter().any(|o| {
+                                o.id != inst.id
+                                    && o.state != InstanceState::Deleted
+                                    && o.external_ips.iter().any(|x| x.ip == *ip)
+                            })
+                        };
+                        for table in view.switches {
+                            for ip in inst.external_ips.iter().filter(|ip| !reused(&ip.ip)) {
+                                if let Some(e) = table.entries_of(ip.ip).first() {
+                                    gap(InstanceGapKind::DeletedHoldsNat {
+                                        switch: table.slot,
+                                        entry: *e,
+                                    });
+                                }
+                            }
+                        }
+                        for s in view.sleds {
+                            for nic in &inst.nics {
+                                if s.agent
+                                    .v2p
+                                    .iter()
+                                    .any(|m| m.virtual_ip == nic.virtual_ip && m.vni == nic.vni)
+                                {
+                                    gap(InstanceGapKind::DeletedHoldsV2p {
+                                        at: s.index,
+                                        virtual_ip: nic.virtual_ip,
+                                    });
+                                }
+                            }
+                        }
+                    }
+                    for (on, v) in vmms.of(inst.id) {
+                        gap(InstanceGapKind::LeftoverVmm {
+                            at: on.index,
+                            state: inst.state,
+                            registered_only: v.state == VmmState::Starting,
+                        });
+                    }
                 }
-            }
-            (state, _) => {
-                gaps.push(Gap {
-                    at: of_instance(),
-                    message: format!("instance {name} is stuck in state {state:?}").to_lowercase(),
-                });
+                (state, _) => gap(InstanceGapKind::Stuck { state }),
             }
         }
+        gaps
     }
-    gaps
+
+    /// The gap in words, named from `view`: where it is and what.
+    pub fn render(&self, view: &RackView) -> Gap {
+        let name = view
+            .instances
+            .iter()
+            .find(|i| i.id == self.instance)
+            .map_or_else(|| format!("id {}", self.instance), |i| i.name.clone());
+        let sled_name = |i: usize| (view.sled)(i).0;
+        // A sled the view lists as up, by its own name.
+        let up_sled = |i: usize| {
+            view.sleds
+                .iter()
+                .find(|s| s.index == i)
+                .map_or_else(|| sled_name(i), |s| s.name.clone())
+        };
+        let (at, message) = match self.kind {
+            InstanceGapKind::NoVmm { sled } => {
+                let target = sled_name(sled);
+                let message =
+                    format!("instance {name} is running on {target}, which has no VMM for it");
+                (target, message)
+            }
+            InstanceGapKind::LacksNat {
+                switch,
+                ip,
+                sled,
+                pulled_past,
+            } => (
+                switch.to_string(),
+                format!(
+                    "{switch} lacks the NAT entry of instance {name}: {}/{}-{} -> {}{}",
+                    ip.ip,
+                    ip.first_port,
+                    ip.last_port,
+                    sled_name(sled),
+                    pulled_past.map_or_else(String::new, |(version, pulled_to)| format!(
+                        " (its row's version {version} is at or below the generation {switch} has pulled to, {pulled_to})"
+                    ))
+                ),
+            ),
+            InstanceGapKind::LacksV2p {
+                at,
+                virtual_ip,
+                sled,
+            } => {
+                let at = up_sled(at);
+                let message = format!(
+                    "{at} lacks the V2P mapping of instance {name}: {virtual_ip} -> {}",
+                    sled_name(sled)
+                );
+                (at, message)
+            }
+            InstanceGapKind::NotRestarted => (
+                format!("instance {name}"),
+                format!(
+                    "instance {name} is failed and not yet restarted (auto-restart policy best-effort)"
+                ),
+            ),
+            InstanceGapKind::HoldsNat {
+                switch,
+                state,
+                entry,
+            } => (
+                switch.to_string(),
+                format!(
+                    "{switch} still holds the NAT entry of {} instance {name}: {}",
+                    format!("{state:?}").to_lowercase(),
+                    view.entry(&NatEntry::from_dpd(&entry))
+                ),
+            ),
+            InstanceGapKind::DeletedHoldsNat { switch, entry } => (
+                switch.to_string(),
+                format!(
+                    "{switch} still holds the NAT entry of deleted instance {name}: {}",
+                    view.entry(&NatEntry::from_dpd(&entry))
+                ),
+            ),
+            InstanceGapKind::DeletedHoldsV2p { at, virtual_ip } => {
+                let at = up_sled(at);
+                let message = format!(
+                    "{at} still holds the V2P mapping of deleted instance {name}: {virtual_ip}"
+                );
+                (at, message)
+            }
+            InstanceGapKind::LeftoverVmm {
+                at,
+                state,
+                registered_only,
+            } => {
+                // Upstream's sled-agent creates the Propolis zone (and so
+                // a guest) only on the first request to run; a VMM only
+                // registered is an idle runner, leaked all the same (omicron
+                // b848b6df `sled-agent/src/instance.rs`).
+                let what = if registered_only {
+                    "holds a registered, never-started VMM"
+                } else {
+                    "runs a VMM"
+                };
+                let at = up_sled(at);
+                let message =
+                    format!("instance {name} is {state:?} but {at} still {what} for it")
+                        .to_lowercase();
+                (at, message)
+            }
+            InstanceGapKind::Stuck { state } => (
+                format!("instance {name}"),
+                format!("instance {name} is stuck in state {state:?}").to_lowercase(),
+            ),
+        };
+        Gap { at, message }
+    }
 }
 
 /// Why a switch that lacks an instance's entry will not get it from its
 /// pulls: the row's version is at or below the generation its dpd has
 /// pulled to, so no changeset from there returns it (a version that
-/// became visible after a later one was read). Empty when that is not
-/// known to be so: the row is newer (a pull will bring it), absent, or
-/// the versions are unknown.
+/// became visible after a later one was read): `(version, generation)`.
+/// None when that is not known to be so: the row is newer (a pull will
+/// bring it), absent, or the versions are unknown.
 fn pulled_past(
     view: &RackView<'_>,
     table: &SwitchTable,
     instance: u32,
-    ip: &racksim_nexus::instances::ExternalIp,
-) -> String {
-    let Some(pulled_to) = table.pulled_to else {
-        return String::new();
-    };
+    ip: &ExternalIp,
+) -> Option<(i64, i64)> {
+    let pulled_to = table.pulled_to?;
     match view
         .nat_row_versions
         .get(&(instance, ip.ip, ip.first_port, ip.last_port))
     {
-        Some(&version) if version <= pulled_to => format!(
-            " (its row's version {version} is at or below the generation {} has pulled to, {pulled_to})",
-            table.slot
-        ),
-        _ => String::new(),
+        Some(&version) if version <= pulled_to => Some((version, pulled_to)),
+        _ => None,
     }
 }

@@ -172,7 +172,7 @@ impl SledAgentApi {
             .sleds
             .agents
             .get(&self.index)
-            .cloned()
+            .map(|a| racksim_fakes::sled_agent::SledAgentState::clone(a))
             .unwrap_or_default();
         copy.handle(req).0
     }
@@ -187,7 +187,8 @@ impl SledAgentApi {
         }
         let (response, change) = {
             let mut st = w.lock();
-            let (response, change) = st.sleds.agents.entry(self.index).or_default().handle(req);
+            let agent = st.sleds.agents.entry(self.index).or_default();
+            let (response, change) = std::sync::Arc::make_mut(agent).handle(req);
             if change.is_some() {
                 st.version += 1;
             }

@@ -134,8 +134,11 @@ pub struct SledsState {
     pub up: BTreeSet<usize>,
     /// Sleds gone for good (replaced scrimlets).
     pub retired: BTreeSet<usize>,
-    /// Volatile state of each running sled-agent, by sled index.
-    pub agents: BTreeMap<usize, SledAgentState>,
+    /// Volatile state of each running sled-agent, by sled index. Shared
+    /// with the checks' snapshots (`check::observe`), and copied only when
+    /// a sled-agent changes while a snapshot still holds it: a look at a
+    /// rack of a hundred instances copied every sled's V2P table.
+    pub agents: BTreeMap<usize, std::sync::Arc<SledAgentState>>,
     /// Whether each scrimlet currently has its sidecar (by sled index).
     pub scrimlet_status: BTreeMap<usize, watch::Sender<ScrimletStatus>>,
     /// Each running sled's NTP zone, by sled index: its kind, and whether

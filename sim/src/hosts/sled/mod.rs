@@ -26,7 +26,6 @@ mod zones;
 
 use std::collections::BTreeMap;
 
-use racksim_fakes::sled_agent::SledAgentState;
 use racksim_reconciler::nat::NatEntry;
 use rand::{rngs::SmallRng, SeedableRng};
 use tokio::task::JoinHandle;
@@ -55,7 +54,7 @@ pub async fn run(world: World, index: usize) -> turmoil::Result {
         // sled-agent's instance and V2P state does not survive a restart.
         let mut st = world.lock();
         st.sleds.up.insert(index);
-        st.sleds.agents.insert(index, SledAgentState::default());
+        st.sleds.agents.insert(index, Default::default());
         st.version += 1;
     }
     world.trace(&name, Kind::Boot, "sled-agent up");
