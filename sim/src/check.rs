@@ -440,7 +440,7 @@ pub fn invariant_violation(
         }
         if let Some((sled, since, grace_ends)) = running_grace(o, inst) {
             if now >= grace_ends {
-                let sled_addr = world.sled(sled as usize).address;
+                let sled_addr = world.sled_address(sled as usize);
                 for (t, table) in o.tables.iter().enumerate() {
                     let slot = &table.slot;
                     // A switch cut off from every Nexus cannot learn of the

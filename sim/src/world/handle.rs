@@ -201,6 +201,12 @@ impl World {
         self.lock().sleds.specs[index].clone()
     }
 
+    /// Sled `index`'s underlay address (without copying its spec: the
+    /// checks ask it for every running instance at every look).
+    pub fn sled_address(&self, index: usize) -> Ipv6Addr {
+        self.lock().sleds.specs[index].address
+    }
+
     /// Where a switch zone is now.
     pub fn switch_zone_address(&self, slot: SwitchSlot) -> Option<Ipv6Addr> {
         self.lock().switches.addresses.get(&slot).copied()
