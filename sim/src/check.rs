@@ -207,9 +207,12 @@ pub struct Violation {
     pub cause: Option<(String, String)>,
 }
 
-/// What the checks read, copied out of the world once per check: the
-/// checks then format their findings without the lock (naming addresses
-/// takes it again).
+/// What the checks read, taken out of the world once per check: the
+/// checks then work without the lock (naming addresses takes it again).
+/// The instance records and the sled-agents' states are shared with the
+/// world, not copied (it copies one on write while a snapshot holds it);
+/// the rest is copied. A run keeps the snapshot of its last judgement, to
+/// write that judgement's gaps out in its words ([`render_gaps`]).
 pub struct Snapshot {
     /// The database's records, shared with it.
     instances: Vec<std::sync::Arc<racksim_nexus::instances::InstanceRecord>>,
