@@ -90,19 +90,13 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
     {
         if snap.sleds_up.contains(&z.spec.sled) && !snap.ntp_synced.contains(&z.spec.sled) {
             let sled = sled_name(z.spec.sled);
-            gaps.push(SimGap::Said(
-                match snap.blocked_starts.get(&(z.spec.sled, z.id)) {
-                    Some(progress) => format!(
-                        "NTP unsynchronised: boundary NTP on {sled} has not started: {}",
-                        blocked_start(world, progress)
-                    ),
-                    None => {
-                        format!(
-                        "NTP unsynchronised: boundary NTP on {sled} has had no reply from upstream"
-                    )
-                    }
-                },
-            ));
+            let why = match snap.blocked_starts.get(&(z.spec.sled, z.id)) {
+                Some(progress) => format!("has not started: {}", blocked_start(world, progress)),
+                None => "has had no reply from upstream".to_string(),
+            };
+            gaps.push(SimGap::Said(format!(
+                "NTP unsynchronised: boundary NTP on {sled} {why}"
+            )));
         }
     }
     // An operator who took the control plane down meant it; the rack must
