@@ -23,8 +23,8 @@ use gaps::{DesiredNat, RackView, SledView, SwitchTable};
 /// One gap of a simulated rack, as a run keeps it between looks: an
 /// instance's as data ([`gaps::InstanceGap`]: a rack of a hundred
 /// instances has that many at a look, and a run looks after every change),
-/// the few others in words. Written out by [`render_gaps`] when a verdict
-/// or a report reads them; equal gaps read the same.
+/// the few others in words. Written out by [`Judgement::words`] when a
+/// verdict or a report reads them; equal gaps read the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SimGap {
     Said(String),
@@ -32,10 +32,14 @@ pub enum SimGap {
 }
 
 /// The rack as the shared checks read it, `snap` and the world's config
-/// of the moment: `f` gets the view.
-fn with_view<R>(world: &World, snap: &Snapshot, f: impl FnOnce(&RackView) -> R) -> R {
-    // The config as it is now: a run can add, move and remove zones.
-    let zones = world.zones();
+/// of the moment (`zones`: a run can add, move and remove zones): `f`
+/// gets the view.
+fn with_view<R>(
+    world: &World,
+    snap: &Snapshot,
+    zones: &crate::world::ZoneSet,
+    f: impl FnOnce(&RackView) -> R,
+) -> R {
     let sleds = world.lock().sleds.specs.clone();
     let desired: Vec<DesiredNat> = world
         .desired_nat()
@@ -54,17 +58,35 @@ fn with_view<R>(world: &World, snap: &Snapshot, f: impl FnOnce(&RackView) -> R) 
     f(&snap.view(&desired, world, &host, &sled))
 }
 
-/// `gaps` in words, named as the rack `snap` saw them: the snapshot the
-/// gaps were found in.
-pub fn render_gaps(world: &World, snap: &Snapshot, gaps: &[SimGap]) -> Vec<String> {
-    with_view(world, snap, |view| {
-        gaps.iter()
-            .map(|g| match g {
-                SimGap::Said(text) => text.clone(),
-                SimGap::Instance(g) => g.render(view).message,
-            })
-            .collect()
-    })
+/// A judgement of the rack: its gaps, and the snapshot they were found
+/// in, which names them when they are written out ([`Judgement::words`]).
+/// A run keeps its last one between changes of the world.
+pub struct Judgement {
+    pub gaps: Vec<SimGap>,
+    pub(crate) snapshot: Snapshot,
+}
+
+impl Judgement {
+    /// The gaps of the world as `snapshot` saw it.
+    pub fn new(world: &World, snapshot: Snapshot) -> Self {
+        Judgement {
+            gaps: convergence_gaps(world, &snapshot),
+            snapshot,
+        }
+    }
+
+    /// The gaps in words, named as the rack was when they were found.
+    pub fn words(&self, world: &World) -> Vec<String> {
+        with_view(world, &self.snapshot, &world.zones(), |view| {
+            self.gaps
+                .iter()
+                .map(|g| match g {
+                    SimGap::Said(text) => text.clone(),
+                    SimGap::Instance(g) => g.render(view).message,
+                })
+                .collect()
+        })
+    }
 }
 
 /// Everything between the world and convergence, in a fixed order: the
@@ -72,7 +94,7 @@ pub fn render_gaps(world: &World, snap: &Snapshot, gaps: &[SimGap]) -> Vec<Strin
 /// plane, the instances ([`gaps::InstanceGap::find_all`]) and stuck sagas.
 pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
     let zones = world.zones();
-    let (mut gaps, instances) = with_view(world, snap, |view| {
+    let (mut gaps, instances) = with_view(world, snap, &zones, |view| {
         let service: Vec<SimGap> = gaps::service_nat_gaps(view)
             .into_iter()
             .map(|g| SimGap::Said(g.message))
@@ -206,7 +228,7 @@ pub struct Violation {
 /// The instance records and the sled-agents' states are shared with the
 /// world, not copied (it copies one on write while a snapshot holds it);
 /// the rest is copied. A run keeps the snapshot of its last judgement, to
-/// write that judgement's gaps out in its words ([`render_gaps`]).
+/// write that judgement's gaps out in its words ([`Judgement`]).
 pub struct Snapshot {
     /// The database's records, shared with it.
     instances: Vec<std::sync::Arc<racksim_nexus::instances::InstanceRecord>>,

@@ -50,10 +50,7 @@ pub use self::{
     verdict::{RunOutcome, Verdict, TESTBED_ERROR_EXIT},
 };
 use crate::{
-    check::{
-        convergence_gaps, invariant_violation, next_time_based_check, observe, render_gaps, SimGap,
-        Snapshot,
-    },
+    check::{invariant_violation, next_time_based_check, observe, Judgement},
     rack::{UPSTREAM_NTP_ADDR, UPSTREAM_NTP_NAME},
     trace::{fmt_time, Kind, TraceLine},
     world::{HostKind, RunParams, World},
@@ -140,10 +137,9 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
     let last_step = steps.last().map(|s| s.at).unwrap_or_default();
     let mut pending = steps.iter().peekable();
     let mut converged_since: Option<Duration> = None;
-    // The gaps judged at the last change of the world, and the snapshot
-    // they were found in: they are written out in its words when read.
-    let mut gaps: Vec<SimGap> = Vec::new();
-    let mut judged: Option<Snapshot> = None;
+    // The judgement at the last change of the world. The first pass makes
+    // one (no version is `u64::MAX`), so every later pass has one.
+    let mut judged: Option<Judgement> = None;
     let mut checked_version = u64::MAX;
     let mut next_timed_check = Duration::ZERO;
     let mut events = 0u64;
@@ -172,22 +168,21 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         // world serves both.
         let version = world.lock().version;
         let changed = version != checked_version;
-        if cfg.recheck_every_event && !changed {
-            let snapshot = observe(&world);
-            let fresh = convergence_gaps(&world, &snapshot);
-            if fresh != gaps {
-                let said = judged
-                    .as_ref()
-                    .map(|j| render_gaps(&world, j, &gaps))
-                    .unwrap_or_default();
+        if let Some(last) = judged
+            .as_ref()
+            .filter(|_| cfg.recheck_every_event && !changed)
+        {
+            let fresh = Judgement::new(&world, observe(&world));
+            if fresh.gaps != last.gaps {
                 uncounted_changes.push(format!(
-                    "{} (version {version}): judged gaps {said:?}, actual {:?}",
+                    "{} (version {version}): judged gaps {:?}, actual {:?}",
                     fmt_time(drained),
-                    render_gaps(&world, &snapshot, &fresh)
+                    last.words(&world),
+                    fresh.words(&world)
                 ));
             }
             if now < next_timed_check {
-                if let Some(v) = invariant_violation(&world, &snapshot, now) {
+                if let Some(v) = invariant_violation(&world, &fresh.snapshot, now) {
                     uncounted_changes.push(format!(
                         "{} (version {version}): {} broken between checks: {}",
                         fmt_time(now),
@@ -199,15 +194,13 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         }
         if changed || now >= next_timed_check {
             let snapshot = observe(&world);
-            if changed {
-                checked_version = version;
-                gaps = convergence_gaps(&world, &snapshot);
-                timeline.sample(drained, gaps.is_empty());
-            }
             next_timed_check = next_time_based_check(&snapshot, now).unwrap_or(Duration::MAX);
             let violation = invariant_violation(&world, &snapshot, now);
             if changed {
-                judged = Some(snapshot);
+                checked_version = version;
+                let judgement = Judgement::new(&world, snapshot);
+                timeline.sample(drained, judgement.gaps.is_empty());
+                judged = Some(judgement);
             }
             if let Some(v) = violation {
                 let event = {
@@ -230,7 +223,8 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
                 };
             }
         }
-        if gaps.is_empty() && drained >= last_step && pending.peek().is_none() {
+        let judgement = judged.as_ref().expect("the first pass judges the world");
+        if judgement.gaps.is_empty() && drained >= last_step && pending.peek().is_none() {
             let since = *converged_since.get_or_insert(drained);
             if now - since >= cfg.stability {
                 break Verdict::Converged { at: since };
@@ -241,10 +235,7 @@ pub fn run(cfg: &RunConfig) -> RunOutcome {
         if now >= cfg.deadline {
             break Verdict::NotConverged {
                 deadline: cfg.deadline,
-                gaps: judged
-                    .as_ref()
-                    .map(|j| render_gaps(&world, j, &gaps))
-                    .unwrap_or_default(),
+                gaps: judgement.words(&world),
             };
         }
         // Stop at the next instant the driver must act on: a plan step, the
