@@ -142,7 +142,14 @@ enum Command {
 fn main() -> ExitCode {
     // Before anything prints a replay line (racksim::invocation).
     racksim::invocation::set_from_process();
-    let result = match Cli::parse().command {
+    let cli = Cli::parse();
+    // A `RUST_LOG` the stderr log cannot read is refused before any run,
+    // as a bad argument is (each run would otherwise say so on its own).
+    if let Err(message) = racksim_sim::logging::stderr_filter() {
+        eprintln!("{message}");
+        return ExitCode::from(2);
+    }
+    let result = match cli.command {
         Command::List => cli::run::list(),
         Command::Matrix(args) => cli::sweep::matrix(args),
         Command::Sweep(args) => cli::sweep::sweep(args),

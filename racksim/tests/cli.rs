@@ -419,6 +419,44 @@ fn rust_log_never_changes_stdout() {
     );
 }
 
+/// `RUST_LOG` is read as `target=level` directives: one that cannot be
+/// read is refused with exit status 2, naming it, before any run (nothing
+/// on stdout); an empty one is as good as unset.
+#[test]
+fn a_bad_rust_log_is_refused_before_any_run() {
+    let run = |rust_log: &str| {
+        Command::new(env!("CARGO_BIN_EXE_racksim"))
+            .args([
+                "run",
+                "madrid-one-switch",
+                "--seed",
+                "3",
+                "--strategy",
+                "legacy",
+            ])
+            .env("RUST_LOG", rust_log)
+            .output()
+            .expect("racksim runs")
+    };
+    let bad = run("racksim_reconciler=debug,turmoil=loud");
+    let err = String::from_utf8(bad.stderr).unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(bad.stdout.is_empty());
+    assert!(
+        err.contains("RUST_LOG") && err.contains("`turmoil=loud`"),
+        "{err}"
+    );
+    let empty = run("");
+    // legacy fails madrid: exit 1, a verdict on stdout, no log on stderr.
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(!empty.stdout.is_empty());
+    assert!(
+        empty.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&empty.stderr)
+    );
+}
+
 #[test]
 fn a_sweep_where_no_seed_breaks_the_race_invariant_is_not_as_expected() {
     let dir = common::scratch("no-race");

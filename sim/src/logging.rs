@@ -36,6 +36,14 @@
 //! or remove, plans, backoff delays, repeats) do not reach the trace; with
 //! `RUST_LOG` set, everything the filter admits is also printed to stderr
 //! (stdout never changes).
+//!
+//! `RUST_LOG` is a list of `target=level` directives (or a bare level, or
+//! a bare target for all its levels), as [`stderr_filter`] reads it:
+//! `tracing-subscriber`'s `Targets`, not its `EnvFilter`. The span and
+//! field-value filters only `EnvFilter` has need a regex engine, which was
+//! about 45 CPU-seconds of a fresh build (docs/performance.md) for a
+//! debugging aid; a directive this form cannot read is an error that names
+//! it (`racksim` exits 2), where `EnvFilter` dropped it with a warning.
 
 use std::{collections::BTreeMap, fmt, net::IpAddr};
 
@@ -44,7 +52,7 @@ use tracing::{
     span, Event, Level, Subscriber,
 };
 use tracing_subscriber::{
-    filter::{EnvFilter, FilterFn},
+    filter::{FilterFn, Targets},
     layer::{Context, SubscriberExt},
     registry::LookupSpan,
     Layer,
@@ -65,7 +73,48 @@ pub fn traced(target: &str, level: &Level) -> bool {
     *level <= Level::INFO && TRACED.iter().any(|crate_| target.starts_with(crate_))
 }
 
+/// The stderr log's filter, from `RUST_LOG`: `None` when it is unset
+/// (no stderr log at all), an error naming the directive it cannot read.
+///
+/// Directives are comma-separated; empty ones (a trailing comma) are
+/// skipped, and an empty `RUST_LOG` is as good as unset (`Targets` would
+/// read an empty directive as every target at `TRACE`).
+pub fn stderr_filter() -> Result<Option<Targets>, String> {
+    let Some(value) = std::env::var_os("RUST_LOG") else {
+        return Ok(None);
+    };
+    let value = value
+        .into_string()
+        .map_err(|v| format!("RUST_LOG: not UTF-8: {v:?}"))?;
+    if value.trim().is_empty() {
+        return Ok(None);
+    }
+    let directives: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .collect();
+    // Each on its own first, so that the error names the one at fault.
+    for directive in &directives {
+        directive.parse::<Targets>().map_err(|e| {
+            format!(
+                "RUST_LOG: cannot read the directive `{directive}`: {e} \
+                 (racksim reads `target=level`, a bare level or a bare target)"
+            )
+        })?;
+    }
+    let filter = directives
+        .join(",")
+        .parse()
+        .map_err(|e| format!("RUST_LOG: {e}"))?;
+    Ok(Some(filter))
+}
+
 /// Install the run's subscriber on this thread until the guard drops.
+///
+/// A `RUST_LOG` that [`stderr_filter`] cannot read is reported once per
+/// run on stderr and no stderr log is written: the `racksim` binary
+/// refuses it before any run, so only a library caller meets this.
 pub fn install(world: &World) -> tracing::subscriber::DefaultGuard {
     let trace = TraceLayer {
         world: world.clone(),
@@ -82,16 +131,20 @@ pub fn install(world: &World) -> tracing::subscriber::DefaultGuard {
     // (turmoil's per-host `node` span, once per host turn) and every
     // `DEBUG` event would be built and offered to the filters only to be
     // dropped, which measured about 6% of a fuzz run.
-    match std::env::var_os("RUST_LOG") {
+    let filter = stderr_filter().unwrap_or_else(|e| {
+        eprintln!("{e}; no stderr log");
+        None
+    });
+    match filter {
         None => tracing::subscriber::set_default(tracing_subscriber::registry().with(trace)),
-        Some(_) => {
+        Some(filter) => {
             let stderr = tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 // Wall-clock stamps would mislead: the run is in simulated
                 // time, so each line is stamped with it, as trace lines are.
                 .with_timer(SimulatedTime)
-                .with_filter(EnvFilter::from_default_env());
+                .with_filter(filter);
             tracing::subscriber::set_default(
                 tracing_subscriber::registry().with(trace).with(stderr),
             )
