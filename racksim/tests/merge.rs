@@ -5,9 +5,9 @@
 //! that says why and nothing on stdout.
 
 use crate::common;
-use common::{racksim, scratch};
+use common::{racksim, scratch, Scratch};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// `racksim sweep SCENARIO --strategy STRATEGY --seeds SEEDS`.
 fn sweep_args<'a>(scenario: &'a str, strategy: &'a str, seeds: &'a str) -> [&'a str; 6] {
@@ -26,30 +26,12 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-/// A scratch directory for one test.
-fn dir(name: &str) -> ScratchDir {
+/// A scratch directory for one test, made; removed when the test ends
+/// (`common::Scratch`).
+fn dir(name: &str) -> Scratch {
     let dir = scratch(name);
     std::fs::create_dir_all(&dir).unwrap();
-    ScratchDir(dir)
-}
-
-/// A test's scratch directory, removed when the test ends: every test
-/// cleans up the same way. A failing test leaves it, to look at.
-struct ScratchDir(PathBuf);
-
-impl std::ops::Deref for ScratchDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    dir
 }
 
 /// Run `racksim ARGS --json` (which must exit with one of `codes`) and

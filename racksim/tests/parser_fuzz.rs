@@ -309,9 +309,10 @@ proptest! {
     }
 }
 
-/// Where the binary cases write their files: unique to this process.
-fn scratch() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("racksim-test-{}-bytes", std::process::id()));
+/// Where a binary case writes its file: unique to this process, removed
+/// when the case ends.
+fn scratch() -> super::common::Scratch {
+    let dir = super::common::scratch("bytes");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -334,7 +335,8 @@ proptest! {
         for m in &mutations {
             apply_bytes(&mut bytes, m);
         }
-        let path = scratch().join("mutated.toml");
+        let dir = scratch();
+        let path = dir.join("mutated.toml");
         std::fs::write(&path, &bytes).unwrap();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_racksim"))
             .args(["run", path.to_str().unwrap(), "--seed", "1", "--strategy", "legacy"])

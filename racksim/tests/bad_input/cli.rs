@@ -28,7 +28,7 @@ struct Case {
 /// the shards of a real sweep of seeds 1..4 in two, `s0.json` as written
 /// and `s1.json` with its `as_expected` edited to 7002 (of 2 runs), and
 /// `f0.json`, a fuzz shard with `passed` edited.
-fn setup(name: &str) -> std::path::PathBuf {
+fn setup(name: &str) -> super::common::Scratch {
     let dir = scratch(name);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(MADRID, dir.join("self.toml")).unwrap();

@@ -37,7 +37,7 @@ const FILES: &[(&str, &[u8])] = &[
     ),
 ];
 
-fn setup(name: &str) -> std::path::PathBuf {
+fn setup(name: &str) -> super::common::Scratch {
     let dir = scratch(name);
     std::fs::create_dir_all(dir.join("dir")).unwrap();
     for (file, bytes) in FILES {

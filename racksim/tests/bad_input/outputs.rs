@@ -15,7 +15,7 @@ const MADRID: &str = concat!(
 
 /// A scratch directory with `self.toml` (madrid), `tr.json` and `m.toml`
 /// (a hand-edited shrink result) in it.
-fn setup(name: &str) -> std::path::PathBuf {
+fn setup(name: &str) -> super::common::Scratch {
     let dir = scratch(name);
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     std::fs::copy(MADRID, dir.join("self.toml")).unwrap();

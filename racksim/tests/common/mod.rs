@@ -51,12 +51,40 @@ pub fn racksim_words(line: &str) -> (Option<i32>, String, String) {
     racksim(&line.split(' ').collect::<Vec<_>>())
 }
 
-/// A fresh scratch path under the temp dir, unique to this process.
+/// A fresh scratch path under the temp dir, unique to this process and
+/// `name` (not created: a test makes it, or checks that a command does).
 #[allow(dead_code)] // not every test binary uses it
-pub fn scratch(name: &str) -> std::path::PathBuf {
+pub fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("racksim-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    dir
+    Scratch(dir)
+}
+
+/// A scratch path, removed with all that is in it when the test that
+/// holds it ends, so that a passing suite leaves nothing in the temp dir.
+/// A failing test's is kept (dropped while its thread panics), for a
+/// look at what the command wrote.
+pub struct Scratch(std::path::PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// A race scenario whose plan races nothing: no seed can break the
