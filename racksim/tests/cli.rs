@@ -360,20 +360,7 @@ fn trace_json_has_a_record_per_trace_line() {
 #[test]
 fn rust_log_never_changes_stdout() {
     let run = |rust_log: Option<&str>| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_racksim"));
-        cmd.args([
-            "run",
-            "madrid-one-switch",
-            "--seed",
-            "3",
-            "--strategy",
-            "scrimlet-local",
-        ]);
-        cmd.env_remove("RUST_LOG");
-        if let Some(v) = rust_log {
-            cmd.env("RUST_LOG", v);
-        }
-        let out = cmd.output().expect("racksim runs");
+        let out = madrid_seed_3("scrimlet-local", rust_log);
         (
             String::from_utf8(out.stdout).unwrap(),
             String::from_utf8(out.stderr).unwrap(),
@@ -424,22 +411,7 @@ fn rust_log_never_changes_stdout() {
 /// on stdout); an empty one is as good as unset.
 #[test]
 fn a_bad_rust_log_is_refused_before_any_run() {
-    let run = |rust_log: Option<&str>| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_racksim"));
-        cmd.args([
-            "run",
-            "madrid-one-switch",
-            "--seed",
-            "3",
-            "--strategy",
-            "legacy",
-        ]);
-        match rust_log {
-            Some(v) => cmd.env("RUST_LOG", v),
-            None => cmd.env_remove("RUST_LOG"),
-        };
-        cmd.output().expect("racksim runs")
-    };
+    let run = |rust_log: Option<&str>| madrid_seed_3("legacy", rust_log);
     let bad = run(Some("racksim_reconciler=debug,turmoil=loud"));
     let err = String::from_utf8(bad.stderr).unwrap();
     assert_eq!(bad.status.code(), Some(2), "{err}");
@@ -460,6 +432,25 @@ fn a_bad_rust_log_is_refused_before_any_run() {
         "{}",
         String::from_utf8_lossy(&empty.stderr)
     );
+}
+
+/// `racksim run madrid-one-switch --seed 3 --strategy STRATEGY`, with
+/// `RUST_LOG` set to `rust_log` (or removed).
+fn madrid_seed_3(strategy: &str, rust_log: Option<&str>) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_racksim"));
+    cmd.args([
+        "run",
+        "madrid-one-switch",
+        "--seed",
+        "3",
+        "--strategy",
+        strategy,
+    ]);
+    match rust_log {
+        Some(v) => cmd.env("RUST_LOG", v),
+        None => cmd.env_remove("RUST_LOG"),
+    };
+    cmd.output().expect("racksim runs")
 }
 
 #[test]
