@@ -77,8 +77,9 @@ pub fn traced(target: &str, level: &Level) -> bool {
 /// (no stderr log at all), an error naming the directive it cannot read.
 ///
 /// Directives are comma-separated; empty ones (a trailing comma) are
-/// skipped, and an empty `RUST_LOG` is as good as unset (`Targets` would
-/// read an empty directive as every target at `TRACE`).
+/// skipped, and a `RUST_LOG` with none (empty, or commas alone) is as good
+/// as unset (`Targets` would read an empty directive as every target at
+/// `TRACE`).
 pub fn stderr_filter() -> Result<Option<Targets>, String> {
     let Some(value) = std::env::var_os("RUST_LOG") else {
         return Ok(None);
@@ -86,14 +87,16 @@ pub fn stderr_filter() -> Result<Option<Targets>, String> {
     let value = value
         .into_string()
         .map_err(|v| format!("RUST_LOG: not UTF-8: {v:?}"))?;
-    if value.trim().is_empty() {
-        return Ok(None);
-    }
     let directives: Vec<&str> = value
         .split(',')
         .map(str::trim)
         .filter(|d| !d.is_empty())
         .collect();
+    // Nothing but separators (`""`, `","`): joined, it would be the empty
+    // directive, every target at `TRACE`.
+    if directives.is_empty() {
+        return Ok(None);
+    }
     // Each on its own first, so that the error names the one at fault.
     for directive in &directives {
         directive.parse::<Targets>().map_err(|e| {
