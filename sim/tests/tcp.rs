@@ -512,6 +512,16 @@ const KEEPALIVE: turmoil::Keepalive = turmoil::Keepalive {
 /// answers, which crashes at 5 s (and, if `reboot`, is back at 10 s). The
 /// client writes its request at once, or `write_at` after connecting.
 fn waiting_on_a_crashed_server(tcp: Tcp, reboot: bool, write_at: Duration) -> (f64, String) {
+    waiting_on_a_server_crashed_at(tcp, Duration::from_secs(5), reboot, write_at)
+}
+
+/// [`waiting_on_a_crashed_server`], the server crashing at `crash_at`.
+fn waiting_on_a_server_crashed_at(
+    tcp: Tcp,
+    crash_at: Duration,
+    reboot: bool,
+    write_at: Duration,
+) -> (f64, String) {
     let (mut sim, log) = served(tcp, Duration::from_secs(24 * 3600));
     let l = log.clone();
     sim.client("client", async move {
@@ -525,10 +535,10 @@ fn waiting_on_a_crashed_server(tcp: Tcp, reboot: bool, write_at: Duration) -> (f
         record(&l, format!("read: {r}"));
         Ok(())
     });
-    run_to(&mut sim, Duration::from_secs(5));
+    run_to(&mut sim, crash_at);
     sim.crash("server");
     if reboot {
-        run_to(&mut sim, Duration::from_secs(10));
+        run_to(&mut sim, crash_at + Duration::from_secs(5));
         sim.bounce("server");
     }
     run(sim);
@@ -560,6 +570,22 @@ fn keepalive_finds_a_crashed_peer() {
         waiting_on_a_crashed_server(Tcp::Published, false, Duration::ZERO),
         (5.0001, "read: Ok(Ok(0))".into())
     );
+}
+
+/// Linux's keepalive timer sleeps from one expiry to the next and measures
+/// idleness from the last segment heard (`tcp_keepalive_timer`): an idle
+/// connection whose peer answers is probed every 15 s (at 15, 30 and 45 s
+/// here, each answered at once), and once the peer is gone (a crash at
+/// 50 s) the connection is aborted 60 s after the last answer, at 105 s.
+/// A timer that counted 15 s of quiet from when it noticed the answer
+/// (one probe per 30 s) would abort at 120 s.
+#[test]
+fn keepalive_measures_idleness_from_the_last_segment_heard() {
+    let (at, read) =
+        waiting_on_a_server_crashed_at(Tcp::Linux, Duration::from_secs(50), false, Duration::ZERO);
+    assert_eq!(read, "read: Ok(Err(ConnectionReset))");
+    // tokio's timers round each expiry up to the next millisecond.
+    assert!((at - 105.0).abs() < 0.01, "aborted at {at} s, not 105 s");
 }
 
 /// A kept connection, idle, whose peer crashes (at 5 s): the first probe

@@ -149,7 +149,12 @@ impl Host {
     // FIXME: This funkiness is necessary due to how message sending works. The
     // key problem is that the Host doesn't actually send messages, rather the
     // World is borrowed, and it sends.
-    pub(crate) fn receive_from_network(&mut self, envelope: Envelope) -> Result<(), Protocol> {
+    /// `envelope` arrives at this host at `now` (the network's instant).
+    pub(crate) fn receive_from_network(
+        &mut self,
+        envelope: Envelope,
+        now: Instant,
+    ) -> Result<(), Protocol> {
         let Envelope {
             src, dst, message, ..
         } = envelope;
@@ -157,7 +162,7 @@ impl Host {
         tracing::trace!(target: TRACING_TARGET, ?src, ?dst, protocol = %message, "Delivered");
 
         match message {
-            Protocol::Tcp(segment) => self.tcp.receive_from_network(src, dst, segment),
+            Protocol::Tcp(segment) => self.tcp.receive_from_network(src, dst, segment, now),
             Protocol::Udp(datagram) => {
                 self.udp.receive_from_network(src, dst, datagram);
                 Ok(())
@@ -418,9 +423,10 @@ struct StreamSocket {
     /// Linux mode: the connection's id on this host, and its handshake.
     conn: u64,
     handshake: Handshake,
-    /// Linux mode: how many segments have arrived for this connection
-    /// (its keepalive's measure of idleness).
-    heard: u64,
+    /// Linux mode: when the last segment arrived for this connection, if
+    /// one has (its keepalive's measure of idleness: Linux's `rcv_tstamp`
+    /// and `lrcvtime`).
+    heard_at: Option<Instant>,
 
     buf: IndexMap<u64, SequencedSegment>,
     next_send_seq: u64,
@@ -459,7 +465,7 @@ impl StreamSocket {
         let sock = Self {
             conn,
             handshake: Handshake::Established,
-            heard: 0,
+            heard_at: None,
             buf: IndexMap::default(),
             next_send_seq: 1,
             recv_seq: 0,
@@ -557,13 +563,13 @@ impl Tcp {
         }
     }
 
-    /// Linux mode: how many segments connection `conn` on `pair` has heard,
-    /// while it exists.
-    pub(crate) fn heard(&self, pair: SocketPair, conn: u64) -> Option<u64> {
+    /// Linux mode: while connection `conn` on `pair` exists, when it last
+    /// heard a segment (`None` inside: not yet).
+    pub(crate) fn heard_at(&self, pair: SocketPair, conn: u64) -> Option<Option<Instant>> {
         self.sockets
             .get(&pair)
             .filter(|s| s.conn == conn)
-            .map(|s| s.heard)
+            .map(|s| s.heard_at)
     }
 
     /// Linux mode: the connection's id, if `pair` is still `conn`.
@@ -659,9 +665,10 @@ impl Tcp {
         src: SocketAddr,
         dst: SocketAddr,
         segment: Segment,
+        now: Instant,
     ) -> Result<(), Protocol> {
         if self.linux {
-            return self.receive_linux(src, dst, segment);
+            return self.receive_linux(src, dst, segment, now);
         }
         match segment {
             Segment::Syn(syn) => {
@@ -706,11 +713,12 @@ impl Tcp {
         src: SocketAddr,
         dst: SocketAddr,
         segment: Segment,
+        now: Instant,
     ) -> Result<(), Protocol> {
         let pair = SocketPair::new(dst, src);
         let rst = || Err(Protocol::Tcp(Segment::Rst));
         if let Some(sock) = self.sockets.get_mut(&pair) {
-            sock.heard += 1;
+            sock.heard_at = Some(now);
         }
         match segment {
             Segment::Probe => match self.sockets.get(&pair) {

@@ -664,13 +664,15 @@ impl Sim<'_> {
             ..
         } = world.deref_mut();
         topology.deliver_due(rng, hosts);
+        let now = topology.now();
         while let Some((addr, envelope)) = loopback.as_mut().and_then(|q| q.pop_front()) {
             let Some(host) = hosts.get_mut(&addr) else {
                 continue;
             };
             let (src, dst) = (envelope.src, envelope.dst);
-            if let Err(reply) = host.receive_from_network(envelope) {
-                let _ = host.receive_from_network(crate::envelope::Envelope::new(dst, src, reply));
+            if let Err(reply) = host.receive_from_network(envelope, now) {
+                let _ = host
+                    .receive_from_network(crate::envelope::Envelope::new(dst, src, reply), now);
             }
         }
     }

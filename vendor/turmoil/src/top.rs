@@ -393,7 +393,7 @@ impl Topology {
             let mut bounced = Vec::new();
             for addr in [a, b] {
                 if let Some(host) = hosts.get_mut(&addr) {
-                    bounced.extend(link.deliver_messages(&self.config, rand, host));
+                    bounced.extend(link.deliver_messages(&self.config, rand, host, now));
                 }
             }
             for at in bounced {
@@ -487,10 +487,11 @@ impl Topology {
 
     // Move messages from any network links to the `dst` host.
     pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) {
+        let now = self.now();
         let mut touched = Vec::new();
         for (pair, link) in &mut self.links {
             if pair.0 == dst.addr || pair.1 == dst.addr {
-                let _ = link.deliver_messages(&self.config, rand, dst);
+                let _ = link.deliver_messages(&self.config, rand, dst, now);
                 if !link.lost.is_empty() {
                     touched.push(pair.clone());
                 }
@@ -741,6 +742,7 @@ impl Link {
         global_config: &config::Link,
         rand: &mut dyn RngCore,
         host: &mut Host,
+        now: Instant,
     ) -> Vec<Instant> {
         let deliverable = self
             .deliverable
@@ -760,7 +762,7 @@ impl Link {
                 self.lose(src, dst, message.message, message.rtx);
                 continue;
             }
-            if let Err(message) = host.receive_from_network(message) {
+            if let Err(message) = host.receive_from_network(message, now) {
                 if let Ok(Some(at)) =
                     self.enqueue_message(global_config, rand, dst, src, message, None)
                 {

@@ -641,9 +641,10 @@ fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: P
         sleep(tick_duration).await;
 
         World::current(|world| {
+            let now = world.topology.now();
             world
                 .current_host_mut()
-                .receive_from_network(Envelope::new(src, dst, message))
+                .receive_from_network(Envelope::new(src, dst, message), now)
                 .expect("UDP does not get feedback on delivery errors");
         })
     });

@@ -527,93 +527,83 @@ impl WriteHalf {
 }
 
 /// Keepalive of connection `conn` on `pair` (see
-/// [`TcpStream::set_keepalive`]): looks at the connection every second
-/// (or `idle`, if shorter); once nothing has been heard for `idle` and
-/// nothing waits for retransmission, probes every `interval`; an answer
-/// (anything heard) ends the probing, and so does data waiting for
-/// retransmission (the retransmission timer alone ends such a connection,
-/// as on Linux); `retries` unanswered probes abort the connection. Ends
-/// when the connection does.
+/// [`TcpStream::set_keepalive`]), as Linux's keepalive timer runs it
+/// (`tcp_keepalive_timer`, net/ipv4/tcp_timer.c): one timer, armed `idle`
+/// after the option is set, and at each expiry:
+///
+/// - data waiting for retransmission: the connection is "alive without
+///   keepalive"; nothing is sent and the timer is armed `idle` later (the
+///   retransmission timer alone decides, up to `tcp_retries2`);
+/// - heard from less than `idle` ago: armed again for when it will have
+///   been `idle` (`rcv_tstamp + keepalive_time`);
+/// - otherwise, with `retries` probes already out and unanswered, the
+///   connection is aborted; else one more probe, and the timer is armed
+///   `interval` later.
+///
+/// Anything heard resets the count of probes out (Linux resets
+/// `icsk_probes_out` on every ACK, and every segment of an established
+/// connection carries one). The timer sleeps from one expiry to the next
+/// rather than looking at the connection at a fixed pace: the idle time is
+/// exact (to tokio's millisecond), and an idle connection costs a wake-up
+/// per `idle`, not per second. Ends when the connection does.
 async fn keepalive_task(
     pair: SocketPair,
     host: std::net::IpAddr,
     conn: u64,
     keepalive: crate::Keepalive,
 ) {
-    let look = keepalive.idle.min(std::time::Duration::from_secs(1));
+    // The network's instant: when segments arrive, and so what idleness is
+    // measured against (one clock in either engine).
+    let now = || World::current(|world| world.topology.now());
+    // When the connection last heard a segment (its start, if none yet),
+    // and whether data waits for retransmission; `None` once it is gone.
+    let armed = now();
     let state = move || {
         World::current(|world| {
-            let heard = world.current_host().tcp.heard(pair, conn)?;
-            Some((heard, world.topology.has_outstanding(host, conn)))
+            let heard = world.current_host().tcp.heard_at(pair, conn)?;
+            Some((
+                heard.unwrap_or(armed),
+                world.topology.has_outstanding(host, conn),
+            ))
         })
     };
-    let Some((mut seen, _)) = state() else {
-        return;
-    };
-    let mut quiet_since = tokio::time::Instant::now();
+    let mut probes_out = 0;
+    let mut heard_before = armed;
+    let mut wait = keepalive.idle;
     loop {
-        sleep(look).await;
+        sleep(wait).await;
         let Some((heard, outstanding)) = state() else {
             return;
         };
-        let now = tokio::time::Instant::now();
-        if heard != seen || outstanding {
-            seen = heard;
-            quiet_since = now;
+        if heard != heard_before {
+            heard_before = heard;
+            probes_out = 0;
+        }
+        if outstanding {
+            wait = keepalive.idle;
             continue;
         }
-        if now < quiet_since + keepalive.idle {
+        let quiet = now().saturating_duration_since(heard);
+        if quiet < keepalive.idle {
+            wait = keepalive.idle - quiet;
             continue;
         }
-        // Whether probing ends with the connection alive: the peer answered,
-        // or data now waits for retransmission (Linux: "alive without
-        // keepalive").
-        let mut alive = false;
-        for _ in 0..keepalive.retries {
-            let sent = World::current(|world| {
-                if world.current_host().tcp.heard(pair, conn).is_none() {
-                    return false;
-                }
-                let probe = Protocol::Tcp(Segment::Probe);
-                if is_same(pair.local, pair.remote) {
-                    // The network's send traces the other probes.
-                    tracing::trace!(target: TRACING_TARGET, src = ?pair.local, dst = ?pair.remote, protocol = %"TCP keepalive probe", "Send");
-                    send_loopback(world, pair.local, pair.remote, probe);
-                } else {
-                    let _ = world.send_message(pair.local, pair.remote, probe);
-                }
-                true
-            });
-            if !sent {
-                return;
-            }
-            sleep(keepalive.interval).await;
-            match state() {
-                None => return,
-                Some((heard, _)) if heard != seen => {
-                    seen = heard;
-                    alive = true;
-                    break;
-                }
-                // Data written since the last probe waits for
-                // retransmission: Linux's keepalive timer neither probes
-                // nor aborts while segments are out ("It is alive without
-                // keepalive", `tcp_keepalive_timer` in
-                // net/ipv4/tcp_timer.c); the retransmission timer alone
-                // decides, up to `tcp_retries2`. The unanswered probes
-                // before it do not count towards that abort.
-                Some((_, true)) => {
-                    alive = true;
-                    break;
-                }
-                Some(_) => {}
-            }
-        }
-        if !alive {
+        if probes_out >= keepalive.retries {
             World::current(|world| world.current_host_mut().tcp.abort(pair, conn));
             return;
         }
-        quiet_since = tokio::time::Instant::now();
+        World::current(|world| {
+            let probe = Protocol::Tcp(Segment::Probe);
+            if is_same(pair.local, pair.remote) {
+                // The network's send traces the other probes.
+                tracing::trace!(target: TRACING_TARGET, src = ?pair.local, dst = ?pair.remote, protocol = %"TCP keepalive probe", "Send");
+                send_loopback(world, pair.local, pair.remote, probe);
+            } else {
+                let _ = world.send_message(pair.local, pair.remote, probe);
+            }
+        });
+        probes_out += 1;
+        wait = keepalive.interval;
     }
 }
 
@@ -639,13 +629,14 @@ fn send_loopback(world: &mut World, src: SocketAddr, dst: SocketAddr, message: P
         sleep(tick_duration).await;
 
         World::current(|world| {
+            let now = world.topology.now();
             if let Err(rst) = world
                 .current_host_mut()
-                .receive_from_network(Envelope::new(src, dst, message))
+                .receive_from_network(Envelope::new(src, dst, message), now)
             {
                 _ = world
                     .current_host_mut()
-                    .receive_from_network(Envelope::new(dst, src, rst));
+                    .receive_from_network(Envelope::new(dst, src, rst), now);
             }
         })
     });
