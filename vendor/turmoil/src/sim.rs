@@ -671,8 +671,8 @@ impl Sim<'_> {
             };
             let (src, dst) = (envelope.src, envelope.dst);
             if let Err(reply) = host.receive_from_network(envelope, now) {
-                let _ = host
-                    .receive_from_network(crate::envelope::Envelope::new(dst, src, reply), now);
+                let _ =
+                    host.receive_from_network(crate::envelope::Envelope::new(dst, src, reply), now);
             }
         }
     }

@@ -542,7 +542,10 @@ impl WriteHalf {
 ///
 /// Anything heard resets the count of probes out (Linux resets
 /// `icsk_probes_out` on every ACK, and every segment of an established
-/// connection carries one). The timer sleeps from one expiry to the next
+/// connection carries one). Simplified: ACKs are not segments here, so the
+/// ACK of the connection's own data, which Linux's `rcv_tstamp` counts, is
+/// not heard (docs/fidelity.md, "ACKs are not messages"). The timer sleeps
+/// from one expiry to the next
 /// rather than looking at the connection at a fixed pace: the idle time is
 /// exact (to tokio's millisecond), and an idle connection costs a wake-up
 /// per `idle`, not per second. Ends when the connection does.
