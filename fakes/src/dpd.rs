@@ -168,6 +168,7 @@ macro_rules! family {
             }
 
             fn table_mut(dpd: &mut DpdState) -> &mut Table<Self> {
+                dpd.v4_listed.take();
                 &mut dpd.$table
             }
         }
@@ -276,6 +277,12 @@ pub struct DpdState {
     /// changes its RPW pulled from Nexus. Changes made through the API do
     /// not move it; whoever models the RPW sets it ([`Self::set_generation`]).
     generation: i64,
+    /// The IPv4 table listed in key order, made at the first read after a
+    /// change ([`Self::ipv4_entries_shared`]) and shared with whoever
+    /// read it: the simulation's checks read every table after every
+    /// change of the rack, and most of those looks find a table as the
+    /// last one did. Cleared by every change of either table.
+    v4_listed: std::sync::OnceLock<std::sync::Arc<[Ipv4Nat]>>,
 }
 
 impl DpdState {
@@ -286,6 +293,7 @@ impl DpdState {
             v4: Table::new(),
             v6: Table::new(),
             generation: 0,
+            v4_listed: std::sync::OnceLock::new(),
         }
     }
 
@@ -368,6 +376,14 @@ impl DpdState {
         self.entries::<Ipv4Addr>()
     }
 
+    /// Every IPv4 entry, in key order, shared: the same list (the same
+    /// allocation) until the table next changes.
+    pub fn ipv4_entries_shared(&self) -> std::sync::Arc<[Ipv4Nat]> {
+        self.v4_listed
+            .get_or_init(|| self.entries::<Ipv4Addr>().into())
+            .clone()
+    }
+
     /// Every IPv6 entry, in key order: racksim's own state has none, but
     /// a client (or live mode's `/plant`) may create them through the API,
     /// and the checks must see them.
@@ -399,6 +415,7 @@ impl DpdState {
     /// Plants an IPv4 entry as it is, bypassing every check (a table left
     /// in a state the API would refuse to make, for tests).
     pub fn ipv4_plant(&mut self, e: Ipv4Nat) {
+        self.v4_listed.take();
         let ports = self.v4.entries.entry(e.external).or_default();
         ports.insert(e.low, (e.high, e.target));
     }

@@ -30,7 +30,7 @@ use racksim_wire::{
 use crate::http::{ApiError, ApiRequest, ApiResponse};
 
 /// One sled-agent's volatile state.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SledAgentState {
     /// VMMs by propolis id, as upstream's instance manager keys them
     /// (`InstanceManagerRunner::jobs`): one instance may have several on a

@@ -31,21 +31,21 @@ pub enum SimGap {
     Instance(gaps::InstanceGap),
 }
 
-/// The rack as the shared checks read it, `snap` and the world's config
-/// of the moment (`zones`: a run can add, move and remove zones): `f`
-/// gets the view.
-fn with_view<R>(
-    world: &World,
-    snap: &Snapshot,
-    zones: &crate::world::ZoneSet,
-    f: impl FnOnce(&RackView) -> R,
-) -> R {
-    let sleds = world.lock().sleds.specs.clone();
-    let desired: Vec<DesiredNat> = world
-        .desired_nat()
+/// The rack as the shared checks read it, from `snap` alone (the world
+/// only names addresses): `f` gets the view.
+fn with_view<R>(world: &World, snap: &Snapshot, f: impl FnOnce(&RackView) -> R) -> R {
+    let specs = &snap.config.specs;
+    let desired: Vec<DesiredNat> = snap
+        .config
+        .zones
+        .config(0, |i| specs[i].address)
+        .nat_entries()
         .into_iter()
         .map(|entry| {
-            let zone = zones.zone_for(entry.external_ip, entry.first_port);
+            let zone = snap
+                .config
+                .zones
+                .zone_for(entry.external_ip, entry.first_port);
             DesiredNat {
                 zone: zone.map(|z| (z.id.kind, z.spec.sled)),
                 sled_up: zone.is_none_or(|z| snap.sleds_up.contains(&z.spec.sled)),
@@ -54,7 +54,7 @@ fn with_view<R>(
         })
         .collect();
     let host = |a| world.name_of(a);
-    let sled = |i: usize| (sleds[i].name.clone(), sleds[i].address);
+    let sled = |i: usize| (specs[i].name.clone(), specs[i].address);
     f(&snap.view(&desired, world, &host, &sled))
 }
 
@@ -77,7 +77,7 @@ impl Judgement {
 
     /// The gaps in words, named as the rack was when they were found.
     pub fn words(&self, world: &World) -> Vec<String> {
-        with_view(world, &self.snapshot, &world.zones(), |view| {
+        with_view(world, &self.snapshot, |view| {
             self.gaps
                 .iter()
                 .map(|g| match g {
@@ -93,15 +93,15 @@ impl Judgement {
 /// rack's gaps ([`gaps::service_nat_gaps`]), boundary NTP, the control
 /// plane, the instances ([`gaps::InstanceGap::find_all`]) and stuck sagas.
 pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
-    let zones = world.zones();
-    let (mut gaps, instances) = with_view(world, snap, &zones, |view| {
+    let zones = &snap.config.zones;
+    let (mut gaps, instances) = with_view(world, snap, |view| {
         let service: Vec<SimGap> = gaps::service_nat_gaps(view)
             .into_iter()
             .map(|g| SimGap::Said(g.message))
             .collect();
         (service, gaps::InstanceGap::find_all(view))
     });
-    let sled_name = |i: usize| world.sled(i).name;
+    let sled_name = |i: usize| snap.config.specs[i].name.clone();
     // Every running boundary NTP zone must have heard from upstream: each
     // gets its replies through its own source-NAT port range, so this
     // checks the data path of every range, shared IP or not.
@@ -113,7 +113,9 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
         if snap.sleds_up.contains(&z.spec.sled) && !snap.ntp_synced.contains(&z.spec.sled) {
             let sled = sled_name(z.spec.sled);
             let why = match snap.blocked_starts.get(&(z.spec.sled, z.id)) {
-                Some(progress) => format!("has not started: {}", blocked_start(world, progress)),
+                Some(progress) => {
+                    format!("has not started: {}", blocked_start(world, snap, progress))
+                }
                 None => "has had no reply from upstream".to_string(),
             };
             gaps.push(SimGap::Said(format!(
@@ -123,7 +125,7 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
     }
     // An operator who took the control plane down meant it; the rack must
     // converge without it.
-    if snap.nexus_up.is_empty() && world.nexus_is_enabled() {
+    if snap.nexus_up.is_empty() && snap.config.nexus_enabled {
         // A Nexus zone whose start is blocked in the zone-start NAT path
         // is named with where it is blocked (the first, in sled order);
         // otherwise Nexus waits for time.
@@ -135,7 +137,7 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
             Some(((sled, _), progress)) => format!(
                 "control plane down: Nexus on {} has not started: {}",
                 sled_name(*sled),
-                blocked_start(world, progress)
+                blocked_start(world, snap, progress)
             ),
             None => "control plane down: Nexus has not started (it waits for time to synchronise)"
                 .to_string(),
@@ -144,7 +146,7 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
     gaps.extend(instances.into_iter().map(SimGap::Instance));
     for saga in &snap.stuck_sagas {
         let instance = world.instance_name(saga.instance);
-        let sled = world.sled(saga.sled as usize).name;
+        let sled = sled_name(saga.sled as usize);
         gaps.extend(stuck_saga_gap(saga, &instance, &sled).map(SimGap::Said));
     }
     gaps
@@ -155,12 +157,16 @@ pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
 /// scrimlet was replaced after the lookup) is named as such: that is
 /// upstream's defect (`opte_ports_needed` looks the switch zones up once,
 /// then retries each ensure for ever), not a missing reply.
-fn blocked_start(world: &World, progress: &racksim_reconciler::legacy::LegacyProgress) -> String {
+fn blocked_start(
+    world: &World,
+    snap: &Snapshot,
+    progress: &racksim_reconciler::legacy::LegacyProgress,
+) -> String {
     use racksim_reconciler::legacy::LegacyProgress;
     match progress {
         LegacyProgress::EnsuringNat {
             switch, address, ..
-        } if world.switch_zone_address(*switch) != Some(*address) => format!(
+        } if snap.config.switch_addresses.get(switch) != Some(address) => format!(
             "its zone start retries the NAT ensure on {switch} at a retired address ({}) for ever",
             world.name_of(*address)
         ),
@@ -260,9 +266,85 @@ pub struct Snapshot {
     nexus_hosts: Vec<String>,
     /// When a path to Nexus last came back: a heal, or a Nexus coming up.
     paths_since: std::time::Duration,
+    /// The rack's configuration of the moment.
+    config: ChecksConfig,
+}
+
+/// What the checks read of the rack's configuration of the moment: a run
+/// adds, moves and removes zones, replaces a scrimlet (its switch zone
+/// moves, and its old address is named `retired-…`), and may take the
+/// control plane down on purpose. Read into the snapshot with the rest, so
+/// that the checks are a function of the snapshot and the instant alone
+/// (the world only writes names out), and a snapshot equal to another is
+/// judged the same ([`Snapshot::same_as`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ChecksConfig {
+    zones: crate::world::ZoneSet,
+    specs: Vec<crate::rack::SledSpec>,
+    switch_addresses:
+        std::collections::BTreeMap<racksim_reconciler::discovery::SwitchSlot, std::net::Ipv6Addr>,
+    /// Whether the control plane is meant to run (the plan did not take
+    /// it down).
+    nexus_enabled: bool,
+    /// How many names addresses were given so far: the gaps' words name
+    /// the hosts they involve.
+    names: u64,
 }
 
 impl Snapshot {
+    /// Whether the checks read `other` exactly as this one: then they judge
+    /// it the same, at any instant before [`next_time_based_check`]. What
+    /// the world shares with a snapshot (instance records, sled-agent
+    /// states) compares by pointer first: the world copies one on write
+    /// while a snapshot holds it, so an unchanged one is the same `Arc`.
+    pub fn same_as(&self, other: &Snapshot) -> bool {
+        use std::sync::Arc;
+        let Snapshot {
+            instances,
+            tables,
+            ntp_synced,
+            blocked_starts,
+            nexus_up,
+            sleds_up,
+            sleds,
+            running_since,
+            deletes_completed,
+            nat_row_versions,
+            nat_rows,
+            stuck_sagas,
+            net,
+            nexus_hosts,
+            paths_since,
+            config,
+        } = self;
+        instances.len() == other.instances.len()
+            && instances
+                .iter()
+                .zip(&other.instances)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
+            && sleds.len() == other.sleds.len()
+            && sleds.iter().zip(&other.sleds).all(|(a, b)| {
+                a.index == b.index
+                    && a.name == b.name
+                    && a.address == b.address
+                    && (Arc::ptr_eq(&a.agent, &b.agent) || a.agent == b.agent)
+            })
+            && *tables == other.tables
+            && *ntp_synced == other.ntp_synced
+            && *blocked_starts == other.blocked_starts
+            && *nexus_up == other.nexus_up
+            && *sleds_up == other.sleds_up
+            && *running_since == other.running_since
+            && *deletes_completed == other.deletes_completed
+            && *nat_row_versions == other.nat_row_versions
+            && *nat_rows == other.nat_rows
+            && *stuck_sagas == other.stuck_sagas
+            && *net == other.net
+            && *nexus_hosts == other.nexus_hosts
+            && *paths_since == other.paths_since
+            && *config == other.config
+    }
+
     /// The snapshot as the shared checks read it.
     fn view<'a>(
         &'a self,
@@ -306,7 +388,7 @@ pub fn observe(world: &World) -> Snapshot {
                 st.switches.dpd.get(&s.slot).map(|d| SwitchTable {
                     slot: s.slot,
                     uplinked: s.uplinked,
-                    entries: d.ipv4_entries(),
+                    entries: d.ipv4_entries_shared(),
                     entries_v6: d.ipv6_entries(),
                     pulled_to: Some(d.generation()),
                 })
@@ -333,6 +415,13 @@ pub fn observe(world: &World) -> Snapshot {
             .map(|&i| st.sleds.specs[i].name.clone())
             .collect(),
         paths_since: st.net.last_heal.max(st.control_plane.last_up),
+        config: ChecksConfig {
+            zones: world.zones(),
+            specs: st.sleds.specs.clone(),
+            switch_addresses: st.switches.addresses.clone(),
+            nexus_enabled: world.nexus_is_enabled(),
+            names: st.names.given(),
+        },
         nat_row_versions: st
             .control_plane
             .db
@@ -459,7 +548,7 @@ pub fn invariant_violation(
         }
         if let Some((sled, since, grace_ends)) = running_grace(o, inst) {
             if now >= grace_ends {
-                let sled_addr = world.sled_address(sled as usize);
+                let sled_addr = o.config.specs[sled as usize].address;
                 for (t, table) in o.tables.iter().enumerate() {
                     let slot = &table.slot;
                     // A switch cut off from every Nexus cannot learn of the
@@ -483,7 +572,7 @@ pub fn invariant_violation(
                                 cause: Some((slot.to_string(), format!("NAT + {}/{}-{}", e.external, e.low, e.high))),
                                 message: format!(
                                     "instance {name} has run on {} since {}, but {slot}'s NAT entry points elsewhere: {}",
-                                    world.sled(sled as usize).name,
+                                    o.config.specs[sled as usize].name,
                                     crate::trace::fmt_time(since),
                                     fmt_entry(world, &NatEntry::from_dpd(e))
                                 ),

@@ -79,14 +79,14 @@ fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
         SwitchTable {
             slot: SwitchSlot::Switch0,
             uplinked: true,
-            entries: vec![stale.to_dpd(), guest.to_dpd()],
+            entries: vec![stale.to_dpd(), guest.to_dpd()].into(),
             entries_v6: vec![],
             pulled_to: None,
         },
         SwitchTable {
             slot: SwitchSlot::Switch1,
             uplinked: false,
-            entries: vec![],
+            entries: vec![].into(),
             entries_v6: vec![],
             pulled_to: None,
         },
@@ -193,7 +193,7 @@ fn instance_gaps_say_where_each_piece_is_missing() {
     let switches = [SwitchTable {
         slot: SwitchSlot::Switch1,
         uplinked: true,
-        entries: vec![],
+        entries: vec![].into(),
         entries_v6: vec![],
         pulled_to: None,
     }];
@@ -255,7 +255,7 @@ fn a_stopped_instance_s_entry_is_a_gap_where_the_stop_removes_it() {
     let switches = [SwitchTable {
         slot: SwitchSlot::Switch0,
         uplinked: true,
-        entries: vec![left],
+        entries: vec![left].into(),
         entries_v6: vec![],
         pulled_to: None,
     }];
@@ -447,7 +447,8 @@ fn state_nothing_explains_is_a_gap() {
             entry([198, 51, 100, 9], SLED0, SERVICES_VNI).to_dpd(),
             entry([203, 0, 113, 1], SLED0, 1007).to_dpd(),
             entry([203, 0, 113, 8], SLED0, 1007).to_dpd(),
-        ],
+        ]
+        .into(),
         entries_v6: vec![v6],
         pulled_to: None,
     }];
@@ -501,7 +502,8 @@ fn entries_of_finds_an_address_in_the_ordered_table() {
             nat([203, 0, 113, 1], 0),
             nat([203, 0, 113, 1], 16384),
             nat([203, 0, 113, 8], 0),
-        ],
+        ]
+        .into(),
         entries_v6: vec![],
         pulled_to: None,
     };
@@ -515,7 +517,13 @@ fn entries_of_finds_an_address_in_the_ordered_table() {
         assert_eq!(lows(absent), Vec::<u16>::new(), "{absent:?}");
     }
     let unordered = SwitchTable {
-        entries: table.entries.iter().rev().copied().collect(),
+        entries: table
+            .entries
+            .iter()
+            .rev()
+            .copied()
+            .collect::<Vec<_>>()
+            .into(),
         ..table.clone()
     };
     assert!(!unordered.is_in_key_order());

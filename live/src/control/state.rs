@@ -146,7 +146,7 @@ impl Control {
                         .switches
                         .iter()
                         .any(|x| x.slot == s.slot && x.uplinked),
-                    entries: dpd.ipv4_entries(),
+                    entries: dpd.ipv4_entries_shared(),
                     entries_v6: dpd.ipv6_entries(),
                     pulled_to: Some(dpd.generation()),
                 }

@@ -53,14 +53,16 @@ pub struct DesiredNat {
 }
 
 /// One live switch: its slot, whether it is uplinked, its NAT tables.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SwitchTable {
     pub slot: SwitchSlot,
     pub uplinked: bool,
     /// The IPv4 table in dpd's key order, by external address and first
     /// port, as `DpdState::ipv4_entries` lists it: the checks find an
     /// address's entries by binary search ([`SwitchTable::entries_of`]).
-    pub entries: Vec<Ipv4Nat>,
+    /// Shared with the dpd it was read from while its table is unchanged
+    /// (`DpdState::ipv4_entries_shared`).
+    pub entries: std::sync::Arc<[Ipv4Nat]>,
     /// The IPv6 table. racksim's services and instances have IPv4
     /// external addresses only, so every entry here is one nothing asked
     /// for.

@@ -87,7 +87,7 @@ pub struct ControlPlaneState {
 /// and when a partition was last healed. Read by the checks, so that an
 /// invariant about what crosses the network does not demand it across a
 /// cut.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NetState {
     pub cuts: BTreeSet<(String, String)>,
     pub last_heal: Duration,
@@ -260,7 +260,12 @@ pub enum NexusCommand {
 /// (issue 40: formatting every address for every line was a few percent of
 /// a fuzz seed, more on the 32-sled rack).
 #[derive(Debug, Default)]
-pub struct AddrNames(BTreeMap<Ipv6Addr, NamedAddr>);
+pub struct AddrNames {
+    names: BTreeMap<Ipv6Addr, NamedAddr>,
+    /// How many names were given (a name given again counts: a retired
+    /// switch zone's address is renamed).
+    given: u64,
+}
 
 #[derive(Debug)]
 struct NamedAddr {
@@ -273,7 +278,8 @@ impl AddrNames {
     pub fn insert(&mut self, addr: Ipv6Addr, name: String) {
         let bare = addr.to_string();
         let bracketed = format!("[{bare}]");
-        self.0.insert(
+        self.given += 1;
+        self.names.insert(
             addr,
             NamedAddr {
                 name,
@@ -283,8 +289,13 @@ impl AddrNames {
         );
     }
 
+    /// How many names were given so far: what changes when any name does.
+    pub fn given(&self) -> u64 {
+        self.given
+    }
+
     pub fn get(&self, addr: &Ipv6Addr) -> Option<&String> {
-        self.0.get(addr).map(|n| &n.name)
+        self.names.get(addr).map(|n| &n.name)
     }
 
     /// `text` with every known address replaced by its name: bracketed
@@ -293,7 +304,7 @@ impl AddrNames {
     /// part of it.
     pub fn name_addrs(&self, text: &str) -> String {
         let mut out = text.to_string();
-        for n in self.0.values().rev() {
+        for n in self.names.values().rev() {
             // `contains` first: most lines hold few addresses, and a
             // replace allocates whether or not it finds one.
             if out.contains(&n.bracketed) {
