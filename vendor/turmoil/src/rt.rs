@@ -4,7 +4,7 @@ use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 use rand::rngs::SmallRng;
 use tokio::runtime::Runtime;
@@ -55,6 +55,10 @@ pub struct Config {
 pub(crate) struct HostWaker {
     pending: AtomicBool,
     ring: Arc<Ring>,
+    /// Set while the host's own tasks are being polled ([`Rt::drain`]): a
+    /// wake then only marks the host pending, which the drain reads as
+    /// "poll again", and rings nothing (the simulation is not waiting).
+    draining: AtomicBool,
 }
 
 /// What every host's waker signals (event-driven mode): the simulation's
@@ -75,21 +79,10 @@ impl Wake for HostWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.pending.store(true, Ordering::SeqCst);
-        self.ring.woken.store(true, Ordering::SeqCst);
-        self.ring.notify.notify_one();
-    }
-}
-
-/// Records whether it was woken (event-driven drain).
-struct Flag(AtomicBool);
-
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.store(true, Ordering::SeqCst);
+        if !self.draining.load(Ordering::SeqCst) {
+            self.ring.woken.store(true, Ordering::SeqCst);
+            self.ring.notify.notify_one();
+        }
     }
 }
 
@@ -271,37 +264,33 @@ impl<'a> Rt<'a> {
     /// per instant was 9% of a fuzz run.
     ///
     /// Idle means: one pass of the `LocalSet` ran out of queued tasks
-    /// without waking itself. Then the host's `LocalSet` is left with this
-    /// host's waker, so whatever wakes one of its tasks later marks the
-    /// host as pending.
+    /// without waking itself. The passes are polled with this host's own
+    /// waker, in its draining mode (a wake marks the host pending and
+    /// rings nothing), so the `LocalSet` is left holding it: whatever
+    /// wakes one of its tasks later marks the host as pending and rings
+    /// the simulation. One waker throughout means the `LocalSet` keeps the
+    /// one it has (`AtomicWaker` skips a waker that would wake the same),
+    /// where a fresh one per pass and the host's at the end were a clone
+    /// and a drop of each per drain.
     pub(crate) fn drain(&mut self) -> Result<bool> {
+        let Some(w) = self.waker.clone() else {
+            unreachable!("only event-driven mode drains")
+        };
         {
+            let waker = Waker::from(w.clone());
             let _guard = self.tokio.enter();
             let mut run = pin!(self.local.run_until(std::future::pending::<()>()));
+            w.draining.store(true, Ordering::SeqCst);
             loop {
-                let flag = Arc::new(Flag(AtomicBool::new(false)));
-                let waker = Waker::from(flag.clone());
+                w.pending.store(false, Ordering::SeqCst);
                 let _ = run.as_mut().poll(&mut Context::from_waker(&waker));
-                if !flag.0.load(Ordering::SeqCst) {
+                if !w.pending.load(Ordering::SeqCst) {
                     break;
                 }
             }
+            w.draining.store(false, Ordering::SeqCst);
         }
-        self.register_waker();
         self.poll_completion()
-    }
-
-    /// Leave this host's waker on its `LocalSet` (event-driven mode).
-    fn register_waker(&self) {
-        let Some(w) = &self.waker else { return };
-        let waker = Waker::from(w.clone());
-        let mut cx = Context::from_waker(&waker);
-        let _guard = self.tokio.enter();
-        let fut = pin!(self.local.run_until(std::future::ready(())));
-        match fut.poll(&mut cx) {
-            Poll::Ready(()) => {}
-            Poll::Pending => unreachable!("run_until of a ready future completes at once"),
-        }
     }
 
     fn poll_completion(&mut self) -> Result<bool> {
@@ -380,6 +369,7 @@ fn host_waker(config: &Config) -> Option<Arc<HostWaker>> {
             // New software has its root task queued.
             pending: AtomicBool::new(true),
             ring: ring.clone(),
+            draining: AtomicBool::new(false),
         })
     })
 }
