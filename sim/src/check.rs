@@ -280,7 +280,7 @@ pub struct Snapshot {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct ChecksConfig {
     zones: crate::world::ZoneSet,
-    specs: Vec<crate::rack::SledSpec>,
+    specs: std::sync::Arc<Vec<crate::rack::SledSpec>>,
     switch_addresses:
         std::collections::BTreeMap<racksim_reconciler::discovery::SwitchSlot, std::net::Ipv6Addr>,
     /// Whether the control plane is meant to run (the plan did not take

@@ -8,6 +8,13 @@
 //!
 //! Each cell makes this check for its first seeds (`SEEDS`), against the
 //! very runs the cell judges: the run without the knob is not made twice.
+//!
+//! After every step the knob reads the rack afresh (`check::observe`), and
+//! judges it afresh wherever the checks would read it differently from the
+//! judged snapshot (`Snapshot::same_as`): the checks are a function of the
+//! snapshot and the instant, so an equal one is judged the same. Every
+//! change the checks read, counted or not, makes the snapshot differ
+//! (`racksim-sim`'s `check::a_snapshot_tells_every_change_the_checks_read`).
 
 use racksim::{file::Scenario, runner, runner::Judged};
 use racksim_sim::RunOutcome;

@@ -58,7 +58,10 @@ pub struct RunConfig {
     /// would have missed. The run itself goes on exactly as without
     /// the knob (the extra look changes nothing it decides), so the two
     /// runs must agree byte for byte; each cell of the scenario suite
-    /// (`racksim/tests/cells.rs`) runs its first seeds both ways.
+    /// (`racksim/tests/cells.rs`) runs its first seeds both ways. A step's
+    /// snapshot that the checks read as the judged one
+    /// ([`Snapshot::same_as`](crate::check::Snapshot::same_as)) is judged
+    /// as it was, without judging it again.
     pub recheck_every_event: bool,
     /// The external-IP pool ([`RunParams::ip_pool`](crate::world::RunParams::ip_pool));
     /// none by default.

@@ -158,7 +158,7 @@ impl<'a> Driver<'a> {
                 .scrimlet_status
                 .insert(index, watch::Sender::new(ScrimletStatus::Scrimlet));
             let addr = sled.address;
-            st.sleds.specs.push(sled);
+            std::sync::Arc::make_mut(&mut st.sleds.specs).push(sled);
             if let Some(HostEntry {
                 kind: HostKind::Sled(old),
                 ..

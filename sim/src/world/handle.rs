@@ -101,7 +101,7 @@ impl World {
                 ..Default::default()
             },
             sleds: SledsState {
-                specs: rack.sleds.clone(),
+                specs: Arc::new(rack.sleds.clone()),
                 scrimlet_status,
                 ..Default::default()
             },

@@ -129,7 +129,10 @@ pub struct SwitchesState {
 #[derive(Debug, Default)]
 pub struct SledsState {
     /// Every sled: the rack's, then replacements, by index.
-    pub specs: Vec<SledSpec>,
+    ///
+    /// Shared: a look at the rack (`check::observe`) keeps the specs of
+    /// the moment, and they change only when a sled joins.
+    pub specs: Arc<Vec<SledSpec>>,
     /// Sleds whose software is running.
     pub up: BTreeSet<usize>,
     /// Sleds gone for good (replaced scrimlets).
