@@ -31,10 +31,12 @@ pub(crate) struct Topology {
     /// which stamps every send.
     clock: Option<Instant>,
 
-    /// Event-driven mode: when messages are due, as `(at, seq, a, b)` of
-    /// their link; entries of messages a partition dropped are stale and
-    /// harmless (their link has nothing due then).
-    due: BinaryHeap<Reverse<(Instant, u64, IpAddr, IpAddr)>>,
+    /// Event-driven mode: when messages are due, as `(at, seq, link)`, the
+    /// link by its index in `links` (links are never removed, so an index
+    /// names one link for the run, and a delivery finds its link without
+    /// hashing its pair of addresses); entries of messages a partition
+    /// dropped are stale and harmless (their link has nothing due then).
+    due: BinaryHeap<Reverse<(Instant, u64, usize)>>,
     seq: u64,
 
     /// racksim patch ([`crate::Builder::linux_tcp`]): TCP segments the
@@ -262,9 +264,16 @@ impl Topology {
     /// Linux mode: schedule the segments `pair`'s link lost for
     /// retransmission, each when its sender's RTO expires.
     fn collect_lost(&mut self, pair: &Pair) {
+        if let Some(i) = self.links.get_index_of(pair) {
+            self.collect_lost_at(i);
+        }
+    }
+
+    /// [`Topology::collect_lost`] of the link at index `i` of `links`.
+    fn collect_lost_at(&mut self, i: usize) {
         let Some(timers) = self.linux_tcp else { return };
         let now = self.now();
-        let Some(link) = self.links.get_mut(pair) else {
+        let Some((_, link)) = self.links.get_index_mut(i) else {
             return;
         };
         for lost in std::mem::take(&mut link.lost) {
@@ -355,10 +364,12 @@ impl Topology {
         self.clock = Some(now);
     }
 
-    fn schedule(&mut self, at: Option<Instant>, pair: &Pair) {
+    /// Event-driven mode: the link at index `link` of `links` has a
+    /// message due at `at`.
+    fn schedule(&mut self, at: Option<Instant>, link: usize) {
         if let (Some(at), Some(_)) = (at, self.clock) {
             self.seq += 1;
-            self.due.push(Reverse((at, self.seq, pair.0, pair.1)));
+            self.due.push(Reverse((at, self.seq, link)));
         }
     }
 
@@ -380,15 +391,15 @@ impl Topology {
     ) {
         let Some(now) = self.clock else { return };
         self.retransmit_due(rand, hosts);
-        while let Some(Reverse((at, _, a, b))) = self.due.peek().copied() {
+        while let Some(Reverse((at, _, i))) = self.due.peek().copied() {
             if at > now {
                 break;
             }
             self.due.pop();
-            let pair = Pair(a, b);
-            let Some(link) = self.links.get_mut(&pair) else {
+            let Some((pair, link)) = self.links.get_index_mut(i) else {
                 continue;
             };
+            let (a, b) = (pair.0, pair.1);
             link.tick(now);
             let mut bounced = Vec::new();
             for addr in [a, b] {
@@ -397,9 +408,9 @@ impl Topology {
                 }
             }
             for at in bounced {
-                self.schedule(Some(at), &pair);
+                self.schedule(Some(at), i);
             }
-            self.collect_lost(&pair);
+            self.collect_lost_at(i);
         }
     }
 
@@ -469,13 +480,13 @@ impl Topology {
     ) -> Result<()> {
         let pair = Pair::new(src.ip(), dst.ip());
         let rtx = rtx.filter(|_| self.linux_tcp.is_some());
-        if let Some(link) = self.links.get_mut(&pair) {
+        if let Some((i, _, link)) = self.links.get_full_mut(&pair) {
             if let Some(now) = self.clock {
                 link.now = now;
             }
             let at = link.enqueue_message(&self.config, rand, src, dst, message, rtx)?;
-            self.schedule(at, &pair);
-            self.collect_lost(&pair);
+            self.schedule(at, i);
+            self.collect_lost_at(i);
             Ok(())
         } else {
             Err(Error::new(
@@ -489,16 +500,16 @@ impl Topology {
     pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) {
         let now = self.now();
         let mut touched = Vec::new();
-        for (pair, link) in &mut self.links {
+        for (i, (pair, link)) in self.links.iter_mut().enumerate() {
             if pair.0 == dst.addr || pair.1 == dst.addr {
                 let _ = link.deliver_messages(&self.config, rand, dst, now);
                 if !link.lost.is_empty() {
-                    touched.push(pair.clone());
+                    touched.push(i);
                 }
             }
         }
-        for pair in touched {
-            self.collect_lost(&pair);
+        for i in touched {
+            self.collect_lost_at(i);
         }
     }
 
@@ -509,12 +520,15 @@ impl Topology {
     pub(crate) fn release(&mut self, a: IpAddr, b: IpAddr) {
         let clock = self.clock;
         let pair = Pair::new(a, b);
-        let link = self.get_link_mut(&pair);
+        let (i, _, link) = self
+            .links
+            .get_full_mut(&pair)
+            .unwrap_or_else(|| panic!("unable to find link between {pair:?}"));
         if let Some(now) = clock {
             link.now = now;
         }
         link.release();
-        self.schedule(clock, &pair);
+        self.schedule(clock, i);
     }
 
     pub(crate) fn partition(&mut self, a: IpAddr, b: IpAddr) {
