@@ -293,10 +293,17 @@ struct ChecksConfig {
 
 impl Snapshot {
     /// Whether the checks read `other` exactly as this one: then they judge
-    /// it the same, at any instant before [`next_time_based_check`]. What
-    /// the world shares with a snapshot (instance records, sled-agent
-    /// states) compares by pointer first: the world copies one on write
+    /// it the same, at any instant before [`next_time_based_check`]. That
+    /// holds because a snapshot is the checks' whole input besides the
+    /// instant: [`convergence_gaps`] and [`invariant_violation`] take the
+    /// world only to write names out (a name given anew shows in
+    /// `config`) and to read the run's parameters, which never change. A check that read anything else of the world would have
+    /// to read it into the snapshot, and compare it here. What the world
+    /// shares with a snapshot (instance records, sled-agent states, dpd
+    /// tables) compares by pointer first: the world copies one on write
     /// while a snapshot holds it, so an unchanged one is the same `Arc`.
+    /// Used by the recheck (`RunConfig::recheck_every_event`; decision
+    /// 0021).
     pub fn same_as(&self, other: &Snapshot) -> bool {
         use std::sync::Arc;
         let Snapshot {
