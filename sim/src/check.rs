@@ -297,8 +297,9 @@ impl Snapshot {
     /// holds because a snapshot is the checks' whole input besides the
     /// instant: [`convergence_gaps`] and [`invariant_violation`] take the
     /// world only to write names out (a name given anew shows in
-    /// `config`) and to read the run's parameters, which never change. A check that read anything else of the world would have
-    /// to read it into the snapshot, and compare it here. What the world
+    /// `config`) and to read the run's parameters, which never change. A
+    /// check that read anything else of the world would have to read it
+    /// into the snapshot, and compare it here. What the world
     /// shares with a snapshot (instance records, sled-agent states, dpd
     /// tables) compares by pointer first: the world copies one on write
     /// while a snapshot holds it, so an unchanged one is the same `Arc`.
