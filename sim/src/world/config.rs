@@ -34,14 +34,6 @@ impl World {
         self.zones.subscribe()
     }
 
-    /// Every current zone's desired NAT entry, sorted: what the checks
-    /// judge and what Nexus's database holds.
-    pub fn desired_nat(&self) -> Vec<NatEntry> {
-        let zones = self.zones();
-        let sleds = self.lock().sleds.specs.clone();
-        zones.config(0, |i| sleds[i].address).nat_entries()
-    }
-
     /// The desired NAT entry of one zone, pointing at its current sled.
     pub fn zone_nat_entry(&self, zone: &ZoneSpec) -> NatEntry {
         zone_nat_entry(zone, self.sled(zone.sled).address)
