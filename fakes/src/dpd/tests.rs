@@ -268,3 +268,40 @@ fn reset_empties_the_table_and_identifiers_name_the_slot() {
         (StatusCode::OK, Some(serde_json::Value::Null))
     );
 }
+
+/// The shared IPv4 listing (`ipv4_entries_shared`, what the simulation's
+/// checks read) follows every change of the table: an API create, delete
+/// and reset, a planted entry. Between changes it is the same allocation.
+#[test]
+fn the_shared_listing_follows_every_change() {
+    let mut dpd = DpdState::new(0);
+    let agrees = |dpd: &DpdState, what: &str| {
+        assert_eq!(*dpd.ipv4_entries_shared(), dpd.ipv4_entries()[..], "{what}");
+    };
+    agrees(&dpd, "empty");
+    let (r, _) = put(&mut dpd, "/nat/ipv4/198.51.100.1/100/199", target(1));
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    agrees(&dpd, "after a create");
+    let (a, b) = (dpd.ipv4_entries_shared(), dpd.ipv4_entries_shared());
+    assert!(
+        std::sync::Arc::ptr_eq(&a, &b),
+        "no change between two reads: one list"
+    );
+    assert_eq!(a.len(), 1);
+    dpd.ipv4_plant(Ipv4Nat {
+        external: "198.51.100.2".parse().unwrap(),
+        low: 0,
+        high: 99,
+        target: target(2),
+    });
+    agrees(&dpd, "after a plant");
+    assert_eq!(dpd.ipv4_entries_shared().len(), 2);
+    let (r, _) = dpd.handle(&req(Method::DELETE, "/nat/ipv4/198.51.100.1/150", ""));
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    agrees(&dpd, "after a delete");
+    assert_eq!(dpd.ipv4_entries_shared().len(), 1);
+    let (r, _) = dpd.handle(&req(Method::DELETE, "/nat/ipv4", ""));
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    agrees(&dpd, "after a reset");
+    assert!(dpd.ipv4_entries_shared().is_empty());
+}

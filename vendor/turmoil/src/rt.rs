@@ -270,10 +270,11 @@ impl<'a> Rt<'a> {
     /// wakes one of its tasks later marks the host as pending and rings
     /// the simulation. One waker throughout means the `LocalSet` keeps the
     /// one it has (`AtomicWaker` skips a waker that would wake the same),
-    /// where a fresh one per pass and the host's at the end were a clone
-    /// and a drop of each per drain.
+    /// where a fresh waker per pass (an allocation each) and the host's
+    /// registered again at the end made the `LocalSet` swap its waker
+    /// twice per drain.
     pub(crate) fn drain(&mut self) -> Result<bool> {
-        let Some(w) = self.waker.clone() else {
+        let Some(w) = &self.waker else {
             unreachable!("only event-driven mode drains")
         };
         {
