@@ -251,7 +251,11 @@ pub struct Snapshot {
     sleds_up: BTreeSet<usize>,
     /// The up sleds and their sled-agents.
     sleds: Vec<SledView>,
-    running_since: std::collections::BTreeMap<u32, std::time::Duration>,
+    /// When each of `instances` began running (the control plane's
+    /// `running_since`), by position: read for every instance at every
+    /// look, so looked up once, when the snapshot is made, not in a map
+    /// each time.
+    running_since: Vec<Option<std::time::Duration>>,
     deletes_completed: std::collections::BTreeMap<u32, std::time::Duration>,
     /// The database's live instance NAT rows' versions.
     nat_row_versions: gaps::NatRowVersions,
@@ -344,7 +348,8 @@ impl Snapshot {
             && *sleds_up == other.sleds_up
             && *running_since == other.running_since
             && *deletes_completed == other.deletes_completed
-            && *nat_row_versions == other.nat_row_versions
+            && (std::sync::Arc::ptr_eq(nat_row_versions, &other.nat_row_versions)
+                || *nat_row_versions == other.nat_row_versions)
             && *nat_rows == other.nat_rows
             && *stuck_sagas == other.stuck_sagas
             && *net == other.net
@@ -413,7 +418,10 @@ pub fn observe(world: &World) -> Snapshot {
                 agent: st.sleds.agents.get(&i).cloned().unwrap_or_default(),
             })
             .collect(),
-        running_since: st.control_plane.running_since.clone(),
+        running_since: aligned(
+            st.control_plane.db.instances.keys(),
+            &st.control_plane.running_since,
+        ),
         deletes_completed: st.control_plane.deletes_completed.clone(),
         net: st.net.clone(),
         nexus_hosts: st
@@ -430,14 +438,7 @@ pub fn observe(world: &World) -> Snapshot {
             nexus_enabled: world.nexus_is_enabled(),
             names: st.names.given(),
         },
-        nat_row_versions: st
-            .control_plane
-            .db
-            .nat
-            .live_instance_versions()
-            .into_iter()
-            .map(|(id, e, v)| ((id, e.external_ip, e.first_port, e.last_port), v))
-            .collect(),
+        nat_row_versions: st.control_plane.db.nat.live_instance_versions_shared(),
         nat_rows: {
             let db = &st.control_plane.db;
             let deleted = &st.control_plane.deletes_completed;
@@ -468,14 +469,29 @@ pub fn observe(world: &World) -> Snapshot {
 fn running_grace(
     o: &Snapshot,
     inst: &racksim_nexus::instances::InstanceRecord,
+    running_since: Option<std::time::Duration>,
 ) -> Option<(u32, std::time::Duration, std::time::Duration)> {
     use racksim_nexus::instances::InstanceState;
-    match (inst.state, inst.sled, o.running_since.get(&inst.id)) {
-        (InstanceState::Running, Some(sled), Some(&since)) => {
+    match (inst.state, inst.sled, running_since) {
+        (InstanceState::Running, Some(sled), Some(since)) => {
             Some((sled, since, since.max(o.paths_since) + RUNNING_GRACE))
         }
         _ => None,
     }
+}
+
+/// The value `by_id` holds for each of `ids` (ascending, as a map's keys
+/// are), by position: one merged pass over the two, not a look-up each.
+fn aligned<'a, T: Copy>(
+    ids: impl Iterator<Item = &'a u32>,
+    by_id: &std::collections::BTreeMap<u32, T>,
+) -> Vec<Option<T>> {
+    let mut values = by_id.iter().peekable();
+    ids.map(|id| {
+        while values.next_if(|(k, _)| *k < id).is_some() {}
+        values.next_if(|(k, _)| *k == id).map(|(_, v)| *v)
+    })
+    .collect()
 }
 
 /// The next instant after `now` at which a time-based invariant can break
@@ -490,7 +506,8 @@ pub fn next_time_based_check(
 ) -> Option<std::time::Duration> {
     o.instances
         .iter()
-        .filter_map(|inst| running_grace(o, inst))
+        .zip(&o.running_since)
+        .filter_map(|(inst, &since)| running_grace(o, inst, since))
         .map(|(_, _, ends)| ends)
         .filter(|&ends| ends > now)
         .min()
@@ -508,7 +525,7 @@ pub fn invariant_violation(
     // Whether each switch can reach a Nexus: the same for every instance,
     // so asked once per table, and only once some instance needs it.
     let mut reachable: Vec<Option<bool>> = vec![None; o.tables.len()];
-    for inst in &o.instances {
+    for (inst, &running_since) in o.instances.iter().zip(&o.running_since) {
         let name = &inst.name;
         // From the moment the delete operation reported success; while it
         // runs, removing the instance's state is its job.
@@ -554,7 +571,7 @@ pub fn invariant_violation(
                 message,
             });
         }
-        if let Some((sled, since, grace_ends)) = running_grace(o, inst) {
+        if let Some((sled, since, grace_ends)) = running_grace(o, inst, running_since) {
             if now >= grace_ends {
                 let sled_addr = o.config.specs[sled as usize].address;
                 for (t, table) in o.tables.iter().enumerate() {

@@ -77,8 +77,12 @@ struct NatRow {
 /// soft-delete the blocking row and insert again.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NatTable {
-    /// Committed rows only.
+    /// Committed rows only. Written only by [`NatTable::commit`], which
+    /// clears `instance_versions`.
     rows: Vec<NatRow>,
+    /// [`NatTable::live_instance_versions_shared`], listed at the first
+    /// read after a write.
+    instance_versions: VersionsListing,
     /// The sequence's last value (`nat_version`).
     version: i64,
     /// Statements that drew their version and have not written yet.
@@ -92,6 +96,20 @@ pub struct NatTable {
     /// upstream's today (take the address over), or before #4694 (fail).
     conflict: NatConflict,
 }
+
+/// The live instance rows' versions as last listed: a cache of `rows`,
+/// not state of the table, so any two are equal (a table equals another
+/// with the same rows whatever either has listed).
+#[derive(Clone, Debug, Default)]
+struct VersionsListing(std::sync::OnceLock<std::sync::Arc<[(u32, NatEntry, i64)]>>);
+
+impl PartialEq for VersionsListing {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for VersionsListing {}
 
 /// Whether two entries have the unique index's key: the same external
 /// address and port range.
@@ -287,6 +305,7 @@ impl NatTable {
                     return false;
                 }
                 self.rows[i].version_removed = Some(version);
+                self.instance_versions = VersionsListing::default();
                 true
             }
             Some(PendingChange::Add(row)) => {
@@ -307,6 +326,7 @@ impl NatTable {
                     return false;
                 }
                 self.rows.push(row);
+                self.instance_versions = VersionsListing::default();
                 true
             }
         }
@@ -410,6 +430,21 @@ impl NatTable {
         self.live_rows()
             .filter_map(|r| r.instance.map(|i| (i, r.entry, r.version_added)))
             .collect()
+    }
+
+    /// [`NatTable::live_instance_versions`] ordered by instance and entry
+    /// (so by the unique index's key within an instance), listed once per
+    /// change of the rows and shared: the checks read it at every look at
+    /// the rack, and most looks follow no change of the table.
+    pub fn live_instance_versions_shared(&self) -> std::sync::Arc<[(u32, NatEntry, i64)]> {
+        self.instance_versions
+            .0
+            .get_or_init(|| {
+                let mut v = self.live_instance_versions();
+                v.sort_by_key(|&(instance, entry, _)| (instance, entry));
+                v.into()
+            })
+            .clone()
     }
 
     /// The live rows whose owner (an instance, or `None` for a service

@@ -2266,6 +2266,57 @@ fn two_begun(a: (u32, NatEntry), b: (u32, NatEntry)) -> (NatTable, i64, i64) {
     (table, first, second)
 }
 
+/// The shared listing of live instance rows is the table's rows at every
+/// read: each commit that writes a row (an add, a soft delete) lists them
+/// again, a statement begun but not committed does not, and between
+/// writes every read is one allocation. Ordered by instance, then entry,
+/// whatever order the rows were written in; a clone lists the same rows,
+/// and a table equals another with the same rows whether or not either
+/// has been listed.
+#[test]
+fn the_shared_listing_of_row_versions_follows_every_commit() {
+    let listed = |t: &NatTable| -> Vec<(u32, u8, i64)> {
+        t.live_instance_versions_shared()
+            .iter()
+            .map(|&(i, e, v)| (i, e.external_ip.octets()[3], v))
+            .collect()
+    };
+    let mut table = NatTable::default();
+    assert!(listed(&table).is_empty());
+    assert!(table.set_instance(8, &[nat_at(12, 1)]));
+    assert!(table.set_instance(7, &[nat_at(11, 2), nat_at(10, 2)]));
+    assert_eq!(listed(&table), [(7, 10, 3), (7, 11, 2), (8, 12, 1)]);
+    let first = table.live_instance_versions_shared();
+    assert!(std::sync::Arc::ptr_eq(
+        &first,
+        &table.live_instance_versions_shared()
+    ));
+
+    // Begun, not committed: nothing written, the same listing.
+    let pending = table.begin_set_instance(8, &[nat_at(13, 1)]).unwrap();
+    assert!(std::sync::Arc::ptr_eq(
+        &first,
+        &table.live_instance_versions_shared()
+    ));
+    // Its commit removes row 12 first (the statement's first change).
+    assert!(table.commit(pending));
+    assert_eq!(listed(&table), [(7, 10, 3), (7, 11, 2)]);
+    assert!(table.set_instance(8, &[nat_at(13, 1)]));
+    assert_eq!(listed(&table), [(7, 10, 3), (7, 11, 2), (8, 13, 5)]);
+    assert!(table.clear_instance(7));
+    assert_eq!(listed(&table), [(8, 13, 5)]);
+
+    let unlisted = table.clone();
+    let mut fresh = NatTable::default();
+    assert!(fresh.set_instance(8, &[nat_at(12, 1)]));
+    assert_eq!(listed(&unlisted), listed(&table));
+    // Equality is the rows', not the listing's: a listed table and its
+    // unlisted copy are equal, and a table with other rows is not.
+    let copy = table.clone();
+    assert_eq!(copy, table);
+    assert_ne!(fresh, table);
+}
+
 /// Omicron's hazard (the sequence is not transactional): instance 1's row
 /// draws version 1, instance 2's draws 2 and commits first; a dpd pulling
 /// in between sees only version 2 and moves to generation 2; once version 1

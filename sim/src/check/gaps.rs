@@ -90,9 +90,14 @@ impl SwitchTable {
     }
 }
 
-/// `version_added` of each live instance NAT row in the database, by
-/// instance, external address and port range.
-pub type NatRowVersions = BTreeMap<(u32, Ipv4Addr, u16, u16), i64>;
+/// Each live instance NAT row in the database with its `version_added`,
+/// ordered by instance and entry
+/// ([`NatTable::live_instance_versions_shared`], shared with the table
+/// until its rows change).
+///
+/// [`NatTable::live_instance_versions_shared`]:
+///     racksim_nexus::instances::NatTable::live_instance_versions_shared
+pub type NatRowVersions = std::sync::Arc<[(u32, NatEntry, i64)]>;
 
 /// One up sled: its index in the rack, name, underlay address and
 /// sled-agent state.
@@ -150,28 +155,46 @@ impl RackView<'_> {
 /// id). Built once per look at the rack, so that asking for every
 /// instance's VMMs costs one pass over the sleds, not one per instance (a
 /// rack of a hundred instances spent most of its checks here).
-pub struct VmmIndex<'a>(Vec<(u32, &'a SledView, &'a VmmInfo)>);
+pub struct VmmIndex<'a>(Vec<(u32, &'a SledView, u64, &'a VmmInfo)>);
 
 impl<'a> VmmIndex<'a> {
     pub fn new(sleds: &'a [SledView]) -> Self {
-        let mut all: Vec<(u32, &SledView, &VmmInfo)> = sleds
+        let mut all: Vec<(u32, &SledView, u64, &VmmInfo)> = sleds
             .iter()
-            .flat_map(|s| s.agent.vmms.values().map(move |v| (v.instance_id, s, v)))
+            .flat_map(|s| {
+                s.agent
+                    .vmms
+                    .iter()
+                    .map(move |(&propolis, v)| (v.instance_id, s, propolis, v))
+            })
             .collect();
         // One allocation per look, not one per instance: sorted by
         // instance, stably, so each instance's VMMs stay in sled order and
         // by propolis id on a sled.
-        all.sort_by_key(|&(id, _, _)| id);
+        all.sort_by_key(|&(id, _, _, _)| id);
         VmmIndex(all)
+    }
+
+    /// The entries of instance `id`.
+    fn entries_of(&self, id: u32) -> impl Iterator<Item = &(u32, &'a SledView, u64, &'a VmmInfo)> {
+        let start = self.0.partition_point(|&(i, _, _, _)| i < id);
+        self.0[start..]
+            .iter()
+            .take_while(move |&&(i, _, _, _)| i == id)
     }
 
     /// The VMMs of instance `id`, each with its sled.
     pub fn of(&self, id: u32) -> impl Iterator<Item = (&'a SledView, &'a VmmInfo)> + '_ {
-        let start = self.0.partition_point(|&(i, _, _)| i < id);
-        self.0[start..]
-            .iter()
-            .take_while(move |&&(i, _, _)| i == id)
-            .map(|&(_, sled, v)| (sled, v))
+        self.entries_of(id).map(|&(_, sled, _, v)| (sled, v))
+    }
+
+    /// Whether sled `sled` holds VMM `propolis` of instance `id`: its
+    /// agent's map has the id, and the VMM is the instance's. (The index
+    /// has the instance's few VMMs together; the sled's map would be a
+    /// search of all of the sled's.)
+    pub fn holds(&self, sled: usize, propolis: u64, id: u32) -> bool {
+        self.entries_of(id)
+            .any(|&(_, s, p, _)| s.index == sled && p == propolis)
     }
 
     /// The `one-vmm` breach of instance `name` (`id`), if any: it has more
@@ -444,15 +467,11 @@ impl InstanceGap {
                         .map_or_else(|| (view.sled)(sled).1, |s| s.address);
                     // The record's VMM, by its propolis id: another VMM of the
                     // instance on the sled is not the one the record says runs.
-                    let has_its_vmm = |s: &SledView| match inst.vmm {
-                        Some(vmm) => s
-                            .agent
-                            .vmms
-                            .get(&vmm)
-                            .is_some_and(|v| v.instance_id == inst.id),
-                        None => vmms.of(inst.id).any(|(on, _)| on.index == s.index),
+                    let has_its_vmm = match inst.vmm {
+                        Some(vmm) => vmms.holds(sled, vmm, inst.id),
+                        None => vmms.of(inst.id).any(|(on, _)| on.index == sled),
                     };
-                    if !view.sleds.iter().any(|s| s.index == sled && has_its_vmm(s)) {
+                    if !has_its_vmm {
                         gap(InstanceGapKind::NoVmm { sled });
                     }
                     let nic = inst.nics.first();
@@ -706,11 +725,16 @@ fn pulled_past(
     ip: &ExternalIp,
 ) -> Option<(i64, i64)> {
     let pulled_to = table.pulled_to?;
-    match view
-        .nat_row_versions
-        .get(&(instance, ip.ip, ip.first_port, ip.last_port))
-    {
-        Some(&version) if version <= pulled_to => Some((version, pulled_to)),
+    // The row of the unique index's key (address and port range; one
+    // live row at most) among the instance's, which the order puts
+    // together and in key order.
+    let key = |&(i, e, _): &(u32, NatEntry, i64)| (i, e.external_ip, e.first_port, e.last_port);
+    let wanted = (instance, ip.ip, ip.first_port, ip.last_port);
+    let rows = &view.nat_row_versions;
+    match rows.get(rows.partition_point(|r| key(r) < wanted)) {
+        Some(r @ &(_, _, version)) if key(r) == wanted && version <= pulled_to => {
+            Some((version, pulled_to))
+        }
         _ => None,
     }
 }
