@@ -22,6 +22,10 @@
 //! byte for byte the same (`cells/recheck.rs`): the checker cannot miss a
 //! change.
 //!
+//! A cell's run at seed 1 is its insta snapshot (`snapshots/`): what
+//! `racksim run NAME --seed 1 --strategy S` prints must be the reviewed
+//! text. The run is the cell's own, not made again for the snapshot.
+//!
 //! A regression file runs at the seed and strategy its `# Replay:` comment
 //! names and must meet its expectation: a regression guarded against stays
 //! guarded, and a defect a file records (until it is fixed) is still
@@ -36,7 +40,7 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use racksim::{
     catalogue,
     file::{Kind, Scenario, Strategy},
-    matrix, runner, shrink,
+    matrix, report, runner, shrink,
 };
 use racksim_sim::ServiceNat;
 
@@ -73,12 +77,19 @@ fn check_cell(scenario: &Scenario, strategy: Strategy) -> Result<(), Failed> {
     // (`recheck`), beside the cell's own runs rather than in a test of
     // their own that would make those runs twice.
     let rechecked = std::sync::Mutex::new(Vec::new());
+    let seed_one = std::sync::Mutex::new(None);
     let cells = matrix::matrix_observed(
         std::slice::from_ref(&only),
         &seeds,
         1,
         &|_, _| {},
         &|(_, _, seed), normal| {
+            if seed == 1 {
+                // What `racksim run` prints for the run (the whole
+                // scenario, as the command reads its file).
+                let text = report::render(scenario, &scenario.name, strategy, 1, false, normal);
+                *seed_one.lock().expect("no run panics") = Some(text);
+            }
             if recheck::rechecks(scenario, seed) {
                 let found = recheck::recheck(scenario, strategy, seed, normal);
                 rechecked.lock().expect("no run panics").push(found);
@@ -133,7 +144,26 @@ fn check_cell(scenario: &Scenario, strategy: Strategy) -> Result<(), Failed> {
             .into());
         }
     }
+    let text = seed_one
+        .into_inner()
+        .expect("no run panics")
+        .ok_or("the cell made no run at seed 1")?;
+    assert_snapshot(&scenario.name, strategy, text);
     Ok(())
+}
+
+/// `text`, what `racksim run NAME --seed 1 --strategy S` prints, is
+/// `snapshots/NAME__S__seed1.snap`; a difference fails the cell with
+/// insta's diff, and is reviewed with `cargo insta review`.
+fn assert_snapshot(name: &str, strategy: Strategy, text: String) {
+    insta::with_settings!({
+        snapshot_path => "../../snapshots",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+        description => format!("racksim run {name} --seed 1 --strategy {strategy}"),
+    }, {
+        insta::assert_snapshot!(format!("{name}__{strategy}__seed1"), text);
+    });
 }
 
 /// The seeds of the matrix committed in `docs/catalogue.md` (`racksim

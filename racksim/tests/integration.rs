@@ -3,7 +3,7 @@
 //! workspace once instead of once per file. `cells.rs` stays a binary of
 //! its own: it is a libtest-mimic harness (one test per scenario cell).
 //! Select a module's tests by their path, e.g.
-//! `cargo test -p racksim --test integration -- snapshots::`.
+//! `cargo test -p racksim --test integration -- fuzz_gate::`.
 
 /// The binary's allocator (see `src/main.rs`): the suite's runs are
 /// the same runs, at the same cost per event.
