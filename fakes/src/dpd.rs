@@ -268,7 +268,7 @@ impl<A: Ord + Copy> Table<A> {
 }
 
 /// The NAT state of one dpd instance.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct DpdState {
     slot: u16,
     v4: Table<Ipv4Addr>,
@@ -283,6 +283,19 @@ pub struct DpdState {
     /// change of the rack, and most of those looks find a table as the
     /// last one did. Cleared by every change of either table.
     v4_listed: std::sync::OnceLock<std::sync::Arc<[Ipv4Nat]>>,
+}
+
+/// The state without its listing cache: whether the table was read since
+/// its last change is not the dpd's state, and must not show in a trace.
+impl std::fmt::Debug for DpdState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DpdState")
+            .field("slot", &self.slot)
+            .field("v4", &self.v4)
+            .field("v6", &self.v6)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
 }
 
 impl DpdState {

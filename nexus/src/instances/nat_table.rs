@@ -99,9 +99,16 @@ pub struct NatTable {
 
 /// The live instance rows' versions as last listed: a cache of `rows`,
 /// not state of the table, so any two are equal (a table equals another
-/// with the same rows whatever either has listed).
-#[derive(Clone, Debug, Default)]
+/// with the same rows whatever either has listed), and a table's `Debug`
+/// does not show whether it was read.
+#[derive(Clone, Default)]
 struct VersionsListing(std::sync::OnceLock<std::sync::Arc<[(u32, NatEntry, i64)]>>);
+
+impl std::fmt::Debug for VersionsListing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VersionsListing")
+    }
+}
 
 impl PartialEq for VersionsListing {
     fn eq(&self, _: &Self) -> bool {

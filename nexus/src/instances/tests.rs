@@ -2271,8 +2271,8 @@ fn two_begun(a: (u32, NatEntry), b: (u32, NatEntry)) -> (NatTable, i64, i64) {
 /// again, a statement begun but not committed does not, and between
 /// writes every read is one allocation. Ordered by instance, then entry,
 /// whatever order the rows were written in; a clone lists the same rows,
-/// and a table equals another with the same rows whether or not either
-/// has been listed.
+/// and a table equals, and prints as, another with the same rows whether
+/// or not either has been listed.
 #[test]
 fn the_shared_listing_of_row_versions_follows_every_commit() {
     let listed = |t: &NatTable| -> Vec<(u32, u8, i64)> {
@@ -2306,15 +2306,19 @@ fn the_shared_listing_of_row_versions_follows_every_commit() {
     assert!(table.clear_instance(7));
     assert_eq!(listed(&table), [(8, 13, 5)]);
 
-    let unlisted = table.clone();
-    let mut fresh = NatTable::default();
-    assert!(fresh.set_instance(8, &[nat_at(12, 1)]));
-    assert_eq!(listed(&unlisted), listed(&table));
-    // Equality is the rows', not the listing's: a listed table and its
-    // unlisted copy are equal, and a table with other rows is not.
-    let copy = table.clone();
-    assert_eq!(copy, table);
-    assert_ne!(fresh, table);
+    // A copy lists the same rows.
+    assert_eq!(listed(&table.clone()), listed(&table));
+    // Equality and `Debug` are the rows', not the listing's: a table that
+    // was listed equals, and prints as, one with the same rows that was
+    // not; a table with other rows is not equal.
+    let mut read = NatTable::default();
+    assert!(read.set_instance(8, &[nat_at(12, 1)]));
+    let mut unread = NatTable::default();
+    assert!(unread.set_instance(8, &[nat_at(12, 1)]));
+    read.live_instance_versions_shared();
+    assert_eq!(read, unread);
+    assert_eq!(format!("{read:?}"), format!("{unread:?}"));
+    assert_ne!(read, table);
 }
 
 /// Omicron's hazard (the sequence is not transactional): instance 1's row
