@@ -235,6 +235,9 @@ pub struct Violation {
 /// world, not copied (it copies one on write while a snapshot holds it);
 /// the rest is copied. A run keeps the snapshot of its last judgement, to
 /// write that judgement's gaps out in its words ([`Judgement`]).
+///
+/// Equal snapshots are judged the same: see [`Snapshot::same_as`].
+#[derive(PartialEq)]
 pub struct Snapshot {
     /// The database's records, shared with it.
     instances: Vec<std::sync::Arc<racksim_nexus::instances::InstanceRecord>>,
@@ -303,59 +306,15 @@ impl Snapshot {
     /// world only to write names out (a name given anew shows in
     /// `config`) and to read the run's parameters, which never change. A
     /// check that read anything else of the world would have to read it
-    /// into the snapshot, and compare it here. What the world
-    /// shares with a snapshot (instance records, sled-agent states, dpd
-    /// tables) compares by pointer first: the world copies one on write
-    /// while a snapshot holds it, so an unchanged one is the same `Arc`.
-    /// Used by the recheck (`RunConfig::recheck_every_event`; decision
-    /// 0021).
+    /// into the snapshot, where the comparison (every field's, derived)
+    /// takes it in. What the world shares with a snapshot (instance
+    /// records, sled-agent states, dpd tables, the NAT rows' versions)
+    /// compares by pointer first (`Arc`'s equality does, for a value that
+    /// is `Eq`): the world copies one on write while a snapshot holds it,
+    /// so an unchanged one is the same `Arc`. Used by the recheck
+    /// (`RunConfig::recheck_every_event`; decision 0021).
     pub fn same_as(&self, other: &Snapshot) -> bool {
-        use std::sync::Arc;
-        let Snapshot {
-            instances,
-            tables,
-            ntp_synced,
-            blocked_starts,
-            nexus_up,
-            sleds_up,
-            sleds,
-            running_since,
-            deletes_completed,
-            nat_row_versions,
-            nat_rows,
-            stuck_sagas,
-            net,
-            nexus_hosts,
-            paths_since,
-            config,
-        } = self;
-        instances.len() == other.instances.len()
-            && instances
-                .iter()
-                .zip(&other.instances)
-                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
-            && sleds.len() == other.sleds.len()
-            && sleds.iter().zip(&other.sleds).all(|(a, b)| {
-                a.index == b.index
-                    && a.name == b.name
-                    && a.address == b.address
-                    && (Arc::ptr_eq(&a.agent, &b.agent) || a.agent == b.agent)
-            })
-            && *tables == other.tables
-            && *ntp_synced == other.ntp_synced
-            && *blocked_starts == other.blocked_starts
-            && *nexus_up == other.nexus_up
-            && *sleds_up == other.sleds_up
-            && *running_since == other.running_since
-            && *deletes_completed == other.deletes_completed
-            && (std::sync::Arc::ptr_eq(nat_row_versions, &other.nat_row_versions)
-                || *nat_row_versions == other.nat_row_versions)
-            && *nat_rows == other.nat_rows
-            && *stuck_sagas == other.stuck_sagas
-            && *net == other.net
-            && *nexus_hosts == other.nexus_hosts
-            && *paths_since == other.paths_since
-            && *config == other.config
+        self == other
     }
 
     /// The snapshot as the shared checks read it.

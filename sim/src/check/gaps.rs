@@ -101,7 +101,7 @@ pub type NatRowVersions = std::sync::Arc<[(u32, NatEntry, i64)]>;
 
 /// One up sled: its index in the rack, name, underlay address and
 /// sled-agent state.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SledView {
     pub index: usize,
     pub name: String,
