@@ -55,7 +55,7 @@ fn a_run_slower_than_nexuss_timeout_fails_the_start_only_where_sled_agent_holds_
     assert_eq!(
         lines(&held, "nexus: create web2"),
         vec![(
-            Duration::from_micros(80_292_000),
+            Duration::from_micros(80_294_000),
             "sled3 nexus: create web2 on sled2: failed: saga unwound: RUN failed: \
              request to sled2:12345 timed out after 60000 ms"
                 .to_string()

@@ -134,6 +134,8 @@ pub struct NatRpwTimer {
     /// pull in flight dies with its process.
     restarts: std::sync::atomic::AtomicU64,
     restart_signal: tokio::sync::Notify,
+    /// Wakes a waiting RPW when a trigger or a restart moves the timer.
+    moved: tokio::sync::Notify,
 }
 
 impl Default for NatRpwTimer {
@@ -150,6 +152,7 @@ impl NatRpwTimer {
             restarted: std::sync::atomic::AtomicBool::new(false),
             restarts: std::sync::atomic::AtomicU64::new(0),
             restart_signal: tokio::sync::Notify::new(),
+            moved: tokio::sync::Notify::new(),
         }
     }
 
@@ -160,6 +163,7 @@ impl NatRpwTimer {
     /// `POST /rpw/nat/trigger`: the RPW is due now.
     pub fn trigger(&self) {
         *self.next() = tokio::time::Instant::now();
+        self.moved.notify_waiters();
     }
 
     /// dpd restarted: its RPW starts over, as a new `WorkflowServer`'s
@@ -172,6 +176,7 @@ impl NatRpwTimer {
         self.restarts
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.restart_signal.notify_waiters();
+        self.moved.notify_waiters();
     }
 
     /// How many times dpd restarted: which process the RPW's pull (and
@@ -210,19 +215,68 @@ impl NatRpwTimer {
     /// dendrite's `wait`: look at the timer, and while it is in the
     /// future, sleep [`NAT_RPW_POLL`] and look again. Returns at once when
     /// it is due (`checked_duration_since` is `Some` from the timer's
-    /// instant on). Cancel-safe: it holds nothing but a sleep.
+    /// instant on). Cancel-safe: it holds nothing but a sleep and a wait
+    /// for the timer to move.
+    ///
+    /// The looks are dendrite's: at the entry, then every [`NAT_RPW_POLL`],
+    /// each on the timer tick its sleep lands on. A look that finds the
+    /// timer in the future does nothing but sleep again, so once the first
+    /// sleep has put the looks on whole ticks (the entry may fall between
+    /// them), this sleeps straight to the first look that can find the
+    /// timer due, and recomputes that look when a trigger or a restart
+    /// moves the timer. It returns at the look dendrite's loop returns at,
+    /// without the wakes in between: in a long simulated run those were a
+    /// third of a small rack's events. A move at the very instant of a
+    /// look it skipped counts as after that look, as it did when the look
+    /// woke first.
     async fn wait(&self) {
+        let poll = NAT_RPW_POLL.as_nanos();
+        let mut look = tokio::time::Instant::now();
+        let mut on_tick = false;
         loop {
             if self
                 .restarted
                 .swap(false, std::sync::atomic::Ordering::SeqCst)
             {
-                *self.next() = tokio::time::Instant::now();
+                *self.next() = look;
             }
-            if tokio::time::Instant::now() >= *self.next() {
+            if look >= *self.next() {
                 return;
             }
-            tokio::time::sleep(NAT_RPW_POLL).await;
+            if !on_tick {
+                tokio::time::sleep(NAT_RPW_POLL).await;
+                look = tokio::time::Instant::now();
+                on_tick = true;
+                continue;
+            }
+            loop {
+                let moved = self.moved.notified();
+                tokio::pin!(moved);
+                // Registered before the timer is read, so no move is missed.
+                moved.as_mut().enable();
+                let now = tokio::time::Instant::now();
+                let due = if self.restarted.load(std::sync::atomic::Ordering::SeqCst) {
+                    now
+                } else {
+                    *self.next()
+                };
+                // In polls from the last look: the first look still to come,
+                // and the first at or after `due`.
+                let ahead = (now - look).as_nanos() / poll + 1;
+                let polls = (due.saturating_duration_since(look).as_nanos())
+                    .div_ceil(poll)
+                    .max(ahead);
+                let at = look + NAT_RPW_POLL * u32::try_from(polls).unwrap_or(u32::MAX);
+                tokio::select! {
+                    biased;
+                    // Cancel-safe: a sleep holds nothing but its deadline.
+                    () = tokio::time::sleep_until(at) => break,
+                    // Cancel-safe: a `Notified` holds nothing but its place
+                    // in the queue.
+                    () = &mut moved => {}
+                }
+            }
+            look = tokio::time::Instant::now();
         }
     }
 }

@@ -276,3 +276,219 @@ async fn dropping_the_rpw_loses_no_trigger_and_restart_rebases() {
     })
     .await
 }
+
+/// dendrite's `wait` as written: look, and while the timer is in the
+/// future, sleep a poll and look again. The reference [`NatRpwTimer::wait`]
+/// must agree with.
+async fn dendrite_wait(timer: &NatRpwTimer) {
+    loop {
+        if timer
+            .restarted
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            *timer.next() = Instant::now();
+        }
+        if Instant::now() >= *timer.next() {
+            return;
+        }
+        tokio::time::sleep(NAT_RPW_POLL).await;
+    }
+}
+
+/// [`run_nat_rpw`] with dendrite's literal `wait`, recording when each
+/// pull starts.
+async fn reference_rpw(
+    timer: Arc<NatRpwTimer>,
+    t0: Instant,
+    pull_time: impl Fn(usize) -> Duration,
+    starts: Arc<Mutex<Vec<f64>>>,
+) {
+    loop {
+        dendrite_wait(&timer).await;
+        let process = timer.restart_count();
+        let n = {
+            let mut l = starts.lock().unwrap();
+            l.push((Instant::now() - t0).as_secs_f64());
+            l.len() - 1
+        };
+        tokio::select! {
+            biased;
+            () = timer.restarted_since(process) => continue,
+            () = tokio::time::sleep(pull_time(n)) => {}
+        }
+        timer.advance(PERIOD);
+    }
+}
+
+/// A future that counts its polls: how often its task was woken.
+struct Polls<F> {
+    inner: std::pin::Pin<Box<F>>,
+    count: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl<F: std::future::Future> std::future::Future for Polls<F> {
+    type Output = F::Output;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+fn counted<F: std::future::Future>(f: F) -> (Polls<F>, Arc<std::sync::atomic::AtomicUsize>) {
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    (
+        Polls {
+            inner: Box::pin(f),
+            count: count.clone(),
+        },
+        count,
+    )
+}
+
+/// What a schedule does to the timer at an instant.
+#[derive(Clone, Copy, Debug)]
+enum Move {
+    Trigger,
+    Restart,
+}
+
+/// Runs one schedule of moves against the RPW and against dendrite's
+/// literal loop, each on a timer of its own, and returns both lists of
+/// pull starts.
+async fn both(
+    moves: &[(f64, Move)],
+    pull_time: impl Fn(usize) -> Duration + Clone + 'static,
+    until: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let t0 = Instant::now();
+    let (ours, theirs) = (Arc::new(NatRpwTimer::new()), Arc::new(NatRpwTimer::new()));
+    let ours_rpw = Rpw::spawn(ours.clone(), t0, pull_time.clone());
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let reference =
+        tokio::task::spawn_local(reference_rpw(theirs.clone(), t0, pull_time, starts.clone()));
+    for &(at, m) in moves {
+        ours_rpw.until(at).await;
+        for timer in [&ours, &theirs] {
+            match m {
+                Move::Trigger => timer.trigger(),
+                Move::Restart => timer.restart(),
+            }
+        }
+    }
+    ours_rpw.until(until).await;
+    reference.abort();
+    let reference_starts = starts.lock().unwrap().clone();
+    (ours_rpw.starts(), reference_starts)
+}
+
+/// The RPW starts its pulls at the very instants dendrite's literal loop
+/// does, whatever the triggers, restarts and pull lengths: drawn
+/// schedules, each move between two of the loop's looks (a move at the
+/// instant of a look is ordered by the runtime, in either loop).
+#[tokio::test(start_paused = true)]
+async fn pulls_start_when_dendrite_s_loop_starts_them() {
+    run_local(async {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut draw = move |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        for case in 0..200 {
+            let mut at = 0.0;
+            let mut moves = Vec::new();
+            for _ in 0..draw(6) {
+                // Milliseconds and a half: never on one of the looks,
+                // which land on whole milliseconds.
+                at += draw(50_000) as f64 / 1000.0 + 0.0005;
+                let m = if draw(4) == 0 {
+                    Move::Restart
+                } else {
+                    Move::Trigger
+                };
+                moves.push((at, m));
+            }
+            let lengths: Vec<u64> = (0..8).map(|_| draw(45_000)).collect();
+            let pull = move |n: usize| Duration::from_millis(lengths[n % lengths.len()]);
+            let (ours, theirs) = both(&moves, pull, at + 300.0).await;
+            assert_eq!(ours, theirs, "case {case}: moves {moves:?}");
+            assert!(ours.len() >= 6, "case {case}: {ours:?}");
+        }
+    })
+    .await
+}
+
+/// Between two pulls the RPW wakes at most twice (the first poll, which
+/// puts its looks on whole timer ticks, and the look that finds it due),
+/// where dendrite's loop wakes once a second: in a simulated run those
+/// wakes were a third of a small rack's events.
+#[tokio::test(start_paused = true)]
+async fn between_pulls_the_rpw_wakes_only_to_pull() {
+    run_local(async {
+        let t0 = Instant::now();
+        let timer = Arc::new(NatRpwTimer::new());
+        let starts = Arc::new(Mutex::new(Vec::new()));
+        let log = starts.clone();
+        let (rpw, polls) = counted(run_nat_rpw(
+            timer,
+            PERIOD,
+            move || {
+                log.lock()
+                    .unwrap()
+                    .push((Instant::now() - t0).as_secs_f64());
+                async {
+                    tokio::time::sleep(Duration::from_millis(2500)).await;
+                    Ok(())
+                }
+            },
+            |_| {},
+        ));
+        let rpw = tokio::task::spawn_local(rpw);
+        let reference_starts = Arc::new(Mutex::new(Vec::new()));
+        let (reference, reference_polls) = counted(reference_rpw(
+            Arc::new(NatRpwTimer::new()),
+            t0,
+            |_| Duration::from_millis(2500),
+            reference_starts.clone(),
+        ));
+        let reference = tokio::task::spawn_local(reference);
+        tokio::time::sleep_until(t0 + Duration::from_secs(301)).await;
+        rpw.abort();
+        reference.abort();
+        let starts = starts.lock().unwrap().clone();
+        assert_eq!(starts, *reference_starts.lock().unwrap());
+        assert_eq!(starts.len(), 11, "{starts:?}");
+        let (ours, theirs) = (
+            polls.load(std::sync::atomic::Ordering::Relaxed),
+            reference_polls.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        // Each pull: polled at its start and when its sleep ends; each
+        // wait: at most two wakes. dendrite's loop: 28 more per period.
+        assert!(ours <= 4 * starts.len() + 2, "{ours} polls");
+        assert!(theirs >= 28 * (starts.len() - 1), "{theirs} polls");
+    })
+    .await
+}
+
+/// A trigger at the very instant of a look the RPW slept through counts
+/// as after that look: seen at the next one, a poll later. (In a
+/// simulated rack the look's timer fires before the trigger's request
+/// is delivered and handled at that instant, so dendrite's loop looked
+/// first there too.)
+#[tokio::test(start_paused = true)]
+async fn a_trigger_on_a_skipped_look_is_seen_at_the_next() {
+    run_local(async {
+        let (timer, rpw) = start(|_| Duration::ZERO);
+        rpw.until(10.0).await;
+        timer.trigger();
+        rpw.until(45.0).await;
+        // The next run is 30 s after the trigger, whose instant was a look.
+        assert_eq!(rpw.starts(), vec![0.0, 11.0, 40.0]);
+    })
+    .await
+}
