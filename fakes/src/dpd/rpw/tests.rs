@@ -114,33 +114,35 @@ fn a_removal_removes_the_first_overlapping_entry_whatever_its_target() {
 const PERIOD: Duration = Duration::from_secs(30);
 
 /// An RPW running on `timer` with pulls that take `pull_time(n)` for pull
-/// `n`, recording when each pull starts, in seconds since `t0`. Dropping
-/// it aborts its task.
+/// `n`, recording when each pull starts, in seconds since `t0`, and how
+/// often its task was polled. Dropping it aborts its task.
 struct Rpw {
     t0: Instant,
     starts: Arc<Mutex<Vec<f64>>>,
+    polls: Arc<std::sync::atomic::AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Records a pull's start in `starts`; returns its number.
+fn record(starts: &Mutex<Vec<f64>>, t0: Instant) -> usize {
+    let mut l = starts.lock().unwrap();
+    l.push((Instant::now() - t0).as_secs_f64());
+    l.len() - 1
+}
+
 impl Rpw {
+    /// [`run_nat_rpw`], as the fake runs it.
     fn spawn(
         timer: Arc<NatRpwTimer>,
         t0: Instant,
         pull_time: impl Fn(usize) -> Duration + 'static,
     ) -> Rpw {
-        let starts = Arc::new(Mutex::new(Vec::new()));
-        let log = starts.clone();
-        let task = tokio::task::spawn_local(async move {
+        Rpw::spawn_with(t0, |starts| {
             run_nat_rpw(
                 timer,
                 PERIOD,
-                || {
-                    let n = {
-                        let mut l = log.lock().unwrap();
-                        l.push((Instant::now() - t0).as_secs_f64());
-                        l.len() - 1
-                    };
-                    let d = pull_time(n);
+                move || {
+                    let d = pull_time(record(&starts, t0));
                     async move {
                         tokio::time::sleep(d).await;
                         Ok(())
@@ -148,9 +150,34 @@ impl Rpw {
                 },
                 |_| {},
             )
-            .await
+        })
+    }
+
+    /// [`reference_rpw`]: dendrite's literal loop.
+    fn reference(
+        timer: Arc<NatRpwTimer>,
+        t0: Instant,
+        pull_time: impl Fn(usize) -> Duration + 'static,
+    ) -> Rpw {
+        Rpw::spawn_with(t0, |starts| reference_rpw(timer, t0, pull_time, starts))
+    }
+
+    fn spawn_with<F: std::future::Future<Output = ()> + 'static>(
+        t0: Instant,
+        rpw: impl FnOnce(Arc<Mutex<Vec<f64>>>) -> F,
+    ) -> Rpw {
+        let starts = Arc::new(Mutex::new(Vec::new()));
+        let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let task = tokio::task::spawn_local(Polls {
+            inner: Box::pin(rpw(starts.clone())),
+            count: polls.clone(),
         });
-        Rpw { t0, starts, task }
+        Rpw {
+            t0,
+            starts,
+            polls,
+            task,
+        }
     }
 
     /// `secs` after `t0`.
@@ -165,6 +192,10 @@ impl Rpw {
 
     fn starts(&self) -> Vec<f64> {
         self.starts.lock().unwrap().clone()
+    }
+
+    fn polls(&self) -> usize {
+        self.polls.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Drops the RPW's future and waits until it is gone; the pulls it
@@ -306,11 +337,7 @@ async fn reference_rpw(
     loop {
         dendrite_wait(&timer).await;
         let process = timer.restart_count();
-        let n = {
-            let mut l = starts.lock().unwrap();
-            l.push((Instant::now() - t0).as_secs_f64());
-            l.len() - 1
-        };
+        let n = record(&starts, t0);
         tokio::select! {
             biased;
             () = timer.restarted_since(process) => continue,
@@ -338,17 +365,6 @@ impl<F: std::future::Future> std::future::Future for Polls<F> {
     }
 }
 
-fn counted<F: std::future::Future>(f: F) -> (Polls<F>, Arc<std::sync::atomic::AtomicUsize>) {
-    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    (
-        Polls {
-            inner: Box::pin(f),
-            count: count.clone(),
-        },
-        count,
-    )
-}
-
 /// What a schedule does to the timer at an instant.
 #[derive(Clone, Copy, Debug)]
 enum Move {
@@ -367,9 +383,7 @@ async fn both(
     let t0 = Instant::now();
     let (ours, theirs) = (Arc::new(NatRpwTimer::new()), Arc::new(NatRpwTimer::new()));
     let ours_rpw = Rpw::spawn(ours.clone(), t0, pull_time.clone());
-    let starts = Arc::new(Mutex::new(Vec::new()));
-    let reference =
-        tokio::task::spawn_local(reference_rpw(theirs.clone(), t0, pull_time, starts.clone()));
+    let reference = Rpw::reference(theirs.clone(), t0, pull_time);
     for &(at, m) in moves {
         ours_rpw.until(at).await;
         for timer in [&ours, &theirs] {
@@ -380,9 +394,7 @@ async fn both(
         }
     }
     ours_rpw.until(until).await;
-    reference.abort();
-    let reference_starts = starts.lock().unwrap().clone();
-    (ours_rpw.starts(), reference_starts)
+    (ours_rpw.starts(), reference.starts())
 }
 
 /// The RPW starts its pulls at the very instants dendrite's literal loop
@@ -430,43 +442,14 @@ async fn pulls_start_when_dendrite_s_loop_starts_them() {
 #[tokio::test(start_paused = true)]
 async fn between_pulls_the_rpw_wakes_only_to_pull() {
     run_local(async {
-        let t0 = Instant::now();
-        let timer = Arc::new(NatRpwTimer::new());
-        let starts = Arc::new(Mutex::new(Vec::new()));
-        let log = starts.clone();
-        let (rpw, polls) = counted(run_nat_rpw(
-            timer,
-            PERIOD,
-            move || {
-                log.lock()
-                    .unwrap()
-                    .push((Instant::now() - t0).as_secs_f64());
-                async {
-                    tokio::time::sleep(Duration::from_millis(2500)).await;
-                    Ok(())
-                }
-            },
-            |_| {},
-        ));
-        let rpw = tokio::task::spawn_local(rpw);
-        let reference_starts = Arc::new(Mutex::new(Vec::new()));
-        let (reference, reference_polls) = counted(reference_rpw(
-            Arc::new(NatRpwTimer::new()),
-            t0,
-            |_| Duration::from_millis(2500),
-            reference_starts.clone(),
-        ));
-        let reference = tokio::task::spawn_local(reference);
-        tokio::time::sleep_until(t0 + Duration::from_secs(301)).await;
-        rpw.abort();
-        reference.abort();
-        let starts = starts.lock().unwrap().clone();
-        assert_eq!(starts, *reference_starts.lock().unwrap());
+        let pull = |_| Duration::from_millis(2500);
+        let (_timer, rpw) = start(pull);
+        let reference = Rpw::reference(Arc::new(NatRpwTimer::new()), rpw.t0, pull);
+        rpw.until(301.0).await;
+        let starts = rpw.starts();
+        assert_eq!(starts, reference.starts());
         assert_eq!(starts.len(), 11, "{starts:?}");
-        let (ours, theirs) = (
-            polls.load(std::sync::atomic::Ordering::Relaxed),
-            reference_polls.load(std::sync::atomic::Ordering::Relaxed),
-        );
+        let (ours, theirs) = (rpw.polls(), reference.polls());
         // Each pull: polled at its start and when its sleep ends; each
         // wait: at most two wakes. dendrite's loop: 28 more per period.
         assert!(ours <= 4 * starts.len() + 2, "{ours} polls");
