@@ -184,16 +184,6 @@ mod builder;
 /// iterates in insertion order whatever its hasher, so no run changes.
 pub(crate) type IndexMap<K, V> = indexmap::IndexMap<K, V, foldhash::fast::FixedState>;
 
-/// racksim's patch: an address fed to a hasher in one write (the derived
-/// `Hash` of `IpAddr` writes its tag, then its octets' length and bytes).
-/// A v4 and a v6 address may hash alike; that costs a comparison, no more.
-pub(crate) fn hash_ip<H: std::hash::Hasher>(ip: &std::net::IpAddr, state: &mut H) {
-    match ip {
-        std::net::IpAddr::V4(v4) => state.write_u32(v4.to_bits()),
-        std::net::IpAddr::V6(v6) => state.write_u128(v6.to_bits()),
-    }
-}
-
 use std::{net::IpAddr, time::Duration};
 
 pub use builder::Builder;

@@ -87,16 +87,8 @@ struct Lost {
 /// This type is used as the key in the [`Topology::links`] map. See [`new`]
 /// which orders the addrs, such that this type uniquely identifies the link
 /// between two hosts on the network.
-#[derive(Debug, Clone, Eq, PartialEq)]
+#[derive(Debug, Clone, Hash, Eq, PartialEq)]
 struct Pair(IpAddr, IpAddr);
-
-// racksim patch: one write per address (see `crate::hash_ip`).
-impl std::hash::Hash for Pair {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        crate::hash_ip(&self.0, state);
-        crate::hash_ip(&self.1, state);
-    }
-}
 
 impl Pair {
     fn new(a: IpAddr, b: IpAddr) -> Pair {

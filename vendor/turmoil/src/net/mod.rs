@@ -26,25 +26,10 @@ where
     Ok(iter::once(addr))
 }
 
-#[derive(Debug, Copy, Clone, Eq, PartialEq)]
+#[derive(Debug, Copy, Clone, Hash, Eq, PartialEq)]
 pub(crate) struct SocketPair {
     pub(crate) local: SocketAddr,
     pub(crate) remote: SocketAddr,
-}
-
-// racksim patch: a pair is a host's key for each of its streams, looked up
-// on every segment and every read and write. The derived `Hash` fed the
-// hasher six times per address (the enum's tag, the octets' length and
-// bytes, the port, the flow info, the scope); this feeds it twice. Equal
-// pairs still hash equal (the fields left out are compared by `Eq`), and an
-// `IndexMap` iterates in insertion order whatever the hash.
-impl std::hash::Hash for SocketPair {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        for addr in [self.local, self.remote] {
-            crate::hash_ip(&addr.ip(), state);
-            state.write_u16(addr.port());
-        }
-    }
 }
 
 impl SocketPair {

@@ -1,3 +1,0 @@
-//! Proxy utilities
-
-pub mod matcher;

@@ -1,6 +1,0 @@
-//! Server utilities.
-
-pub mod conn;
-
-#[cfg(feature = "server-graceful")]
-pub mod graceful;
