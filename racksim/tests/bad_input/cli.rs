@@ -271,3 +271,29 @@ fn sweep_report_dir_is_made_after_the_run() {
         .collect();
     assert_eq!(written, ["madrid-one-switch-legacy-seed1.html"], "{stderr}");
 }
+
+/// `.ci/campaign-build` (the profile-guided build for campaigns) refuses a
+/// profile it does not know before it builds anything: exit status 2 and
+/// the valid names, and none of its steps begun.
+#[test]
+fn campaign_build_refuses_an_unknown_profile() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the package has a parent directory")
+        .to_path_buf();
+    let out = std::process::Command::new("bash")
+        .arg(root.join(".ci/campaign-build"))
+        .arg("debug")
+        .output()
+        .expect("bash runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("unknown profile \"debug\" (expected campaign or release)"),
+        "stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("campaign-build 1/3"),
+        "it began to build: {stderr}"
+    );
+}
