@@ -277,10 +277,7 @@ fn sweep_report_dir_is_made_after_the_run() {
 /// the valid names, and none of its steps begun.
 #[test]
 fn campaign_build_refuses_an_unknown_profile() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the package has a parent directory")
-        .to_path_buf();
+    let root = crate::docs::root();
     let out = std::process::Command::new("bash")
         .arg(root.join(".ci/campaign-build"))
         .arg("debug")
