@@ -294,3 +294,42 @@ fn campaign_build_refuses_an_unknown_profile() {
         "it began to build: {stderr}"
     );
 }
+
+/// `.ci/fuzz-ratio` refuses a base that is not a binary, and a bad round
+/// count, before it runs anything.
+#[test]
+fn fuzz_ratio_refuses_what_is_not_a_binary() {
+    let root = crate::docs::root();
+    let script = root.join(".ci/fuzz-ratio");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .args(args)
+            .output()
+            .expect("bash runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out.stdout,
+        )
+    };
+    let (code, stderr, stdout) = run(&["/nonexistent/racksim", "/nonexistent/racksim"]);
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("/nonexistent/racksim is not an executable racksim binary"),
+        "stderr: {stderr}"
+    );
+    assert!(stdout.is_empty(), "it began to run");
+    let (code, stderr, _) = run(&["/bin/sh", "/bin/sh", "x"]);
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("ROUNDS must be 1 to 99, not \"x\""),
+        "stderr: {stderr}"
+    );
+    let (code, stderr, _) = run(&["/bin/sh"]);
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("usage: bash .ci/fuzz-ratio BASE NEW [ROUNDS]"),
+        "stderr: {stderr}"
+    );
+}
