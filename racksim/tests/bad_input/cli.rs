@@ -296,7 +296,9 @@ fn campaign_build_refuses_an_unknown_profile() {
 }
 
 /// `.ci/fuzz-ratio` refuses a base that is not a binary, and a bad round
-/// count, before it runs anything.
+/// count, before it runs anything; and a program that is not racksim
+/// (here `false`, whose exit 1 a fuzz run's finding also gives) after its
+/// first run, rather than printing a ratio of nothing.
 #[test]
 fn fuzz_ratio_refuses_what_is_not_a_binary() {
     let root = crate::docs::root();
@@ -331,5 +333,15 @@ fn fuzz_ratio_refuses_what_is_not_a_binary() {
     assert!(
         stderr.contains("usage: bash .ci/fuzz-ratio BASE NEW [ROUNDS]"),
         "stderr: {stderr}"
+    );
+    let (code, stderr, stdout) = run(&["/bin/false", "/bin/false", "1"]);
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("/bin/false fuzz --rack madrid did not report 300 runs"),
+        "stderr: {stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&stdout).contains("seeds/s"),
+        "it printed a summary"
     );
 }
