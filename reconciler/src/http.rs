@@ -232,10 +232,8 @@ struct Client {
     pool: legacy::Client<Dial, Full<Bytes>>,
     connector: Arc<dyn ErasedConnector>,
     addr: SocketAddr,
-    /// `addr` as a URI's authority and as the `Host` header, made once:
-    /// formatting an IPv6 address costs more than the rest of a request's
-    /// head, and every request needs both.
-    authority: Authority,
+    /// `addr` as the `Host` header, made once: formatting an IPv6 address
+    /// costs more than the rest of a request's head.
     host: HeaderValue,
     /// Bounds making a connection; `None`: as long as TCP tries.
     connect_timeout: Option<Duration>,
@@ -396,8 +394,6 @@ impl hyper::rt::Executor<BackgroundTask> for SpawnWith {
 impl<C: Connector> HttpClient<C> {
     pub fn new(connector: C, addr: SocketAddr) -> Self {
         let connector: Arc<dyn ErasedConnector> = Arc::new(connector);
-        let authority =
-            Authority::try_from(addr.to_string()).expect("a socket address is a URI authority");
         HttpClient {
             inner: Client {
                 pool: pool(
@@ -409,9 +405,8 @@ impl<C: Connector> HttpClient<C> {
                 ),
                 connector,
                 addr,
-                authority: authority.clone(),
-                host: HeaderValue::from_str(authority.as_str())
-                    .expect("an authority is a header value"),
+                host: HeaderValue::from_str(&addr.to_string())
+                    .expect("a socket address is a header value"),
                 connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
                 timeout: Some(DEFAULT_REQUEST_TIMEOUT),
                 pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
@@ -628,7 +623,7 @@ impl Client {
     ) -> Result<RawResponse, ClientError> {
         let uri = Uri::builder()
             .scheme(Scheme::HTTP)
-            .authority(self.authority.clone())
+            .authority(Authority::from_static(POOL_KEY))
             .path_and_query(path)
             .build()
             .map_err(|e| self.protocol_error(&method, path, format!("invalid path: {e}")))?;
@@ -691,6 +686,17 @@ impl Client {
         self.protocol_error(method, path, describe(e))
     }
 }
+
+/// The authority of every request's URI: hyper-util's pool key, and
+/// nothing else. A client talks to one address, `Client::addr`, which
+/// [`Dial`] connects to whatever the URI says; hyper-util sends an HTTP/1
+/// request line in origin form (the path alone) and keeps the `Host`
+/// header the request carries (`Client::host`, the address). So the bytes
+/// on the wire are the same as with the address in the URI, as reqwest
+/// puts it. What changes is the pool's work: it hashes its key with
+/// SipHash a byte at a time (`http::uri::Authority`'s `Hash`) at every
+/// checkout and return, and an IPv6 socket address is some thirty bytes.
+const POOL_KEY: &str = "p";
 
 /// hyper-util's pooling client as reqwest's `ClientBuilder` builds it
 /// (reqwest 0.13.5 `async_impl/client.rs`: both timers on tokio's clock,
@@ -898,6 +904,10 @@ mod tests {
                     200,
                     json!({
                         "host": host,
+                        // The request line's target: the path alone
+                        // (origin form), never the URI's authority, which
+                        // is only the pool's key (`POOL_KEY`).
+                        "authority": parts.uri.authority().map(|a| a.as_str()),
                         "query": parts.uri.query(),
                         "content_type": content_type,
                     }),
@@ -916,7 +926,7 @@ mod tests {
         let echo: serde_json::Value = client.get("/echo?limit=3").await.unwrap();
         assert_eq!(
             echo,
-            json!({"host": addr.to_string(), "query": "limit=3", "content_type": null})
+            json!({"host": addr.to_string(), "authority": null, "query": "limit=3", "content_type": null})
         );
         client.put("/thing", &json!({"x": 1})).await.unwrap();
         client
