@@ -328,7 +328,11 @@ impl<C: Connector, S: InstanceStore> InstanceOps<C, S> {
         // destroys for one that died, fail the instance and have
         // reincarnation start what the operator stopped (the model did,
         // found by `racksim fuzz`, standard seed 245). Inline keeps seed
-        // 002's order: its era had no watcher.
+        // 002's order: its era had no watcher. Simplified: upstream writes
+        // nothing before the sled answers (`instance_request_state` writes
+        // `vmm_put_state`'s answer), so a stop whose Nexus dies before the
+        // sled hears of it leaves upstream's instance Running, and this
+        // record Stopping for good (`docs/fidelity.md`, "Nexus's tasks").
         let record = match self.imp {
             StartImpl::Inline => record,
             StartImpl::Naive | StartImpl::Saga => self.mark_stopping(&record, record.vmm).await?,
