@@ -695,7 +695,8 @@ impl Client {
 /// on the wire are the same as with the address in the URI, as reqwest
 /// puts it. What changes is the pool's work: it hashes its key with
 /// SipHash a byte at a time (`http::uri::Authority`'s `Hash`) at every
-/// checkout and return, and an IPv6 socket address is some thirty bytes.
+/// checkout and return, and an IPv6 socket address is some thirty bytes
+/// (docs/decisions/0028-the-pool-key-is-not-the-address.md).
 const POOL_KEY: &str = "p";
 
 /// hyper-util's pooling client as reqwest's `ClientBuilder` builds it
