@@ -696,7 +696,9 @@ impl Client {
 /// puts it. What changes is the pool's work: it hashes its key with
 /// SipHash a byte at a time (`http::uri::Authority`'s `Hash`) at every
 /// checkout and return, and an IPv6 socket address is some thirty bytes
-/// (docs/decisions/0028-the-pool-key-is-not-the-address.md).
+/// (docs/decisions/0028-the-pool-key-is-not-the-address.md). It holds
+/// because every client builds its own pool (see
+/// `clients_of_one_connector_keep_to_their_own_servers`).
 const POOL_KEY: &str = "p";
 
 /// hyper-util's pooling client as reqwest's `ClientBuilder` builds it
@@ -893,6 +895,24 @@ mod tests {
         assert_eq!(versioned.api_version(), Some("13.0.0"));
         let seen: serde_json::Value = versioned.get("/").await.unwrap();
         assert_eq!(seen, json!({"version": "13.0.0"}));
+    }
+
+    /// Every client's requests carry the same pool key (`POOL_KEY`), so
+    /// two clients of one connector must never share a pool: each request
+    /// reaches its own client's server, on that client's kept connection.
+    #[tokio::test]
+    async fn clients_of_one_connector_keep_to_their_own_servers() {
+        let (a, a_accepted) = counting_loopback_server(|_, _| json_response(200, json!("a"))).await;
+        let (b, b_accepted) = counting_loopback_server(|_, _| json_response(200, json!("b"))).await;
+        let to_a = HttpClient::new(TokioConnector, a);
+        let to_b = HttpClient::new(TokioConnector, b);
+        for _ in 0..3 {
+            let from_a: String = to_a.get("/").await.unwrap();
+            let from_b: String = to_b.get("/").await.unwrap();
+            assert_eq!((from_a.as_str(), from_b.as_str()), ("a", "b"));
+        }
+        assert_eq!(a_accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(b_accepted.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
