@@ -55,6 +55,8 @@
 //! are).
 
 use std::{
+    cell::RefCell,
+    collections::HashMap,
     error::Error as _,
     fmt,
     future::Future,
@@ -62,7 +64,7 @@ use std::{
     marker::PhantomData,
     net::SocketAddr,
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, OnceLock},
     task::{Context, Poll},
     time::Duration,
 };
@@ -225,11 +227,14 @@ pub struct HttpClient<C> {
 }
 
 /// The client's settings and its pool, whatever the connector.
-#[derive(Clone)]
 struct Client {
-    /// hyper-util's pooling client, as reqwest builds it; rebuilt (with a
-    /// new, empty pool) when a setting below changes.
-    pool: legacy::Client<Dial, Full<Bytes>>,
+    /// hyper-util's pooling client, as reqwest builds it from the settings
+    /// below: built at the first request or clone ([`Client::pool`]), and
+    /// built again (with a new, empty pool) when a setting changes. Built
+    /// lazily because a client is often made and at once given other
+    /// settings (Nexus's sled-agent clients, one per call, as upstream's
+    /// are): building it in `new` built every such pool twice.
+    pool: OnceLock<legacy::Client<Dial, Full<Bytes>>>,
     connector: Arc<dyn ErasedConnector>,
     addr: SocketAddr,
     /// `addr` as the `Host` header, made once: formatting an IPv6 address
@@ -246,6 +251,39 @@ struct Client {
     keep_connections: bool,
     /// Sent as [`API_VERSION_HEADER`] when set.
     api_version: Option<&'static str>,
+}
+
+impl Client {
+    /// The pool, built from the settings if this is its first use.
+    fn pool(&self) -> &legacy::Client<Dial, Full<Bytes>> {
+        self.pool.get_or_init(|| {
+            pool(
+                &self.connector,
+                self.addr,
+                self.connect_timeout,
+                self.pool_idle_timeout,
+                self.keep_connections,
+            )
+        })
+    }
+}
+
+/// A clone shares the pool (and so the kept connections), as a clone of
+/// reqwest's client does; the pool is built first if it was not yet.
+impl Clone for Client {
+    fn clone(&self) -> Self {
+        Client {
+            pool: OnceLock::from(self.pool().clone()),
+            connector: self.connector.clone(),
+            addr: self.addr,
+            host: self.host.clone(),
+            connect_timeout: self.connect_timeout,
+            timeout: self.timeout,
+            pool_idle_timeout: self.pool_idle_timeout,
+            keep_connections: self.keep_connections,
+            api_version: self.api_version,
+        }
+    }
 }
 
 impl<C> fmt::Debug for HttpClient<C> {
@@ -396,17 +434,10 @@ impl<C: Connector> HttpClient<C> {
         let connector: Arc<dyn ErasedConnector> = Arc::new(connector);
         HttpClient {
             inner: Client {
-                pool: pool(
-                    &connector,
-                    addr,
-                    Some(DEFAULT_CONNECT_TIMEOUT),
-                    Some(DEFAULT_POOL_IDLE_TIMEOUT),
-                    true,
-                ),
+                pool: OnceLock::new(),
                 connector,
                 addr,
-                host: HeaderValue::from_str(&addr.to_string())
-                    .expect("a socket address is a header value"),
+                host: host_header(addr),
                 connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
                 timeout: Some(DEFAULT_REQUEST_TIMEOUT),
                 pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
@@ -418,18 +449,11 @@ impl<C: Connector> HttpClient<C> {
     }
 
     /// The same client with its settings changed by `change` and, if
-    /// `repool`, a new, empty pool built from them.
+    /// `repool`, a new, empty pool that will be built from them.
     fn with(mut self, repool: bool, change: impl FnOnce(&mut Client)) -> Self {
         change(&mut self.inner);
         if repool {
-            let c = &self.inner;
-            self.inner.pool = pool(
-                &c.connector,
-                c.addr,
-                c.connect_timeout,
-                c.pool_idle_timeout,
-                c.keep_connections,
-            );
+            self.inner.pool = OnceLock::new();
         }
         self
     }
@@ -646,7 +670,7 @@ impl Client {
         // the request; hyper then closes the connection it was on, which
         // can carry nothing else until its answer has been read.
         let response = self
-            .pool
+            .pool()
             .request(request)
             .await
             .map_err(|e| self.request_failed(&method, path, &e))?;
@@ -700,6 +724,34 @@ impl Client {
 /// because every client builds its own pool (see
 /// `clients_of_one_connector_keep_to_their_own_servers`).
 const POOL_KEY: &str = "p";
+
+/// `addr` as a `Host` header value, as reqwest writes it.
+///
+/// Formatting an IPv6 socket address takes some 2,500 instructions (the
+/// longest run of zero groups, then each group through the formatter),
+/// and Nexus makes a new sled-agent client for every call, as upstream's
+/// `sled_client_from_address` does: the values are remembered, per thread,
+/// by address (a pure function of it, so nothing a run does depends on
+/// what was remembered; a thread making clients of many thousands of
+/// addresses starts over when it has remembered `MAX_REMEMBERED`).
+fn host_header(addr: SocketAddr) -> HeaderValue {
+    const MAX_REMEMBERED: usize = 4096;
+    thread_local! {
+        static HOSTS: RefCell<HashMap<SocketAddr, HeaderValue>> = RefCell::default();
+    }
+    HOSTS.with_borrow_mut(|hosts| {
+        if let Some(host) = hosts.get(&addr) {
+            return host.clone();
+        }
+        if hosts.len() >= MAX_REMEMBERED {
+            hosts.clear();
+        }
+        let host =
+            HeaderValue::from_str(&addr.to_string()).expect("a socket address is a header value");
+        hosts.insert(addr, host.clone());
+        host
+    })
+}
 
 /// hyper-util's pooling client as reqwest's `ClientBuilder` builds it
 /// (reqwest 0.13.5 `async_impl/client.rs`: both timers on tokio's clock,
@@ -913,6 +965,39 @@ mod tests {
         }
         assert_eq!(a_accepted.load(Ordering::SeqCst), 1);
         assert_eq!(b_accepted.load(Ordering::SeqCst), 1);
+    }
+
+    /// The pool is built at the first request or clone: a clone made
+    /// before any request still shares the original's kept connection (as
+    /// a clone of reqwest's client does), and a client whose settings
+    /// change after the clone gets a pool of its own.
+    #[tokio::test]
+    async fn a_clone_made_before_any_request_shares_the_pool() {
+        let (addr, accepted) = counting_loopback_server(|_, _| json_response(200, json!(1))).await;
+        let original = HttpClient::new(TokioConnector, addr);
+        let clone = original.clone();
+        for client in [&original, &clone, &original, &clone] {
+            let one: u32 = client.get("/").await.unwrap();
+            assert_eq!(one, 1);
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+
+        let changed = clone.clone().with_pool_idle_timeout(None);
+        let one: u32 = changed.get("/").await.unwrap();
+        assert_eq!(one, 1);
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// The remembered `Host` values are the addresses as written, for
+    /// IPv6 (bracketed) and IPv4 alike, whichever was asked first.
+    #[test]
+    fn host_header_is_the_address_as_written() {
+        let v6: SocketAddr = "[fd00:1122:3344:101::1]:12345".parse().unwrap();
+        let v4: SocketAddr = "192.0.2.7:80".parse().unwrap();
+        for _ in 0..2 {
+            assert_eq!(host_header(v6), "[fd00:1122:3344:101::1]:12345");
+            assert_eq!(host_header(v4), "192.0.2.7:80");
+        }
     }
 
     #[tokio::test]

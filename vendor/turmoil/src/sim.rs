@@ -5,7 +5,6 @@ use std::net::IpAddr;
 use std::ops::DerefMut;
 use std::pin::pin;
 use std::task::{Context, Waker};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
@@ -30,6 +29,14 @@ pub struct Sim<'a> {
 
     /// Per simulated host runtimes
     rts: IndexMap<IpAddr, Rt<'a>>,
+
+    /// racksim patch: the positions in `rts` of the clients, the hosts
+    /// whose end ends the simulation (so a step need not scan every host).
+    clients: Vec<usize>,
+
+    /// racksim patch: the buffer of a step's ready hosts (positions in
+    /// `rts`), kept between steps.
+    ready: Vec<usize>,
 
     /// Simulation duration since unix epoch. Set when the simulation is
     /// created.
@@ -83,11 +90,25 @@ impl<'a> Sim<'a> {
             config,
             world: RefCell::new(world),
             rts: IndexMap::default(),
+            clients: Vec::new(),
+            ready: Vec::new(),
             since_epoch,
             elapsed: Duration::ZERO,
             steps: 1, // bumped after each step
             shared,
         }
+    }
+
+    /// The position `addr` has, or will have, in the host map (which only
+    /// grows; a host registered again keeps its position).
+    fn host_index(&self, addr: IpAddr) -> usize {
+        let index = self.rts.get_index_of(&addr).unwrap_or(self.rts.len());
+        assert!(
+            self.shared.is_none() || index < rt::MAX_HOSTS,
+            "an event-driven simulation holds at most {} hosts",
+            rt::MAX_HOSTS
+        );
+        index
     }
 
     fn rt_config(&mut self) -> rt::Config {
@@ -147,7 +168,11 @@ impl<'a> Sim<'a> {
 
         let config = self.rt_config();
 
-        let rt = World::enter(&self.world, || Rt::client(nodename, client, config));
+        let index = self.host_index(addr);
+        if !self.clients.contains(&index) {
+            self.clients.push(index);
+        }
+        let rt = World::enter(&self.world, || Rt::client(nodename, index, client, config));
 
         self.rts.insert(addr, rt);
     }
@@ -183,7 +208,8 @@ impl<'a> Sim<'a> {
 
         let config = self.rt_config();
 
-        let rt = World::enter(&self.world, || Rt::host(nodename, host, config));
+        let index = self.host_index(addr);
+        let rt = World::enter(&self.world, || Rt::host(nodename, index, host, config));
 
         self.rts.insert(addr, rt);
     }
@@ -574,25 +600,28 @@ impl Sim<'_> {
 
         loop {
             self.deliver_due();
-            // Only a wake marks a host pending, and every wake says so on
-            // the ring: with none since the last look, no host is pending.
-            let mut ready: Vec<IpAddr> = if ring.woken.swap(false, Ordering::SeqCst) {
-                self.rts
-                    .iter()
-                    .filter(|(_, rt)| rt.is_software_running() && rt.take_pending())
-                    .map(|(addr, _)| *addr)
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            // Only a wake marks a host pending, and every wake outside the
+            // host's own drain names it on the ring: the hosts it names,
+            // taken in the host map's order, are those a scan of the map
+            // would find pending. (The list's buffer is kept from step to
+            // step.)
+            let mut ready = std::mem::take(&mut self.ready);
+            ring.take_woken(&mut ready);
+            ready.retain(|&i| {
+                let rt = &self.rts[i];
+                // Taken even from a host whose software is not running, so
+                // that the wake that starts it (a bounce) names it again.
+                rt.take_pending() && rt.is_software_running()
+            });
             if ready.is_empty() {
+                self.ready = ready;
                 break;
             }
             // Hosts ready at the same instant run in an order drawn from
             // the seed, never in registration order.
             ready.shuffle(&mut self.world.borrow_mut().rng);
-            for addr in ready {
-                let rt = self.rts.get_mut(&addr).expect("missing host");
+            for &i in &ready {
+                let (&addr, rt) = self.rts.get_index_mut(i).expect("missing host");
                 let _span_guard =
                     tracing::span!(Level::INFO, "node", name = &*rt.nodename,).entered();
                 self.world.borrow_mut().current = Some(addr);
@@ -600,12 +629,15 @@ impl Sim<'_> {
                 self.world.borrow_mut().current = None;
                 result?;
             }
+            ready.clear();
+            self.ready = ready;
         }
 
-        let is_finished = !self
-            .rts
-            .values()
-            .any(|rt| rt.is_client() && rt.is_software_running());
+        let is_finished = !self.clients.iter().any(|&i| {
+            self.rts
+                .get_index(i)
+                .is_some_and(|(_, rt)| rt.is_client() && rt.is_software_running())
+        });
 
         // Never run past the configured duration, so a simulation with
         // nothing left to do still ends.
@@ -617,8 +649,12 @@ impl Sim<'_> {
             target = target.min(at);
         }
         let rts = &self.rts;
-        let any_pending =
-            || ring.woken.load(Ordering::SeqCst) && rts.values().any(|rt| rt.is_pending());
+        let any_pending = || {
+            ring.any_woken(|i| {
+                rts.get_index(i)
+                    .is_some_and(|(_, rt)| rt.is_pending())
+            })
+        };
         let moved = {
             let _guard = tokio.enter();
             let now = tokio::time::Instant::now();
@@ -626,9 +662,12 @@ impl Sim<'_> {
             // timer can fall due (tokio fires timers on whole milliseconds,
             // and this one's were fired when the clock reached it): move
             // the clock without turning the drivers.
+            // The paused clock then reads exactly `target` (it is moved by
+            // `target - now`), so it need not be read again.
             (now < target && target < next_millisecond(origin, now) && !any_pending()).then(|| {
                 move_clock(target - now);
-                tokio::time::Instant::now()
+                debug_assert_eq!(tokio::time::Instant::now(), target);
+                target
             })
         };
         let now = match moved {
