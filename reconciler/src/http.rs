@@ -71,7 +71,7 @@ use std::{
 
 use bytes::Bytes;
 use http::{
-    header::{self, HeaderValue},
+    header::{self, HeaderName, HeaderValue},
     uri::{Authority, Scheme},
     Method, Request, StatusCode, Uri,
 };
@@ -660,7 +660,10 @@ impl Client {
             builder = builder.header(header::CONTENT_TYPE, "application/json");
         }
         if let Some(version) = self.api_version {
-            builder = builder.header(API_VERSION_HEADER, version);
+            // A name made once (`HeaderName::from_static` checks it at
+            // compile time): a `&str` name is parsed again per request.
+            const NAME: HeaderName = HeaderName::from_static(API_VERSION_HEADER);
+            builder = builder.header(NAME, version);
         }
         let request = builder
             .body(Full::new(body.unwrap_or_default()))
