@@ -273,26 +273,34 @@ fn sweep_report_dir_is_made_after_the_run() {
 }
 
 /// `.ci/campaign-build` (the profile-guided build for campaigns) refuses a
-/// profile it does not know before it builds anything: exit status 2 and
-/// the valid names, and none of its steps begun.
+/// profile or an option it does not know before it builds anything: exit
+/// status 2 and the valid names, and none of its steps begun.
 #[test]
 fn campaign_build_refuses_an_unknown_profile() {
     let root = crate::docs::root();
-    let out = std::process::Command::new("bash")
-        .arg(root.join(".ci/campaign-build"))
-        .arg("debug")
-        .output()
-        .expect("bash runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
-    assert!(
-        stderr.contains("unknown profile \"debug\" (expected campaign or release)"),
-        "stderr: {stderr}"
-    );
-    assert!(
-        !stderr.contains("campaign-build 1/3"),
-        "it began to build: {stderr}"
-    );
+    for (args, message) in [
+        (
+            ["debug", "--bolt"],
+            "unknown profile \"debug\" (expected campaign or release)",
+        ),
+        (
+            ["release", "--blot"],
+            "unknown option \"--blot\" (expected --bolt)",
+        ),
+    ] {
+        let out = std::process::Command::new("bash")
+            .arg(root.join(".ci/campaign-build"))
+            .args(args)
+            .output()
+            .expect("bash runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("campaign-build 1/"),
+            "{args:?}: it began to build: {stderr}"
+        );
+    }
 }
 
 /// `.ci/fuzz-ratio` refuses a base that is not a binary, and a bad round
