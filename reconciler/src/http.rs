@@ -60,12 +60,10 @@ use std::{
     error::Error as _,
     fmt,
     future::Future,
-    io,
     marker::PhantomData,
     net::SocketAddr,
     pin::Pin,
     sync::{Arc, OnceLock},
-    task::{Context, Poll},
     time::Duration,
 };
 
@@ -76,15 +74,16 @@ use http::{
     Method, Request, StatusCode, Uri,
 };
 use http_body_util::{BodyExt, Full};
-use hyper_util::{
-    client::legacy::{
-        self,
-        connect::{Connected, Connection},
-    },
-    rt::{TokioIo, TokioTimer},
-};
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncWrite};
+use hyper_util::client::legacy;
+use serde::{de::DeserializeOwned, Serialize};
+
+mod connect;
+mod error;
+
+use connect::{pool, Dial, DialError, ErasedConnector, POOL_KEY};
+pub use connect::{BackgroundTask, Connector, TokioConnector};
+pub use error::ClientError;
+use error::{describe, error_message, DropshotError};
 
 /// The header naming the version of the API a request is written against.
 /// Every Oxide internal API is versioned this way (dropshot's
@@ -108,116 +107,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// which progenitor's `Client::new` keeps.
 pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// A task a client runs in the background: one connection, or its pool's
-/// sweep of idle connections.
-pub type BackgroundTask = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// Makes byte streams to a socket address, and runs the tasks that keep
-/// them.
-///
-/// Production uses [`TokioConnector`]; a simulation supplies its own sockets.
-/// Implementations must be cheap to clone: a client keeps one per pool.
-pub trait Connector: Clone + Send + Sync + 'static {
-    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
-    fn connect(&self, addr: SocketAddr) -> impl Future<Output = io::Result<Self::Io>> + Send;
-
-    /// Runs a connection (or the pool's sweep) until it ends. By default
-    /// on the current tokio runtime; a runtime whose tasks must stay where
-    /// they were made (a simulated host's) spawns them there, so that they
-    /// end with it.
-    fn spawn(&self, task: BackgroundTask) {
-        tokio::spawn(task);
-    }
-}
-
-/// Production connector: real tokio TCP sockets.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct TokioConnector;
-
-impl Connector for TokioConnector {
-    type Io = tokio::net::TcpStream;
-
-    async fn connect(&self, addr: SocketAddr) -> io::Result<Self::Io> {
-        let stream = tokio::net::TcpStream::connect(addr).await?;
-        // Requests are small and answered one at a time; Nagle only adds
-        // latency here.
-        stream.set_nodelay(true)?;
-        Ok(stream)
-    }
-}
-
-/// Why a request failed. Serializable so it can live inside a status.
-///
-/// Addresses are rendered as the `SocketAddr` string (`[fd00::2]:12224`):
-/// an error must say *which* switch zone failed, because the two switches'
-/// outcomes are reported side by side.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ClientError {
-    #[error("connecting to {addr}: {message}")]
-    Connect { addr: String, message: String },
-    #[error("request to {addr} timed out after {after_ms} ms")]
-    Timeout { addr: String, after_ms: u64 },
-    #[error("{method} {path} on {addr}: HTTP {status}: {message}")]
-    Status {
-        addr: String,
-        method: String,
-        path: String,
-        status: u16,
-        message: String,
-        /// The dropshot error body's `error_code`, if it had one: what a
-        /// caller tells one 404 from another by (sled-agent's
-        /// `NO_SUCH_INSTANCE`).
-        error_code: Option<String>,
-    },
-    #[error("{method} {path} on {addr}: {message}")]
-    Protocol {
-        addr: String,
-        method: String,
-        path: String,
-        message: String,
-    },
-}
-
-impl ClientError {
-    /// HTTP status of the error, if the server answered.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            ClientError::Status { status, .. } => Some(*status),
-            ClientError::Connect { .. }
-            | ClientError::Timeout { .. }
-            | ClientError::Protocol { .. } => None,
-        }
-    }
-
-    /// The server's `error_code`, if it answered with one.
-    pub fn error_code(&self) -> Option<&str> {
-        match self {
-            ClientError::Status { error_code, .. } => error_code.as_deref(),
-            ClientError::Connect { .. }
-            | ClientError::Timeout { .. }
-            | ClientError::Protocol { .. } => None,
-        }
-    }
-}
-
-/// The error body of a dropshot server (dpd and MGS are both dropshot
-/// servers). Only `message` is used: it is the human-readable part, while
-/// `request_id` differs on every run and would make statuses (and traces)
-/// non-reproducible.
-#[derive(Deserialize)]
-struct DropshotError {
-    #[allow(dead_code)]
-    request_id: Option<String>,
-    #[serde(default)]
-    error_code: Option<String>,
-    message: String,
-}
-
 /// A client of one HTTP server, with its pool of kept connections.
 ///
 /// Generic over its connector only at the surface: the pool and the
-/// request path ([`Client`]) take the connector with its types erased, so
+/// request path (`Client`) take the connector with its types erased, so
 /// that hyper's client is compiled once, in this crate, and not again for
 /// every connector type in every crate that makes a client.
 #[derive(Clone)]
@@ -300,133 +193,10 @@ impl<C> fmt::Debug for HttpClient<C> {
     }
 }
 
-/// A byte stream of any connector's.
-trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
-
-/// A connect of an [`ErasedConnector`].
-type Connecting<'a> = Pin<Box<dyn Future<Output = io::Result<Box<dyn Stream>>> + Send + 'a>>;
-
-/// A [`Connector`] with its types erased.
-trait ErasedConnector: Send + Sync {
-    fn connect(&self, addr: SocketAddr) -> Connecting<'_>;
-    fn spawn(&self, task: BackgroundTask);
-}
-
-impl<C: Connector> ErasedConnector for C {
-    fn connect(&self, addr: SocketAddr) -> Connecting<'_> {
-        Box::pin(async move {
-            let io = Connector::connect(self, addr).await?;
-            Ok(Box::new(io) as Box<dyn Stream>)
-        })
-    }
-
-    fn spawn(&self, task: BackgroundTask) {
-        Connector::spawn(self, task);
-    }
-}
-
 /// What a completed exchange produced, before interpretation.
 struct RawResponse {
     status: StatusCode,
     body: Bytes,
-}
-
-/// Makes the pool's connections: the connector's socket to the client's
-/// one server, under the connect timeout (reqwest puts its
-/// `connect_timeout` around its connector the same way).
-#[derive(Clone)]
-struct Dial {
-    connector: Arc<dyn ErasedConnector>,
-    addr: SocketAddr,
-    timeout: Option<Duration>,
-}
-
-/// Why [`Dial`] made no connection; found again in the pool's error.
-#[derive(Debug, thiserror::Error)]
-enum DialError {
-    #[error("connect timed out after {0:?}")]
-    TimedOut(Duration),
-    #[error(transparent)]
-    Io(io::Error),
-}
-
-impl tower_service::Service<Uri> for Dial {
-    type Response = Socket<Box<dyn Stream>>;
-    type Error = DialError;
-    type Future = Pin<Box<dyn Future<Output = Result<Socket<Box<dyn Stream>>, DialError>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), DialError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _uri: Uri) -> Self::Future {
-        // The client has one server; the URI names the same address.
-        let Dial {
-            connector,
-            addr,
-            timeout,
-        } = self.clone();
-        Box::pin(async move {
-            let connect = connector.connect(addr);
-            let io = match timeout {
-                Some(after) => tokio::time::timeout(after, connect)
-                    .await
-                    .map_err(|_elapsed| DialError::TimedOut(after))?,
-                None => connect.await,
-            }
-            .map_err(DialError::Io)?;
-            Ok(Socket(TokioIo::new(io)))
-        })
-    }
-}
-
-/// A connector's byte stream as hyper's pool takes it.
-struct Socket<I>(TokioIo<I>);
-
-impl<I: AsyncRead + AsyncWrite + Unpin> hyper::rt::Read for Socket<I> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl<I: AsyncRead + AsyncWrite + Unpin> hyper::rt::Write for Socket<I> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-    }
-}
-
-impl<I> Connection for Socket<I> {
-    fn connected(&self) -> Connected {
-        Connected::new()
-    }
-}
-
-/// Runs the pool's tasks where the connector says.
-#[derive(Clone)]
-struct SpawnWith(Arc<dyn ErasedConnector>);
-
-impl hyper::rt::Executor<BackgroundTask> for SpawnWith {
-    fn execute(&self, task: BackgroundTask) {
-        self.0.spawn(task);
-    }
 }
 
 impl<C: Connector> HttpClient<C> {
@@ -714,20 +484,6 @@ impl Client {
     }
 }
 
-/// The authority of every request's URI: hyper-util's pool key, and
-/// nothing else. A client talks to one address, `Client::addr`, which
-/// [`Dial`] connects to whatever the URI says; hyper-util sends an HTTP/1
-/// request line in origin form (the path alone) and keeps the `Host`
-/// header the request carries (`Client::host`, the address). So the bytes
-/// on the wire are the same as with the address in the URI, as reqwest
-/// puts it. What changes is the pool's work: it hashes its key with
-/// SipHash a byte at a time (`http::uri::Authority`'s `Hash`) at every
-/// checkout and return, and an IPv6 socket address is some thirty bytes
-/// (docs/decisions/0028-the-pool-key-is-not-the-address.md). It holds
-/// because every client builds its own pool (see
-/// `clients_of_one_connector_keep_to_their_own_servers`).
-const POOL_KEY: &str = "p";
-
 /// `addr` as a `Host` header value, as reqwest writes it.
 ///
 /// Formatting an IPv6 socket address takes some 2,500 instructions (the
@@ -754,67 +510,6 @@ fn host_header(addr: SocketAddr) -> HeaderValue {
         hosts.insert(addr, host.clone());
         host
     })
-}
-
-/// hyper-util's pooling client as reqwest's `ClientBuilder` builds it
-/// (reqwest 0.13.5 `async_impl/client.rs`: both timers on tokio's clock,
-/// `pool_idle_timeout`, `pool_max_idle_per_host`), on `connector`'s
-/// sockets to `addr`.
-fn pool(
-    connector: &Arc<dyn ErasedConnector>,
-    addr: SocketAddr,
-    connect_timeout: Option<Duration>,
-    idle_timeout: Option<Duration>,
-    keep_connections: bool,
-) -> legacy::Client<Dial, Full<Bytes>> {
-    legacy::Client::builder(SpawnWith(connector.clone()))
-        .timer(TokioTimer::new())
-        .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(idle_timeout)
-        .pool_max_idle_per_host(if keep_connections { usize::MAX } else { 0 })
-        .build(Dial {
-            connector: connector.clone(),
-            addr,
-            timeout: connect_timeout,
-        })
-}
-
-/// An error and its causes, without hyper-util's own wrapper ("client
-/// error (SendRequest)"), which says nothing the causes do not: for
-/// example "connection closed before message completed", or
-/// "connection error: connection reset".
-fn describe(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = Vec::new();
-    let mut current = Some(e);
-    while let Some(err) = current {
-        if err.downcast_ref::<legacy::Error>().is_none() {
-            parts.push(err.to_string());
-        }
-        current = err.source();
-    }
-    if parts.is_empty() {
-        e.to_string()
-    } else {
-        parts.join(": ")
-    }
-}
-
-/// The message to report for a non-2xx answer: dropshot's `message` when the
-/// body is a dropshot error, else the body text, else the status' reason.
-fn error_message(status: StatusCode, body: &[u8]) -> String {
-    if let Ok(err) = serde_json::from_slice::<DropshotError>(body) {
-        return err.message;
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    if text.is_empty() {
-        status
-            .canonical_reason()
-            .unwrap_or("no reason given")
-            .to_string()
-    } else {
-        text.to_string()
-    }
 }
 
 #[cfg(test)]

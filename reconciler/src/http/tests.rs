@@ -11,6 +11,7 @@ use std::{
 
 use http_body_util::BodyExt;
 use hyper::{body::Incoming, service::service_fn, Response};
+use hyper_util::rt::TokioIo;
 use serde_json::json;
 
 use super::*;
