@@ -130,8 +130,8 @@ struct Client {
     pool: OnceLock<legacy::Client<Dial, Full<Bytes>>>,
     connector: Arc<dyn ErasedConnector>,
     addr: SocketAddr,
-    /// `addr` as the `Host` header, made once: formatting an IPv6 address
-    /// costs more than the rest of a request's head.
+    /// `addr` as the `Host` header ([`host_header`]): formatting an IPv6
+    /// address costs more than the rest of a request's head.
     host: HeaderValue,
     /// Bounds making a connection; `None`: as long as TCP tries.
     connect_timeout: Option<Duration>,
@@ -144,21 +144,6 @@ struct Client {
     keep_connections: bool,
     /// Sent as [`API_VERSION_HEADER`] when set.
     api_version: Option<&'static str>,
-}
-
-impl Client {
-    /// The pool, built from the settings if this is its first use.
-    fn pool(&self) -> &legacy::Client<Dial, Full<Bytes>> {
-        self.pool.get_or_init(|| {
-            pool(
-                &self.connector,
-                self.addr,
-                self.connect_timeout,
-                self.pool_idle_timeout,
-                self.keep_connections,
-            )
-        })
-    }
 }
 
 /// A clone shares the pool (and so the kept connections), as a clone of
@@ -340,6 +325,19 @@ impl<C: Connector> HttpClient<C> {
 }
 
 impl Client {
+    /// The pool, built from the settings if this is its first use.
+    fn pool(&self) -> &legacy::Client<Dial, Full<Bytes>> {
+        self.pool.get_or_init(|| {
+            pool(
+                &self.connector,
+                self.addr,
+                self.connect_timeout,
+                self.pool_idle_timeout,
+                self.keep_connections,
+            )
+        })
+    }
+
     fn timed_out(&self, after: Duration) -> ClientError {
         ClientError::Timeout {
             addr: self.addr.to_string(),

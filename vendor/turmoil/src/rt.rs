@@ -115,26 +115,36 @@ impl Ring {
     /// map would find them in), and forgets them.
     pub(crate) fn take_woken(&self, into: &mut Vec<usize>) {
         into.clear();
-        let mut summary = self.woken.summary.swap(0, Ordering::SeqCst);
-        while summary != 0 {
-            let word = summary.trailing_zeros() as usize;
-            summary &= summary - 1;
-            let mut bits = self.woken.words[word].swap(0, Ordering::SeqCst);
-            while bits != 0 {
-                into.push(word * 64 + bits.trailing_zeros() as usize);
-                bits &= bits - 1;
-            }
-        }
+        self.woken.walk(true, |i| {
+            into.push(i);
+            false
+        });
     }
 
     /// Whether any of the hosts woken since the last take satisfies `f`
     /// (given its position in the host map).
-    pub(crate) fn any_woken(&self, mut f: impl FnMut(usize) -> bool) -> bool {
-        let mut summary = self.woken.summary.load(Ordering::SeqCst);
+    pub(crate) fn any_woken(&self, f: impl FnMut(usize) -> bool) -> bool {
+        self.woken.walk(false, f)
+    }
+}
+
+impl WokenSet {
+    /// Calls `f` with each position in the set, in ascending order, until
+    /// it returns true (which this returns); with `take`, empties the set
+    /// as it reads it.
+    fn walk(&self, take: bool, mut f: impl FnMut(usize) -> bool) -> bool {
+        let read = |word: &AtomicU64| {
+            if take {
+                word.swap(0, Ordering::SeqCst)
+            } else {
+                word.load(Ordering::SeqCst)
+            }
+        };
+        let mut summary = read(&self.summary);
         while summary != 0 {
             let word = summary.trailing_zeros() as usize;
             summary &= summary - 1;
-            let mut bits = self.woken.words[word].load(Ordering::SeqCst);
+            let mut bits = read(&self.words[word]);
             while bits != 0 {
                 if f(word * 64 + bits.trailing_zeros() as usize) {
                     return true;
