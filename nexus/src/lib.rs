@@ -59,6 +59,7 @@ use racksim_reconciler::{
 };
 
 use crate::instances::{InstanceOps, InstanceRecord, OpError, SledRef, StartImpl, StoreError};
+use crate::woken::Woken;
 use tokio::{
     sync::{watch, Notify},
     task::JoinSet,
@@ -72,6 +73,7 @@ pub mod internal_api;
 pub mod inventory;
 pub mod store;
 pub mod tasks;
+mod woken;
 
 #[cfg(feature = "mutants")]
 mod mutants;
@@ -304,13 +306,13 @@ pub async fn serve<H, F>(
     // scrimlet reconcilers owned service NAT (two owners of one table
     // duel), so in the target era it does not run.
     tokio::join!(
-        inventory::collector(host, stop.clone()),
-        inventory::service_zone_nat(host, stop.clone()),
-        tasks::instance_watcher(host, &ops, stop.clone()),
-        tasks::reincarnation(host, &ops, stop.clone()),
-        tasks::instance_updater(host, &ops, stop.clone()),
-        tasks::v2p(host, &store, &v2p_task, stop.clone()),
-        api::instance_api(host, &ops, requests, stop.clone()),
-        internal_api(store.clone()),
+        Woken::new(inventory::collector(host, stop.clone())),
+        Woken::new(inventory::service_zone_nat(host, stop.clone())),
+        Woken::new(tasks::instance_watcher(host, &ops, stop.clone())),
+        Woken::new(tasks::reincarnation(host, &ops, stop.clone())),
+        Woken::new(tasks::instance_updater(host, &ops, stop.clone())),
+        Woken::new(tasks::v2p(host, &store, &v2p_task, stop.clone())),
+        Woken::new(api::instance_api(host, &ops, requests, stop.clone())),
+        Woken::new(internal_api(store.clone())),
     );
 }

@@ -180,12 +180,17 @@ fn paged(path: &str, limit: Option<u32>, page_token: Option<&str>) -> String {
 /// Percent-encodes everything but RFC 3986 unreserved characters. Page tokens
 /// are opaque: dropshot's are base64, which may contain `=`, `+` or `/`.
 fn percent_encode(value: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(value.len());
     for byte in value.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
             out.push(char::from(byte));
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            // Every page of a listing sends its token: written digit by
+            // digit, not through a `format!` per escaped byte.
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
         }
     }
     out

@@ -3,7 +3,8 @@
 //! They mirror [tokio::net](https://docs.rs/tokio/latest/tokio/net/) to provide
 //! a high fidelity implementation.
 
-use std::net::SocketAddr;
+use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, SocketAddr};
 use std::{io, iter};
 
 use crate::world::World;
@@ -26,10 +27,31 @@ where
     Ok(iter::once(addr))
 }
 
-#[derive(Debug, Copy, Clone, Hash, Eq, PartialEq)]
+#[derive(Debug, Copy, Clone, Eq, PartialEq)]
 pub(crate) struct SocketPair {
     pub(crate) local: SocketAddr,
     pub(crate) remote: SocketAddr,
+}
+
+/// racksim: a pair hashes as two 128-bit addresses and one word of
+/// ports, not field by field as the derived `Hash` does (the family, the
+/// address's length and bytes, port, flow label and scope, twice). Every
+/// segment looks its socket up by pair, and the derived hash was about
+/// 1.7% of a simulated run. Equal pairs still hash alike, as `Eq` needs;
+/// the pairs live in `IndexMap`s, whose order is their insertion order,
+/// so the hash decides no order.
+impl Hash for SocketPair {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        fn bits(addr: &SocketAddr) -> u128 {
+            match addr.ip() {
+                IpAddr::V4(ip) => u128::from(ip.to_bits()),
+                IpAddr::V6(ip) => ip.to_bits(),
+            }
+        }
+        state.write_u128(bits(&self.local));
+        state.write_u128(bits(&self.remote));
+        state.write_u32(u32::from(self.local.port()) << 16 | u32::from(self.remote.port()));
+    }
 }
 
 impl SocketPair {
