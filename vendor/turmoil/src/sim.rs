@@ -752,17 +752,20 @@ fn move_clock(by: Duration) {
 }
 
 /// Nanoseconds in a millisecond, the step of tokio's timer grid.
-const MS: u128 = 1_000_000;
+const MS: u64 = 1_000_000;
 
 /// Whole milliseconds of tokio's timer grid (counted from the runtime's
-/// start, `origin`) up to `t`, rounded down.
-fn grid_ms(origin: tokio::time::Instant, t: tokio::time::Instant) -> u128 {
-    (t - origin).as_nanos() / MS
+/// start, `origin`) up to `t`, rounded down. (In 64 bits: a run would need
+/// 584 years of simulated time to overflow them; a 128-bit division was a
+/// call into the compiler's runtime at every step.)
+fn grid_ms(origin: tokio::time::Instant, t: tokio::time::Instant) -> u64 {
+    let since = t - origin;
+    since.as_secs() * 1000 + u64::from(since.subsec_nanos()) / MS
 }
 
 /// Millisecond `ms` of tokio's timer grid.
-fn grid(origin: tokio::time::Instant, ms: u128) -> tokio::time::Instant {
-    origin + Duration::from_nanos((ms * MS) as u64)
+fn grid(origin: tokio::time::Instant, ms: u64) -> tokio::time::Instant {
+    origin + Duration::from_millis(ms)
 }
 
 /// The first millisecond of tokio's timer grid after `now`.
@@ -792,12 +795,14 @@ async fn advance(
         if any_pending() || now >= target {
             return;
         }
-        let next = next_millisecond(origin, now);
+        // The clock's place on the grid, worked out once per turn.
+        let ms = grid_ms(origin, now);
+        let next = grid(origin, ms + 1);
         if target <= next {
             tokio::time::advance(target - now).await;
             return;
         }
-        if now != grid(origin, grid_ms(origin, now)) {
+        if now != grid(origin, ms) {
             if target > next + Duration::from_millis(1) {
                 // To the grid without turning the drivers: the park of the
                 // next turn (the `select!` below) fires what falls due
