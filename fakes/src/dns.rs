@@ -18,7 +18,7 @@ pub struct InternalDns {
 impl InternalDns {
     pub fn handle(&self, req: &ApiRequest) -> ApiResponse {
         let segs = req.segments();
-        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        let segs: Vec<&str> = segs.iter().map(|s| &**s).collect();
         match (req.method.clone(), segs.as_slice()) {
             (Method::GET, ["srv", service]) => match self.services.get(*service) {
                 Some(addresses) => {

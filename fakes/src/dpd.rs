@@ -466,7 +466,7 @@ impl DpdState {
         let version = req.check_version(API_VERSION)?;
         let dual_stack = version >= VERSION_DUAL_STACK_NAT_WORKFLOW;
         let segs = req.segments();
-        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        let segs: Vec<&str> = segs.iter().map(|s| &**s).collect();
         let m = &req.method;
         let ok = |r: ApiResponse| Ok((r, None));
         // Routes by version as dropshot does for dpd-api's versioned

@@ -9,7 +9,7 @@
 //! [`API_VERSION_HEADER`] is a 400, as dropshot's
 //! `ClientSpecifiesVersionInHeader` policy has it for every Oxide internal API.
 
-use std::collections::BTreeMap;
+use std::{borrow::Cow, collections::BTreeMap};
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -61,12 +61,20 @@ impl ApiRequest {
     }
 
     /// Path segments, percent-decoded, without the empty ones
-    /// (`/nat/ipv4/` == `/nat/ipv4`).
-    pub fn segments(&self) -> Vec<String> {
+    /// (`/nat/ipv4/` == `/nat/ipv4`). A segment with no escape is borrowed
+    /// from the path: every request is routed by its segments, and most
+    /// have none.
+    pub fn segments(&self) -> Vec<Cow<'_, str>> {
         self.path
             .split('/')
             .filter(|s| !s.is_empty())
-            .map(percent_decode)
+            .map(|s| {
+                if s.contains('%') {
+                    Cow::Owned(percent_decode(s))
+                } else {
+                    Cow::Borrowed(s)
+                }
+            })
             .collect()
     }
 

@@ -62,7 +62,7 @@ impl MgsState {
             return e.into_response();
         }
         let segs = req.segments();
-        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        let segs: Vec<&str> = segs.iter().map(|s| &**s).collect();
         match (req.method.clone(), segs.as_slice()) {
             (Method::GET, ["local", "switch-id"]) => ApiResponse::json(&self.local_switch_id()),
             (Method::GET, ["sp", "sled", slot, "power-state"]) => match slot.parse::<u16>() {

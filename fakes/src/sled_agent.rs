@@ -257,7 +257,7 @@ impl SledAgentState {
     ) -> Result<(ApiResponse, Option<SledAgentChange>), ApiError> {
         req.check_version(SLED_AGENT_API_VERSION)?;
         let segs = req.segments();
-        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        let segs: Vec<&str> = segs.iter().map(|s| &**s).collect();
         let changed = |c| Ok((ApiResponse::no_content(), c));
         match (req.method.clone(), segs.as_slice()) {
             (Method::GET, ["v2p"]) => Ok((ApiResponse::json(&self.v2p_list()), None)),

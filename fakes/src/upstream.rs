@@ -18,7 +18,7 @@
 //! it upstream (which would answer 404 there). The served endpoints route by
 //! version as upstream does (see `crate::api`).
 
-use std::sync::OnceLock;
+use std::{borrow::Cow, sync::OnceLock};
 
 use http::Method;
 use serde_json::Value;
@@ -93,7 +93,7 @@ pub struct Operation {
 
 impl Operation {
     /// Whether `segments` (decoded, without empty ones) match the template.
-    fn matches(&self, method: &Method, segments: &[String]) -> bool {
+    fn matches(&self, method: &Method, segments: &[Cow<'_, str>]) -> bool {
         if self.method != *method {
             return false;
         }

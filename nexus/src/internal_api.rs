@@ -28,7 +28,7 @@ pub fn changeset_request(req: &ApiRequest) -> Result<(i64, u32), ApiError> {
     let [nat, ipv4, changeset, from_gen] = &segments[..] else {
         return Err(ApiError::not_found_route(req));
     };
-    if (nat.as_str(), ipv4.as_str(), changeset.as_str()) != ("nat", "ipv4", "changeset") {
+    if (&**nat, &**ipv4, &**changeset) != ("nat", "ipv4", "changeset") {
         return Err(ApiError::not_found_route(req));
     }
     if req.method != Method::GET {

@@ -119,7 +119,7 @@ impl Handler for DpdHandler {
             // any caller's timeout, so whether a caller that gives up
             // cancels the work never arises. A fault above keeps its own
             // timing.
-            if req.segments().first().map(String::as_str) == Some("nat") {
+            if req.segments().first().map(|s| &**s) == Some("nat") {
                 let time = draws.draw(&world.params.service_times.dpd_nat);
                 tokio::time::sleep(time).await;
             }

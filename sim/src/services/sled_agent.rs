@@ -64,7 +64,7 @@ pub enum Operation {
 /// state change, only the body's `state`.
 pub fn operation(req: &ApiRequest) -> Option<Operation> {
     let segs = req.segments();
-    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let segs: Vec<&str> = segs.iter().map(|s| &**s).collect();
     match (&req.method, segs.as_slice()) {
         (&Method::PUT, ["vmms", _]) => Some(Operation::Register),
         (&Method::PUT, ["vmms", _, "state"]) => {
