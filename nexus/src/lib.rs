@@ -41,6 +41,9 @@
 //!   `GET /nat/ipv4/changeset/{from_gen}`, as a framework-neutral router
 //!   (the simulation's server); `racksim-servers` serves the same store
 //!   call with dropshot (live mode's).
+//! * `woken` — how [`serve`] joins the tasks: each polled only when
+//!   something woke it, in the join's own order, so a wake of one task
+//!   does not poll the other seven for nothing.
 //!
 //! What stays with the host is the lifecycle: when Nexus comes up (the
 //! simulation waits for time synchronisation; live mode starts at once),
