@@ -13,7 +13,10 @@
 //! The wire types (`NatTarget`, `Ipv4Nat`, `MacAddr`, …) are those of
 //! `racksim-wire`, which the fakes serve too; they are re-exported here.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::{
+    fmt::Write as _,
+    net::{Ipv4Addr, SocketAddr},
+};
 
 pub use racksim_wire::dpd::{
     fuse, Ipv4Nat, Ipv6Nat, MacAddr, NatTarget, ParseMacAddrError, ResultsPage, SwitchIdentifiers,
@@ -161,39 +164,40 @@ impl<C: Connector> DpdClient<C> {
     }
 }
 
-/// `path?limit=..&page_token=..`, omitting absent parameters.
+/// `path?limit=..&page_token=..`, omitting absent parameters. Written into
+/// one string: every page of every listing builds one.
 fn paged(path: &str, limit: Option<u32>, page_token: Option<&str>) -> String {
-    let mut params = Vec::new();
+    let mut out = String::with_capacity(path.len() + 32);
+    out.push_str(path);
+    let mut separator = '?';
     if let Some(limit) = limit {
-        params.push(format!("limit={limit}"));
+        out.push(separator);
+        // Writing to a `String` cannot fail.
+        let _ = write!(out, "limit={limit}");
+        separator = '&';
     }
     if let Some(token) = page_token {
-        params.push(format!("page_token={}", percent_encode(token)));
+        out.push(separator);
+        out.push_str("page_token=");
+        percent_encode_into(&mut out, token);
     }
-    if params.is_empty() {
-        path.to_string()
-    } else {
-        format!("{path}?{}", params.join("&"))
-    }
+    out
 }
 
-/// Percent-encodes everything but RFC 3986 unreserved characters. Page tokens
-/// are opaque: dropshot's are base64, which may contain `=`, `+` or `/`.
-fn percent_encode(value: &str) -> String {
+/// Percent-encodes everything but RFC 3986 unreserved characters onto `out`.
+/// Page tokens are opaque: dropshot's are base64, which may contain `=`,
+/// `+` or `/`.
+fn percent_encode_into(out: &mut String, value: &str) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut out = String::with_capacity(value.len());
     for byte in value.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
             out.push(char::from(byte));
         } else {
-            // Every page of a listing sends its token: written digit by
-            // digit, not through a `format!` per escaped byte.
             out.push('%');
             out.push(char::from(HEX[usize::from(byte >> 4)]));
             out.push(char::from(HEX[usize::from(byte & 0xf)]));
         }
     }
-    out
 }
 
 #[cfg(test)]
