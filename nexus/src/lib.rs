@@ -307,7 +307,9 @@ pub async fn serve<H, F>(
     // One owner per era: Nexus's service-zone NAT task existed while the
     // legacy path and the per-sled task did; upstream removed it once the
     // scrimlet reconcilers owned service NAT (two owners of one table
-    // duel), so in the target era it does not run.
+    // duel), so in the target era it does not run. Each task is polled
+    // only when something woke it (`woken`): a wake of one does not poll
+    // the other seven, and the join's order is tokio's, as before.
     tokio::join!(
         Woken::new(inventory::collector(host, stop.clone())),
         Woken::new(inventory::service_zone_nat(host, stop.clone())),

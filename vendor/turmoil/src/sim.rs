@@ -755,9 +755,9 @@ fn move_clock(by: Duration) {
 const MS: u64 = 1_000_000;
 
 /// Whole milliseconds of tokio's timer grid (counted from the runtime's
-/// start, `origin`) up to `t`, rounded down. (In 64 bits: a run would need
-/// 584 years of simulated time to overflow them; a 128-bit division was a
-/// call into the compiler's runtime at every step.)
+/// start, `origin`) up to `t`, rounded down. (In 64 bits, which no run's
+/// milliseconds can fill; the 128-bit division of nanoseconds this
+/// replaced was a call into the compiler's runtime at every step.)
 fn grid_ms(origin: tokio::time::Instant, t: tokio::time::Instant) -> u64 {
     let since = t - origin;
     since.as_secs() * 1000 + u64::from(since.subsec_nanos()) / MS
