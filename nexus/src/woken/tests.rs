@@ -147,8 +147,15 @@ async fn three_branches(wrap: bool) -> Vec<(Duration, &'static str)> {
 
 #[tokio::test(start_paused = true)]
 async fn a_join_of_woken_branches_runs_as_the_plain_join_does() {
-    let plain = three_branches(false).await;
-    let woken = three_branches(true).await;
+    // A gated join that lost a wake would wait for ever: on the paused
+    // clock, a simulated hour's timeout turns that into a failure.
+    let hour = Duration::from_secs(3600);
+    let plain = tokio::time::timeout(hour, three_branches(false))
+        .await
+        .expect("the plain join finishes");
+    let woken = tokio::time::timeout(hour, three_branches(true))
+        .await
+        .expect("the gated join finishes");
     assert_eq!(plain.len(), 10 + 4 * 2 + 4);
     assert_eq!(woken, plain);
 }

@@ -273,7 +273,7 @@ fn sweep_report_dir_is_made_after_the_run() {
 }
 
 /// `.ci/campaign-build` (the profile-guided build for campaigns) refuses a
-/// profile or an option it does not know before it builds anything: exit
+/// profile or an option it does not know, or two profiles, before it builds anything: exit
 /// status 2 and the valid names, and none of its steps begun.
 #[test]
 fn campaign_build_refuses_an_unknown_profile() {
@@ -286,6 +286,10 @@ fn campaign_build_refuses_an_unknown_profile() {
         (
             ["release", "--blot"],
             "unknown option \"--blot\" (expected --bolt)",
+        ),
+        (
+            ["release", "campaign"],
+            "two profiles, \"release\" and \"campaign\" (give one)",
         ),
     ] {
         let out = std::process::Command::new("bash")

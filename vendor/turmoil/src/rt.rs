@@ -131,7 +131,9 @@ impl Ring {
 impl WokenSet {
     /// Calls `f` with each position in the set, in ascending order, until
     /// it returns true (which this returns); with `take`, empties the set
-    /// as it reads it.
+    /// as it reads it, and `f` must read it all: the summary is taken
+    /// first, so a walk stopped early would lose the words it had not
+    /// reached.
     fn walk(&self, take: bool, mut f: impl FnMut(usize) -> bool) -> bool {
         let read = |word: &AtomicU64| {
             if take {
@@ -147,6 +149,7 @@ impl WokenSet {
             let mut bits = read(&self.words[word]);
             while bits != 0 {
                 if f(word * 64 + bits.trailing_zeros() as usize) {
+                    debug_assert!(!take, "a walk that takes the set reads all of it");
                     return true;
                 }
                 bits &= bits - 1;
