@@ -18,7 +18,8 @@
 //! reduces a failing plan to a [`regression`]; [`mutants`] is the kill
 //! table; [`matrix`] the catalogue × strategies table; [`report`] and
 //! [`html`] what a run prints and draws; [`mod@bench`] what a simulation costs;
-//! [`invocation`] how the user started racksim, for replay lines. Live
+//! [`invocation`] how the user started racksim, for replay lines;
+//! [`allocator`] the allocator of the binary and its test binaries. Live
 //! mode (`racksim serve`) is its own crate, `racksim-live`, re-exported as
 //! [`live`]: the CLI only starts it.
 //!
@@ -26,6 +27,7 @@
 //! jitter drawn from the seed) → simulated world → trace → checks → verdict
 //! → [`runner::judge`].
 
+pub mod allocator;
 pub mod bench;
 pub mod campaign;
 pub mod fuzz;

@@ -10,13 +10,10 @@
 
 mod cli;
 
-/// mimalloc instead of glibc's malloc: a run allocates and frees small
-/// buffers at every simulated event (HTTP bodies, trace lines, snapshots
-/// for the checks), and glibc's malloc/free were about a tenth of a fuzz
-/// seed's time (issue 40). Allocation never decides what a run does, so
-/// replays are unchanged.
+/// mimalloc instead of glibc's malloc (`racksim::allocator` says why, and
+/// why by its plain functions).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: racksim::allocator::Allocator = racksim::allocator::Allocator;
 
 use std::process::ExitCode;
 

@@ -31,10 +31,10 @@
 //! guarded, and a defect a file records (until it is fixed) is still
 //! reproduced.
 
-/// The binary's allocator (see `src/main.rs`): the suite's runs are
+/// The binary's allocator (see `src/allocator.rs`): the suite's runs are
 /// the same runs, at the same cost per event.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: racksim::allocator::Allocator = racksim::allocator::Allocator;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use racksim::{

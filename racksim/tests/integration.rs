@@ -5,10 +5,10 @@
 //! Select a module's tests by their path, e.g.
 //! `cargo test -p racksim --test integration -- fuzz_gate::`.
 
-/// The binary's allocator (see `src/main.rs`): the suite's runs are
+/// The binary's allocator (see `src/allocator.rs`): the suite's runs are
 /// the same runs, at the same cost per event.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: racksim::allocator::Allocator = racksim::allocator::Allocator;
 
 mod common;
 
