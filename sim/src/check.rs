@@ -20,14 +20,16 @@ pub mod gaps;
 
 use gaps::{DesiredNat, RackView, SledView, SwitchTable};
 
-/// One gap of a simulated rack, as a run keeps it between looks: an
-/// instance's as data ([`gaps::InstanceGap`]: a rack of a hundred
-/// instances has that many at a look, and a run looks after every change),
-/// the few others in words. Written out by [`Judgement::words`] when a
-/// verdict or a report reads them; equal gaps read the same.
+/// One gap of a simulated rack, as a run keeps it between looks: a
+/// switch's service NAT and an instance's as data ([`gaps::ServiceGap`],
+/// [`gaps::InstanceGap`]: a rack of a hundred instances has that many at a
+/// look, and a run looks after every change), the few others in words.
+/// Written out by [`Judgement::words`] when a verdict or a report reads
+/// them; equal gaps read the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SimGap {
     Said(String),
+    Service(gaps::ServiceGap),
     Instance(gaps::InstanceGap),
 }
 
@@ -82,6 +84,7 @@ impl Judgement {
                 .iter()
                 .map(|g| match g {
                     SimGap::Said(text) => text.clone(),
+                    SimGap::Service(g) => g.render(view).message,
                     SimGap::Instance(g) => g.render(view).message,
                 })
                 .collect()
@@ -90,14 +93,14 @@ impl Judgement {
 }
 
 /// Everything between the world and convergence, in a fixed order: the
-/// rack's gaps ([`gaps::service_nat_gaps`]), boundary NTP, the control
+/// rack's gaps ([`gaps::ServiceGap::find_all`]), boundary NTP, the control
 /// plane, the instances ([`gaps::InstanceGap::find_all`]) and stuck sagas.
 pub fn convergence_gaps(world: &World, snap: &Snapshot) -> Vec<SimGap> {
     let zones = &snap.config.zones;
     let (mut gaps, instances) = with_view(world, snap, |view| {
-        let service: Vec<SimGap> = gaps::service_nat_gaps(view)
+        let service: Vec<SimGap> = gaps::ServiceGap::find_all(view)
             .into_iter()
-            .map(|g| SimGap::Said(g.message))
+            .map(SimGap::Service)
             .collect();
         (service, gaps::InstanceGap::find_all(view))
     });

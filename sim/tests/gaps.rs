@@ -123,6 +123,24 @@ fn service_nat_gaps_name_the_switch_the_zone_and_the_entry() {
             },
         ]
     );
+    // The same gaps as data, as a simulated run keeps them between looks:
+    // the zone by kind and sled index, the entries as they are.
+    assert_eq!(
+        ServiceGap::find_all(&view),
+        vec![
+            ServiceGap {
+                slot: SwitchSlot::Switch0,
+                kind: ServiceGapKind::Lacks {
+                    zone: Some((ZoneKind::Nexus, 1)),
+                    entry: nexus,
+                },
+            },
+            ServiceGap {
+                slot: SwitchSlot::Switch0,
+                kind: ServiceGapKind::Stale { entry: stale },
+            },
+        ]
+    );
 }
 
 /// An instance record at generation 1 with no VMM, its external IP

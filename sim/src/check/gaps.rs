@@ -322,51 +322,113 @@ pub fn unexplained_gaps(view: &RackView) -> Vec<Gap> {
 }
 
 /// Every live, uplinked switch holds exactly the desired service entries
-/// (no more, no fewer, no stale target).
+/// (no more, no fewer, no stale target). Each gap written out
+/// ([`ServiceGap::render`]).
 pub fn service_nat_gaps(view: &RackView) -> Vec<Gap> {
-    // In entry order, once each: what a table lacks is listed the same way
-    // whatever order the view was built in.
-    let mut desired: BTreeMap<&NatEntry, &DesiredNat> = BTreeMap::new();
-    for d in view.desired {
-        desired.entry(&d.entry).or_insert(d);
-    }
-    let mut gaps = Vec::new();
-    for table in view.switches.iter().filter(|t| t.uplinked) {
-        let slot = table.slot;
-        let actual: BTreeSet<NatEntry> = table
-            .entries
-            .iter()
-            .filter(|e| e.target.vni == SERVICES_VNI)
-            .map(NatEntry::from_dpd)
-            .collect();
-        for d in desired.values().filter(|d| !actual.contains(&d.entry)) {
-            // The legacy era's service-zone NAT task removes the entry of a
-            // zone whose sled inventory misses; it is owed again as soon as
-            // the sled is back. Present, it is not stale either: it is
-            // still the config's.
-            if !d.sled_up {
-                continue;
+    ServiceGap::find_all(view)
+        .iter()
+        .map(|g| g.render(view))
+        .collect()
+}
+
+/// One switch's service-NAT gap as data: what [`service_nat_gaps`] writes
+/// out, before it is written. A simulated run keeps these between looks
+/// and writes them out only when a verdict or a report needs the words,
+/// as it does [`InstanceGap`]s: most looks find the same gaps as the last
+/// one, and the sentences were most of what a look at the switches cost
+/// (issue 40). Equal gaps read the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServiceGap {
+    /// The switch.
+    pub slot: SwitchSlot,
+    pub kind: ServiceGapKind,
+}
+
+/// What is amiss with one service entry on one switch. The zone's sled is
+/// named by its index in the rack; the words come from the view the gap is
+/// rendered with ([`ServiceGap::render`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceGapKind {
+    /// The switch lacks a desired entry: that of the zone of this kind on
+    /// this sled, or (`None`) one that no zone of the config claims.
+    Lacks {
+        zone: Option<(ZoneKind, usize)>,
+        entry: NatEntry,
+    },
+    /// The switch holds a services-VNI entry that nothing desires.
+    Stale { entry: NatEntry },
+}
+
+impl ServiceGap {
+    /// Every service-NAT gap of `view`, switch by switch in the view's
+    /// order; on a switch, the lacking entries in entry order, then the
+    /// stale ones in entry order.
+    pub fn find_all(view: &RackView) -> Vec<ServiceGap> {
+        // In entry order, once each: what a table lacks is listed the same
+        // way whatever order the view was built in.
+        let mut desired: BTreeMap<&NatEntry, &DesiredNat> = BTreeMap::new();
+        for d in view.desired {
+            desired.entry(&d.entry).or_insert(d);
+        }
+        let mut gaps = Vec::new();
+        for table in view.switches.iter().filter(|t| t.uplinked) {
+            let slot = table.slot;
+            let actual: BTreeSet<NatEntry> = table
+                .entries
+                .iter()
+                .filter(|e| e.target.vni == SERVICES_VNI)
+                .map(NatEntry::from_dpd)
+                .collect();
+            for d in desired.values().filter(|d| !actual.contains(&d.entry)) {
+                // The legacy era's service-zone NAT task removes the entry
+                // of a zone whose sled inventory misses; it is owed again as
+                // soon as the sled is back. Present, it is not stale either:
+                // it is still the config's.
+                if !d.sled_up {
+                    continue;
+                }
+                gaps.push(ServiceGap {
+                    slot,
+                    kind: ServiceGapKind::Lacks {
+                        zone: d.zone,
+                        entry: d.entry,
+                    },
+                });
             }
-            let what = d.zone.map_or_else(
-                || "unknown zone".to_string(),
-                |(kind, sled)| format!("{kind} on {}", (view.sled)(sled).0),
-            );
-            gaps.push(Gap {
-                at: slot.to_string(),
-                message: format!(
-                    "{slot} lacks the NAT entry of {what}: {}",
-                    view.entry(&d.entry)
-                ),
-            });
+            for e in actual.iter().filter(|e| !desired.contains_key(e)) {
+                gaps.push(ServiceGap {
+                    slot,
+                    kind: ServiceGapKind::Stale { entry: *e },
+                });
+            }
         }
-        for e in actual.iter().filter(|e| !desired.contains_key(e)) {
-            gaps.push(Gap {
-                at: slot.to_string(),
-                message: format!("{slot} holds a stale NAT entry: {}", view.entry(e)),
-            });
+        gaps
+    }
+
+    /// The gap in words, naming the zone's sled and the entry's target as
+    /// `view` names them.
+    pub fn render(&self, view: &RackView) -> Gap {
+        let slot = self.slot;
+        let message = match &self.kind {
+            ServiceGapKind::Lacks { zone, entry } => {
+                let what = zone.map_or_else(
+                    || "unknown zone".to_string(),
+                    |(kind, sled)| format!("{kind} on {}", (view.sled)(sled).0),
+                );
+                format!(
+                    "{slot} lacks the NAT entry of {what}: {}",
+                    view.entry(entry)
+                )
+            }
+            ServiceGapKind::Stale { entry } => {
+                format!("{slot} holds a stale NAT entry: {}", view.entry(entry))
+            }
+        };
+        Gap {
+            at: slot.to_string(),
+            message,
         }
     }
-    gaps
 }
 
 /// What keeps instances from having converged: a running instance has its
