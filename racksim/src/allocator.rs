@@ -52,6 +52,32 @@ pub fn naturally_aligned(size: usize, align: usize) -> bool {
     align <= MI_MAX_ALIGN_SIZE && align <= size
 }
 
+/// `plain(size)` where mimalloc's plain block meets `layout`,
+/// `aligned(size, align)` otherwise: [`GlobalAlloc::alloc`] and
+/// [`GlobalAlloc::alloc_zeroed`] differ only in the pair.
+///
+/// # Safety
+///
+/// `plain` and `aligned` are mimalloc's allocation functions of one kind
+/// (`mi_malloc` and `mi_malloc_aligned`, or `mi_zalloc` and
+/// `mi_zalloc_aligned`), which accept any size and a power-of-two
+/// alignment.
+#[inline(always)]
+unsafe fn allocate(
+    layout: Layout,
+    plain: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: the caller's, above.
+    unsafe {
+        if naturally_aligned(layout.size(), layout.align()) {
+            plain(layout.size()).cast()
+        } else {
+            aligned(layout.size(), layout.align()).cast()
+        }
+    }
+}
+
 // SAFETY: each method forwards to mimalloc, whose blocks meet the layout
 // asked for: the plain functions only when `naturally_aligned` says their
 // block is aligned enough (mimalloc's own rule, above), the aligned ones
@@ -59,27 +85,14 @@ pub fn naturally_aligned(size: usize, align: usize) -> bool {
 unsafe impl GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: mimalloc's allocation functions accept any size and a
-        // power-of-two alignment.
-        unsafe {
-            if naturally_aligned(layout.size(), layout.align()) {
-                mi_malloc(layout.size()).cast()
-            } else {
-                mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        // SAFETY: a pair of mimalloc's allocating functions.
+        unsafe { allocate(layout, mi_malloc, mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as `alloc`.
-        unsafe {
-            if naturally_aligned(layout.size(), layout.align()) {
-                mi_zalloc(layout.size()).cast()
-            } else {
-                mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        // SAFETY: a pair of mimalloc's zeroing functions.
+        unsafe { allocate(layout, mi_zalloc, mi_zalloc_aligned) }
     }
 
     #[inline]
