@@ -336,7 +336,10 @@ pub fn service_nat_gaps(view: &RackView) -> Vec<Gap> {
 /// and writes them out only when a verdict or a report needs the words,
 /// as it does [`InstanceGap`]s: most looks find the same gaps as the last
 /// one, and the sentences were most of what a look at the switches cost
-/// (issue 40). Equal gaps read the same.
+/// (issue 40). Equal gaps read the same: an entry's target is a sled's
+/// underlay address and a zone's sled its index, and a run never renames
+/// either (a replaced scrimlet's new sled comes with a new address; only
+/// the retired switch zone's address is renamed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServiceGap {
     /// The switch.
