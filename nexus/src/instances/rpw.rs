@@ -39,6 +39,14 @@ pub struct V2pSledOutcome {
 /// a mapping to an instance's old sled is gone before the new one is put),
 /// then put the missing ones. A sled whose listing fails is `Err`; other
 /// failures are recorded and the rest carries on.
+///
+/// Simplified (`docs/fidelity.md`, "Nexus's V2P task"): upstream's task
+/// desires one set on every sled, its own instances' mappings included,
+/// and maps every instance whose record names an active VMM, whatever its
+/// state (omicron b848b6df, `V2PManager::activate` and
+/// `DataStore::v2p_mappings`). Here a sled is not given its own
+/// instances' mappings, which no sled needs, and a Stopping instance is
+/// not mapped. The checks judge only the mappings that other sleds need.
 pub async fn v2p_sync<C: Connector, S: InstanceStore>(
     connector: &C,
     store: &S,
