@@ -30,23 +30,23 @@ pub struct V2pSledOutcome {
     pub failures: Vec<String>,
 }
 
-/// One activation of the V2P background task.
+/// One activation of the V2P background task, as omicron's
+/// `V2PManager::activate` (b848b6df).
 ///
-/// Desired state per sled: for every instance that is Running (or Starting
-/// with a sled), each NIC in [`GUEST_VNI`] mapped to its sled's address — on
-/// every sled other than its own. Per sled (sorted by id, independently):
-/// list, delete the guest-VNI mappings that are not desired (first, so that
-/// a mapping to an instance's old sled is gone before the new one is put),
+/// Desired state: one set for every sled, as upstream's. It holds each
+/// guest-VNI NIC ([`GUEST_VNI`]) of every instance whose record names an
+/// active VMM on a sled the store lists, mapped to that sled's address.
+/// Upstream reads them from the NICs joined to their instance's active
+/// VMM, whatever the VMM's state (`DataStore::v2p_mappings`). Here that is
+/// an instance Running, Starting with a sled, or Stopping while its
+/// record still names the VMM being destroyed. So a sled is also given the
+/// mappings of its own instances, which no sled needs to reach them but
+/// upstream puts all the same, and a stopping instance keeps its mappings
+/// until its VMM is gone. Per sled (sorted by id, independently): list,
+/// delete the guest-VNI mappings that are not desired (first, so that a
+/// mapping to an instance's old sled is gone before the new one is put),
 /// then put the missing ones. A sled whose listing fails is `Err`; other
 /// failures are recorded and the rest carries on.
-///
-/// Simplified (`docs/fidelity.md`, "Nexus's V2P task"): upstream's task
-/// desires one set on every sled, its own instances' mappings included,
-/// and maps every instance whose record names an active VMM, whatever its
-/// state (omicron b848b6df, `V2PManager::activate` and
-/// `DataStore::v2p_mappings`). Here a sled is not given its own
-/// instances' mappings, which no sled needs, and a Stopping instance is
-/// not mapped. The checks judge only the mappings that other sleds need.
 pub async fn v2p_sync<C: Connector, S: InstanceStore>(
     connector: &C,
     store: &S,
@@ -59,16 +59,17 @@ pub async fn v2p_sync<C: Connector, S: InstanceStore>(
         .collect();
     let instances = store.instances().await?;
 
-    // (hosting sled, mapping) for every mapping that should exist somewhere.
-    let mut placed: BTreeSet<(u32, VirtualNetworkInterfaceHost)> = BTreeSet::new();
+    let mut desired: BTreeSet<VirtualNetworkInterfaceHost> = BTreeSet::new();
     for instance in &instances {
         let Some(sled_id) = instance.sled else {
             continue;
         };
-        if !matches!(
-            instance.state,
-            InstanceState::Running | InstanceState::Starting
-        ) {
+        let active_vmm = match instance.state {
+            InstanceState::Running | InstanceState::Starting => true,
+            InstanceState::Stopping => instance.vmm.is_some(),
+            _ => false,
+        };
+        if !active_vmm {
             continue;
         }
         // An instance placed on a sled the store does not list cannot be
@@ -76,20 +77,15 @@ pub async fn v2p_sync<C: Connector, S: InstanceStore>(
         let Some(sled) = sleds.get(&sled_id) else {
             continue;
         };
-        for m in instance_v2p_mappings(instance, sled.address) {
-            if m.vni == GUEST_VNI {
-                placed.insert((sled_id, m));
-            }
-        }
+        desired.extend(
+            instance_v2p_mappings(instance, sled.address)
+                .into_iter()
+                .filter(|m| m.vni == GUEST_VNI),
+        );
     }
 
     let mut outcomes = BTreeMap::new();
     for (&id, sled) in &sleds {
-        let desired: BTreeSet<VirtualNetworkInterfaceHost> = placed
-            .iter()
-            .filter(|(host, _)| *host != id)
-            .map(|(_, m)| *m)
-            .collect();
         let agent = sled_agent_client(connector, sled);
         let current: BTreeSet<VirtualNetworkInterfaceHost> = match agent.v2p_list().await {
             Ok(list) => list.into_iter().filter(|m| m.vni == GUEST_VNI).collect(),

@@ -290,16 +290,24 @@ fn mapping(sled: u32) -> VirtualNetworkInterfaceHost {
     }
 }
 
-/// Runs the background tasks, then asserts the networking they leave
-/// ([`assert_networking`]).
+/// Runs the background tasks, then asserts the networking they leave:
+/// as [`assert_networking`], but with the V2P task's mappings, which are on
+/// every sled, the instance's own included (upstream's `V2PManager`).
 async fn assert_networking_settles(net: &FakeNet, store: &MemStore, sled: Option<u32>) {
     background(net, store).await;
-    assert_networking(net, store, sled);
+    assert_networking_on(net, store, sled, true);
 }
 
 /// Asserts the instance's networking points at `sled` (or is absent):
-/// NAT on both switches and in the table, V2P on every other sled.
+/// NAT on both switches and in the table, V2P on every other sled (as an
+/// operation pushes it inline).
 fn assert_networking(net: &FakeNet, store: &MemStore, sled: Option<u32>) {
+    assert_networking_on(net, store, sled, false);
+}
+
+/// [`assert_networking`], with the instance's mapping expected on its own
+/// sled too if `own_sled`.
+fn assert_networking_on(net: &FakeNet, store: &MemStore, sled: Option<u32>, own_sled: bool) {
     for zone in zones() {
         let expected: Vec<Ipv4Nat> = sled.map(|s| nat_entry(s).to_dpd()).into_iter().collect();
         assert_eq!(net.nat(zone), expected, "NAT on {zone}");
@@ -308,7 +316,7 @@ fn assert_networking(net: &FakeNet, store: &MemStore, sled: Option<u32>) {
     assert_eq!(store.nat_rows(), expected, "NAT rows");
     for n in 1..=3 {
         let expected: Vec<_> = match sled {
-            Some(s) if s != n => vec![mapping(s)],
+            Some(s) if s != n || own_sled => vec![mapping(s)],
             _ => vec![],
         };
         assert_eq!(net.v2p(sled_ip(n)), expected, "V2P on sled {n}");
@@ -932,7 +940,7 @@ async fn failed_triggers_do_not_fail_the_saga() {
     dpd_pull(&net, &store, zone_ip(2)).await;
     assert_eq!(net.nat(zone_ip(2)), vec![nat_entry(2).to_dpd()]);
     v2p_sync(&net.connector(), &store).await.unwrap();
-    assert_networking(&net, &store, Some(2));
+    assert_networking_on(&net, &store, Some(2), true);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1950,28 +1958,42 @@ async fn inline_delete_leaves_other_nics_mappings_alone() {
 
 // ---- background tasks ----
 
+/// One desired set for every sled, as upstream's `V2PManager`: the
+/// mappings of every instance with an active VMM (Running, Starting, or
+/// Stopping while its record names the VMM), an instance's own sled
+/// included.
 #[tokio::test(start_paused = true)]
 async fn v2p_sync_removes_extras_and_adds_missing_per_sled() {
     let (net, store, _ops) = fixture(StartImpl::Saga, InstanceState::Running);
     store.lock().instances.get_mut(&ID).unwrap().sled = Some(2);
-    // Instance 8: Starting on sled 3 (mapped); 9: Stopped (not mapped).
+    // Instance 8: Starting on sled 3 (mapped); 9: Stopped (not mapped);
+    // 10: Stopping on sled 1, its VMM not yet destroyed (mapped); 11:
+    // Stopping on sled 1, its VMM destroyed (not mapped).
     let mut eight = instance(8, InstanceState::Starting);
     eight.sled = Some(3);
     store.insert(eight.clone());
     store.insert(instance(9, InstanceState::Stopped));
+    let mut ten = instance(10, InstanceState::Stopping);
+    ten.sled = Some(1);
+    ten.vmm = Some(10);
+    store.insert(ten.clone());
+    let mut eleven = instance(11, InstanceState::Stopping);
+    eleven.sled = Some(1);
+    store.insert(eleven);
     let eight_on_3 = instance_v2p_mappings(&eight, sled_ip(3))[0];
+    let ten_on_1 = instance_v2p_mappings(&ten, sled_ip(1))[0];
     let nine_on_1 = instance_v2p_mappings(&instance(9, InstanceState::Stopped), sled_ip(1))[0];
     let other_vni = VirtualNetworkInterfaceHost {
         vni: SERVICES_VNI,
         ..nine_on_1
     };
 
-    // Sled 1: a stale mapping of 7 (old sled 3), one of stopped 9, and a
-    // mapping of another VNI that is not ours to touch.
+    // Sled 1: a stale mapping of 7 (old sled 3), one of 8, and a mapping
+    // of another VNI that is not ours to touch.
     net.insert_v2p(sled_ip(1), mapping(3));
     net.insert_v2p(sled_ip(1), other_vni);
     net.insert_v2p(sled_ip(1), eight_on_3);
-    // Sled 2: a mapping of 7 itself (an instance never maps itself).
+    // Sled 2: 7's own mapping, which its own sled is given too.
     net.insert_v2p(sled_ip(2), mapping(2));
     // Sled 3: nothing.
 
@@ -1986,23 +2008,25 @@ async fn v2p_sync_removes_extras_and_adds_missing_per_sled() {
     };
     assert_eq!(
         outcomes,
-        [(1, ok(1, 1, 1)), (2, ok(0, 1, 1)), (3, ok(0, 0, 1))]
+        [(1, ok(1, 1, 2)), (2, ok(1, 0, 2)), (3, ok(0, 0, 3))]
             .into_iter()
             .collect()
     );
-    let mut sled1 = vec![mapping(2), eight_on_3, other_vni];
+    let mut desired = vec![mapping(2), eight_on_3, ten_on_1];
+    desired.sort();
+    let mut sled1 = [desired.clone(), vec![other_vni]].concat();
     sled1.sort();
     assert_eq!(net.v2p(sled_ip(1)), sled1);
-    assert_eq!(net.v2p(sled_ip(2)), vec![eight_on_3]);
-    assert_eq!(net.v2p(sled_ip(3)), vec![mapping(2)]);
+    assert_eq!(net.v2p(sled_ip(2)), desired);
+    assert_eq!(net.v2p(sled_ip(3)), desired);
 
     // Converged: the next pass changes nothing; a sled that cannot be
     // listed fails alone.
     net.clear_log();
     sled_2_fails(&net, "GET", "/v2p", 503, "busy");
     let outcomes = v2p_sync(&net.connector(), &store).await.unwrap();
-    assert_eq!(outcomes[&1], ok(2, 0, 0));
-    assert_eq!(outcomes[&3], ok(1, 0, 0));
+    assert_eq!(outcomes[&1], ok(3, 0, 0));
+    assert_eq!(outcomes[&3], ok(3, 0, 0));
     assert!(
         matches!(&outcomes[&2], Err(m) if m.contains("HTTP 503: busy")),
         "{:?}",
@@ -2059,12 +2083,13 @@ async fn v2p_sync_counts_a_delete_answered_404_as_removed_and_other_errors_as_fa
             )]
         )
     );
+    // Instance 7's own sled is given its mapping too.
     assert_eq!(
         outcomes[&2],
         Ok(V2pSledOutcome {
             unchanged: 0,
             removed: 0,
-            added: 0,
+            added: 1,
             failures: vec![],
         })
     );
