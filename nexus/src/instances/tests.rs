@@ -299,8 +299,9 @@ async fn assert_networking_settles(net: &FakeNet, store: &MemStore, sled: Option
 }
 
 /// Asserts the instance's networking points at `sled` (or is absent):
-/// NAT on both switches and in the table, V2P on every other sled (as an
-/// operation pushes it inline).
+/// NAT on both switches and in the table, V2P on every other sled and not
+/// on its own (as an operation pushes it inline, or as a test leaves it);
+/// [`assert_networking_settles`] expects the V2P task's instead.
 fn assert_networking(net: &FakeNet, store: &MemStore, sled: Option<u32>) {
     assert_networking_on(net, store, sled, false);
 }
